@@ -1,0 +1,1 @@
+//! The pure core: values in, decisions out. No I/O, no clock, no globals, no async.

@@ -1,0 +1,1 @@
+//! The imperative shell: sysfs and cgroup readers, NRI handlers, state files, CLI glue.

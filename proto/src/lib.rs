@@ -1,0 +1,1 @@
+//! topolet-nri: the NRI wire layer (schema, ttrpc bindings, multiplexer, plugin stub).

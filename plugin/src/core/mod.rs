@@ -1,1 +1,3 @@
 //! The pure core: values in, decisions out. No I/O, no clock, no globals, no async.
+pub mod cpuset;
+pub mod topology;

@@ -2,3 +2,8 @@
 pub mod cpuset;
 pub mod topology;
 pub mod hints;
+pub mod container_key;
+pub mod pod;
+pub mod pod_input;
+pub mod qos;
+pub mod quantity;

@@ -1,0 +1,463 @@
+//! The node's TOML configuration file: its schema (every key, default and unit), parsing with
+//! errors that name the file and the key, and the value checks that need no machine.
+//!
+//! Checks against the live machine (reserved CPUs that do not exist, memory reservations above a
+//! node's capacity, PCI addresses) happen when the policies are built from this file
+//! (`crate::core::placement`); their errors name the key too. `plugin/config.example.toml`
+//! documents every key; a test keeps the two in step.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::core::cpuset::CpuSet;
+use crate::core::quantity;
+
+/// A configuration problem, always naming the file (when there is one) and the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Syntax { path: PathBuf, message: String },
+    #[error("{path}: {key}: {message}")]
+    Value {
+        path: PathBuf,
+        key: String,
+        message: String,
+    },
+}
+
+impl ConfigError {
+    /// The key at fault, when the error is about one value.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            ConfigError::Value { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+}
+
+/// The whole file. Unknown keys anywhere are errors.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub nri: NriConfig,
+    pub cpu: CpuConfig,
+    pub topology: TopologyConfig,
+    pub memory: MemoryConfig,
+    /// Extended resource name → PCI addresses of the devices that provide it (device hints).
+    pub devices: BTreeMap<String, Vec<String>>,
+    pub qos: QosConfig,
+    pub state: StateConfig,
+}
+
+/// `[nri]`: how topolet registers with the runtime.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NriConfig {
+    /// The runtime's NRI socket.
+    pub socket: PathBuf,
+    /// Plugin name (`[a-zA-Z0-9_.+-]+`).
+    pub name: String,
+    /// Plugin index, two digits: plugins run in ascending index order.
+    pub index: PluginIndex,
+}
+
+impl Default for NriConfig {
+    fn default() -> Self {
+        NriConfig {
+            socket: PathBuf::from("/var/run/nri/nri.sock"),
+            name: "topolet".into(),
+            index: PluginIndex(50),
+        }
+    }
+}
+
+/// A plugin index `00`–`99`, written in TOML as an integer (`50`) or a string (`"05"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PluginIndex(pub u8);
+
+impl PluginIndex {
+    /// The two-digit form NRI expects.
+    pub fn as_nri(self) -> String {
+        format!("{:02}", self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for PluginIndex {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(i64),
+            Text(String),
+        }
+        let n = match Raw::deserialize(d)? {
+            Raw::Int(n) => n,
+            Raw::Text(t) if t.len() == 2 && t.bytes().all(|b| b.is_ascii_digit()) => {
+                t.parse::<i64>().map_err(serde::de::Error::custom)?
+            }
+            Raw::Text(t) => {
+                return Err(serde::de::Error::custom(format!(
+                    "plugin index must be two digits, got {t:?}"
+                )))
+            }
+        };
+        if !(0..=99).contains(&n) {
+            return Err(serde::de::Error::custom(format!(
+                "plugin index must be between 0 and 99, got {n}"
+            )));
+        }
+        Ok(PluginIndex(n as u8))
+    }
+}
+
+/// `[cpu]`: the CPU manager (kubelet `cpuManagerPolicy`, `reservedSystemCPUs`,
+/// `cpuManagerPolicyOptions`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CpuConfig {
+    pub policy: CpuPolicyName,
+    /// Explicit reserved CPUs (Linux list syntax). Exclusive with `reserved_cpu_count`.
+    pub reserved_cpus: Option<String>,
+    /// Number of CPUs to reserve, taken topology-aware from the lowest ids.
+    pub reserved_cpu_count: Option<usize>,
+    pub full_pcpus_only: bool,
+    pub distribute_cpus_across_numa: bool,
+    pub distribute_cpus_across_cores: bool,
+    pub align_by_socket: bool,
+    pub prefer_align_cpus_by_uncorecache: bool,
+    pub strict_cpu_reservation: bool,
+}
+
+impl Default for CpuConfig {
+    fn default() -> Self {
+        CpuConfig {
+            policy: CpuPolicyName::Static,
+            reserved_cpus: None,
+            reserved_cpu_count: None,
+            full_pcpus_only: false,
+            distribute_cpus_across_numa: false,
+            distribute_cpus_across_cores: false,
+            align_by_socket: false,
+            prefer_align_cpus_by_uncorecache: false,
+            strict_cpu_reservation: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CpuPolicyName {
+    None,
+    Static,
+}
+
+/// `[topology]`: the topology manager (kubelet `topologyManagerPolicy`, `topologyManagerScope`,
+/// `topologyManagerPolicyOptions`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TopologyConfig {
+    pub policy: TopologyPolicyName,
+    pub scope: TopologyScopeName,
+    pub prefer_closest_numa_nodes: bool,
+    pub max_allowable_numa_nodes: usize,
+}
+
+impl Default for TopologyConfig {
+    fn default() -> Self {
+        TopologyConfig {
+            policy: TopologyPolicyName::BestEffort,
+            scope: TopologyScopeName::Container,
+            prefer_closest_numa_nodes: false,
+            max_allowable_numa_nodes: 8,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TopologyPolicyName {
+    None,
+    BestEffort,
+    Restricted,
+    SingleNumaNode,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TopologyScopeName {
+    Container,
+    Pod,
+}
+
+/// `[memory]`: the memory manager (kubelet `memoryManagerPolicy`, `reservedMemory`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemoryConfig {
+    pub policy: MemoryPolicyName,
+    /// NUMA node id → quantity of memory kept out of exclusive NUMA-pinned allocations.
+    pub reserved: BTreeMap<String, String>,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            policy: MemoryPolicyName::None,
+            reserved: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MemoryPolicyName {
+    None,
+    Static,
+}
+
+/// `[qos]`: per-QoS-class cgroup values.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QosConfig {
+    /// kubelet `podPidsLimit`: > 0 sets pids.max on every container; 0 or -1 leaves it unlimited.
+    pub pids_limit: i64,
+    /// Lowest oom_score_adj the runtime can apply. Unset: detected at run time from the runtime's
+    /// own oom_score_adj and capabilities.
+    pub oom_score_adj_floor: Option<i32>,
+    /// Keep the CFS quota on containers with exclusive CPUs (kubelet's
+    /// `DisableCPUQuotaWithExclusiveCPUs=false`). Default: quota removed.
+    pub keep_cfs_quota_for_exclusive: bool,
+}
+
+impl Default for QosConfig {
+    fn default() -> Self {
+        QosConfig {
+            pids_limit: -1,
+            oom_score_adj_floor: None,
+            keep_cfs_quota_for_exclusive: false,
+        }
+    }
+}
+
+/// `[state]`: where assignments are persisted.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StateConfig {
+    pub dir: PathBuf,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        StateConfig {
+            dir: PathBuf::from("/var/lib/topolet"),
+        }
+    }
+}
+
+impl Config {
+    /// Reads and parses `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::parse(&text, path)
+    }
+
+    /// Parses `text` (named `path` in errors) and checks every value that needs no machine.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Syntax {
+            path: path.to_path_buf(),
+            message: describe_toml_error(&e),
+        })?;
+        config.check(path)?;
+        Ok(config)
+    }
+
+    fn check(&self, path: &Path) -> Result<(), ConfigError> {
+        let value_err = |key: &str, message: String| ConfigError::Value {
+            path: path.to_path_buf(),
+            key: key.to_string(),
+            message,
+        };
+        if self.nri.name.is_empty()
+            || !self
+                .nri
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_.+-".contains(&b))
+        {
+            return Err(value_err(
+                "nri.name",
+                format!(
+                    "{:?} must be non-empty and use only letters, digits and _.+-",
+                    self.nri.name
+                ),
+            ));
+        }
+        if self.cpu.reserved_cpus.is_some() && self.cpu.reserved_cpu_count.is_some() {
+            return Err(value_err(
+                "cpu.reserved_cpus",
+                "set either cpu.reserved_cpus or cpu.reserved_cpu_count, not both".into(),
+            ));
+        }
+        if let Some(list) = &self.cpu.reserved_cpus {
+            CpuSet::parse(list).map_err(|e| value_err("cpu.reserved_cpus", e.to_string()))?;
+        }
+        if self.topology.max_allowable_numa_nodes == 0 {
+            return Err(value_err(
+                "topology.max_allowable_numa_nodes",
+                "must be at least 1".into(),
+            ));
+        }
+        for (node, qty) in &self.memory.reserved {
+            let key = format!("memory.reserved.{node}");
+            node.parse::<usize>()
+                .map_err(|_| value_err(&key, format!("{node:?} is not a numa node id")))?;
+            quantity::parse_value(qty).map_err(|e| value_err(&key, e.to_string()))?;
+        }
+        for (resource, addrs) in &self.devices {
+            let key = format!("devices.\"{resource}\"");
+            if !resource.contains('/') {
+                return Err(value_err(
+                    &key,
+                    "extended resource names have the form domain/name".into(),
+                ));
+            }
+            if addrs.is_empty() {
+                return Err(value_err(&key, "lists no devices".into()));
+            }
+        }
+        if self.qos.pids_limit < -1 {
+            return Err(value_err(
+                "qos.pids_limit",
+                format!(
+                    "{} is not a limit: use a positive number, or -1 / 0 for none",
+                    self.qos.pids_limit
+                ),
+            ));
+        }
+        if let Some(floor) = self.qos.oom_score_adj_floor {
+            if !(-1000..=1000).contains(&floor) {
+                return Err(value_err(
+                    "qos.oom_score_adj_floor",
+                    format!("{floor} is outside -1000..=1000"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The parsed `[memory] reserved` table.
+    pub fn memory_reserved(&self) -> BTreeMap<usize, u64> {
+        // Values were validated by `check`; an entry that somehow fails is skipped, not invented.
+        self.memory
+            .reserved
+            .iter()
+            .filter_map(|(k, v)| Some((k.parse().ok()?, quantity::parse_value(v).ok()?)))
+            .collect()
+    }
+}
+
+/// toml's errors carry the key path and the position; keep them on one line.
+fn describe_toml_error(e: &toml::de::Error) -> String {
+    e.to_string()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("/etc/topolet.toml"))
+    }
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let c = parse("").unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.nri.index.as_nri(), "50");
+        assert_eq!(c.nri.socket, PathBuf::from("/var/run/nri/nri.sock"));
+    }
+
+    #[test]
+    fn full_file_parses() {
+        let c = parse(
+            r#"
+[nri]
+socket = "/run/x.sock"
+name = "topolet"
+index = "05"
+[cpu]
+policy = "static"
+reserved_cpus = "0-1"
+full_pcpus_only = true
+[topology]
+policy = "single-numa-node"
+scope = "pod"
+prefer_closest_numa_nodes = true
+max_allowable_numa_nodes = 16
+[memory]
+policy = "static"
+reserved = { 0 = "1Gi", 1 = "512Mi" }
+[devices]
+"example.com/nic" = ["0000:3b:00.0"]
+[qos]
+pids_limit = 4096
+oom_score_adj_floor = 0
+"#,
+        )
+        .unwrap();
+        assert_eq!(c.nri.index, PluginIndex(5));
+        assert_eq!(c.topology.policy, TopologyPolicyName::SingleNumaNode);
+        assert_eq!(c.topology.scope, TopologyScopeName::Pod);
+        assert_eq!(
+            c.memory_reserved(),
+            BTreeMap::from([(0, 1 << 30), (1, 512 << 20)])
+        );
+        assert_eq!(c.qos.pids_limit, 4096);
+    }
+
+    #[test]
+    fn errors_name_file_and_key() {
+        for (text, needle) in [
+            ("[cpu]\nreserved_cpus = \"3-1\"", "cpu.reserved_cpus"),
+            ("[cpu]\npolicy = \"dynamic\"", "dynamic"),
+            ("[cpu]\nbogus = 1", "bogus"),
+            ("[bogus]\n", "bogus"),
+            ("[nri]\nindex = 100", "index"),
+            ("[nri]\nindex = \"5\"", "two digits"),
+            ("[nri]\nname = \"a b\"", "nri.name"),
+            ("[memory]\nreserved = { x = \"1Gi\" }", "memory.reserved.x"),
+            ("[memory]\nreserved = { 0 = \"lots\" }", "memory.reserved.0"),
+            ("[qos]\npids_limit = -5", "qos.pids_limit"),
+            (
+                "[qos]\noom_score_adj_floor = -1001",
+                "qos.oom_score_adj_floor",
+            ),
+            (
+                "[topology]\nmax_allowable_numa_nodes = 0",
+                "max_allowable_numa_nodes",
+            ),
+            ("[devices]\nnic = [\"0000:00:01.0\"]", "devices.\"nic\""),
+            (
+                "[cpu]\nreserved_cpus = \"0\"\nreserved_cpu_count = 1",
+                "not both",
+            ),
+        ] {
+            let err = parse(text).expect_err(text).to_string();
+            assert!(err.starts_with("/etc/topolet.toml: "), "{err}");
+            assert!(err.contains(needle), "{text:?}: {err}");
+        }
+    }
+}

@@ -1275,6 +1275,45 @@ mod tests {
             prop_assert_eq!(oom_score_adj(&p2, &p2.containers[0], cap, cv), adj);
         }
 
+        /// The summed formulation (`GetPodQOS` of the v1 helper) agrees with the newer
+        /// per-container one (`resourceQOS` aggregated: any Burstable container, or a mix of
+        /// Guaranteed and BestEffort containers, makes the pod Burstable) for every valid spec,
+        /// i.e. whenever request ≤ limit where a limit is set.
+        #[test]
+        fn class_matches_per_container_formulation(
+            spec in proptest::collection::vec((0u64..3, 0u64..3, 0u64..3, 0u64..3), 1..5)
+        ) {
+            let containers: Vec<Container> = spec
+                .iter()
+                .map(|&(rc, lc, rm, lm)| {
+                    // Keep request <= limit when a limit is set (API validation).
+                    let rc = if lc > 0 { rc.min(lc) } else { rc };
+                    let rm = if lm > 0 { rm.min(lm) } else { rm };
+                    let o = |v: u64| (v > 0).then_some(v);
+                    ctr("c", rl(o(rc), o(rm)), rl(o(lc), o(lm)))
+                })
+                .collect();
+            let per_container = |c: &Container| {
+                let (rc, lc, rm, lm) = (c.requests.cpu(), c.limits.cpu(), c.requests.memory(), c.limits.memory());
+                if rc != lc || rm != lm {
+                    QosClass::Burstable
+                } else if rc == 0 && rm == 0 {
+                    QosClass::BestEffort
+                } else if rc > 0 && rm > 0 {
+                    QosClass::Guaranteed
+                } else {
+                    QosClass::Burstable
+                }
+            };
+            let mut want = per_container(&containers[0]);
+            for c in &containers[1..] {
+                if per_container(c) != want {
+                    want = QosClass::Burstable;
+                }
+            }
+            prop_assert_eq!(class(&pod_of(containers)), want);
+        }
+
         /// Class → cgroup parent → class is exact for both drivers.
         #[test]
         fn cgroup_round_trip(a in 0u32..u32::MAX, b in 0u16..u16::MAX, q in 0usize..3) {

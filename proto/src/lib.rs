@@ -44,3 +44,22 @@ pub mod api {
 pub mod api_ttrpc {
     include!(concat!(env!("OUT_DIR"), "/gen/nri_ttrpc.rs"));
 }
+
+pub mod mux;
+pub mod config;
+pub mod events;
+pub mod plugin;
+mod service;
+pub mod stub;
+pub mod updater;
+pub mod version;
+
+#[cfg(feature = "test-support")]
+pub mod fake_runtime;
+
+pub use config::{Backoff, ConfigError, Endpoint, StubConfig};
+pub use events::EventMask;
+pub use plugin::{Plugin, PluginError, PluginResult, RuntimeInfo};
+pub use stub::{ConnState, ConnectionStatus, Stub, StubError};
+pub use updater::{ContainerUpdater, PendingUpdate, UpdateError};
+pub use version::NriVersion;

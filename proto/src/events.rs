@@ -1,0 +1,129 @@
+//! NRI event subscription: the [`EventMask`] a plugin declares and its fitting to
+//! the runtime's NRI version (nri-protocol.md §2.3, §4.10).
+
+use std::fmt;
+
+use crate::api::Event;
+use crate::version::NriVersion;
+
+/// A set of NRI events; bit for event `e` is `1 << (e - 1)` as in `ConfigureResponse.events`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct EventMask(u32);
+
+impl EventMask {
+    /// No events.
+    pub const EMPTY: EventMask = EventMask(0);
+    /// Events valid for NRI ≤ v0.9 (containerd ≤ 2.1): bits 0x07FF.
+    pub const VALID_PRE_V0_10: EventMask = EventMask(0x07FF);
+    /// Events valid for NRI ≥ v0.10: bits 0x3FFF.
+    pub const VALID_V0_10: EventMask = EventMask(0x3FFF);
+    /// Events that must never be sent to NRI ≤ v0.9.
+    pub const NEW_IN_V0_10: EventMask = EventMask(0x3800);
+
+    /// Mask with exactly the given events.
+    pub fn of(events: &[Event]) -> EventMask {
+        events.iter().fold(EventMask::EMPTY, |m, &e| m.with(e))
+    }
+
+    /// Builds a mask from raw bits (unknown bits are kept).
+    pub const fn from_bits(bits: u32) -> EventMask {
+        EventMask(bits)
+    }
+
+    /// Raw bits.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Bit of one event; 0 for UNKNOWN/LAST.
+    pub fn bit(event: Event) -> u32 {
+        let v = event as i32;
+        if (1..(Event::LAST as i32)).contains(&v) {
+            1 << (v - 1)
+        } else {
+            0
+        }
+    }
+
+    /// This mask plus `event`.
+    #[must_use]
+    pub fn with(self, event: Event) -> EventMask {
+        EventMask(self.0 | Self::bit(event))
+    }
+
+    /// Whether `event` is in the mask.
+    pub fn contains(self, event: Event) -> bool {
+        let b = Self::bit(event);
+        b != 0 && self.0 & b == b
+    }
+
+    /// Whether the mask is empty.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// Set intersection.
+    #[must_use]
+    pub fn intersect(self, other: EventMask) -> EventMask {
+        EventMask(self.0 & other.0)
+    }
+
+    /// Events a runtime speaking `version` accepts; `None` (unknown) is treated
+    /// as the oldest behaviour.
+    pub fn valid_for(version: Option<NriVersion>) -> EventMask {
+        match version {
+            Some(v) if v >= NriVersion::V0_10 => Self::VALID_V0_10,
+            _ => Self::VALID_PRE_V0_10,
+        }
+    }
+
+    /// The mask to answer Configure with: this mask restricted to what the runtime
+    /// accepts, never 0 (0 would subscribe to everything). If nothing remains,
+    /// REMOVE_POD_SANDBOX alone is used (a rare, notification-only event).
+    pub fn for_runtime(self, version: Option<NriVersion>) -> EventMask {
+        let m = self.intersect(Self::valid_for(version));
+        if m.is_empty() {
+            EventMask::of(&[Event::REMOVE_POD_SANDBOX])
+        } else {
+            m
+        }
+    }
+
+    /// Mask as sent on the wire (`ConfigureResponse.events`).
+    pub fn to_wire(self) -> i32 {
+        // Only bits below LAST are ever meaningful; they fit in i32.
+        (self.0 & 0x7FFF_FFFF) as i32
+    }
+}
+
+impl fmt::Display for EventMask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#06x}", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bits_follow_event_numbers() {
+        assert_eq!(EventMask::bit(Event::RUN_POD_SANDBOX), 0x1);
+        assert_eq!(EventMask::bit(Event::CREATE_CONTAINER), 0x8);
+        assert_eq!(EventMask::bit(Event::VALIDATE_CONTAINER_ADJUSTMENT), 0x2000);
+        assert_eq!(EventMask::bit(Event::UNKNOWN), 0);
+        assert_eq!(EventMask::bit(Event::LAST), 0);
+    }
+
+    #[test]
+    fn fits_runtime_version() {
+        let m = EventMask::of(&[Event::CREATE_CONTAINER, Event::UPDATE_POD_SANDBOX]);
+        let old = m.for_runtime(Some(NriVersion::new(0, 8, 0)));
+        assert_eq!(old.bits(), 0x8);
+        assert_eq!(old.bits() & 0x3800, 0);
+        assert_eq!(m.for_runtime(Some(NriVersion::new(0, 11, 0))).bits(), 0x808);
+        assert_eq!(m.for_runtime(None).bits(), 0x8);
+        let only_new = EventMask::of(&[Event::UPDATE_POD_SANDBOX]);
+        assert_eq!(only_new.for_runtime(None).bits(), 0x4);
+    }
+}

@@ -1,1 +1,2 @@
 //! The imperative shell: sysfs and cgroup readers, NRI handlers, state files, CLI glue.
+pub mod state_file;

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# hack/test.sh — run every test of topolet: the single "run every test" command (CI runs it via .ci/run).
+#
+# Usage: hack/test.sh          (no arguments; as root, on Linux with cgroups; needs go, cargo, gcc)
+#
+# Steps, each under a section header; the first failure stops the run with a non-zero exit.
+# Nothing is skipped: a missing tool or dependency is a failure.
+#   1. hack/install-deps.sh for every containerd line (default v2.2.7 and v2.3.4)
+#   2. cargo fmt --all --check
+#   3. cargo clippy --workspace --all-targets -- -D warnings
+#   4. cargo test --workspace --exclude topolet-integration          (unit tests)
+#   5. hack/smoke-stack.sh                                           (the containerd test stack itself)
+#   6. for each line: TOPOLET_CONTAINERD_VERSION=<v> cargo test -p topolet-integration -- --test-threads=1
+#
+# Environment:
+#   TEST_CONTAINERD_VERSIONS   lines to install and test (default "v2.2.7 v2.3.4")
+#   GO                         go binary for install-deps (default: go on PATH, else /usr/local/go/bin/go)
+set -euo pipefail
+
+HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=hack/lib/common.sh
+source "$HACK_DIR/lib/common.sh"
+
+VERSIONS="${TEST_CONTAINERD_VERSIONS:-$SUPPORTED_CONTAINERD_VERSIONS}"
+RUN_START=$SECONDS
+
+section() { printf '\n==================== %s ====================\n' "$*"; }
+die() { echo "test.sh: FAIL: $*" >&2; exit 1; }
+
+# step NAME CMD...: run CMD under a header, report its time, fail the run naming NAME.
+step() {
+  local name="$1" start=$SECONDS; shift
+  section "$name"
+  "$@" || die "$name (exit $?)"
+  echo "--- $name: ok ($((SECONDS - start))s)"
+}
+
+require_tools() {
+  local t
+  [[ $EUID -eq 0 ]] || die "must run as root (containerd, runc, cgroups)"
+  for t in cargo gcc; do command -v "$t" >/dev/null || die "$t not found on PATH"; done
+  cargo fmt --version >/dev/null 2>&1 || die "rustfmt (cargo fmt) is not installed"
+  cargo clippy --version >/dev/null 2>&1 || die "clippy (cargo clippy) is not installed"
+}
+
+install_line() { CONTAINERD_VERSION="$1" "$HACK_DIR/install-deps.sh"; }
+integration_line() { TOPOLET_CONTAINERD_VERSION="$1" cargo test -p topolet-integration -- --test-threads=1; }
+
+main() {
+  cd "$REPO_ROOT"
+  require_tools
+  local v
+  for v in $VERSIONS; do step "install deps (containerd $v)" install_line "$v"; done
+  step "cargo fmt" cargo fmt --all --check
+  step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
+  step "unit tests" cargo test --workspace --exclude topolet-integration
+  step "containerd stack smoke test" env SMOKE_VERSIONS="$VERSIONS" "$HACK_DIR/smoke-stack.sh"
+  for v in $VERSIONS; do step "integration tests (containerd $v)" integration_line "$v"; done
+  section "all tests passed in $((SECONDS - RUN_START))s"
+}
+
+main "$@"

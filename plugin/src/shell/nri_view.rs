@@ -1,0 +1,353 @@
+//! What topolet can learn about a container from NRI alone, and how precisely.
+//!
+//! NRI gives a plugin the pod sandbox and the container as containerd is about to create them, not
+//! the Kubernetes pod spec. The kubelet has already turned the spec into cgroup values, so topolet
+//! inverts its rules (`core::qos` holds each inverse and its precision):
+//!
+//! | fact | source | precision |
+//! |---|---|---|
+//! | Kubernetes container or not | pod `cgroup_parent` is a kubelet pod cgroup (`…/kubepods[/burstable\|/besteffort]/pod<uid>`, or the systemd `kubepods-…-pod<uid>.slice` forms) | exact; anything else is left alone |
+//! | QoS class, pod uid | the same path | exact |
+//! | CPU request | `cpu.shares` (`request·1024/1000`, min 2) | exact from 3m to 256 CPUs; shares 2 ⇒ 0 |
+//! | CPU limit | `cpu.quota / cpu.period` | exact above the 1 ms quota floor |
+//! | memory limit | `memory.limit` | exact |
+//! | memory request (Burstable) | `oom_score_adj = 1000 − 1000·request/capacity` | within one step (capacity/1000 bytes) |
+//! | memory request (Guaranteed) | = the memory limit | exact |
+//! | exclusive CPUs | Guaranteed and an integer CPU request | exact |
+//!
+//! Not knowable from NRI and therefore not used: pod priority (eviction gets it elsewhere), init vs
+//! app container (kubelet runs init containers to completion first, so their CPUs are released at
+//! StopContainer before the app containers are created), hugepage and extended-resource requests
+//! beyond the hugepage limits containerd passes.
+
+use topolet_nri::api;
+
+use crate::core::container_key::ContainerKey;
+use crate::core::cpuset::CpuSet;
+use crate::core::pod::{Container, Pod, ResourceList};
+use crate::core::qos::{self, QosClass};
+
+/// containerd's label on sandbox (pause) containers.
+const CRI_KIND_LABEL: &str = "io.cri-containerd.kind";
+
+/// The cgroup values a container carries right now (as created by the kubelet, or as adjusted by
+/// earlier plugins).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CurrentResources {
+    pub cpu_shares: Option<u64>,
+    pub cpu_quota: Option<i64>,
+    pub cpu_period: Option<u64>,
+    pub cpuset_cpus: Option<CpuSet>,
+    pub cpuset_mems: Option<String>,
+    pub memory_limit: Option<i64>,
+    pub oom_score_adj: Option<i64>,
+    pub pids_limit: Option<i64>,
+}
+
+/// A Kubernetes container as topolet understands it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerView {
+    pub key: ContainerKey,
+    /// containerd's container id.
+    pub id: String,
+    /// `namespace/name` of the pod, for logs.
+    pub pod_ref: String,
+    pub qos: QosClass,
+    /// A one-container pod with the requests and limits estimated from the cgroup values, for the
+    /// core's rules.
+    pub pod: Pod,
+    pub current: CurrentResources,
+}
+
+impl ContainerView {
+    /// The estimated container (the only one in [`ContainerView::pod`]).
+    pub fn container(&self) -> &Container {
+        &self.pod.containers[0]
+    }
+}
+
+/// Why a container is not topolet's business.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ignored {
+    /// The pod's cgroup parent is not a kubelet pod cgroup (plain containerd / nerdctl / ctr).
+    NotKubernetes { cgroup_parent: String },
+    /// A sandbox (pause) container.
+    Sandbox,
+}
+
+impl std::fmt::Display for Ignored {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ignored::NotKubernetes { cgroup_parent } => {
+                write!(
+                    f,
+                    "cgroup parent {cgroup_parent:?} is not a kubelet pod cgroup"
+                )
+            }
+            Ignored::Sandbox => f.write_str("sandbox container"),
+        }
+    }
+}
+
+/// The QoS class and pod uid of a sandbox, if it is a Kubernetes pod.
+pub fn pod_qos(pod: &api::PodSandbox) -> Result<qos::CgroupParentInfo, Ignored> {
+    let parent = pod
+        .linux
+        .as_ref()
+        .map(|l| l.cgroup_parent.as_str())
+        .unwrap_or("");
+    qos::qos_from_cgroup_parent(parent).ok_or_else(|| Ignored::NotKubernetes {
+        cgroup_parent: parent.to_string(),
+    })
+}
+
+/// Reads the container's current cgroup values.
+pub fn current_resources(ctr: &api::Container) -> CurrentResources {
+    let mut cur = CurrentResources::default();
+    let Some(linux) = ctr.linux.as_ref() else {
+        return cur;
+    };
+    cur.oom_score_adj = linux.oom_score_adj.as_ref().map(|o| o.value);
+    let Some(res) = linux.resources.as_ref() else {
+        return cur;
+    };
+    if let Some(cpu) = res.cpu.as_ref() {
+        cur.cpu_shares = cpu.shares.as_ref().map(|v| v.value);
+        cur.cpu_quota = cpu.quota.as_ref().map(|v| v.value);
+        cur.cpu_period = cpu.period.as_ref().map(|v| v.value);
+        cur.cpuset_cpus = CpuSet::parse(&cpu.cpus).ok().filter(|s| !s.is_empty());
+        cur.cpuset_mems = Some(cpu.mems.clone()).filter(|m| !m.is_empty());
+    }
+    if let Some(mem) = res.memory.as_ref() {
+        cur.memory_limit = mem.limit.as_ref().map(|v| v.value).filter(|&v| v > 0);
+    }
+    cur.pids_limit = res.pids.as_ref().map(|p| p.limit).filter(|&l| l > 0);
+    cur
+}
+
+/// Builds the view of `ctr` in `pod`, or says why topolet leaves it alone.
+pub fn view(
+    pod: &api::PodSandbox,
+    ctr: &api::Container,
+    memory_capacity: u64,
+) -> Result<ContainerView, Ignored> {
+    if ctr.labels.get(CRI_KIND_LABEL).map(String::as_str) == Some("sandbox") {
+        return Err(Ignored::Sandbox);
+    }
+    let info = pod_qos(pod)?;
+    let current = current_resources(ctr);
+    let container = estimate_container(&ctr.name, info.qos, &current, memory_capacity);
+    let uid = if pod.uid.is_empty() {
+        info.pod_uid.clone()
+    } else {
+        pod.uid.clone()
+    };
+    Ok(ContainerView {
+        key: ContainerKey::new(uid.clone(), ctr.name.clone()),
+        id: ctr.id.clone(),
+        pod_ref: format!("{}/{}", pod.namespace, pod.name),
+        qos: info.qos,
+        pod: Pod {
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+            uid,
+            containers: vec![container],
+            ..Pod::default()
+        },
+        current,
+    })
+}
+
+/// The requests and limits the kubelet must have started from to produce `cur`.
+fn estimate_container(
+    name: &str,
+    class: QosClass,
+    cur: &CurrentResources,
+    memory_capacity: u64,
+) -> Container {
+    let cpu_limit = match (cur.cpu_quota, cur.cpu_period) {
+        (Some(q), Some(p)) => qos::estimate_cpu_limit_millis(q, p),
+        _ => None,
+    };
+    let cpu_request = cur.cpu_shares.map(qos::estimate_cpu_request_millis);
+    let memory_limit = cur.memory_limit.and_then(|l| u64::try_from(l).ok());
+    let mut requests = ResourceList::default();
+    let mut limits = ResourceList::default();
+    match class {
+        QosClass::BestEffort => {}
+        QosClass::Guaranteed => {
+            // requests == limits by definition; the quota-derived limit is exact where the
+            // shares-derived request is too (and survives quota removal by another plugin).
+            let cpu = cpu_limit.or(cpu_request).filter(|&m| m > 0);
+            requests.cpu_millis = cpu;
+            limits.cpu_millis = cpu;
+            requests.memory_bytes = memory_limit;
+            limits.memory_bytes = memory_limit;
+        }
+        QosClass::Burstable => {
+            requests.cpu_millis = cpu_request.filter(|&m| m > 0);
+            limits.cpu_millis = cpu_limit;
+            limits.memory_bytes = memory_limit;
+            requests.memory_bytes = cur
+                .oom_score_adj
+                .and_then(|o| i32::try_from(o).ok())
+                .and_then(|o| {
+                    qos::estimate_memory_request_bytes(
+                        o,
+                        memory_capacity,
+                        qos::OomScoreVariant::Current,
+                    )
+                })
+                .map(|e| e.min_bytes)
+                .filter(|&b| b > 0);
+        }
+    }
+    Container {
+        name: name.to_string(),
+        requests,
+        limits,
+        restart_policy: None,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn sandbox(uid: &str, cgroup_parent: &str) -> api::PodSandbox {
+        let mut pod = api::PodSandbox::new();
+        pod.id = format!("sb-{uid}");
+        pod.uid = uid.into();
+        pod.name = format!("pod-{uid}");
+        pod.namespace = "default".into();
+        let mut linux = api::LinuxPodSandbox::new();
+        linux.cgroup_parent = cgroup_parent.into();
+        pod.linux = protobuf::MessageField::some(linux);
+        pod
+    }
+
+    pub(crate) fn container(
+        name: &str,
+        shares: u64,
+        quota: i64,
+        mem: i64,
+        oom: i64,
+    ) -> api::Container {
+        let mut c = api::Container::new();
+        c.id = format!("id-{name}");
+        c.name = name.into();
+        let mut cpu = api::LinuxCPU::new();
+        cpu.shares = protobuf::MessageField::some(api::OptionalUInt64 {
+            value: shares,
+            ..Default::default()
+        });
+        if quota > 0 {
+            cpu.quota = protobuf::MessageField::some(api::OptionalInt64 {
+                value: quota,
+                ..Default::default()
+            });
+        }
+        cpu.period = protobuf::MessageField::some(api::OptionalUInt64 {
+            value: 100_000,
+            ..Default::default()
+        });
+        let mut res = api::LinuxResources::new();
+        res.cpu = protobuf::MessageField::some(cpu);
+        if mem > 0 {
+            let mut m = api::LinuxMemory::new();
+            m.limit = protobuf::MessageField::some(api::OptionalInt64 {
+                value: mem,
+                ..Default::default()
+            });
+            res.memory = protobuf::MessageField::some(m);
+        }
+        let mut linux = api::LinuxContainer::new();
+        linux.resources = protobuf::MessageField::some(res);
+        linux.oom_score_adj = protobuf::MessageField::some(api::OptionalInt {
+            value: oom,
+            ..Default::default()
+        });
+        c.linux = protobuf::MessageField::some(linux);
+        c
+    }
+
+    const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn guaranteed_integer_cpu_container() {
+        let v = view(
+            &sandbox("u1", "/kubepods/podu1"),
+            &container("app", 2048, 200_000, 1 << 30, -997),
+            64 * GIB,
+        )
+        .unwrap();
+        assert_eq!(v.qos, QosClass::Guaranteed);
+        assert_eq!(v.key, ContainerKey::new("u1", "app"));
+        assert_eq!(v.container().requests.cpu_millis, Some(2000));
+        assert_eq!(v.container().limits.memory_bytes, Some(1 << 30));
+        assert_eq!(qos::class(&v.pod), QosClass::Guaranteed);
+        assert_eq!(
+            qos::exclusive_cpu_count(v.qos, v.container().requests.cpu()),
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn burstable_memory_request_from_oom_score() {
+        // 4 GiB request on a 64 GiB node: 1000 - 62 = 938 (62.5 truncated).
+        let v = view(
+            &sandbox("u2", "/kubepods/burstable/podu2"),
+            &container("app", 512, 0, 0, 938),
+            64 * GIB,
+        )
+        .unwrap();
+        assert_eq!(v.qos, QosClass::Burstable);
+        assert_eq!(v.container().requests.cpu_millis, Some(500));
+        let req = v.container().requests.memory();
+        assert!(req <= 4 * GIB && 4 * GIB - req < 64 * GIB / 1000, "{req}");
+        assert_eq!(qos::class(&v.pod), QosClass::Burstable);
+    }
+
+    #[test]
+    fn besteffort_and_foreign_and_sandbox() {
+        let v = view(
+            &sandbox("u3", "/kubepods/besteffort/podu3"),
+            &container("app", 2, 0, 0, 1000),
+            GIB,
+        )
+        .unwrap();
+        assert_eq!(v.qos, QosClass::BestEffort);
+        assert_eq!(qos::class(&v.pod), QosClass::BestEffort);
+
+        let err = view(
+            &sandbox("u4", "/system.slice/foo"),
+            &container("x", 2, 0, 0, 0),
+            GIB,
+        )
+        .unwrap_err();
+        assert!(matches!(err, Ignored::NotKubernetes { .. }));
+        assert!(err.to_string().contains("/system.slice/foo"));
+
+        let mut pause = container("POD", 2, 0, 0, -998);
+        pause.labels.insert(CRI_KIND_LABEL.into(), "sandbox".into());
+        assert_eq!(
+            view(&sandbox("u5", "/kubepods/podu5"), &pause, GIB).unwrap_err(),
+            Ignored::Sandbox
+        );
+    }
+
+    #[test]
+    fn systemd_driver_parent() {
+        let v = view(
+            &sandbox(
+                "",
+                "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod12_34.slice",
+            ),
+            &container("app", 102, 0, 0, 999),
+            GIB,
+        )
+        .unwrap();
+        assert_eq!(v.qos, QosClass::Burstable);
+        assert_eq!(v.key.pod_uid, "12-34");
+    }
+}

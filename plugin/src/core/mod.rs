@@ -7,3 +7,4 @@ pub mod pod;
 pub mod pod_input;
 pub mod qos;
 pub mod quantity;
+pub mod cpu_alloc;

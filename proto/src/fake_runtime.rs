@@ -142,7 +142,9 @@ pub struct PluginConn {
 
 impl std::fmt::Debug for PluginConn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PluginConn").field("mux", &self.mux).finish()
+        f.debug_struct("PluginConn")
+            .field("mux", &self.mux)
+            .finish()
     }
 }
 
@@ -155,8 +157,12 @@ impl PluginConn {
     ) -> Result<PluginConn, HarnessError> {
         let (mux, mut conns) = Mux::new(stream, &[PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN])
             .map_err(|e| HarnessError::Setup(e.to_string()))?;
-        let runtime_conn = conns.pop().ok_or_else(|| HarnessError::Setup("no conn 2".into()))?;
-        let plugin_conn = conns.pop().ok_or_else(|| HarnessError::Setup("no conn 1".into()))?;
+        let runtime_conn = conns
+            .pop()
+            .ok_or_else(|| HarnessError::Setup("no conn 2".into()))?;
+        let plugin_conn = conns
+            .pop()
+            .ok_or_else(|| HarnessError::Setup("no conn 1".into()))?;
         let (reg_tx, registered) = watch::channel(None);
         let (upd_tx, upd_rx) = mpsc::unbounded_channel();
         let svc = RuntimeService {
@@ -259,7 +265,11 @@ impl PluginConn {
                 containers,
                 ..Default::default()
             };
-            let r = self.client.synchronize(self.ctx(), &req).await.map_err(rpc)?;
+            let r = self
+                .client
+                .synchronize(self.ctx(), &req)
+                .await
+                .map_err(rpc)?;
             return Ok((r, 1));
         };
         let mut pods = pods.into_iter().peekable();
@@ -275,7 +285,11 @@ impl PluginConn {
                 more,
                 ..Default::default()
             };
-            let r = self.client.synchronize(self.ctx(), &req).await.map_err(rpc)?;
+            let r = self
+                .client
+                .synchronize(self.ctx(), &req)
+                .await
+                .map_err(rpc)?;
             sent += 1;
             if !more {
                 return Ok((r, sent));

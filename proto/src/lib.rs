@@ -45,9 +45,9 @@ pub mod api_ttrpc {
     include!(concat!(env!("OUT_DIR"), "/gen/nri_ttrpc.rs"));
 }
 
-pub mod mux;
 pub mod config;
 pub mod events;
+pub mod mux;
 pub mod plugin;
 mod service;
 pub mod stub;

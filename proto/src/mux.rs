@@ -375,8 +375,9 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     }
 }
 
-type ReserveFut =
-    Pin<Box<dyn Future<Output = Result<mpsc::OwnedPermit<Frame>, mpsc::error::SendError<()>>> + Send>>;
+type ReserveFut = Pin<
+    Box<dyn Future<Output = Result<mpsc::OwnedPermit<Frame>, mpsc::error::SendError<()>>> + Send>,
+>;
 
 struct WriteState {
     tx: mpsc::Sender<Frame>,

@@ -5,10 +5,9 @@
 use async_trait::async_trait;
 
 use crate::api::{
-    ConfigureRequest, Container, ContainerUpdate, CreateContainerRequest,
-    CreateContainerResponse, PodSandbox, UpdateContainerRequest, UpdateContainerResponse,
-    UpdatePodSandboxRequest, ValidateContainerAdjustmentRequest,
-    ValidateContainerAdjustmentResponse,
+    ConfigureRequest, Container, ContainerUpdate, CreateContainerRequest, CreateContainerResponse,
+    PodSandbox, UpdateContainerRequest, UpdateContainerResponse, UpdatePodSandboxRequest,
+    ValidateContainerAdjustmentRequest, ValidateContainerAdjustmentResponse,
 };
 use crate::events::EventMask;
 use crate::version::NriVersion;

@@ -36,7 +36,10 @@ fn status(code: Code, msg: impl Into<String>) -> ttrpc::Error {
 }
 
 fn unimplemented(method: &str) -> ttrpc::Error {
-    status(Code::UNIMPLEMENTED, format!("{method} is not handled by this plugin"))
+    status(
+        Code::UNIMPLEMENTED,
+        format!("{method} is not handled by this plugin"),
+    )
 }
 
 fn handler_err(method: &str, e: PluginError) -> ttrpc::Error {
@@ -160,7 +163,11 @@ impl<P: Plugin> api_ttrpc::Plugin for PluginService<P> {
             buf.0.extend(req.pods);
             buf.1.extend(req.containers);
             if req.more {
-                tracing::debug!(pods = buf.0.len(), containers = buf.1.len(), "nri synchronize page buffered");
+                tracing::debug!(
+                    pods = buf.0.len(),
+                    containers = buf.1.len(),
+                    "nri synchronize page buffered"
+                );
                 return Ok(api::SynchronizeResponse {
                     more: true,
                     ..Default::default()

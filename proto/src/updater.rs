@@ -119,7 +119,11 @@ pub(crate) fn spawn_updater(
                 .map(|r| r.failed)
                 .map_err(|e| UpdateError::Rpc(e.to_string()));
             match &res {
-                Ok(failed) => tracing::debug!(updates = n, failed = failed.len(), "nri update containers sent"),
+                Ok(failed) => tracing::debug!(
+                    updates = n,
+                    failed = failed.len(),
+                    "nri update containers sent"
+                ),
                 Err(e) => tracing::warn!(updates = n, error = %e, "nri update containers failed"),
             }
             let _ = job.reply.send(res);

@@ -88,7 +88,10 @@ mod tests {
 
     #[test]
     fn parses_versions() {
-        assert_eq!(NriVersion::parse("v0.12.1"), Some(NriVersion::new(0, 12, 1)));
+        assert_eq!(
+            NriVersion::parse("v0.12.1"),
+            Some(NriVersion::new(0, 12, 1))
+        );
         assert_eq!(NriVersion::parse("0.8"), Some(NriVersion::new(0, 8, 0)));
         assert_eq!(
             NriVersion::parse("2.1.4+unknown"),

@@ -90,10 +90,16 @@ async fn eof_ends_every_conn() {
     drop(peer);
     for c in conns.iter_mut() {
         let mut v = Vec::new();
-        let n = tokio::time::timeout(GUARD, c.read_to_end(&mut v)).await.unwrap().unwrap();
+        let n = tokio::time::timeout(GUARD, c.read_to_end(&mut v))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(n, 0);
     }
-    assert_eq!(tokio::time::timeout(GUARD, mux.closed()).await.unwrap(), TrunkState::Eof);
+    assert_eq!(
+        tokio::time::timeout(GUARD, mux.closed()).await.unwrap(),
+        TrunkState::Eof
+    );
     assert!(conns[0].write_all(b"late").await.is_err());
 }
 
@@ -112,7 +118,9 @@ async fn oversize_declared_length_is_protocol_error() {
     assert!(matches!(mux.state(), TrunkState::Failed(..)));
     // One over the cap is rejected too.
     let (_m2, mut c2, mut p2) = pair();
-    p2.write_all(&encode_header(2, MAX_FRAME_PAYLOAD as u32 + 1)).await.unwrap();
+    p2.write_all(&encode_header(2, MAX_FRAME_PAYLOAD as u32 + 1))
+        .await
+        .unwrap();
     let mut v = Vec::new();
     assert!(c2[1].read_to_end(&mut v).await.is_err());
 }

@@ -9,9 +9,7 @@ use async_trait::async_trait;
 use topolet_nri::api::{self, Event};
 use topolet_nri::fake_runtime::{FakeRuntime, PluginConn};
 use topolet_nri::ttrpc::Code;
-use topolet_nri::{
-    ConnState, ContainerUpdater, EventMask, Plugin, PluginResult, Stub, StubConfig,
-};
+use topolet_nri::{ConnState, ContainerUpdater, EventMask, Plugin, PluginResult, Stub, StubConfig};
 
 /// Guard against hangs only (a deadlock makes the test fail), not a timing assertion.
 const GUARD: Duration = Duration::from_secs(20);
@@ -49,7 +47,10 @@ impl Plugin for Recorder {
         pods: Vec<api::PodSandbox>,
         containers: Vec<api::Container>,
     ) -> PluginResult<Vec<api::ContainerUpdate>> {
-        self.synced.lock().unwrap().push((pods.len(), containers.len()));
+        self.synced
+            .lock()
+            .unwrap()
+            .push((pods.len(), containers.len()));
         Ok(vec![api::ContainerUpdate {
             container_id: "synced".into(),
             ..Default::default()
@@ -90,7 +91,10 @@ impl Plugin for Recorder {
             }
         }
         let mut resp = api::CreateContainerResponse::default();
-        resp.adjust.mut_or_insert_default().annotations.insert("seen-by".into(), "recorder".into());
+        resp.adjust
+            .mut_or_insert_default()
+            .annotations
+            .insert("seen-by".into(), "recorder".into());
         Ok(resp)
     }
 }
@@ -101,7 +105,13 @@ fn sock(dir: &tempfile::TempDir) -> std::path::PathBuf {
 
 async fn start(
     mask: EventMask,
-) -> (tempfile::TempDir, FakeRuntime, Arc<Recorder>, Arc<Stub<Recorder>>, tokio::task::JoinHandle<()>) {
+) -> (
+    tempfile::TempDir,
+    FakeRuntime,
+    Arc<Recorder>,
+    Arc<Stub<Recorder>>,
+    tokio::task::JoinHandle<()>,
+) {
     let dir = tempfile::tempdir().unwrap();
     let rt = FakeRuntime::bind(sock(&dir)).unwrap();
     let plugin = Recorder::with_mask(mask);
@@ -118,7 +128,10 @@ async fn start(
 }
 
 async fn accept_registered(rt: &FakeRuntime) -> PluginConn {
-    let conn = tokio::time::timeout(GUARD, rt.accept()).await.unwrap().unwrap();
+    let conn = tokio::time::timeout(GUARD, rt.accept())
+        .await
+        .unwrap()
+        .unwrap();
     let reg = tokio::time::timeout(GUARD, conn.wait_registered())
         .await
         .unwrap()
@@ -189,7 +202,10 @@ async fn sync_unpaged_and_paged() {
     conn.configure_as("v2.3.0", "v0.12.0").await.unwrap();
     let pods: Vec<_> = (0..5).map(|i| pod(&format!("p{i}"))).collect();
     let ctrs: Vec<_> = (0..7).map(|i| ctr(&format!("c{i}"))).collect();
-    let (r, n) = conn.synchronize(pods.clone(), ctrs.clone(), None).await.unwrap();
+    let (r, n) = conn
+        .synchronize(pods.clone(), ctrs.clone(), None)
+        .await
+        .unwrap();
     assert_eq!(n, 1);
     assert!(!r.more);
     assert_eq!(r.update.len(), 1);
@@ -241,7 +257,10 @@ async fn dedicated_rpcs_state_change_and_unimplemented() {
         })
         .await
         .unwrap();
-    assert_eq!(r.adjust.annotations.get("seen-by").map(String::as_str), Some("recorder"));
+    assert_eq!(
+        r.adjust.annotations.get("seen-by").map(String::as_str),
+        Some("recorder")
+    );
 
     c.start_container(
         conn.ctx(),
@@ -271,7 +290,13 @@ async fn dedicated_rpcs_state_change_and_unimplemented() {
     }
     assert_eq!(
         plugin.seen(),
-        vec!["create:c1", "start:c2", "run_pod:p9", "start:c3", "remove:c4"]
+        vec![
+            "create:c1",
+            "start:c2",
+            "run_pod:p9",
+            "start:c3",
+            "remove:c4"
+        ]
     );
 
     // Unhandled RPCs answer Unimplemented (12) so v0.12 runtimes fall back.
@@ -281,15 +306,27 @@ async fn dedicated_rpcs_state_change_and_unimplemented() {
     };
     let ctx = || conn.ctx();
     assert_eq!(
-        code(c.post_start_container(ctx(), &Default::default()).await.map(|_| ())),
+        code(
+            c.post_start_container(ctx(), &Default::default())
+                .await
+                .map(|_| ())
+        ),
         Code::UNIMPLEMENTED
     );
     assert_eq!(
-        code(c.stop_pod_sandbox(ctx(), &Default::default()).await.map(|_| ())),
+        code(
+            c.stop_pod_sandbox(ctx(), &Default::default())
+                .await
+                .map(|_| ())
+        ),
         Code::UNIMPLEMENTED
     );
     assert_eq!(
-        code(c.update_container(ctx(), &Default::default()).await.map(|_| ())),
+        code(
+            c.update_container(ctx(), &Default::default())
+                .await
+                .map(|_| ())
+        ),
         Code::UNIMPLEMENTED
     );
     assert_eq!(
@@ -323,7 +360,10 @@ async fn update_containers_outside_and_inside_handler() {
         .unwrap();
     let failed = tokio::time::timeout(GUARD, pending).await.unwrap().unwrap();
     assert!(failed.is_empty());
-    let got = tokio::time::timeout(GUARD, conn.next_update()).await.unwrap().unwrap();
+    let got = tokio::time::timeout(GUARD, conn.next_update())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(got.update[0].container_id, "outside");
 
     // From inside a handler while the runtime holds its NRI lock.
@@ -337,7 +377,10 @@ async fn update_containers_outside_and_inside_handler() {
     .await
     .expect("handler must not deadlock");
     r.unwrap();
-    let got = tokio::time::timeout(GUARD, conn.next_update()).await.unwrap().unwrap();
+    let got = tokio::time::timeout(GUARD, conn.next_update())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(got.update[0].container_id, "from-handler-upd1");
     assert_eq!(plugin.creates.load(Ordering::SeqCst), 1);
     task.abort();
@@ -348,27 +391,38 @@ async fn reconnects_after_runtime_restart() {
     let (dir, rt, plugin, stub, task) = start(all_mask()).await;
     let conn = accept_registered(&rt).await;
     conn.configure_as("v2.3.0", "v0.12.0").await.unwrap();
-    conn.synchronize(vec![pod("p")], vec![ctr("c")], None).await.unwrap();
+    conn.synchronize(vec![pod("p")], vec![ctr("c")], None)
+        .await
+        .unwrap();
 
     // Runtime goes away: close the connection and the listening socket.
     conn.close();
     drop(rt);
     let mut st = stub.status();
-    tokio::time::timeout(GUARD, st.wait_for(|s| s.state == ConnState::Disconnected || s.state == ConnState::Connecting))
-        .await
-        .unwrap()
-        .unwrap();
+    tokio::time::timeout(
+        GUARD,
+        st.wait_for(|s| s.state == ConnState::Disconnected || s.state == ConnState::Connecting),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     // Let at least one dial fail against the missing socket.
     tokio::time::sleep(Duration::from_millis(50)).await;
 
     let rt2 = FakeRuntime::bind(sock(&dir)).unwrap();
     let conn2 = accept_registered(&rt2).await;
     conn2.configure_as("v2.3.0", "v0.12.0").await.unwrap();
-    conn2.synchronize(vec![], vec![ctr("c"), ctr("d")], None).await.unwrap();
-    tokio::time::timeout(GUARD, st.wait_for(|s| s.reconnects == 1 && s.state == ConnState::Synchronized))
+    conn2
+        .synchronize(vec![], vec![ctr("c"), ctr("d")], None)
         .await
-        .unwrap()
         .unwrap();
+    tokio::time::timeout(
+        GUARD,
+        st.wait_for(|s| s.reconnects == 1 && s.state == ConnState::Synchronized),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     assert_eq!(stub.status().borrow().connects, 2);
     assert_eq!(*plugin.synced.lock().unwrap(), vec![(1, 1), (0, 2)]);
     task.abort();
@@ -394,7 +448,10 @@ async fn preinstalled_fd_mode_returns_on_close() {
     ours.set_nonblocking(true).unwrap();
     let stream = tokio::net::UnixStream::from_std(ours).unwrap();
     let conn = PluginConn::start(stream, Default::default()).await.unwrap();
-    let reg = tokio::time::timeout(GUARD, conn.wait_registered()).await.unwrap().unwrap();
+    let reg = tokio::time::timeout(GUARD, conn.wait_registered())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(reg.plugin_name, "recorder");
     conn.configure_as("v2.3.0", "v0.12.0").await.unwrap();
     conn.close();

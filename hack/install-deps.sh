@@ -133,13 +133,6 @@ link_default_line() {
   done
 }
 
-# crictl reads the config next to its binary when /etc/crictl.yaml is absent (and warns otherwise).
-# No endpoint here: callers pass --runtime-endpoint or CONTAINER_RUNTIME_ENDPOINT (see DIR/env).
-write_crictl_config() {
-  local want=$'timeout: 10\npull-image-on-create: false\ndisable-pull-on-run: true'
-  [[ "$(cat "$DEPS/bin/crictl.yaml" 2>/dev/null)" == "$want" ]] || printf '%s\n' "$want" >"$DEPS/bin/crictl.yaml"
-}
-
 main() {
   validate_versions
   mkdir -p "$DEPS/bin" "$DEPS/logs" "$DEPS/go"
@@ -151,7 +144,6 @@ main() {
   install_crictl
   install_containerd
   link_default_line
-  write_crictl_config
   "$HACK_DIR/build-images.sh" --quiet || die "building the test images failed"
   if ((CHANGED)); then
     say "done in $((SECONDS - start))s: containerd $CONTAINERD_VERSION, crictl $CRICTL_VERSION, runc $RUNC_VERSION in $DEPS"

@@ -37,7 +37,10 @@
 # CRI/runc, but their parent cgroups are not.
 #
 # Environment:
-#   CONTAINERD_VERSION        v2.2.7 (default) or v2.3.4; must be installed (hack/install-deps.sh)
+#   CONTAINERD_VERSION        v2.2.7 (default) or v2.3.4; must be installed (hack/install-deps.sh).
+#                             For start only; restart/stop use the line recorded in DIR/env.
+#   TOPOLET_CONTAINERD_VERSION  used when CONTAINERD_VERSION is unset (what hack/test.sh sets for
+#                             the integration suite, so tests that spawn this script inherit it)
 #   CONTAINERD_START_TIMEOUT  seconds to wait for CRI to answer (default 60)
 #   CONTAINERD_STOP_TIMEOUT   seconds to wait for processes/cgroups to go away (default 30)
 set -euo pipefail
@@ -477,7 +480,7 @@ cmd_stop() {
 main() {
   (($# == 2)) || usage
   [[ $EUID -eq 0 ]] || die "must run as root"
-  CONTAINERD_VERSION="${CONTAINERD_VERSION:-$DEFAULT_CONTAINERD_VERSION}"
+  CONTAINERD_VERSION="${CONTAINERD_VERSION:-${TOPOLET_CONTAINERD_VERSION:-$DEFAULT_CONTAINERD_VERSION}}"
   local cmd="$1"
   if [[ "$cmd" == stop && ! -d "$2" ]]; then return 0; fi
   set_paths "$2"

@@ -167,3 +167,46 @@ async fn open_rules() {
     assert!(mux.open(1).is_err());
     assert!(mux.open(3).is_ok());
 }
+
+/// ttrpc-rust over our mux must produce Go-safe frame shapes (nri-protocol.md §1.5):
+/// a large message starts with a frame of at most 4096 bytes.
+#[tokio::test]
+async fn ttrpc_messages_have_go_safe_frame_shapes() {
+    use topolet_nri::api;
+    use topolet_nri::api_ttrpc::RuntimeClient;
+    use topolet_nri::ttrpc::r#async::{transport::Socket, Client};
+
+    let (_mux, mut conns, mut peer) = pair();
+    let c2 = conns.remove(1);
+    let client = RuntimeClient::new(Client::new(Socket::new(c2)));
+    let req = api::UpdateContainersRequest {
+        update: (0..2000)
+            .map(|i| api::ContainerUpdate {
+                container_id: format!("container-{i:08}-padding-padding"),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let call = tokio::spawn(async move {
+        let ctx = topolet_nri::ttrpc::context::with_duration(Duration::from_secs(30));
+        let _ = client.update_containers(ctx, &req).await;
+    });
+    let (id, first) = tokio::time::timeout(GUARD, read_frame(&mut peer))
+        .await
+        .unwrap();
+    assert_eq!(id, 2);
+    assert!(first.len() <= 4096, "first frame {} bytes", first.len());
+    let msg_len = u32::from_be_bytes(first[..4].try_into().unwrap()) as usize;
+    assert!(msg_len > 4096, "test message must be large");
+    let mut got = first.len() - 10;
+    while got < msg_len {
+        let (id, f) = tokio::time::timeout(GUARD, read_frame(&mut peer))
+            .await
+            .unwrap();
+        assert_eq!(id, 2);
+        got += f.len();
+    }
+    assert_eq!(got, msg_len);
+    call.abort();
+}

@@ -96,6 +96,8 @@ pub struct ConnectionStatus {
     pub events: EventMask,
     /// Latest connection error, if any.
     pub last_error: Option<String>,
+    /// Process id of the runtime end of the socket (`SO_PEERCRED`), when the kernel reports it.
+    pub runtime_pid: Option<u32>,
 }
 
 /// The plugin stub. Create inside a tokio runtime.
@@ -211,6 +213,12 @@ impl<P: Plugin> Stub<P> {
 
     /// One connection: setup, register, serve until the trunk closes.
     async fn session(&self, trunk: UnixStream) -> Result<(), StubError> {
+        let runtime_pid = trunk
+            .peer_cred()
+            .ok()
+            .and_then(|c| c.pid())
+            .and_then(|p| u32::try_from(p).ok());
+        self.status_tx.send_modify(|s| s.runtime_pid = runtime_pid);
         let (mux, mut conns) = Mux::new(trunk, &[PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN])?;
         let runtime_conn = conns.pop().ok_or(MuxError::Closed)?;
         let plugin_conn = conns.pop().ok_or(MuxError::Closed)?;

@@ -192,6 +192,8 @@ async fn configure_mask_fits_nri_version() {
     let st = stub.status().borrow().clone();
     assert_eq!(st.state, ConnState::Configured);
     assert_eq!(st.connects, 1);
+    // The fake runtime lives in this very process.
+    assert_eq!(st.runtime_pid, Some(std::process::id()));
     task.abort();
 }
 

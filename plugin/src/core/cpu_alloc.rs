@@ -363,7 +363,7 @@ fn fill(
     }
 
     // 2./3. Best fit, spanning the fewest groups when no single group can hold the rest.
-    loop {
+    {
         let mut cands: Vec<usize> = (0..counts.len()).filter(|&g| counts[g] > 0).collect();
         if cands.is_empty() {
             return; // unreachable: scope held at least n
@@ -415,30 +415,54 @@ fn fill(
             fill(idx, levels, &sub, need, depth + 1, opts, out);
             return;
         }
-        // The smallest group that still lets the rest fit in k-1 of the others.
-        let mut chosen = None;
-        for &g in &cands {
-            let others: usize = {
-                let mut v: Vec<usize> = cands
+        // Span k groups: repeatedly the smallest group that still lets the rest fit in the
+        // remaining count, the last one a best fit.
+        let mut chosen: Vec<usize> = Vec::with_capacity(k);
+        let mut left = need;
+        let mut pool = cands.clone();
+        for step in 0..k {
+            let rest = k - step - 1;
+            let pick = pool.iter().copied().find(|&g| {
+                let mut v: Vec<usize> = pool
                     .iter()
                     .filter(|&&o| o != g)
                     .map(|&o| counts[o])
                     .collect();
                 v.sort_unstable_by(|a, b| b.cmp(a));
-                v.iter().take(k - 1).sum()
-            };
-            if counts[g] + others >= need {
-                chosen = Some(g);
+                counts[g] + v.iter().take(rest).sum::<usize>() >= left
+            });
+            let Some(g) = pick else {
                 break;
-            }
+            };
+            left = left.saturating_sub(counts[g]);
+            pool.retain(|&o| o != g);
+            chosen.push(g);
         }
-        let Some(g) = chosen else {
+        let Some((&last, firsts)) = chosen.split_last() else {
             return;
         };
-        let sub = scope.intersection(&level.groups[g]);
-        out.extend_from(&sub);
-        need -= counts[g];
-        counts[g] = 0;
+        // Fill the first groups with their whole cores (fragments wait), best fit in the last,
+        // then fragments if still short: whole cores before split ones, as the kubelet.
+        for &g in firsts {
+            let sub = scope.intersection(&level.groups[g]).difference(out);
+            let whole = idx.whole_cores(&sub);
+            let m = need.min(whole.len());
+            fill(idx, levels, &whole, m, depth + 1, opts, out);
+            need -= m;
+        }
+        let sub = scope.intersection(&level.groups[last]).difference(out);
+        let m = need.min(sub.len());
+        fill(idx, levels, &sub, m, depth + 1, opts, out);
+        need -= m;
+        if need > 0 {
+            let mut rest = CpuSet::new();
+            for &g in firsts {
+                rest.extend_from(&level.groups[g]);
+            }
+            let rest = rest.intersection(scope).difference(out);
+            let m = need.min(rest.len());
+            fill(idx, levels, &rest, m, depth + 1, opts, out);
+        }
     }
 }
 

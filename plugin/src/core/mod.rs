@@ -8,3 +8,4 @@ pub mod pod_input;
 pub mod qos;
 pub mod quantity;
 pub mod cpu_alloc;
+pub mod cpu_policy;

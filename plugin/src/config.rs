@@ -428,6 +428,56 @@ oom_score_adj_floor = 0
         assert_eq!(c.qos.pids_limit, 4096);
     }
 
+    /// `plugin/config.example.toml` documents every key with its default: it must parse to the
+    /// defaults once its commented-out examples are uncommented where they are optional.
+    #[test]
+    fn example_file_is_the_defaults_and_mentions_every_key() {
+        let text = include_str!("../config.example.toml");
+        assert_eq!(parse(text).unwrap(), Config::default());
+        let uncommented: String = text
+            .lines()
+            .map(|l| {
+                l.strip_prefix("# ")
+                    .filter(|r| r.contains(" = "))
+                    .unwrap_or(l)
+            })
+            .filter(|l| !l.starts_with("reserved_cpu_count"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let c = parse(&uncommented).unwrap();
+        assert_eq!(c.cpu.reserved_cpus.as_deref(), Some("0"));
+        assert_eq!(c.memory.reserved.len(), 2);
+        assert_eq!(c.devices.len(), 1);
+        assert_eq!(c.qos.oom_score_adj_floor, Some(0));
+        for key in [
+            "socket",
+            "name",
+            "index",
+            "policy",
+            "reserved_cpus",
+            "reserved_cpu_count",
+            "full_pcpus_only",
+            "distribute_cpus_across_numa",
+            "distribute_cpus_across_cores",
+            "align_by_socket",
+            "prefer_align_cpus_by_uncorecache",
+            "strict_cpu_reservation",
+            "scope",
+            "prefer_closest_numa_nodes",
+            "max_allowable_numa_nodes",
+            "reserved",
+            "pids_limit",
+            "oom_score_adj_floor",
+            "keep_cfs_quota_for_exclusive",
+            "dir",
+        ] {
+            assert!(
+                text.contains(&format!("{key} = ")),
+                "{key} is not documented"
+            );
+        }
+    }
+
     #[test]
     fn errors_name_file_and_key() {
         for (text, needle) in [

@@ -162,9 +162,13 @@ class Machine:
                     files["%s/hugepages/hugepages-%dkB/nr_hugepages" % (d, size_kb)] = str(count)
         for address, numa in self.pci:
             files["bus/pci/devices/%s/numa_node" % address] = str(numa)
+        made = set()
         for rel in sorted(files):
             path = os.path.join(root, *rel.split("/"))
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            parent = os.path.dirname(path)
+            if parent not in made:
+                os.makedirs(parent, exist_ok=True)
+                made.add(parent)
             with open(path, "w", encoding="ascii", newline="\n") as f:
                 f.write(files[rel] + "\n")
         return len(files)

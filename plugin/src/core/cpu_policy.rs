@@ -150,6 +150,10 @@ pub struct CpuPolicy {
     init_containers: BTreeSet<ContainerKey>,
     /// Derived from `topo` (a pure function of it), kept for speed.
     index: CpuIndex,
+    /// Derived: the union of `assignments`, kept for speed (1,000 unions cost more than an
+    /// allocation). Exact under incremental updates because assignments are disjoint;
+    /// `check_invariants` recomputes it.
+    exclusive_cache: CpuSet,
 }
 
 impl CpuPolicy {
@@ -280,6 +284,7 @@ impl CpuPolicy {
                 assignments: BTreeMap::new(),
                 init_containers: BTreeSet::new(),
                 index,
+                exclusive_cache: CpuSet::new(),
             },
             warnings,
         ))
@@ -298,6 +303,10 @@ impl CpuPolicy {
     }
 
     fn exclusive_union(&self) -> CpuSet {
+        self.exclusive_cache.clone()
+    }
+
+    fn recompute_exclusive(&self) -> CpuSet {
         let mut all = CpuSet::new();
         for set in self.assignments.values() {
             all.extend_from(set);
@@ -533,7 +542,11 @@ impl CpuPolicy {
         }
         let reusable = self.reusable_for(key);
         let assignable = self.assignable();
-        let candidates = assignable.union(&reusable);
+        let candidates = if reusable.is_empty() {
+            assignable
+        } else {
+            assignable.union(&reusable)
+        };
         let mut stages = Vec::new();
         if let Some(mask) = affinity {
             let mut aligned = self.index.numa_cpus(mask.ids());
@@ -573,6 +586,7 @@ impl CpuPolicy {
             }
         }
         self.assignments.insert(key.clone(), got.clone());
+        self.exclusive_cache.extend_from(&got);
         if role == ContainerRole::Init {
             self.init_containers.insert(key.clone());
         }
@@ -582,7 +596,9 @@ impl CpuPolicy {
     /// Returns `key`'s CPUs to the pools.
     pub fn release(&mut self, key: &ContainerKey) -> Option<CpuSet> {
         self.init_containers.remove(key);
-        self.assignments.remove(key)
+        let set = self.assignments.remove(key)?;
+        self.exclusive_cache.remove_all(&set);
+        Some(set)
     }
 
     /// Releases every container of the pod; returns what each held.
@@ -647,6 +663,8 @@ impl CpuPolicy {
                 take_by_topology_indexed(&self.index, &cur, new_n, &shrink).map_err(alloc_err)?
             }
         };
+        self.exclusive_cache.remove_all(&cur);
+        self.exclusive_cache.extend_from(&next);
         self.assignments.insert(key.clone(), next.clone());
         Ok(next)
     }
@@ -687,7 +705,10 @@ impl CpuPolicy {
                 }
             }
         }
-        self.assignments.insert(key.clone(), cpus.clone());
+        if let Some(old) = self.assignments.insert(key.clone(), cpus.clone()) {
+            self.exclusive_cache.remove_all(&old);
+        }
+        self.exclusive_cache.extend_from(cpus);
         if role == ContainerRole::Init {
             self.init_containers.insert(key.clone());
         } else {
@@ -720,6 +741,12 @@ impl CpuPolicy {
                 return bad(format!("cpus {dup} of {k} are in two assignments"));
             }
             seen.extend_from(set);
+        }
+        if self.exclusive_cache != seen || self.recompute_exclusive() != seen {
+            return bad(format!(
+                "cached exclusive set {} != union of assignments {seen}",
+                self.exclusive_cache
+            ));
         }
         if let Some(k) = self
             .init_containers

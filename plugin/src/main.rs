@@ -1,1 +1,198 @@
-fn main() {}
+//! The `topolet` binary: command-line parsing and composition only; the work lives in the library.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use topolet::config::Config;
+use topolet::shell::logging::LogFormat;
+
+/// Exit codes (documented in `topolet --help`).
+const EXIT_FAILURE: u8 = 1;
+const EXIT_USAGE: u8 = 2;
+
+#[derive(Parser)]
+#[command(
+    name = "topolet",
+    version,
+    about = "Kubelet-grade, topology-aware resource management for containerd, as an NRI plugin",
+    after_help = "Exit codes: 0 success; 1 the command failed (the message says why); 2 bad usage or invalid configuration."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+/// Where a pre-installed plugin (launched by containerd with no arguments) finds its config.
+const PREINSTALLED_CONFIG: &str = "/etc/topolet/config.toml";
+/// Where a pre-installed plugin logs (containerd connects its stdout and stderr to /dev/null).
+const PREINSTALLED_LOG: &str = "/var/log/topolet/topolet.log";
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the NRI plugin: register with containerd and rewrite every container's resources.
+    #[command(after_help = "Example:\n  topolet run --config /etc/topolet/config.toml")]
+    Run {
+        /// Node configuration file (TOML); defaults apply without one.
+        #[arg(long, value_name = "FILE.toml")]
+        config: Option<PathBuf>,
+        /// Root of the sysfs tree to read the machine from.
+        #[arg(long, value_name = "DIR", default_value = "/sys")]
+        sysfs_root: PathBuf,
+        /// Append logs to this file instead of stderr.
+        #[arg(long, value_name = "PATH")]
+        log_file: Option<PathBuf>,
+        /// Log line format.
+        #[arg(long, value_enum, default_value = "text")]
+        log_format: LogFormat,
+    },
+    /// What-if placement: admit pods in order on a machine and print each container's resources as JSON.
+    #[command(
+        after_help = "Examples:\n  topolet plan --sysfs-root /sys --pods pods.yaml\n  kubectl get pods -o json | topolet plan --sysfs-root fixtures/2s-24c-ht --config node.toml --pods -"
+    )]
+    Plan {
+        /// Root of the sysfs tree to read the machine from.
+        #[arg(long, value_name = "DIR", default_value = "/sys")]
+        sysfs_root: PathBuf,
+        /// Node configuration file (TOML); defaults apply without one.
+        #[arg(long, value_name = "FILE.toml")]
+        config: Option<PathBuf>,
+        /// Pods as JSON or YAML: one Pod, a List of Pods, or an array; `-` reads stdin.
+        #[arg(long, value_name = "FILE")]
+        pods: PathBuf,
+    },
+    /// Configuration commands.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Validate a configuration file against this machine (or a sysfs tree); exit 2 when invalid.
+    #[command(after_help = "Example:\n  topolet config check /etc/topolet/config.toml")]
+    Check {
+        /// The configuration file.
+        file: PathBuf,
+        /// Root of the sysfs tree to validate against.
+        #[arg(long, value_name = "DIR", default_value = "/sys")]
+        sysfs_root: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let command = match cli.command {
+        Some(c) => c,
+        // containerd launches pre-installed plugins without arguments, with NRI_PLUGIN_SOCKET set.
+        None if std::env::var_os(topolet_nri::config::ENV_PLUGIN_SOCKET).is_some() => {
+            let config = PathBuf::from(PREINSTALLED_CONFIG);
+            Command::Run {
+                config: config.exists().then_some(config),
+                sysfs_root: PathBuf::from("/sys"),
+                log_file: Some(PathBuf::from(PREINSTALLED_LOG)),
+                log_format: LogFormat::Text,
+            }
+        }
+        None => {
+            use clap::CommandFactory;
+            let _ = Cli::command().print_help();
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let result = match command {
+        Command::Run {
+            config,
+            sysfs_root,
+            log_file,
+            log_format,
+        } => run(
+            config.as_deref(),
+            &sysfs_root,
+            log_format,
+            log_file.as_deref(),
+        ),
+        Command::Plan {
+            sysfs_root,
+            config,
+            pods,
+        } => plan(&sysfs_root, config.as_deref(), &pods),
+        Command::Config {
+            command: ConfigCommand::Check { file, sysfs_root },
+        } => config_check(&file, &sysfs_root),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("topolet: {e:#}");
+            let usage = e.chain().any(|c| {
+                c.downcast_ref::<topolet::config::ConfigError>().is_some()
+                    || c.downcast_ref::<topolet::core::placement::PlacementError>()
+                        .is_some_and(|p| p.is_config())
+            });
+            ExitCode::from(if usage { EXIT_USAGE } else { EXIT_FAILURE })
+        }
+    }
+}
+
+fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
+    match path {
+        Some(p) => Ok(Config::load(p)?),
+        None => Ok(Config::default()),
+    }
+}
+
+fn plan(sysfs_root: &Path, config: Option<&Path>, pods: &Path) -> anyhow::Result<()> {
+    let config = load_config(config)?;
+    let text = if pods == Path::new("-") {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("reading pods from stdin")?;
+        s
+    } else {
+        std::fs::read_to_string(pods).with_context(|| format!("{}: cannot read", pods.display()))?
+    };
+    let topology = topolet::shell::sysfs::discover(sysfs_root)?;
+    let pods = topolet::core::pod_input::parse_pods(&text)
+        .with_context(|| format!("{}", pods.display()))?;
+    let out = topolet::core::plan::plan(&topology, &config, &pods)?;
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+fn config_check(file: &Path, sysfs_root: &Path) -> anyhow::Result<()> {
+    let config = Config::load(file)?;
+    let topology = topolet::shell::sysfs::discover(sysfs_root)?;
+    let (_, warnings) = topolet::core::placement::Placement::new(&topology, &config)
+        .with_context(|| format!("{}", file.display()))?;
+    for w in warnings {
+        eprintln!("topolet: warning: {}: {w}", file.display());
+    }
+    println!("{}: ok", file.display());
+    Ok(())
+}
+
+fn run(
+    config: Option<&Path>,
+    sysfs_root: &Path,
+    log_format: LogFormat,
+    log_file: Option<&Path>,
+) -> anyhow::Result<()> {
+    topolet::shell::logging::init(log_format, log_file).with_context(|| {
+        format!(
+            "opening log file {}",
+            log_file
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        )
+    })?;
+    let config = load_config(config)
+        .inspect_err(|e| tracing::error!(error = %format!("{e:#}"), "invalid configuration"))?;
+    topolet::shell::run::run(config, sysfs_root)
+        .inspect_err(|e| tracing::error!(error = %format!("{e:#}"), "topolet stopped"))
+}

@@ -1,11 +1,13 @@
 //! The pure core: values in, decisions out. No I/O, no clock, no globals, no async.
-pub mod cpuset;
-pub mod topology;
-pub mod hints;
 pub mod container_key;
+pub mod cpu_alloc;
+pub mod cpu_policy;
+pub mod cpuset;
+pub mod hints;
+pub mod placement;
+pub mod plan;
 pub mod pod;
 pub mod pod_input;
 pub mod qos;
 pub mod quantity;
-pub mod cpu_alloc;
-pub mod cpu_policy;
+pub mod topology;

@@ -125,6 +125,37 @@ pub fn current_resources(ctr: &api::Container) -> CurrentResources {
     cur
 }
 
+/// The view after an in-place resize: `resources` (from UpdateContainer) replace the cgroup
+/// values they carry, and requests and limits are estimated again from the result.
+pub fn with_resources(
+    view: &ContainerView,
+    resources: Option<&api::LinuxResources>,
+    memory_capacity: u64,
+) -> ContainerView {
+    let mut current = view.current.clone();
+    if let Some(res) = resources {
+        if let Some(cpu) = res.cpu.as_ref() {
+            if let Some(v) = cpu.shares.as_ref() {
+                current.cpu_shares = Some(v.value);
+            }
+            if let Some(v) = cpu.quota.as_ref() {
+                current.cpu_quota = Some(v.value);
+            }
+            if let Some(v) = cpu.period.as_ref() {
+                current.cpu_period = Some(v.value);
+            }
+        }
+        if let Some(v) = res.memory.as_ref().and_then(|m| m.limit.as_ref()) {
+            current.memory_limit = Some(v.value).filter(|&l| l > 0);
+        }
+    }
+    let container = estimate_container(&view.container().name, view.qos, &current, memory_capacity);
+    let mut next = view.clone();
+    next.pod.containers = vec![container];
+    next.current = current;
+    next
+}
+
 /// Builds the view of `ctr` in `pod`, or says why topolet leaves it alone.
 pub fn view(
     pod: &api::PodSandbox,

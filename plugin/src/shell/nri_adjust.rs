@@ -1,0 +1,129 @@
+//! Decisions → NRI messages: the `ContainerAdjustment` for a container being created and the
+//! `ContainerUpdate`s for running ones.
+//!
+//! Only fields whose value differs from what the container already carries are set, so topolet
+//! never claims a field it does not change (containerd gives each field to one plugin only, and
+//! fails the container when two plugins set the same one). A cpuset that someone else (the
+//! kubelet's own CPU manager, or an NRI plugin with a lower index) has already set is left alone
+//! and reported as a conflict instead.
+
+use topolet_nri::api;
+
+use crate::core::cpuset::CpuSet;
+use crate::core::hints::NumaMask;
+use crate::core::placement::ContainerResources;
+use crate::shell::nri_view::ContainerView;
+
+/// The adjustment for `view` to receive `target`, and the conflicts that kept fields unset.
+pub fn adjustment(
+    view: &ContainerView,
+    target: &ContainerResources,
+) -> (api::ContainerAdjustment, Vec<String>) {
+    let cur = &view.current;
+    let mut conflicts = Vec::new();
+    let mut cpu = api::LinuxCPU::new();
+    let mut cpu_set = false;
+    match &cur.cpuset_cpus {
+        Some(existing) if *existing != target.cpuset => conflicts.push(format!(
+            "cpuset.cpus is already {existing}; topolet wanted {}",
+            target.cpuset
+        )),
+        Some(_) => {}
+        None => {
+            cpu.cpus = target.cpuset.to_string();
+            cpu_set = true;
+        }
+    }
+    let mems = target.mems.to_string();
+    match &cur.cpuset_mems {
+        Some(existing) if *existing != mems => conflicts.push(format!(
+            "cpuset.mems is already {existing}; topolet wanted {mems}"
+        )),
+        Some(_) => {}
+        None if !mems.is_empty() => {
+            cpu.mems = mems;
+            cpu_set = true;
+        }
+        None => {}
+    }
+    if cur.cpu_shares != Some(target.cpu_shares) {
+        cpu.shares = some_u64(target.cpu_shares);
+        cpu_set = true;
+    }
+    if target.cpu_quota != 0 && cur.cpu_quota != Some(target.cpu_quota) {
+        cpu.quota = some_i64(target.cpu_quota);
+        cpu_set = true;
+    }
+    if target.cpu_quota != 0 && cur.cpu_period != Some(target.cpu_period) {
+        cpu.period = some_u64(target.cpu_period);
+        cpu_set = true;
+    }
+    let mut resources = api::LinuxResources::new();
+    if cpu_set {
+        resources.cpu = protobuf::MessageField::some(cpu);
+    }
+    let mut res_set = cpu_set;
+    if let Some(limit) = target.pids_limit {
+        if cur.pids_limit != Some(limit) {
+            resources.pids = protobuf::MessageField::some(api::LinuxPids {
+                limit,
+                ..Default::default()
+            });
+            res_set = true;
+        }
+    }
+    let mut linux = api::LinuxContainerAdjustment::new();
+    if res_set {
+        linux.resources = protobuf::MessageField::some(resources);
+    }
+    let mut linux_set = res_set;
+    if cur.oom_score_adj != Some(i64::from(target.oom_score_adj)) {
+        linux.oom_score_adj = protobuf::MessageField::some(api::OptionalInt {
+            value: i64::from(target.oom_score_adj),
+            ..Default::default()
+        });
+        linux_set = true;
+    }
+    let mut adjust = api::ContainerAdjustment::new();
+    if linux_set {
+        adjust.linux = protobuf::MessageField::some(linux);
+    }
+    (adjust, conflicts)
+}
+
+/// An update moving container `id` to `cpus` / `mems`. `ignore_failure`: the runtime skips the
+/// update quietly if it fails (e.g. the container exited meanwhile).
+pub fn cpuset_update(
+    id: &str,
+    cpus: &CpuSet,
+    mems: &NumaMask,
+    ignore_failure: bool,
+) -> api::ContainerUpdate {
+    let mut cpu = api::LinuxCPU::new();
+    cpu.cpus = cpus.to_string();
+    cpu.mems = mems.to_string();
+    let mut resources = api::LinuxResources::new();
+    resources.cpu = protobuf::MessageField::some(cpu);
+    let mut linux = api::LinuxContainerUpdate::new();
+    linux.resources = protobuf::MessageField::some(resources);
+    api::ContainerUpdate {
+        container_id: id.to_string(),
+        linux: protobuf::MessageField::some(linux),
+        ignore_failure,
+        ..Default::default()
+    }
+}
+
+fn some_u64(value: u64) -> protobuf::MessageField<api::OptionalUInt64> {
+    protobuf::MessageField::some(api::OptionalUInt64 {
+        value,
+        ..Default::default()
+    })
+}
+
+fn some_i64(value: i64) -> protobuf::MessageField<api::OptionalInt64> {
+    protobuf::MessageField::some(api::OptionalInt64 {
+        value,
+        ..Default::default()
+    })
+}

@@ -1,0 +1,489 @@
+//! The NRI event handlers: the only module that turns runtime events into placement decisions
+//! and decisions into NRI adjustments and updates.
+//!
+//! Every handler is short: it looks the container up, asks `core::placement` for a decision,
+//! persists the assignments (one state-file write per event that changed them) and answers.
+//! Shared-pool changes are pushed to the other containers with UpdateContainers from a separate
+//! task, batched, never awaited inside a handler (containerd holds its NRI lock while it calls us).
+//!
+//! Restart and reconnect: on every Synchronize the runtime's view is the truth. Exclusive sets
+//! are restored from the containers' actual cpusets (assignments from the state file only break
+//! ties), stale assignments are dropped, and every container whose cpuset differs from its
+//! target gets an update in the Synchronize reply.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use async_trait::async_trait;
+use tokio::sync::watch;
+use topolet_nri::api;
+use topolet_nri::api::Event;
+use topolet_nri::events::EventMask;
+use topolet_nri::plugin::{Plugin, PluginError, PluginResult, RuntimeInfo};
+use topolet_nri::stub::ConnectionStatus;
+use topolet_nri::updater::ContainerUpdater;
+
+use crate::config::Config;
+use crate::core::placement::{Assignments, ContainerResources, Placement, RunningContainer};
+use crate::core::topology::Topology;
+use crate::shell::nri_adjust;
+use crate::shell::nri_view::{self, ContainerView};
+use crate::shell::oom_floor;
+use crate::shell::state_file;
+
+/// File name of the assignments under `[state] dir`.
+pub const STATE_FILE: &str = "assignments.json";
+
+/// What topolet remembers about a container it manages.
+#[derive(Debug, Clone)]
+struct Managed {
+    view: ContainerView,
+    /// The cgroup values we last asked the runtime for.
+    applied: ContainerResources,
+}
+
+struct Node {
+    placement: Placement,
+    /// Managed containers by containerd id.
+    containers: HashMap<String, Managed>,
+    /// Sandbox id → pod uid, for RemovePodSandbox.
+    pods: HashMap<String, String>,
+    oom_floor: Option<i32>,
+}
+
+/// The topolet NRI plugin.
+pub struct TopoletPlugin {
+    config: Config,
+    topology: Topology,
+    node: Mutex<Node>,
+    updater: OnceLock<ContainerUpdater>,
+    status: OnceLock<watch::Receiver<ConnectionStatus>>,
+    state_path: PathBuf,
+}
+
+impl TopoletPlugin {
+    /// Builds the placement from `config` and `topology` and loads the persisted assignments (a
+    /// bad state file is reported, moved aside and rebuilt at the next Synchronize).
+    pub fn new(config: Config, topology: Topology) -> anyhow::Result<TopoletPlugin> {
+        let (placement, warnings) = Placement::new(&topology, &config)?;
+        for w in warnings {
+            tracing::warn!(warning = %w, "configuration");
+        }
+        let state_path = config.state.dir.join(STATE_FILE);
+        let mut node = Node {
+            placement,
+            containers: HashMap::new(),
+            pods: HashMap::new(),
+            oom_floor: config.qos.oom_score_adj_floor,
+        };
+        match state_file::load::<Assignments>(&state_path) {
+            Ok(Some(saved)) => {
+                let report = node.placement.load_hints(saved);
+                tracing::info!(path = %state_path.display(), %report, "state file loaded; the runtime's view will confirm it at synchronize");
+            }
+            Ok(None) => tracing::info!(path = %state_path.display(), "no state file yet"),
+            Err(e) => {
+                tracing::error!(error = %e, "state file unusable; rebuilding from the runtime's view");
+                match state_file::quarantine(&state_path) {
+                    Ok(aside) => {
+                        tracing::warn!(moved_to = %aside.display(), "kept the unusable state file for inspection")
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not move the unusable state file aside")
+                    }
+                }
+            }
+        }
+        Ok(TopoletPlugin {
+            config,
+            topology,
+            node: Mutex::new(node),
+            updater: OnceLock::new(),
+            status: OnceLock::new(),
+            state_path,
+        })
+    }
+
+    /// Connects the plugin to its stub's update queue and status.
+    pub fn attach(&self, updater: ContainerUpdater, status: watch::Receiver<ConnectionStatus>) {
+        let _ = self.updater.set(updater);
+        let _ = self.status.set(status);
+    }
+
+    /// Final state write on exit.
+    pub fn shutdown(&self) {
+        let node = self.lock();
+        self.persist(&node);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Node> {
+        // A panic inside a handler must not wedge every later event: the data is plain values
+        // that are consistent between statements, so a poisoned lock is still usable.
+        self.node.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn persist(&self, node: &Node) {
+        if let Err(e) = state_file::save(&self.state_path, &node.placement.assignments()) {
+            // Not fatal: the next Synchronize rebuilds from the runtime. Loud, though.
+            tracing::error!(error = %e, "state file not written");
+        }
+    }
+
+    /// Pushes the current shared pool to every managed shared container whose cpuset differs,
+    /// in one UpdateContainers request sent from the updater task.
+    fn push_shared_pool(&self, node: &mut Node, skip: Option<&str>) {
+        let updates = shared_updates(node, skip);
+        if updates.is_empty() {
+            return;
+        }
+        let Some(updater) = self.updater.get() else {
+            return;
+        };
+        let n = updates.len();
+        match updater.update(updates, Vec::new()) {
+            Ok(pending) => {
+                tokio::spawn(async move {
+                    match pending.await {
+                        Ok(failed) if failed.is_empty() => {
+                            tracing::debug!(containers = n, "shared pool update applied")
+                        }
+                        Ok(failed) => tracing::warn!(
+                            failed = failed.len(),
+                            "shared pool update partly failed (containers may have exited)"
+                        ),
+                        Err(e) => tracing::warn!(error = %e, "shared pool update not applied"),
+                    }
+                });
+            }
+            Err(e) => tracing::warn!(error = %e, "shared pool update not queued"),
+        }
+    }
+
+    fn memory_capacity(&self) -> u64 {
+        self.topology.memory_capacity()
+    }
+
+    fn detect_oom_floor(&self, node: &mut Node) {
+        if self.config.qos.oom_score_adj_floor.is_some() {
+            return;
+        }
+        let pid = self
+            .status
+            .get()
+            .and_then(|s| s.borrow().runtime_pid)
+            .filter(|&p| p > 0);
+        let Some(pid) = pid else {
+            tracing::warn!("runtime pid unknown; assuming it cannot lower oom_score_adj below 0 (set [qos] oom_score_adj_floor to override)");
+            node.oom_floor = Some(0);
+            return;
+        };
+        match oom_floor::detect(std::path::Path::new("/proc"), pid) {
+            Ok(f) => {
+                tracing::info!(floor = f.floor, reason = %f.reason, "oom_score_adj floor");
+                node.oom_floor = Some(f.floor);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot detect the oom_score_adj floor; assuming 0");
+                node.oom_floor = Some(0);
+            }
+        }
+    }
+}
+
+/// Updates moving every shared container (except `skip`) to the current shared pool and mems.
+fn shared_updates(node: &mut Node, skip: Option<&str>) -> Vec<api::ContainerUpdate> {
+    let shared = node.placement.shared_pool();
+    let mems = node.placement.shared_mems();
+    let mut ids: Vec<&String> = node.containers.keys().collect();
+    ids.sort();
+    let mut updates = Vec::new();
+    let mut changed = Vec::new();
+    for id in ids {
+        if Some(id.as_str()) == skip {
+            continue;
+        }
+        let m = &node.containers[id];
+        if m.applied.exclusive || (m.applied.cpuset == shared && m.applied.mems == mems) {
+            continue;
+        }
+        updates.push(nri_adjust::cpuset_update(id, &shared, &mems, true));
+        changed.push(id.clone());
+    }
+    for id in changed {
+        if let Some(m) = node.containers.get_mut(&id) {
+            m.applied.cpuset = shared.clone();
+            m.applied.mems = mems;
+        }
+    }
+    updates
+}
+
+#[async_trait]
+impl Plugin for TopoletPlugin {
+    fn events(&self) -> EventMask {
+        EventMask::of(&[
+            Event::RUN_POD_SANDBOX,
+            Event::REMOVE_POD_SANDBOX,
+            Event::CREATE_CONTAINER,
+            Event::UPDATE_CONTAINER,
+            Event::STOP_CONTAINER,
+            Event::REMOVE_CONTAINER,
+        ])
+    }
+
+    async fn configure(
+        &self,
+        req: &api::ConfigureRequest,
+        runtime: &RuntimeInfo,
+    ) -> PluginResult<()> {
+        tracing::info!(
+            runtime = %runtime.name,
+            version = %runtime.version,
+            nri = ?runtime.nri_version,
+            config_bytes = req.config.len(),
+            "configured by runtime"
+        );
+        let mut node = self.lock();
+        self.detect_oom_floor(&mut node);
+        Ok(())
+    }
+
+    async fn synchronize(
+        &self,
+        pods: Vec<api::PodSandbox>,
+        containers: Vec<api::Container>,
+    ) -> PluginResult<Vec<api::ContainerUpdate>> {
+        let capacity = self.memory_capacity();
+        let by_id: HashMap<&str, &api::PodSandbox> =
+            pods.iter().map(|p| (p.id.as_str(), p)).collect();
+        for p in &pods {
+            tracing::info!(pod = %format!("{}/{}", p.namespace, p.name), uid = %p.uid, id = %p.id, "synchronize: pod");
+        }
+        let mut views = Vec::new();
+        for c in &containers {
+            let Some(pod) = by_id.get(c.pod_sandbox_id.as_str()) else {
+                tracing::warn!(container = %c.id, pod = %c.pod_sandbox_id, "synchronize: container of an unknown pod; ignored");
+                continue;
+            };
+            match nri_view::view(pod, c, capacity) {
+                Ok(v) => {
+                    tracing::info!(pod = %v.pod_ref, container = %c.name, qos = %v.qos, cpus = ?v.current.cpuset_cpus.as_ref().map(ToString::to_string), "synchronize: container");
+                    views.push(v);
+                }
+                Err(why) => {
+                    tracing::debug!(container = %c.name, reason = %why, "synchronize: not managed")
+                }
+            }
+        }
+        let mut node = self.lock();
+        node.pods = pods
+            .iter()
+            .filter_map(|p| nri_view::pod_qos(p).ok().map(|i| (p.id.clone(), i.pod_uid)))
+            .collect();
+        let floor = node.oom_floor.unwrap_or(0);
+        let running: Vec<RunningContainer> = views
+            .iter()
+            .map(|v| RunningContainer {
+                id: v.id.clone(),
+                pod: v.pod.clone(),
+                cpuset: v.current.cpuset_cpus.clone(),
+            })
+            .collect();
+        let outcome = node.placement.reconcile(&running, floor);
+        for note in &outcome.notes {
+            tracing::warn!(note = %note, "synchronize: reconciled");
+        }
+        node.containers = outcome
+            .containers
+            .into_iter()
+            .filter_map(|(id, applied)| {
+                let view = views.iter().find(|v| v.id == id)?.clone();
+                Some((id, Managed { view, applied }))
+            })
+            .collect();
+        let mut updates: Vec<api::ContainerUpdate> = Vec::new();
+        for (id, m) in &node.containers {
+            if m.view.current.cpuset_cpus.as_ref() != Some(&m.applied.cpuset) {
+                updates.push(nri_adjust::cpuset_update(
+                    id,
+                    &m.applied.cpuset,
+                    &m.applied.mems,
+                    true,
+                ));
+            }
+        }
+        updates.sort_by(|a, b| a.container_id.cmp(&b.container_id));
+        self.persist(&node);
+        tracing::info!(
+            pods = pods.len(),
+            containers = containers.len(),
+            managed = node.containers.len(),
+            updates = updates.len(),
+            shared = %node.placement.shared_pool(),
+            "synchronized"
+        );
+        Ok(updates)
+    }
+
+    async fn run_pod_sandbox(&self, pod: api::PodSandbox) -> PluginResult<()> {
+        if let Ok(info) = nri_view::pod_qos(&pod) {
+            self.lock().pods.insert(pod.id.clone(), info.pod_uid);
+        }
+        Ok(())
+    }
+
+    async fn remove_pod_sandbox(&self, pod: api::PodSandbox) -> PluginResult<()> {
+        let mut node = self.lock();
+        let uid = node
+            .pods
+            .remove(&pod.id)
+            .or_else(|| nri_view::pod_qos(&pod).ok().map(|i| i.pod_uid));
+        let Some(uid) = uid else { return Ok(()) };
+        node.containers.retain(|_, m| m.view.key.pod_uid != uid);
+        if node.placement.release_pod(&uid) {
+            tracing::info!(pod = %format!("{}/{}", pod.namespace, pod.name), shared = %node.placement.shared_pool(), "pod removed: its cpus are back in the shared pool");
+            self.persist(&node);
+            self.push_shared_pool(&mut node, None);
+        }
+        Ok(())
+    }
+
+    async fn create_container(
+        &self,
+        req: api::CreateContainerRequest,
+    ) -> PluginResult<api::CreateContainerResponse> {
+        let (Some(pod), Some(ctr)) = (req.pod.as_ref(), req.container.as_ref()) else {
+            return Err(PluginError::Failed(
+                "CreateContainer without pod or container".into(),
+            ));
+        };
+        let view = match nri_view::view(pod, ctr, self.memory_capacity()) {
+            Ok(v) => v,
+            Err(why) => {
+                tracing::debug!(container = %ctr.name, reason = %why, "not managed");
+                return Ok(api::CreateContainerResponse::default());
+            }
+        };
+        if let Some(cpus) = &view.current.cpuset_cpus {
+            tracing::warn!(pod = %view.pod_ref, container = %ctr.name, cpus = %cpus, "cpuset already set by the kubelet's cpu manager or an earlier NRI plugin; topolet leaves this container alone");
+            return Ok(api::CreateContainerResponse::default());
+        }
+        let mut node = self.lock();
+        let floor = node.oom_floor.unwrap_or(0);
+        let decision = node.placement.admit(&view.pod, floor).map_err(|e| {
+            tracing::warn!(pod = %view.pod_ref, container = %ctr.name, error = %e, "container refused");
+            PluginError::Failed(format!("topolet: {e}"))
+        })?;
+        let (adjust, conflicts) = nri_adjust::adjustment(&view, &decision);
+        for conflict in conflicts {
+            tracing::warn!(pod = %view.pod_ref, container = %ctr.name, conflict = %conflict, "field already set by the kubelet or an earlier NRI plugin; left as is");
+        }
+        tracing::info!(
+            pod = %view.pod_ref,
+            container = %ctr.name,
+            qos = %view.qos,
+            exclusive = decision.exclusive,
+            cpus = %decision.cpuset,
+            mems = %decision.mems,
+            reason = %decision.reason,
+            "container placed"
+        );
+        let exclusive = decision.exclusive;
+        node.containers.insert(
+            ctr.id.clone(),
+            Managed {
+                view,
+                applied: decision,
+            },
+        );
+        if exclusive {
+            self.persist(&node);
+            self.push_shared_pool(&mut node, Some(&ctr.id));
+        }
+        Ok(api::CreateContainerResponse {
+            adjust: protobuf::MessageField::some(adjust),
+            ..Default::default()
+        })
+    }
+
+    async fn update_container(
+        &self,
+        req: api::UpdateContainerRequest,
+    ) -> PluginResult<api::UpdateContainerResponse> {
+        let Some(ctr) = req.container.as_ref() else {
+            return Ok(api::UpdateContainerResponse::default());
+        };
+        let mut node = self.lock();
+        let Some(m) = node.containers.get(&ctr.id).cloned() else {
+            return Ok(api::UpdateContainerResponse::default());
+        };
+        let view = nri_view::with_resources(
+            &m.view,
+            req.linux_resources.as_ref(),
+            self.memory_capacity(),
+        );
+        let floor = node.oom_floor.unwrap_or(0);
+        let decision = node.placement.resize(&view.pod, floor).map_err(|e| {
+            tracing::warn!(pod = %m.view.pod_ref, container = %ctr.name, error = %e, "resize refused; nothing changed");
+            PluginError::Failed(format!("topolet: {e}"))
+        })?;
+        let changed_pool =
+            decision.exclusive != m.applied.exclusive || decision.cpuset != m.applied.cpuset;
+        tracing::info!(pod = %m.view.pod_ref, container = %ctr.name, cpus = %decision.cpuset, exclusive = decision.exclusive, "container resized");
+        let update = nri_adjust::cpuset_update(&ctr.id, &decision.cpuset, &decision.mems, false);
+        node.containers.insert(
+            ctr.id.clone(),
+            Managed {
+                view,
+                applied: decision,
+            },
+        );
+        if changed_pool {
+            self.persist(&node);
+            self.push_shared_pool(&mut node, Some(&ctr.id));
+        }
+        Ok(api::UpdateContainerResponse {
+            update: vec![update],
+            ..Default::default()
+        })
+    }
+
+    async fn stop_container(
+        &self,
+        _pod: api::PodSandbox,
+        ctr: api::Container,
+    ) -> PluginResult<Vec<api::ContainerUpdate>> {
+        self.release(&ctr.id, "stopped");
+        Ok(Vec::new())
+    }
+
+    async fn remove_container(
+        &self,
+        _pod: api::PodSandbox,
+        ctr: api::Container,
+    ) -> PluginResult<()> {
+        self.release(&ctr.id, "removed");
+        self.lock().containers.remove(&ctr.id);
+        Ok(())
+    }
+}
+
+impl TopoletPlugin {
+    /// Returns a stopped or removed container's exclusive resources (idempotent: a second call,
+    /// or a call for a container we never saw, changes nothing).
+    fn release(&self, id: &str, what: &str) {
+        let mut node = self.lock();
+        let Some(key) = node.containers.get(id).map(|m| m.view.key.clone()) else {
+            return;
+        };
+        if node.placement.release(&key) {
+            if let Some(m) = node.containers.get_mut(id) {
+                m.applied.exclusive = false;
+            }
+            tracing::info!(container = %key, shared = %node.placement.shared_pool(), "container {what}: exclusive cpus released");
+            self.persist(&node);
+            self.push_shared_pool(&mut node, Some(id));
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! `topolet run`: composes the long-running plugin — logging, machine discovery, the NRI
+//! handlers and the stub's connection loop — and runs it until SIGTERM/SIGINT (or, as a
+//! pre-installed plugin, until containerd closes our socket).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context;
+use topolet_nri::config::StubConfig;
+use topolet_nri::stub::Stub;
+
+use crate::config::Config;
+use crate::shell::nri_plugin::TopoletPlugin;
+
+/// Runs the plugin with `config`, reading the machine from `sysfs_root`.
+pub fn run(config: Config, sysfs_root: &Path) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("topolet")
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(serve(config, sysfs_root))
+}
+
+async fn serve(config: Config, sysfs_root: &Path) -> anyhow::Result<()> {
+    let topology = crate::shell::sysfs::discover(sysfs_root)
+        .with_context(|| format!("reading the machine from {}", sysfs_root.display()))?;
+    for w in topology.warnings() {
+        tracing::warn!(warning = %w, "topology discovery");
+    }
+    tracing::info!(
+        cpus = topology.num_cpus(),
+        cores = topology.num_cores(),
+        sockets = topology.socket_ids().count(),
+        numa_nodes = topology.numa_ids().count(),
+        memory_bytes = topology.memory_capacity(),
+        "machine discovered"
+    );
+    let stub_config = StubConfig::from_env(
+        Some(config.nri.name.clone()),
+        Some(config.nri.index.as_nri()),
+        Some(config.nri.socket.clone()),
+    )
+    .context("nri plugin settings")?;
+    let plugin = Arc::new(TopoletPlugin::new(config, topology)?);
+    let stub = Stub::new(plugin.clone(), stub_config).context("nri plugin settings")?;
+    plugin.attach(stub.updater(), stub.status());
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    tokio::select! {
+        r = stub.run() => {
+            r.context("nri connection")?;
+            tracing::info!("runtime closed the connection; exiting");
+        }
+        _ = term.recv() => tracing::info!("SIGTERM: exiting"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: exiting"),
+    }
+    plugin.shutdown();
+    Ok(())
+}

@@ -128,7 +128,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("topolet: {e:#}");
+            eprintln!("topolet: {}", describe(&e));
             let usage = e.chain().any(|c| {
                 c.downcast_ref::<topolet::config::ConfigError>().is_some()
                     || c.downcast_ref::<topolet::core::placement::PlacementError>()
@@ -137,6 +137,22 @@ fn main() -> ExitCode {
             ExitCode::from(if usage { EXIT_USAGE } else { EXIT_FAILURE })
         }
     }
+}
+
+/// The error and its causes on one line, skipping a cause its parent already quotes.
+fn describe(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {

@@ -99,11 +99,41 @@ fn ser_opt_mask<S: serde::Serializer>(m: &Option<NumaMask>, s: S) -> Result<S::O
 
 /// Everything topolet persists: what each container holds. Free capacity is derived.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Assignments {
-    /// Exclusive CPUs by container.
-    pub cpus: BTreeMap<ContainerKey, CpuSet>,
-    /// NUMA affinity (Linux list syntax) by container, for containers that got one.
-    pub affinity: BTreeMap<ContainerKey, String>,
+    /// One entry per container holding something, ordered by key.
+    pub containers: Vec<Assignment>,
+}
+
+/// What one container holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Assignment {
+    pub pod_uid: String,
+    pub container: String,
+    /// Exclusive CPUs, when it has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<CpuSet>,
+    /// The merged NUMA affinity (Linux list syntax), when the topology manager chose one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<String>,
+}
+
+impl Assignments {
+    fn cpus_of(&self, key: &ContainerKey) -> Option<&CpuSet> {
+        self.find(key).and_then(|a| a.cpus.as_ref())
+    }
+
+    fn affinity_of(&self, key: &ContainerKey) -> Option<NumaMask> {
+        let text = self.find(key)?.affinity.as_ref()?;
+        NumaMask::from_ids(CpuSet::parse(text).ok()?.iter())
+    }
+
+    fn find(&self, key: &ContainerKey) -> Option<&Assignment> {
+        self.containers
+            .iter()
+            .find(|a| a.pod_uid == key.pod_uid && a.container == key.container)
+    }
 }
 
 /// A running container as the runtime reports it, for [`Placement::reconcile`].
@@ -258,13 +288,21 @@ impl Placement {
 
     /// What to persist.
     pub fn assignments(&self) -> Assignments {
+        let mut by_key: BTreeMap<&ContainerKey, Assignment> = BTreeMap::new();
+        let entry = |k: &ContainerKey| Assignment {
+            pod_uid: k.pod_uid.clone(),
+            container: k.container.clone(),
+            cpus: None,
+            affinity: None,
+        };
+        for (k, set) in self.cpu.assignments() {
+            by_key.entry(k).or_insert_with(|| entry(k)).cpus = Some(set.clone());
+        }
+        for (k, mask) in &self.affinity {
+            by_key.entry(k).or_insert_with(|| entry(k)).affinity = Some(mask.to_string());
+        }
         Assignments {
-            cpus: self.cpu.assignments().clone(),
-            affinity: self
-                .affinity
-                .iter()
-                .map(|(k, m)| (k.clone(), m.to_string()))
-                .collect(),
+            containers: by_key.into_values().collect(),
         }
     }
 
@@ -272,9 +310,13 @@ impl Placement {
     /// holds.
     pub fn load_hints(&mut self, saved: Assignments) -> String {
         let report = format!(
-            "{} exclusive assignments, {} affinities",
-            saved.cpus.len(),
-            saved.affinity.len()
+            "{} containers with exclusive cpus, {} with a numa affinity",
+            saved.containers.iter().filter(|a| a.cpus.is_some()).count(),
+            saved
+                .containers
+                .iter()
+                .filter(|a| a.affinity.is_some())
+                .count()
         );
         self.saved = saved;
         report
@@ -635,12 +677,7 @@ impl Placement {
             match own {
                 Some(set) if self.cpu.restore(&key, set, ContainerRole::App).is_ok() => {
                     let mems = self.nodes_of(set);
-                    let affinity = self
-                        .saved
-                        .affinity
-                        .get(&key)
-                        .and_then(|t| CpuSet::parse(t).ok())
-                        .and_then(|s| NumaMask::from_ids(s.iter()));
+                    let affinity = self.saved.affinity_of(&key);
                     if let Some(a) = affinity {
                         self.affinity.insert(key.clone(), a);
                     }
@@ -667,7 +704,7 @@ impl Placement {
         for r in pending {
             let c = &r.pod.containers[0];
             let key = ContainerKey::new(r.pod.uid.clone(), c.name.clone());
-            if let Some(saved) = self.saved.cpus.get(&key).cloned() {
+            if let Some(saved) = self.saved.cpus_of(&key).cloned() {
                 if self.cpu.restore(&key, &saved, ContainerRole::App).is_ok() {
                     notes.push(format!(
                         "{key}: runs on {}, moved back to its saved exclusive cpus {saved}",

@@ -20,7 +20,13 @@ pub fn init(format: LogFormat, file: Option<&Path>) -> std::io::Result<()> {
         .with_env_filter(filter)
         .with_target(false);
     let result = match (format, file) {
-        (LogFormat::Text, None) => builder.with_writer(std::io::stderr).try_init(),
+        (LogFormat::Text, None) => {
+            use std::io::IsTerminal;
+            builder
+                .with_ansi(std::io::stderr().is_terminal())
+                .with_writer(std::io::stderr)
+                .try_init()
+        }
         (LogFormat::Json, None) => builder.json().with_writer(std::io::stderr).try_init(),
         (format, Some(path)) => {
             if let Some(dir) = path.parent() {

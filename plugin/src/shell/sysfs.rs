@@ -25,7 +25,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use crate::core::cpuset::CpuSet;
@@ -137,14 +137,19 @@ fn read_cpus(root: &Path) -> Result<Vec<RawCpu>, SysfsError> {
 
 fn read_cpu(dir: &Path, id: usize) -> Result<RawCpu, SysfsError> {
     let topo = dir.join("topology");
-    if !topo.is_dir() {
-        return Err(SysfsError::malformed(
-            &topo,
-            format!("missing, though cpu {id} is listed as online"),
-        ));
-    }
     let path = topo.join("physical_package_id");
-    let package = match parse_int(&path, &read(&path)?)? {
+    let Some(text) = read_optional(&path)? else {
+        // Name the directory when the whole of it is missing (stat only on this error path).
+        return Err(if topo.is_dir() {
+            SysfsError::Missing { path }
+        } else {
+            SysfsError::malformed(
+                &topo,
+                format!("missing, though cpu {id} is listed as online"),
+            )
+        });
+    };
+    let package = match parse_int(&path, &text)? {
         -1 => 0,
         p => to_index(&path, p)?,
     };
@@ -400,7 +405,13 @@ fn read(path: &Path) -> Result<String, SysfsError> {
 }
 
 fn read_optional(path: &Path) -> Result<Option<String>, SysfsError> {
-    match fs::read(path) {
+    // Not `fs::read`: its size-hint `statx` is wasted on sysfs (which reports 4096 for every
+    // attribute) and costs a third of discovery time on 4096-CPU trees.
+    let result = fs::File::open(path).and_then(|mut f| {
+        let mut bytes = Vec::with_capacity(256);
+        f.read_to_end(&mut bytes).map(|_| bytes)
+    });
+    match result {
         Ok(bytes) => String::from_utf8(bytes)
             .map(Some)
             .map_err(|_| SysfsError::malformed(path, "not valid utf-8")),

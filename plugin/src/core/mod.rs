@@ -11,3 +11,4 @@ pub mod pod_input;
 pub mod qos;
 pub mod quantity;
 pub mod topology;
+pub mod memory_policy;

@@ -125,11 +125,10 @@ impl CpuSet {
 
     /// Ascending iterator over the ids.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = usize> + '_ {
-        self.words.iter().enumerate().flat_map(|(wi, &w)| {
-            (0..WORD)
-                .filter(move |b| w & (1 << b) != 0)
-                .map(move |b| wi * WORD + b)
-        })
+        self.words
+            .iter()
+            .enumerate()
+            .flat_map(|(wi, &w)| Bits(w).map(move |b| wi * WORD + b))
     }
 
     /// Lowest id, if any.
@@ -209,6 +208,33 @@ impl CpuSet {
         while self.words.last() == Some(&0) {
             self.words.pop();
         }
+    }
+}
+
+/// The set bits of one word, lowest first (and highest first from the back), one
+/// `trailing_zeros`/`leading_zeros` per bit instead of a test of all 64.
+struct Bits(u64);
+
+impl Iterator for Bits {
+    type Item = usize;
+    fn next(&mut self) -> Option<usize> {
+        if self.0 == 0 {
+            return None;
+        }
+        let b = self.0.trailing_zeros() as usize;
+        self.0 &= self.0 - 1;
+        Some(b)
+    }
+}
+
+impl DoubleEndedIterator for Bits {
+    fn next_back(&mut self) -> Option<usize> {
+        if self.0 == 0 {
+            return None;
+        }
+        let b = 63 - self.0.leading_zeros() as usize;
+        self.0 &= !(1u64 << b);
+        Some(b)
     }
 }
 
@@ -361,6 +387,7 @@ mod tests {
             b in proptest::collection::btree_set(0usize..300, 0..100),
         ) {
             let (sa, sb): (CpuSet, CpuSet) = (a.iter().copied().collect(), b.iter().copied().collect());
+            prop_assert_eq!(sa.iter().rev().collect::<Vec<_>>(), a.iter().rev().copied().collect::<Vec<_>>());
             prop_assert_eq!(sa.union(&sb).iter().collect::<Vec<_>>(), a.union(&b).copied().collect::<Vec<_>>());
             prop_assert_eq!(sa.intersection(&sb).iter().collect::<Vec<_>>(), a.intersection(&b).copied().collect::<Vec<_>>());
             prop_assert_eq!(sa.difference(&sb).iter().collect::<Vec<_>>(), a.difference(&b).copied().collect::<Vec<_>>());

@@ -12,3 +12,5 @@ pub mod qos;
 pub mod quantity;
 pub mod topology;
 pub mod memory_policy;
+pub mod device_hints;
+pub mod topology_manager;

@@ -1,1 +1,32 @@
-//! End-to-end tests live in tests/; this crate has no library code.
+//! Harness for topolet's end-to-end tests against a real containerd + runc on real cgroups.
+//!
+//! One concept per module:
+//! - [`fixture`]: the usual set-up, a stack with topolet registered on it;
+//! - [`stack`]: an isolated containerd started with `hack/containerd.sh` (start, restart, stop on drop);
+//! - [`topolet`]: the plugin process under test (config, spawn, log lines, SIGKILL, restart);
+//! - [`kube`]: pod and container configs shaped exactly like the kubelet sends them per QoS class;
+//! - [`cri`]: CRI calls through `crictl` (JSON in, JSON out);
+//! - [`observe`]: what really happened to a container: its cgroup files, its `/proc` files and its
+//!   bundle `config.json` (read with oci-spec);
+//! - [`logs`]: log files: find and wait for lines, read `key=value` fields;
+//! - [`wait`]: polling with timeouts (no fixed sleeps where a condition can be polled).
+//!
+//! The suite fails, never skips, when the stack cannot be started: every helper returns an error
+//! with context naming the command or path, and tests propagate it.
+
+pub mod cri;
+pub mod fixture;
+pub mod kube;
+pub mod logs;
+pub mod observe;
+pub mod paths;
+pub mod stack;
+pub mod topolet;
+pub mod wait;
+
+pub use cri::Cri;
+pub use fixture::WithTopolet;
+pub use kube::{ContainerSpec, PodSpec, Qos};
+pub use logs::field;
+pub use stack::Stack;
+pub use topolet::{Topolet, TopoletConfig};

@@ -1,0 +1,356 @@
+//! The plugin under test: its binary (built once per test run, or `TOPOLET_BIN`), a generated
+//! config, the process (spawn, SIGKILL, restart) and its log (wait for a line, read fields).
+//!
+//! Log lines are matched by substring; fields follow the message as `key=value`.
+
+use std::fmt::Write as _;
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+
+use crate::logs::{find_line, lines_matching, read_lossy, strip_ansi, tail};
+use crate::paths;
+use crate::stack::Stack;
+use crate::wait;
+
+/// How long to wait for topolet's usual log lines (registration, synchronize).
+pub const LOG_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The topolet binary: `TOPOLET_BIN`, else `cargo build -p topolet --bin topolet` once per test
+/// process, then `<target>/debug/topolet`.
+pub fn binary() -> anyhow::Result<PathBuf> {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BIN.get_or_init(|| locate_or_build().map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(anyhow::Error::msg)
+}
+
+fn locate_or_build() -> anyhow::Result<PathBuf> {
+    if let Some(bin) = std::env::var_os("TOPOLET_BIN") {
+        let bin = PathBuf::from(bin);
+        if !bin.is_file() {
+            bail!("TOPOLET_BIN={} is not a file", bin.display());
+        }
+        return Ok(bin);
+    }
+    let cargo = std::env::var_os("CARGO")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(option_env!("CARGO").unwrap_or("cargo")));
+    let out = Command::new(&cargo)
+        .args(["build", "-p", "topolet", "--bin", "topolet"])
+        .current_dir(paths::repo_root())
+        .output()
+        .with_context(|| format!("running {} build -p topolet --bin topolet", cargo.display()))?;
+    if !out.status.success() {
+        bail!(
+            "cargo build -p topolet --bin topolet failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let bin = paths::target_dir().join("debug/topolet");
+    if !bin.is_file() {
+        bail!("cargo built topolet but {} is missing", bin.display());
+    }
+    Ok(bin)
+}
+
+/// The test configuration of topolet (only the keys the tests set; unknown keys are rejected
+/// by topolet, so this writes nothing else).
+#[derive(Debug, Clone)]
+pub struct TopoletConfig {
+    pub socket: PathBuf,
+    pub name: String,
+    pub index: u8,
+    pub policy: String,
+    pub reserved_cpus: Option<String>,
+    pub state_dir: PathBuf,
+    pub pids_limit: Option<i64>,
+}
+
+impl TopoletConfig {
+    /// Static policy, CPU 0 reserved, pids limit 1024, dialing `stack`'s NRI socket, state in
+    /// `work/state`.
+    pub fn for_stack(stack: &Stack, work: &Path) -> TopoletConfig {
+        TopoletConfig {
+            socket: stack.nri_socket(),
+            name: "topolet".into(),
+            index: 50,
+            policy: "static".into(),
+            reserved_cpus: Some("0".into()),
+            state_dir: work.join("state"),
+            pids_limit: Some(1024),
+        }
+    }
+
+    /// The TOML text.
+    pub fn to_toml(&self) -> String {
+        let mut t = String::new();
+        let _ = writeln!(t, "[nri]");
+        let _ = writeln!(t, "socket = {:?}", self.socket.to_string_lossy());
+        let _ = writeln!(t, "name = {:?}", self.name);
+        let _ = writeln!(t, "index = {}", self.index);
+        let _ = writeln!(t, "\n[cpu]");
+        let _ = writeln!(t, "policy = {:?}", self.policy);
+        if let Some(r) = &self.reserved_cpus {
+            let _ = writeln!(t, "reserved_cpus = {r:?}");
+        }
+        let _ = writeln!(t, "\n[state]");
+        let _ = writeln!(t, "dir = {:?}", self.state_dir.to_string_lossy());
+        if let Some(p) = self.pids_limit {
+            let _ = writeln!(t, "\n[qos]");
+            let _ = writeln!(t, "pids_limit = {p}");
+        }
+        t
+    }
+
+    /// Writes the TOML to `path`.
+    pub fn write(&self, path: &Path) -> anyhow::Result<()> {
+        std::fs::write(path, self.to_toml()).with_context(|| format!("writing {}", path.display()))
+    }
+}
+
+/// A topolet process started by the test (external plugin: it dials the NRI socket).
+pub struct Topolet {
+    bin: PathBuf,
+    config_path: PathBuf,
+    log_path: PathBuf,
+    stderr_path: PathBuf,
+    child: Option<Child>,
+}
+
+impl Topolet {
+    /// Writes `config` to `work/topolet.toml` and starts `topolet run` with its log in
+    /// `work/topolet.log` (stderr, e.g. a panic, in `work/topolet.stderr`). Does not wait for
+    /// registration: see [`Topolet::wait_registered`].
+    pub fn start(work: &Path, config: &TopoletConfig) -> anyhow::Result<Topolet> {
+        let bin = binary()?;
+        std::fs::create_dir_all(work).with_context(|| format!("creating {}", work.display()))?;
+        let config_path = work.join("topolet.toml");
+        config.write(&config_path)?;
+        let mut t = Topolet {
+            bin,
+            config_path,
+            log_path: work.join("topolet.log"),
+            stderr_path: work.join("topolet.stderr"),
+            child: None,
+        };
+        t.spawn()?;
+        Ok(t)
+    }
+
+    fn spawn(&mut self) -> anyhow::Result<()> {
+        let stderr = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.stderr_path)
+            .with_context(|| format!("opening {}", self.stderr_path.display()))?;
+        let child = Command::new(&self.bin)
+            .arg("run")
+            .arg("--config")
+            .arg(&self.config_path)
+            .arg("--log-file")
+            .arg(&self.log_path)
+            .env(
+                "TOPOLET_LOG",
+                std::env::var("TOPOLET_LOG").unwrap_or_else(|_| "debug".into()),
+            )
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .with_context(|| {
+                format!(
+                    "spawning {} run --config {}",
+                    self.bin.display(),
+                    self.config_path.display()
+                )
+            })?;
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// The process id, if running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// True while the process has not exited.
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(c) => matches!(c.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// SIGKILL, and reap.
+    pub fn kill9(&mut self) -> anyhow::Result<()> {
+        if let Some(mut c) = self.child.take() {
+            // kill() sends SIGKILL; an already exited child is fine.
+            let _ = c.kill();
+            c.wait().context("waiting for the killed topolet")?;
+        }
+        Ok(())
+    }
+
+    /// SIGTERM and wait up to `timeout` for a clean exit; returns its exit status.
+    pub fn terminate(&mut self, timeout: Duration) -> anyhow::Result<std::process::ExitStatus> {
+        let Some(mut c) = self.child.take() else {
+            bail!("topolet is not running");
+        };
+        let pid = c.id() as libc::pid_t;
+        // SAFETY: plain kill(2) on our own child's pid (not yet reaped, so not reused).
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let status = wait::until("topolet to exit after SIGTERM", timeout, || {
+            c.try_wait().context("waiting for topolet")
+        });
+        if status.is_err() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        status
+    }
+
+    /// Starts the same binary with the same config again (the log is appended to).
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        self.kill9()?;
+        self.spawn()
+    }
+
+    /// The log so far (ANSI colours stripped), including anything written to stderr.
+    pub fn log(&self) -> String {
+        let mut text = read_lossy(&self.log_path);
+        let err = read_lossy(&self.stderr_path);
+        if !err.trim().is_empty() {
+            text.push_str("\n--- stderr ---\n");
+            text.push_str(&err);
+        }
+        strip_ansi(&text)
+    }
+
+    /// Current length of the log: pass it to [`Topolet::wait_for_log`] to only see later lines.
+    pub fn log_mark(&self) -> usize {
+        read_lossy(&self.log_path).len()
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
+    pub fn config_path(&self) -> &Path {
+        &self.config_path
+    }
+
+    /// Waits until a log line after byte `after` contains `pattern`; returns that line. Fails
+    /// early if the process exited.
+    pub fn wait_for_log(
+        &mut self,
+        pattern: &str,
+        after: usize,
+        timeout: Duration,
+    ) -> anyhow::Result<String> {
+        let r = wait::until(&format!("topolet log line {pattern:?}"), timeout, || {
+            if let Some(l) = find_line(&read_lossy(&self.log_path), after, pattern) {
+                return Ok(Some(l));
+            }
+            if !self.is_running() {
+                bail!("topolet exited");
+            }
+            Ok(None)
+        });
+        r.with_context(|| format!("topolet log:\n{}", tail(&self.log(), 40)))
+    }
+
+    /// Every log line after byte `after` containing `pattern`.
+    pub fn lines(&self, pattern: &str, after: usize) -> Vec<String> {
+        lines_matching(&read_lossy(&self.log_path), after, pattern)
+    }
+
+    /// Waits for `nri plugin registered` after `after`.
+    pub fn wait_registered(&mut self, after: usize) -> anyhow::Result<String> {
+        self.wait_for_log("nri plugin registered", after, LOG_TIMEOUT)
+    }
+
+    /// Waits for `synchronized` after `after`; returns the line.
+    pub fn wait_synchronized(&mut self, after: usize) -> anyhow::Result<String> {
+        self.wait_for_log(" synchronized", after, LOG_TIMEOUT)
+    }
+}
+
+impl Drop for Topolet {
+    fn drop(&mut self) {
+        let _ = self.kill9();
+    }
+}
+
+/// Installs topolet as a pre-installed plugin `NN-name` in the stack's plugin dir: a `#!/bin/sh`
+/// wrapper that execs the binary with absolute paths (containerd gives it no arguments and no
+/// PATH). Returns the wrapper's path. The config's socket is ignored in this mode (containerd
+/// passes the connection as fd `NRI_PLUGIN_SOCKET`).
+pub fn install_preinstalled(
+    stack: &Stack,
+    config: &TopoletConfig,
+    config_path: &Path,
+    log_path: &Path,
+) -> anyhow::Result<PathBuf> {
+    let bin = binary()?;
+    config.write(config_path)?;
+    let dir = stack.nri_plugin_dir();
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let wrapper = dir.join(format!("{:02}-{}", config.index, config.name));
+    let script = format!(
+        "#!/bin/sh\nTOPOLET_LOG=debug NO_COLOR=1 exec '{}' run --config '{}' --log-file '{}' 2>>'{}.stderr'\n",
+        bin.display(),
+        config_path.display(),
+        log_path.display(),
+        log_path.display()
+    );
+    std::fs::write(&wrapper, script).with_context(|| format!("writing {}", wrapper.display()))?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("chmod 755 {}", wrapper.display()))?;
+    Ok(wrapper)
+}
+
+/// Pids of processes whose command line contains `needle` (e.g. a unique config path).
+pub fn pids_with_cmdline(needle: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return pids;
+    };
+    let me = std::process::id() as i32;
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(needle) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Kills (SIGKILL) every process whose command line contains `needle` when dropped: cleans up
+/// processes the test did not spawn itself (a pre-installed plugin launched by containerd).
+pub struct KillOnDrop(pub String);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for pid in pids_with_cmdline(&self.0) {
+            // SAFETY: kill(2) with a pid read from /proc; at worst it no longer exists.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}

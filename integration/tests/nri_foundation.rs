@@ -1,0 +1,246 @@
+//! Issue 2, item 5: topolet speaks NRI to a real containerd.
+//!
+//! - it registers (its own log and containerd's);
+//! - Synchronize lists the pods that existed before it started;
+//! - SIGKILL of topolet leaves containerd creating containers normally and promptly;
+//! - restarting containerd makes it reconnect by itself (same process, re-registers, re-syncs);
+//! - pre-installed mode: containerd launches it from its plugin dir.
+
+use std::time::Duration;
+
+use anyhow::{ensure, Context};
+use topolet_integration::kube::{PodSpec, Requirements};
+use topolet_integration::logs::{self, field};
+use topolet_integration::topolet::{self, KillOnDrop, LOG_TIMEOUT};
+use topolet_integration::{fixture, Stack, Topolet, TopoletConfig, WithTopolet};
+
+/// containerd's registration lines, as logrus writes them (msg quoted, inner quotes escaped);
+/// v2.3 appends " (with NRI version …)" to the first.
+const CTRD_REGISTERED: &str = r#"registered as \"50-topolet\""#;
+const CTRD_SYNCED: &str = r#"plugin \"50-topolet\" connected and synchronized"#;
+/// The same for a pre-installed plugin containerd launched itself.
+const CTRD_PRE_REGISTERED: &str = r#"plugin \"pre-connected:50-topolet["#;
+const CTRD_PRE_SYNCED: &str = r#"pre-installed NRI plugin \"50-topolet\" synchronization success"#;
+
+#[test]
+fn registers_with_containerd() -> anyhow::Result<()> {
+    let mut t = WithTopolet::start()?;
+    let registered = t.topolet.wait_registered(0)?;
+    let synced = t.topolet.wait_synchronized(0)?;
+    let reg = t
+        .stack
+        .wait_containerd_log(CTRD_REGISTERED, 0, LOG_TIMEOUT)?;
+    let conn = t.stack.wait_containerd_log(CTRD_SYNCED, 0, LOG_TIMEOUT)?;
+    ensure!(
+        reg.contains(r#"plugin \"external:50-topolet["#),
+        "containerd should name an external plugin with its pid: {reg}"
+    );
+    let pid = t.topolet.pid().context("topolet not running")?;
+    ensure!(
+        reg.contains(&format!("[{pid}]")),
+        "containerd's registration line should carry topolet's pid {pid}: {reg}"
+    );
+    ensure!(
+        field(&synced, "pods").as_deref() == Some("0"),
+        "empty stack: want pods=0 in {synced}"
+    );
+    eprintln!("topolet: {registered}\ntopolet: {synced}\ncontainerd: {reg}\ncontainerd: {conn}");
+    Ok(())
+}
+
+#[test]
+fn synchronize_lists_pods_that_existed_before() -> anyhow::Result<()> {
+    let stack = Stack::start()?;
+    let cap = fixture::mem_capacity()?;
+    let cri = stack.cri();
+    // Two Kubernetes pods with a running container each, one pod without containers, and one
+    // non-Kubernetes pod.
+    let (bu, bu_c) = fixture::pod_for(
+        &stack,
+        "pre-bu",
+        Requirements::burstable(250, Some(500), 64 << 20, Some(128 << 20)),
+        cap,
+    )?;
+    let (be, be_c) = fixture::pod_for(&stack, "pre-be", Requirements::best_effort(), cap)?;
+    let (empty, _) = fixture::pod_for(&stack, "pre-empty", Requirements::best_effort(), cap)?;
+    let logs_dir = stack.work_dir("pod-logs")?;
+    let foreign = PodSpec::foreign(
+        stack.cgroup_base()?,
+        &logs_dir.to_string_lossy(),
+        "pre-foreign",
+    );
+    cri.run_pod_with(&bu, &bu_c)?;
+    cri.run_pod_with(&be, &be_c)?;
+    cri.run_pod(&empty)?;
+    cri.run_pod(&foreign)?;
+
+    let work = stack.work_dir("topolet")?;
+    let mut topolet = Topolet::start(&work, &TopoletConfig::for_stack(&stack, &work))?;
+    topolet.wait_registered(0)?;
+    let synced = topolet.wait_synchronized(0)?;
+    ensure!(
+        field(&synced, "pods").as_deref() == Some("4")
+            && field(&synced, "containers").as_deref() == Some("2"),
+        "want pods=4 containers=2 in: {synced}"
+    );
+    for p in [&bu, &be, &empty, &foreign] {
+        let want = format!("pod={}", p.pod_ref());
+        let lines = topolet.lines("synchronize: pod", 0);
+        ensure!(
+            lines.iter().any(|l| l.split(' ').any(|w| w == want)),
+            "no `synchronize: pod` line with {want}; got:\n{}",
+            lines.join("\n")
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn sigkill_leaves_containerd_creating_containers() -> anyhow::Result<()> {
+    let mut t = WithTopolet::start()?;
+    let cri = t.stack.cri();
+    let (p1, c1) = t.pod(
+        "before-kill",
+        Requirements::burstable(100, None, 32 << 20, None),
+    )?;
+    let mark = t.topolet.log_mark();
+    let first = cri.run_pod_with(&p1, &c1)?;
+    t.topolet
+        .wait_for_log("container placed", mark, LOG_TIMEOUT)?;
+
+    let ctrd_mark = t.stack.containerd_log_mark();
+    t.topolet.kill9()?;
+    let (p2, c2) = t.pod(
+        "after-kill",
+        Requirements::burstable(100, None, 32 << 20, None),
+    )?;
+    let pod2 = cri.run_pod(&p2)?;
+    let second = cri.create(&pod2, &p2, &c2)?;
+    cri.start(&second.id)?;
+    // containerd's NRI request timeout in the stack is 2 s: a create that waited on the dead
+    // plugin would take at least that long.
+    ensure!(
+        second.create_time < Duration::from_millis(1500),
+        "CreateContainer after the kill took {:?} (first one: {:?})",
+        second.create_time,
+        first.create_time
+    );
+    for id in [&first.id, &second.id] {
+        let state = cri.state(id)?;
+        ensure!(state == "CONTAINER_RUNNING", "container {id} is {state}");
+    }
+    let seen = t.stack.containerd_log_lines("50-topolet", ctrd_mark);
+    eprintln!(
+        "create after SIGKILL: {:?}; containerd lines about the plugin after the kill:\n{}",
+        second.create_time,
+        seen.join("\n")
+    );
+    Ok(())
+}
+
+#[test]
+fn reconnects_after_containerd_restart() -> anyhow::Result<()> {
+    let mut t = WithTopolet::start()?;
+    let cri = t.stack.cri();
+    let (p1, c1) = t.pod("survivor", Requirements::best_effort())?;
+    cri.run_pod_with(&p1, &c1)?;
+    let pid = t.topolet.pid().context("topolet not running")?;
+
+    let mark = t.topolet.log_mark();
+    let ctrd_mark = t.stack.containerd_log_mark();
+    t.stack.restart_containerd()?;
+    let closed = t
+        .topolet
+        .wait_for_log("nri connection closed by runtime", mark, LOG_TIMEOUT)
+        .or_else(|_| {
+            t.topolet
+                .wait_for_log("nri reconnecting", mark, LOG_TIMEOUT)
+        })?;
+    t.topolet.wait_registered(mark)?;
+    let synced = t.topolet.wait_synchronized(mark)?;
+    t.stack
+        .wait_containerd_log(CTRD_SYNCED, ctrd_mark, LOG_TIMEOUT)?;
+    ensure!(t.topolet.is_running(), "topolet exited");
+    ensure!(
+        t.topolet.pid() == Some(pid),
+        "topolet was restarted (pid {pid} → {:?})",
+        t.topolet.pid()
+    );
+    ensure!(
+        field(&synced, "pods").as_deref() == Some("1")
+            && field(&synced, "containers").as_deref() == Some("1"),
+        "re-synchronize should list the surviving pod and container: {synced}"
+    );
+    // And it still handles events on the new connection.
+    let (p2, c2) = t.pod("after-restart", Requirements::best_effort())?;
+    let m2 = t.topolet.log_mark();
+    cri.run_pod_with(&p2, &c2)?;
+    let placed = t
+        .topolet
+        .wait_for_log("container placed", m2, LOG_TIMEOUT)?;
+    ensure!(
+        field(&placed, "pod").as_deref() == Some(p2.pod_ref().as_str()),
+        "placed line is not about {}: {placed}",
+        p2.pod_ref()
+    );
+    eprintln!("topolet: {closed}\ntopolet: {synced}");
+    Ok(())
+}
+
+#[test]
+fn preinstalled_mode_is_launched_by_containerd() -> anyhow::Result<()> {
+    let stack = Stack::start()?;
+    let work = stack.work_dir("topolet")?;
+    let config = TopoletConfig::for_stack(&stack, &work);
+    let config_path = work.join("preinstalled.toml");
+    let log_path = work.join("preinstalled.log");
+    let _reap = KillOnDrop(config_path.to_string_lossy().into_owned());
+    let wrapper = topolet::install_preinstalled(&stack, &config, &config_path, &log_path)?;
+    let ctrd_mark = stack.containerd_log_mark();
+    stack.restart_containerd()?;
+
+    let reg = logs::wait_for_line(&log_path, "nri plugin registered", 0, LOG_TIMEOUT)?;
+    logs::wait_for_line(&log_path, " synchronized", 0, LOG_TIMEOUT)?;
+    let ctrd_reg = stack.wait_containerd_log(CTRD_PRE_REGISTERED, ctrd_mark, LOG_TIMEOUT)?;
+    let ctrd = stack.wait_containerd_log(CTRD_PRE_SYNCED, ctrd_mark, LOG_TIMEOUT)?;
+    let launched = topolet::pids_with_cmdline(&config_path.to_string_lossy());
+    ensure!(
+        launched.len() == 1,
+        "want one topolet launched by containerd, found pids {launched:?}"
+    );
+    // containerd made the socketpair itself, so the peer-credential pid it logs for a
+    // pre-connected plugin is its own; the plugin process is its child.
+    let ctrd_pid = stack.containerd_pid()?;
+    ensure!(
+        ctrd_reg.contains(&format!("[{ctrd_pid}]")),
+        "containerd (pid {ctrd_pid}) should log its own pid for a pre-connected plugin: {ctrd_reg}"
+    );
+    let ppid = parent_pid(launched[0])?;
+    ensure!(
+        ppid == ctrd_pid,
+        "topolet pid {} has parent {ppid}, not containerd {ctrd_pid}",
+        launched[0]
+    );
+    let cap = fixture::mem_capacity()?;
+    let (p, c) = fixture::pod_for(&stack, "pre-installed", Requirements::best_effort(), cap)?;
+    let mark = logs::mark(&log_path);
+    stack.cri().run_pod_with(&p, &c)?;
+    logs::wait_for_line(&log_path, "container placed", mark, LOG_TIMEOUT)?;
+    eprintln!(
+        "wrapper {}: topolet: {reg}\ncontainerd: {ctrd_reg}\ncontainerd: {ctrd}\ncontainerd lines:\n{}",
+        wrapper.display(),
+        stack.containerd_log_lines("50-topolet", ctrd_mark).join("\n")
+    );
+    Ok(())
+}
+
+/// PPid of /proc/<pid>/status.
+fn parent_pid(pid: i32) -> anyhow::Result<i32> {
+    let p = format!("/proc/{pid}/status");
+    let status = std::fs::read_to_string(&p).with_context(|| format!("reading {p}"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))
+        .and_then(|v| v.trim().parse().ok())
+        .with_context(|| format!("{p} has no PPid"))
+}

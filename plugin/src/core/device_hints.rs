@@ -118,6 +118,11 @@ impl DeviceHints {
         self.assignments.get(key)
     }
 
+    /// Every container's devices, by resource.
+    pub fn assignments(&self) -> &BTreeMap<ContainerKey, BTreeMap<String, Vec<String>>> {
+        &self.assignments
+    }
+
     fn used(&self) -> BTreeSet<&str> {
         self.assignments
             .values()

@@ -39,6 +39,13 @@ pub struct PlannedContainer {
     pub devices: Vec<String>,
 }
 
+/// Which of a container's values follow the shared pool.
+#[derive(Debug, Clone, Copy, Default)]
+struct OnShared {
+    cpus: bool,
+    mems: bool,
+}
+
 /// The pools after admission.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Pools {
@@ -63,7 +70,7 @@ pub fn plan(
 ) -> Result<PlanOutput, PlacementError> {
     let (mut placement, _warnings) = Placement::new(topology, config)?;
     let floor = config.qos.oom_score_adj_floor.unwrap_or(-1000);
-    let mut rows: Vec<(PlannedContainer, bool)> = Vec::new();
+    let mut rows: Vec<(PlannedContainer, OnShared)> = Vec::new();
     for pod in pods {
         let class = qos::class(pod);
         for (which, result) in placement.admit_pod(pod, floor) {
@@ -89,7 +96,7 @@ pub fn plan(
                 pids_limit: None,
                 devices: Vec::new(),
             };
-            let shared = match result {
+            let on_shared = match result {
                 Ok(r) => {
                     row.exclusive = r.exclusive;
                     row.cpuset = Some(r.cpuset.to_string());
@@ -102,14 +109,17 @@ pub fn plan(
                     row.oom_score_adj = Some(r.oom_score_adj);
                     row.pids_limit = r.pids_limit;
                     row.devices = r.devices;
-                    !r.exclusive
+                    OnShared {
+                        cpus: !r.exclusive,
+                        mems: !r.exclusive && !r.memory_pinned,
+                    }
                 }
                 Err(e) => {
                     row.error = Some(e.to_string());
-                    false
+                    OnShared::default()
                 }
             };
-            rows.push((row, shared));
+            rows.push((row, on_shared));
         }
     }
     let shared = placement.shared_pool().to_string();
@@ -117,8 +127,10 @@ pub fn plan(
     let containers = rows
         .into_iter()
         .map(|(mut row, on_shared)| {
-            if on_shared {
+            if on_shared.cpus {
                 row.cpuset = Some(shared.clone());
+            }
+            if on_shared.mems {
                 row.mems = Some(shared_mems.clone());
             }
             row

@@ -25,7 +25,9 @@ use topolet_nri::stub::ConnectionStatus;
 use topolet_nri::updater::ContainerUpdater;
 
 use crate::config::Config;
-use crate::core::placement::{Assignments, ContainerResources, Placement, RunningContainer};
+use crate::core::assignments::Assignments;
+use crate::core::placement::{ContainerResources, Placement};
+use crate::core::reconcile::RunningContainer;
 use crate::core::topology::Topology;
 use crate::shell::nri_adjust;
 use crate::shell::nri_view::{self, ContainerView};
@@ -204,16 +206,26 @@ fn shared_updates(node: &mut Node, skip: Option<&str>) -> Vec<api::ContainerUpda
             continue;
         }
         let m = &node.containers[id];
-        if m.applied.exclusive || (m.applied.cpuset == shared && m.applied.mems == mems) {
+        if m.applied.exclusive {
             continue;
         }
-        updates.push(nri_adjust::cpuset_update(id, &shared, &mems, true));
+        let target_mems = if m.applied.memory_pinned {
+            m.applied.mems
+        } else {
+            mems
+        };
+        if m.applied.cpuset == shared && m.applied.mems == target_mems {
+            continue;
+        }
+        updates.push(nri_adjust::cpuset_update(id, &shared, &target_mems, true));
         changed.push(id.clone());
     }
     for id in changed {
         if let Some(m) = node.containers.get_mut(&id) {
             m.applied.cpuset = shared.clone();
-            m.applied.mems = mems;
+            if !m.applied.memory_pinned {
+                m.applied.mems = mems;
+            }
         }
     }
     updates

@@ -1,0 +1,182 @@
+//! Restart and reconnect semantics: rebuilding the assignments from what the runtime reports.
+//!
+//! The runtime's view is the truth; the state file only breaks ties. For every running container
+//! that qualifies for exclusive CPUs, in a deterministic order:
+//! 1. its own cpuset, when it is a valid exclusive set of the right size that nobody else holds
+//!    (the normal case after a topolet restart: what we granted is what it runs on);
+//! 2. else its saved assignment, when still free (a container whose update was lost);
+//! 3. else a fresh admission (a container created while topolet was away);
+//! 4. else it stays on the shared pool, and the note says why.
+//!
+//! Pinned memory and devices are restored from the saved assignment of a container kept in 1 or
+//! 2 when still consistent. Assignments of containers that no longer run are dropped, so nothing
+//! leaks however events were lost. Shared containers get the shared pool as it ends up.
+
+use std::collections::BTreeMap;
+
+use super::container_key::ContainerKey;
+use super::cpu_policy::ContainerRole;
+use super::cpuset::CpuSet;
+use super::placement::{ContainerResources, Grant, Placement};
+use super::pod::Pod;
+use super::qos;
+
+/// A running container as the runtime reports it.
+#[derive(Debug, Clone)]
+pub struct RunningContainer {
+    /// Runtime id.
+    pub id: String,
+    /// Its pod, with this container as the only one (`containers[0]`).
+    pub pod: Pod,
+    /// The cpuset it actually has.
+    pub cpuset: Option<CpuSet>,
+}
+
+/// The result of reconciling with the runtime's view.
+#[derive(Debug, Clone, Default)]
+pub struct Reconciled {
+    /// Every managed container's target values, by runtime id.
+    pub containers: Vec<(String, ContainerResources)>,
+    /// What had to be corrected, one line each.
+    pub notes: Vec<String>,
+}
+
+impl Placement {
+    /// Rebuilds every assignment from `running` (see the module docs). `floor` is the runtime's
+    /// oom_score_adj floor.
+    pub fn reconcile(&mut self, running: &[RunningContainer], floor: i32) -> Reconciled {
+        let mut notes = Vec::new();
+        let before = self.assignments();
+        for a in &before.containers {
+            self.release(&a.key());
+        }
+        self.pod_affinity.clear();
+        let saved = std::mem::take(&mut self.saved);
+
+        let mut order: Vec<&RunningContainer> = running
+            .iter()
+            .filter(|r| !r.pod.containers.is_empty())
+            .collect();
+        order.sort_by(|a, b| a.id.cmp(&b.id));
+        let mut placed: BTreeMap<String, ContainerResources> = BTreeMap::new();
+        let mut shared: Vec<&RunningContainer> = Vec::new();
+        let mut pending: Vec<&RunningContainer> = Vec::new();
+
+        // Pass 1: containers whose own cpuset is a valid exclusive set keep it.
+        for r in order {
+            let c = &r.pod.containers[0];
+            let class = qos::class(&r.pod);
+            let Some(n) = self.exclusive_cpus(class, &c.requests) else {
+                shared.push(r);
+                continue;
+            };
+            let key = ContainerKey::new(r.pod.uid.clone(), c.name.clone());
+            match r.cpuset.as_ref().filter(|s| s.len() == n) {
+                Some(set) if self.cpu.restore(&key, set, ContainerRole::App).is_ok() => {
+                    let grant =
+                        self.restore_rest(&key, set, &saved, "restored from the running container");
+                    placed.insert(r.id.clone(), self.resources(&r.pod, c, grant, floor));
+                }
+                _ => pending.push(r),
+            }
+        }
+        // Pass 2: the rest get their saved set if still free, else a fresh admission.
+        for r in pending {
+            let c = &r.pod.containers[0];
+            let key = ContainerKey::new(r.pod.uid.clone(), c.name.clone());
+            let saved_cpus = saved.get(&key).and_then(|a| a.cpus.clone());
+            if let Some(set) = saved_cpus {
+                if self.cpu.restore(&key, &set, ContainerRole::App).is_ok() {
+                    notes.push(format!(
+                        "{key}: runs on {}, moved back to its saved exclusive cpus {set}",
+                        describe(r.cpuset.as_ref())
+                    ));
+                    let grant =
+                        self.restore_rest(&key, &set, &saved, "restored from the state file");
+                    placed.insert(r.id.clone(), self.resources(&r.pod, c, grant, floor));
+                    continue;
+                }
+            }
+            match self.admit(&r.pod, floor) {
+                Ok(res) => {
+                    notes.push(format!(
+                        "{key}: runs on {}, given exclusive cpus {}",
+                        describe(r.cpuset.as_ref()),
+                        res.cpuset
+                    ));
+                    placed.insert(r.id.clone(), res);
+                }
+                Err(e) => {
+                    notes.push(format!(
+                        "{key}: cannot get exclusive cpus ({e}); left on the shared pool"
+                    ));
+                    shared.push(r);
+                }
+            }
+        }
+        let after = self.assignments();
+        for a in &before.containers {
+            if after.get(&a.key()).is_none() {
+                notes.push(format!(
+                    "{}: no longer running; its resources were released",
+                    a.key()
+                ));
+            }
+        }
+        // Shared containers: the shared pool as it ends up.
+        for r in shared {
+            let c = &r.pod.containers[0];
+            let grant = Grant {
+                exclusive: None,
+                mems: None,
+                affinity: None,
+                devices: Vec::new(),
+                reason: format!("{}: shared pool", qos::class(&r.pod)),
+            };
+            placed.insert(r.id.clone(), self.resources(&r.pod, c, grant, floor));
+        }
+        Reconciled {
+            containers: placed.into_iter().collect(),
+            notes,
+        }
+    }
+
+    /// After `key` got `cpus` back: its saved affinity, pinned memory and devices, where still
+    /// consistent (each is dropped on its own otherwise).
+    fn restore_rest(
+        &mut self,
+        key: &ContainerKey,
+        cpus: &CpuSet,
+        saved: &super::assignments::Assignments,
+        reason: &str,
+    ) -> Grant {
+        let entry = saved.get(key);
+        let affinity = entry.and_then(|a| a.affinity);
+        if let Some(a) = affinity {
+            self.affinity.insert(key.clone(), a);
+        }
+        let mems = entry.and_then(|a| a.memory.clone()).and_then(|m| {
+            let nodes = m.nodes;
+            self.memory.restore(key, m).ok().map(|()| nodes)
+        });
+        let devices = entry
+            .and_then(|a| a.devices.clone())
+            .and_then(|d| {
+                let list: Vec<String> = d.values().flatten().cloned().collect();
+                self.devices.restore(key, d).ok().map(|()| list)
+            })
+            .unwrap_or_default();
+        Grant {
+            exclusive: Some(cpus.clone()),
+            mems,
+            affinity,
+            devices,
+            reason: reason.to_string(),
+        }
+    }
+}
+
+fn describe(s: Option<&CpuSet>) -> String {
+    s.map(ToString::to_string)
+        .unwrap_or_else(|| "no cpuset".into())
+}

@@ -489,6 +489,18 @@ impl TopoletPlugin {
         let Some(key) = node.containers.get(id).map(|m| m.view.key.clone()) else {
             return;
         };
+        // A restarted container (same pod and name, new id) inherits the key's resources: the
+        // old instance's late stop or removal must not take them from the new one.
+        let successor = node
+            .containers
+            .iter()
+            .any(|(other, m)| other != id && m.view.key == key);
+        if successor {
+            if let Some(m) = node.containers.get_mut(id) {
+                m.applied.exclusive = false;
+            }
+            return;
+        }
         if node.placement.release(&key) {
             if let Some(m) = node.containers.get_mut(id) {
                 m.applied.exclusive = false;

@@ -114,6 +114,24 @@ pub fn cpuset_update(
     }
 }
 
+/// The reply to an in-place resize of `view` (its resources as the kubelet now asks for them)
+/// placed as `target`: the cpuset and mems, plus the CFS quota when ours differs from the
+/// kubelet's (an exclusive container's quota stays removed unless the config keeps it).
+pub fn resize_update(view: &ContainerView, target: &ContainerResources) -> api::ContainerUpdate {
+    let mut update = cpuset_update(&view.id, &target.cpuset, &target.mems, false);
+    if target.cpu_quota != 0 && view.current.cpu_quota != Some(target.cpu_quota) {
+        let cpu = update
+            .linux
+            .mut_or_insert_default()
+            .resources
+            .mut_or_insert_default()
+            .cpu
+            .mut_or_insert_default();
+        cpu.quota = some_i64(target.cpu_quota);
+    }
+    update
+}
+
 fn some_u64(value: u64) -> protobuf::MessageField<api::OptionalUInt64> {
     protobuf::MessageField::some(api::OptionalUInt64 {
         value,

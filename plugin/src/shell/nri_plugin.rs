@@ -443,7 +443,7 @@ impl Plugin for TopoletPlugin {
         let changed_pool =
             decision.exclusive != m.applied.exclusive || decision.cpuset != m.applied.cpuset;
         tracing::info!(pod = %m.view.pod_ref, container = %ctr.name, cpus = %decision.cpuset, exclusive = decision.exclusive, "container resized");
-        let update = nri_adjust::cpuset_update(&ctr.id, &decision.cpuset, &decision.mems, false);
+        let update = nri_adjust::resize_update(&view, &decision);
         node.containers.insert(
             ctr.id.clone(),
             Managed {

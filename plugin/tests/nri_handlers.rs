@@ -1,0 +1,1088 @@
+//! Protocol-level tests of topolet's NRI handlers: the real `TopoletPlugin` behind the real stub,
+//! driven over the socket by the fake runtime (`topolet_nri::fake_runtime`), on the CI host's
+//! shape (2 CPUs, CPU 0 reserved: fixture `ci-host-1s2c`) and on a small 2-socket machine
+//! (`SyntheticSpec`: 2 sockets × 2 cores × 2 threads, node 0 = CPUs 0,1,4,5, node 1 = 2,3,6,7).
+//!
+//! Messages are shaped like the kubelet's through containerd: the pod's cgroup parent carries the
+//! QoS class, the container carries shares / quota / period / memory limit / oom_score_adj. No
+//! timing assertions: timeouts only turn a hang into a failure. "Nothing was sent" is checked by
+//! ordering: the updater sends requests one at a time in order, so when the next update the
+//! runtime receives is the one a later event caused, nothing was sent in between.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use topolet::config::{Config, TopologyPolicyName};
+use topolet::core::assignments::Assignments;
+use topolet::core::container_key::ContainerKey;
+use topolet::core::cpuset::CpuSet;
+use topolet::core::topology::{SyntheticSpec, Topology};
+use topolet::shell::nri_plugin::{TopoletPlugin, STATE_FILE};
+use topolet::shell::state_file;
+use topolet_nri::api::{self, Event};
+use topolet_nri::fake_runtime::{FakeRuntime, PluginConn};
+use topolet_nri::{Stub, StubConfig};
+
+/// Guard against hangs only (a deadlock or a missing update fails the test), never a timing
+/// assertion.
+const GUARD: Duration = Duration::from_secs(20);
+const GIB: i64 = 1 << 30;
+const PIDS: i64 = 4096;
+
+// ------------------------------------------------------------------------------------------------
+// Machines and configuration
+
+fn two_cpu() -> Topology {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/ci-host-1s2c");
+    topolet::shell::sysfs::discover(&root).expect("fixture ci-host-1s2c")
+}
+
+fn two_socket() -> Topology {
+    SyntheticSpec {
+        sockets: 2,
+        numa_per_socket: 1,
+        l3_per_numa: 1,
+        cores_per_l3: 2,
+        threads_per_core: 2,
+        memory_per_node: 8 << 30,
+    }
+    .build()
+}
+
+fn config(state_dir: &Path) -> Config {
+    let mut c = Config::default();
+    c.cpu.reserved_cpus = Some("0".into());
+    c.qos.oom_score_adj_floor = Some(0);
+    c.qos.pids_limit = PIDS;
+    c.state.dir = state_dir.to_path_buf();
+    c
+}
+
+fn set(s: &str) -> CpuSet {
+    CpuSet::parse(s).expect("cpu list")
+}
+
+// ------------------------------------------------------------------------------------------------
+// Kubelet-shaped NRI messages
+
+fn pod(uid: &str, class: &str) -> api::PodSandbox {
+    let parent = match class {
+        "" => format!("/kubepods/pod{uid}"),
+        c => format!("/kubepods/{c}/pod{uid}"),
+    };
+    pod_with_parent(uid, &parent)
+}
+
+fn pod_with_parent(uid: &str, parent: &str) -> api::PodSandbox {
+    let mut linux = api::LinuxPodSandbox::new();
+    linux.cgroup_parent = parent.into();
+    api::PodSandbox {
+        id: format!("sb-{uid}"),
+        uid: uid.into(),
+        name: format!("pod-{uid}"),
+        namespace: "default".into(),
+        linux: Some(linux).into(),
+        ..Default::default()
+    }
+}
+
+/// A container the way containerd hands it over: `quota` / `mem` 0 mean unset.
+fn ctr(
+    pod: &api::PodSandbox,
+    name: &str,
+    shares: u64,
+    quota: i64,
+    mem: i64,
+    oom: i64,
+) -> api::Container {
+    let mut cpu = api::LinuxCPU::new();
+    cpu.shares = Some(api::OptionalUInt64 {
+        value: shares,
+        ..Default::default()
+    })
+    .into();
+    if quota > 0 {
+        cpu.quota = Some(api::OptionalInt64 {
+            value: quota,
+            ..Default::default()
+        })
+        .into();
+    }
+    cpu.period = Some(api::OptionalUInt64 {
+        value: 100_000,
+        ..Default::default()
+    })
+    .into();
+    let mut res = api::LinuxResources::new();
+    res.cpu = Some(cpu).into();
+    if mem > 0 {
+        let mut m = api::LinuxMemory::new();
+        m.limit = Some(api::OptionalInt64 {
+            value: mem,
+            ..Default::default()
+        })
+        .into();
+        res.memory = Some(m).into();
+    }
+    let mut linux = api::LinuxContainer::new();
+    linux.resources = Some(res).into();
+    linux.oom_score_adj = Some(api::OptionalInt {
+        value: oom,
+        ..Default::default()
+    })
+    .into();
+    api::Container {
+        id: format!("{}-{name}", pod.uid),
+        pod_sandbox_id: pod.id.clone(),
+        name: name.into(),
+        linux: Some(linux).into(),
+        ..Default::default()
+    }
+}
+
+/// Guaranteed, `millis` CPU, 1 GiB: what the kubelet sends (oom_score_adj −997).
+fn guaranteed(pod: &api::PodSandbox, name: &str, millis: u64) -> api::Container {
+    ctr(
+        pod,
+        name,
+        millis * 1024 / 1000,
+        millis as i64 * 100,
+        GIB,
+        -997,
+    )
+}
+
+/// Burstable: 500m request, no limit, 1 GiB memory request on the CI host (oom 881).
+fn burstable(pod: &api::PodSandbox, name: &str) -> api::Container {
+    ctr(pod, name, 512, 0, 0, 881)
+}
+
+fn besteffort(pod: &api::PodSandbox, name: &str) -> api::Container {
+    ctr(pod, name, 2, 0, 0, 1000)
+}
+
+/// `c` as it runs now: its cpuset (and mems) as the runtime reports it.
+fn running_on(mut c: api::Container, cpus: &CpuSet) -> api::Container {
+    let cpu = c
+        .linux
+        .mut_or_insert_default()
+        .resources
+        .mut_or_insert_default()
+        .cpu
+        .mut_or_insert_default();
+    cpu.cpus = cpus.to_string();
+    c
+}
+
+/// The resources of an in-place resize to `millis` CPU (Guaranteed: limit = request).
+fn resize_to(millis: u64) -> api::LinuxResources {
+    let mut cpu = api::LinuxCPU::new();
+    cpu.shares = Some(api::OptionalUInt64 {
+        value: millis * 1024 / 1000,
+        ..Default::default()
+    })
+    .into();
+    cpu.quota = Some(api::OptionalInt64 {
+        value: millis as i64 * 100,
+        ..Default::default()
+    })
+    .into();
+    cpu.period = Some(api::OptionalUInt64 {
+        value: 100_000,
+        ..Default::default()
+    })
+    .into();
+    let mut res = api::LinuxResources::new();
+    res.cpu = Some(cpu).into();
+    res
+}
+
+// ------------------------------------------------------------------------------------------------
+// The plugin behind its stub, and the runtime's side of the conversation
+
+struct Env {
+    dir: tempfile::TempDir,
+    rt: FakeRuntime,
+}
+
+impl Env {
+    fn new() -> Env {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rt = FakeRuntime::bind(dir.path().join("nri.sock")).expect("bind");
+        Env { dir, rt }
+    }
+
+    fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    fn state_path(&self) -> PathBuf {
+        self.state_dir().join(STATE_FILE)
+    }
+
+    fn config(&self) -> Config {
+        config(&self.state_dir())
+    }
+
+    /// Starts a plugin with `config` on `topology`, accepts, registers and configures it.
+    async fn start(&self, config: Config, topology: Topology) -> Running {
+        let plugin = Arc::new(TopoletPlugin::new(config, topology).expect("plugin"));
+        let cfg = StubConfig::new("topolet", "50", self.dir.path().join("nri.sock"))
+            .expect("stub config");
+        let stub = Arc::new(Stub::new(plugin.clone(), cfg).expect("stub"));
+        plugin.attach(stub.updater(), stub.status());
+        let task = tokio::spawn(async move {
+            let _ = stub.run().await;
+        });
+        let conn = tokio::time::timeout(GUARD, self.rt.accept())
+            .await
+            .expect("accept in time")
+            .expect("accept");
+        tokio::time::timeout(GUARD, conn.wait_registered())
+            .await
+            .expect("registered in time")
+            .expect("registered");
+        conn.configure_as("v2.3.0", "v0.12.0")
+            .await
+            .expect("configure");
+        Running { conn, task }
+    }
+
+    /// `start` followed by an empty Synchronize (a fresh node).
+    async fn start_synced(&self, config: Config, topology: Topology) -> Running {
+        let r = self.start(config, topology).await;
+        let (resp, _) = r
+            .conn
+            .synchronize(vec![], vec![], None)
+            .await
+            .expect("sync");
+        assert!(resp.update.is_empty());
+        r
+    }
+
+    fn saved(&self) -> Assignments {
+        state_file::load::<Assignments>(&self.state_path())
+            .expect("state file readable")
+            .expect("state file exists")
+    }
+}
+
+struct Running {
+    conn: PluginConn,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// SIGKILL stand-in: the stub task is aborted, no shutdown hook runs, the connection drops.
+    async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+        self.conn.close();
+    }
+
+    async fn create(
+        &self,
+        pod: &api::PodSandbox,
+        c: &api::Container,
+    ) -> Result<api::CreateContainerResponse, String> {
+        let req = api::CreateContainerRequest {
+            pod: Some(pod.clone()).into(),
+            container: Some(c.clone()).into(),
+            ..Default::default()
+        };
+        tokio::time::timeout(GUARD, self.conn.create_container(&req))
+            .await
+            .expect("create answered in time")
+            .map_err(|e| rpc_message(&e))
+    }
+
+    /// Creates `c` and returns the cpuset of its adjustment (must be set).
+    async fn create_on(&self, pod: &api::PodSandbox, c: &api::Container) -> CpuSet {
+        let r = self.create(pod, c).await.expect("create");
+        set(&adj_cpu(&r).expect("cpu adjusted").cpus)
+    }
+
+    async fn update(
+        &self,
+        pod: &api::PodSandbox,
+        c: &api::Container,
+        res: api::LinuxResources,
+    ) -> Result<api::UpdateContainerResponse, String> {
+        let req = api::UpdateContainerRequest {
+            pod: Some(pod.clone()).into(),
+            container: Some(c.clone()).into(),
+            linux_resources: Some(res).into(),
+            ..Default::default()
+        };
+        let client = self.conn.client();
+        tokio::time::timeout(
+            GUARD,
+            self.conn
+                .locked(client.update_container(self.conn.ctx(), &req)),
+        )
+        .await
+        .expect("update answered in time")
+        .map_err(|e| rpc_message(&e))
+    }
+
+    async fn stop(&self, pod: &api::PodSandbox, c: &api::Container) {
+        let req = api::StopContainerRequest {
+            pod: Some(pod.clone()).into(),
+            container: Some(c.clone()).into(),
+            ..Default::default()
+        };
+        let client = self.conn.client();
+        let r = tokio::time::timeout(
+            GUARD,
+            self.conn
+                .locked(client.stop_container(self.conn.ctx(), &req)),
+        )
+        .await
+        .expect("stop answered in time")
+        .expect("stop");
+        assert!(r.update.is_empty(), "StopContainer replies without updates");
+    }
+
+    /// RemoveContainer the way containerd sends it (StateChange).
+    async fn remove(&self, pod: &api::PodSandbox, c: &api::Container) {
+        let ev = api::StateChangeEvent {
+            event: Event::REMOVE_CONTAINER.into(),
+            pod: Some(pod.clone()).into(),
+            container: Some(c.clone()).into(),
+            ..Default::default()
+        };
+        tokio::time::timeout(GUARD, self.conn.state_change(&ev))
+            .await
+            .expect("remove answered in time")
+            .expect("remove");
+    }
+
+    /// RemovePodSandbox the way containerd sends it (StateChange).
+    async fn remove_pod(&self, pod: &api::PodSandbox) {
+        let ev = api::StateChangeEvent {
+            event: Event::REMOVE_POD_SANDBOX.into(),
+            pod: Some(pod.clone()).into(),
+            ..Default::default()
+        };
+        tokio::time::timeout(GUARD, self.conn.state_change(&ev))
+            .await
+            .expect("remove pod answered in time")
+            .expect("remove pod");
+    }
+
+    async fn next_update(&self) -> api::UpdateContainersRequest {
+        tokio::time::timeout(GUARD, self.conn.next_update())
+            .await
+            .expect("an UpdateContainers request in time")
+            .expect("connection open")
+    }
+}
+
+fn rpc_message(e: &topolet_nri::ttrpc::Error) -> String {
+    match e {
+        topolet_nri::ttrpc::Error::RpcStatus(s) => s.message().to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn adj_linux(r: &api::CreateContainerResponse) -> Option<&api::LinuxContainerAdjustment> {
+    r.adjust.as_ref().and_then(|a| a.linux.as_ref())
+}
+
+fn adj_resources(r: &api::CreateContainerResponse) -> Option<&api::LinuxResources> {
+    adj_linux(r).and_then(|l| l.resources.as_ref())
+}
+
+fn adj_cpu(r: &api::CreateContainerResponse) -> Option<&api::LinuxCPU> {
+    adj_resources(r).and_then(|res| res.cpu.as_ref())
+}
+
+fn adj_oom(r: &api::CreateContainerResponse) -> Option<i64> {
+    adj_linux(r)
+        .and_then(|l| l.oom_score_adj.as_ref())
+        .map(|o| o.value)
+}
+
+fn is_empty_adjustment(r: &api::CreateContainerResponse) -> bool {
+    r.adjust
+        .as_ref()
+        .map_or(true, |a| *a == api::ContainerAdjustment::default())
+        && r.update.is_empty()
+}
+
+fn update_cpu(u: &api::ContainerUpdate) -> &api::LinuxCPU {
+    u.linux
+        .as_ref()
+        .and_then(|l| l.resources.as_ref())
+        .and_then(|r| r.cpu.as_ref())
+        .expect("update carries cpu")
+}
+
+/// `container id → cpus` of an update list.
+fn moved(updates: &[api::ContainerUpdate]) -> BTreeMap<String, String> {
+    updates
+        .iter()
+        .map(|u| (u.container_id.clone(), update_cpu(u).cpus.clone()))
+        .collect()
+}
+
+fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+// ------------------------------------------------------------------------------------------------
+// CreateContainer
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_guaranteed_integer_gets_exclusive_cpu_and_kubelet_values_are_not_repeated() {
+    let env = Env::new();
+    let p = env.start_synced(env.config(), two_cpu()).await;
+    let g = pod("g1", "");
+    let c = guaranteed(&g, "app", 1000);
+    let r = p.create(&g, &c).await.expect("create");
+    let cpu = adj_cpu(&r).expect("cpu adjusted");
+    assert_eq!(cpu.cpus, "1");
+    assert_eq!(cpu.mems, "0");
+    assert_eq!(
+        cpu.quota.as_ref().map(|q| q.value),
+        Some(-1),
+        "quota removed"
+    );
+    // The kubelet already sent shares 1024 and period 100000: not claimed again.
+    assert!(
+        cpu.shares.is_none(),
+        "shares equal to the kubelet's must not be set"
+    );
+    assert!(
+        cpu.period.is_none(),
+        "period equal to the kubelet's must not be set"
+    );
+    let res = adj_resources(&r).expect("resources");
+    assert!(res.memory.is_none(), "memory limit is the kubelet's");
+    assert_eq!(res.pids.as_ref().map(|p| p.limit), Some(PIDS));
+    // −997 is below the runtime's floor 0: clamped.
+    assert_eq!(adj_oom(&r), Some(0));
+
+    // The state file exists, is private, and lists the assignment.
+    let meta = std::fs::metadata(env.state_path()).expect("state file");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let saved = env.saved();
+    let a = saved
+        .get(&ContainerKey::new("g1", "app"))
+        .expect("assignment listed");
+    assert_eq!(a.cpus, Some(set("1")));
+    assert_eq!(saved.containers.len(), 1);
+    p.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_cfs_quota_leaves_the_kubelets_quota() {
+    let env = Env::new();
+    let mut cfg = env.config();
+    cfg.qos.keep_cfs_quota_for_exclusive = true;
+    let p = env.start_synced(cfg, two_cpu()).await;
+    let g = pod("g1", "");
+    let r = p
+        .create(&g, &guaranteed(&g, "app", 1000))
+        .await
+        .expect("create");
+    let cpu = adj_cpu(&r).expect("cpu adjusted");
+    assert_eq!(cpu.cpus, "1");
+    assert!(
+        cpu.quota.is_none(),
+        "quota 100000 is the kubelet's: {:?}",
+        cpu.quota
+    );
+    p.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_shared_classes_get_the_shared_pool_and_keep_kubelet_values() {
+    let env = Env::new();
+    let p = env.start_synced(env.config(), two_cpu()).await;
+
+    // Burstable: 500m request, 1.5 CPU limit, 1 GiB memory request (oom 881).
+    let bu = pod("bu", "burstable");
+    let r = p
+        .create(&bu, &ctr(&bu, "app", 512, 150_000, 2 * GIB, 881))
+        .await
+        .expect("create");
+    let cpu = adj_cpu(&r).expect("cpu adjusted");
+    assert_eq!(cpu.cpus, "0-1");
+    assert_eq!(cpu.mems, "0");
+    assert!(
+        cpu.shares.is_none() && cpu.quota.is_none() && cpu.period.is_none(),
+        "{cpu:?}"
+    );
+    assert_eq!(
+        adj_oom(&r),
+        None,
+        "Burstable oom_score_adj is the kubelet's"
+    );
+    assert_eq!(
+        adj_resources(&r)
+            .and_then(|x| x.pids.as_ref())
+            .map(|p| p.limit),
+        Some(PIDS)
+    );
+
+    // BestEffort: shares 2, oom 1000 untouched.
+    let be = pod("be", "besteffort");
+    let r = p
+        .create(&be, &besteffort(&be, "app"))
+        .await
+        .expect("create");
+    let cpu = adj_cpu(&r).expect("cpu adjusted");
+    assert_eq!(cpu.cpus, "0-1");
+    assert!(cpu.shares.is_none() && cpu.quota.is_none(), "{cpu:?}");
+    assert_eq!(
+        adj_oom(&r),
+        None,
+        "1000 is above the floor and the kubelet's"
+    );
+
+    // Fractional Guaranteed: shared pool, oom clamped, quota kept (not exclusive).
+    let fg = pod("fg", "");
+    let r = p
+        .create(&fg, &guaranteed(&fg, "app", 500))
+        .await
+        .expect("create");
+    let cpu = adj_cpu(&r).expect("cpu adjusted");
+    assert_eq!(cpu.cpus, "0-1");
+    assert!(
+        cpu.quota.is_none(),
+        "50000 µs is the kubelet's: {:?}",
+        cpu.quota
+    );
+    assert_eq!(adj_oom(&r), Some(0));
+
+    // Burstable at the current kubelet's lowest score (request ≥ capacity) stays as it is.
+    let bu2 = pod("bu2", "burstable");
+    let r = p
+        .create(&bu2, &ctr(&bu2, "app", 102, 0, 0, 3))
+        .await
+        .expect("create");
+    assert_eq!(adj_oom(&r), None);
+    assert_eq!(adj_cpu(&r).map(|c| c.cpus.as_str()), Some("0-1"));
+    p.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_sandbox_and_preset_cpuset_containers_are_left_alone() {
+    let env = Env::new();
+    let p = env.start_synced(env.config(), two_cpu()).await;
+
+    let foreign = pod_with_parent("nerd", "/system.slice/containerd.service");
+    let fc = guaranteed(&foreign, "app", 1000);
+    assert!(is_empty_adjustment(
+        &p.create(&foreign, &fc).await.expect("create")
+    ));
+
+    let g = pod("g0", "");
+    let mut pause = ctr(&g, "POD", 2, 0, 0, -998);
+    pause
+        .labels
+        .insert("io.cri-containerd.kind".into(), "sandbox".into());
+    assert!(is_empty_adjustment(
+        &p.create(&g, &pause).await.expect("create")
+    ));
+
+    // Another plugin (lower index) or the kubelet's CPU manager already chose a cpuset.
+    let other = pod("other", "");
+    let oc = running_on(guaranteed(&other, "app", 1000), &set("1"));
+    assert!(is_empty_adjustment(
+        &p.create(&other, &oc).await.expect("create")
+    ));
+
+    // None of them took CPU 1: a Guaranteed container still gets it, and the shared-pool update
+    // that follows names only the managed shared container, not the ignored ones.
+    let be = pod("be", "besteffort");
+    let bc = besteffort(&be, "app");
+    assert_eq!(p.create_on(&be, &bc).await, set("0-1"));
+    let g1 = pod("g1", "");
+    assert_eq!(
+        p.create_on(&g1, &guaranteed(&g1, "app", 1000)).await,
+        set("1")
+    );
+    let u = p.next_update().await;
+    assert_eq!(moved(&u.update), map(&[("be-app", "0")]));
+
+    // Their removal is a no-op too: the next update is the release of g1's CPU.
+    p.remove(&foreign, &fc).await;
+    p.remove(&g, &pause).await;
+    p.remove(&other, &oc).await;
+    p.remove_pod(&foreign).await;
+    p.stop(&g1, &guaranteed(&g1, "app", 1000)).await;
+    let u = p.next_update().await;
+    assert_eq!(moved(&u.update), map(&[("be-app", "0-1")]));
+    p.kill().await;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Shared-pool updates
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_pool_follows_grants_and_releases_whatever_the_event_order() {
+    let env = Env::new();
+    let p = env.start_synced(env.config(), two_cpu()).await;
+    let be = pod("be", "besteffort");
+    let bu = pod("bu", "burstable");
+    assert_eq!(p.create_on(&be, &besteffort(&be, "a")).await, set("0-1"));
+    assert_eq!(p.create_on(&bu, &burstable(&bu, "b")).await, set("0-1"));
+
+    // Grant: one batched request moving both, failures ignored (they may have exited).
+    let x = pod("x", "");
+    let xc = guaranteed(&x, "app", 1000);
+    assert_eq!(p.create_on(&x, &xc).await, set("1"));
+    let u = p.next_update().await;
+    assert_eq!(moved(&u.update), map(&[("be-a", "0"), ("bu-b", "0")]));
+    assert!(u.update.iter().all(|u| u.ignore_failure));
+    for upd in &u.update {
+        assert_eq!(update_cpu(upd).mems, "0");
+    }
+    // A shared container created while x runs starts on the reduced pool.
+    let be2 = pod("be2", "besteffort");
+    assert_eq!(p.create_on(&be2, &besteffort(&be2, "c")).await, set("0"));
+
+    // Events for unknown containers, a remove before anything, unknown pods: nothing.
+    let ghost = pod("ghost", "");
+    p.stop(&ghost, &guaranteed(&ghost, "app", 1000)).await;
+    p.remove(&ghost, &guaranteed(&ghost, "app", 1000)).await;
+    p.remove_pod(&ghost).await;
+
+    // Stop: released, everyone moves back.
+    p.stop(&x, &xc).await;
+    let u = p.next_update().await;
+    assert_eq!(
+        moved(&u.update),
+        map(&[("be-a", "0-1"), ("be2-c", "0-1"), ("bu-b", "0-1")])
+    );
+    // Twice, then remove, then remove again, then the pod: nothing more is sent ...
+    p.stop(&x, &xc).await;
+    p.remove(&x, &xc).await;
+    p.remove(&x, &xc).await;
+    p.remove_pod(&x).await;
+    p.remove_pod(&x).await;
+
+    // ... which the next grant proves: CPU 1 is free again and its update is the next one.
+    let y = pod("y", "");
+    let yc = guaranteed(&y, "app", 1000);
+    assert_eq!(p.create_on(&y, &yc).await, set("1"));
+    let u = p.next_update().await;
+    assert_eq!(
+        moved(&u.update),
+        map(&[("be-a", "0"), ("be2-c", "0"), ("bu-b", "0")])
+    );
+
+    // Out of order: the pod goes first (its container never saw Stop or Remove).
+    p.remove_pod(&y).await;
+    let u = p.next_update().await;
+    assert_eq!(
+        moved(&u.update),
+        map(&[("be-a", "0-1"), ("be2-c", "0-1"), ("bu-b", "0-1")])
+    );
+    p.stop(&y, &yc).await;
+    p.remove(&y, &yc).await;
+
+    // RemoveContainer without StopContainer releases too; a removed shared container is no
+    // longer updated.
+    p.remove(&bu, &burstable(&bu, "b")).await;
+    let z = pod("z", "");
+    let zc = guaranteed(&z, "app", 1000);
+    assert_eq!(p.create_on(&z, &zc).await, set("1"));
+    let u = p.next_update().await;
+    assert_eq!(moved(&u.update), map(&[("be-a", "0"), ("be2-c", "0")]));
+    p.remove(&z, &zc).await;
+    let u = p.next_update().await;
+    assert_eq!(moved(&u.update), map(&[("be-a", "0-1"), ("be2-c", "0-1")]));
+    p.kill().await;
+}
+
+// ------------------------------------------------------------------------------------------------
+// UpdateContainer (in-place resize)
+
+fn resize_update(r: &api::UpdateContainerResponse, id: &str) -> api::ContainerUpdate {
+    let mine: Vec<_> = r.update.iter().filter(|u| u.container_id == id).collect();
+    assert_eq!(
+        mine.len(),
+        1,
+        "one update for the resized container: {:?}",
+        r.update
+    );
+    mine[0].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resize_grows_and_shrinks_keeping_the_cpus_it_has() {
+    let env = Env::new();
+    let p = env.start_synced(env.config(), two_socket()).await;
+    let be = pod("be", "besteffort");
+    assert_eq!(p.create_on(&be, &besteffort(&be, "a")).await, set("0-7"));
+    let g = pod("g", "");
+    let gc = guaranteed(&g, "app", 1000);
+    let one = p.create_on(&g, &gc).await;
+    assert_eq!(one.len(), 1);
+    let u = p.next_update().await;
+    assert_eq!(
+        moved(&u.update),
+        map(&[("be-a", &set("0-7").difference(&one).to_string())])
+    );
+
+    // Grow 1 → 2: keeps its CPU.
+    let r = p.update(&g, &gc, resize_to(2000)).await.expect("grow");
+    let up = resize_update(&r, &gc.id);
+    let two = set(&update_cpu(&up).cpus);
+    assert_eq!(two.len(), 2);
+    assert!(one.is_subset(&two), "{one} ⊄ {two}");
+    assert!(!two.contains(0), "reserved cpu granted: {two}");
+    let quota = update_cpu(&up).quota.as_ref().map(|q| q.value);
+    assert_eq!(
+        quota,
+        Some(-1),
+        "an exclusive container's quota stays removed after a resize"
+    );
+    let u = p.next_update().await;
+    assert_eq!(
+        moved(&u.update),
+        map(&[("be-a", &set("0-7").difference(&two).to_string())])
+    );
+
+    // Grow 2 → 4, then shrink 4 → 1: a subset every time.
+    let r = p.update(&g, &gc, resize_to(4000)).await.expect("grow");
+    let four = set(&update_cpu(&resize_update(&r, &gc.id)).cpus);
+    assert_eq!(four.len(), 4);
+    assert!(two.is_subset(&four), "{two} ⊄ {four}");
+    let u = p.next_update().await;
+    assert_eq!(
+        moved(&u.update),
+        map(&[("be-a", &set("0-7").difference(&four).to_string())])
+    );
+    let r = p.update(&g, &gc, resize_to(1000)).await.expect("shrink");
+    let back = set(&update_cpu(&resize_update(&r, &gc.id)).cpus);
+    assert_eq!(back.len(), 1);
+    assert!(back.is_subset(&four), "{back} ⊄ {four}");
+    let u = p.next_update().await;
+    assert_eq!(
+        moved(&u.update),
+        map(&[("be-a", &set("0-7").difference(&back).to_string())])
+    );
+    assert_eq!(
+        env.saved()
+            .get(&ContainerKey::new("g", "app"))
+            .and_then(|a| a.cpus.clone()),
+        Some(back)
+    );
+    p.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn infeasible_resize_is_refused_and_changes_nothing() {
+    // 2 CPUs, CPU 0 reserved: growing to 2 exclusive CPUs cannot be done.
+    let env = Env::new();
+    let p = env.start_synced(env.config(), two_cpu()).await;
+    let be = pod("be", "besteffort");
+    let bc = besteffort(&be, "a");
+    assert_eq!(p.create_on(&be, &bc).await, set("0-1"));
+    let g = pod("g", "");
+    let gc = guaranteed(&g, "app", 1000);
+    assert_eq!(p.create_on(&g, &gc).await, set("1"));
+    let _ = p.next_update().await;
+    let before = env.saved();
+
+    let err = p
+        .update(&g, &gc, resize_to(2000))
+        .await
+        .expect_err("refused");
+    assert!(err.contains("topolet"), "error names us: {err}");
+    assert_eq!(env.saved(), before, "books unchanged");
+    // Still holding CPU 1: another exclusive container cannot have it ...
+    let h = pod("h", "");
+    let hc = guaranteed(&h, "app", 1000);
+    assert!(p.create(&h, &hc).await.is_err());
+    // ... and once g stops, it is the next grant, with the next update being its release.
+    p.stop(&g, &gc).await;
+    let u = p.next_update().await;
+    assert_eq!(moved(&u.update), map(&[("be-a", "0-1")]));
+    assert_eq!(p.create_on(&h, &hc).await, set("1"));
+    p.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn infeasible_resize_on_two_sockets_leaves_the_free_cpus_as_they_were() {
+    let env = Env::new();
+    let p = env.start_synced(env.config(), two_socket()).await;
+    let g = pod("g", "");
+    let gc = guaranteed(&g, "app", 3000);
+    let three = p.create_on(&g, &gc).await;
+    assert_eq!(three.len(), 3);
+    let err = p
+        .update(&g, &gc, resize_to(8000))
+        .await
+        .expect_err("refused");
+    assert!(err.contains("topolet"), "{err}");
+    // The 4 CPUs that were free are still exactly free: a 4-CPU container gets them all.
+    let h = pod("h", "");
+    let four = p.create_on(&h, &guaranteed(&h, "app", 4000)).await;
+    assert_eq!(four, set("1-7").difference(&three));
+    p.kill().await;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Refusal
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_numa_node_refuses_a_request_bigger_than_any_node() {
+    let env = Env::new();
+    let mut cfg = env.config();
+    cfg.topology.policy = TopologyPolicyName::SingleNumaNode;
+    let p = env.start_synced(cfg, two_socket()).await;
+    let g = pod("big", "");
+    let err = p
+        .create(&g, &guaranteed(&g, "app", 5000))
+        .await
+        .expect_err("refused");
+    assert!(
+        err.contains("single-numa-node"),
+        "error names the policy: {err}"
+    );
+    assert!(!env.state_path().exists() || env.saved().containers.is_empty());
+    // Nothing was taken: node 1's four CPUs and node 0's three are all still grantable.
+    let a = pod("a", "");
+    assert_eq!(
+        p.create_on(&a, &guaranteed(&a, "app", 4000)).await,
+        set("2-3,6-7")
+    );
+    let b = pod("b", "");
+    assert_eq!(
+        p.create_on(&b, &guaranteed(&b, "app", 3000)).await,
+        set("1,4-5")
+    );
+    p.kill().await;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Synchronize and restart
+
+/// A node with two exclusive and two shared containers, as the runtime now runs them.
+struct Scene {
+    pods: Vec<api::PodSandbox>,
+    /// As adjusted (cpusets as the runtime applied them).
+    containers: Vec<api::Container>,
+}
+
+async fn build_scene(env: &Env, p: &Running) -> Scene {
+    let a = pod("a", "");
+    let b = pod("b", "");
+    let s = pod("s", "besteffort");
+    let t = pod("t", "burstable");
+    let ac = guaranteed(&a, "app", 2000);
+    let bc = guaranteed(&b, "app", 1000);
+    let sc = besteffort(&s, "app");
+    let tc = burstable(&t, "app");
+    assert_eq!(p.create_on(&s, &sc).await, set("0-7"));
+    let a_cpus = p.create_on(&a, &ac).await;
+    let _ = p.next_update().await;
+    let b_cpus = p.create_on(&b, &bc).await;
+    let _ = p.next_update().await;
+    let shared = set("0-7").difference(&a_cpus).difference(&b_cpus);
+    assert_eq!(p.create_on(&t, &tc).await, shared);
+    assert_eq!(env.saved().containers.len(), 2);
+    Scene {
+        pods: vec![a, b, s, t],
+        containers: vec![
+            running_on(ac, &a_cpus),
+            running_on(bc, &b_cpus),
+            running_on(sc, &shared),
+            running_on(tc, &shared),
+        ],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_with_the_runtime_agreeing_needs_no_updates() {
+    for page in [None, Some(1)] {
+        let env = Env::new();
+        let p = env.start_synced(env.config(), two_socket()).await;
+        let scene = build_scene(&env, &p).await;
+        let books = env.saved();
+        p.kill().await;
+
+        let p = env.start(env.config(), two_socket()).await;
+        let (r, _) = p
+            .conn
+            .synchronize(scene.pods.clone(), scene.containers.clone(), page)
+            .await
+            .expect("sync");
+        assert!(r.update.is_empty(), "page {page:?}: {:?}", moved(&r.update));
+        assert_eq!(env.saved(), books, "page {page:?}");
+        // The free CPUs are what they were: 7 − 3 = 4 for the next exclusive container.
+        let c = pod("c", "");
+        let got = p.create_on(&c, &guaranteed(&c, "app", 4000)).await;
+        let held: CpuSet = books
+            .containers
+            .iter()
+            .filter_map(|a| a.cpus.clone())
+            .fold(CpuSet::new(), |acc, s| acc.union(&s));
+        assert_eq!(got, set("1-7").difference(&held), "page {page:?}");
+        p.kill().await;
+    }
+}
+
+/// Each container's cpuset once the runtime applied the Synchronize reply.
+fn after_sync(
+    containers: &[api::Container],
+    updates: &[api::ContainerUpdate],
+) -> BTreeMap<String, CpuSet> {
+    let moved = moved(updates);
+    containers
+        .iter()
+        .map(|c| {
+            let cpus = match moved.get(&c.id) {
+                Some(m) => set(m),
+                None => set(&c
+                    .linux
+                    .as_ref()
+                    .and_then(|l| l.resources.as_ref())
+                    .and_then(|r| r.cpu.as_ref())
+                    .map(|c| c.cpus.clone())
+                    .unwrap_or_default()),
+            };
+            (c.id.clone(), cpus)
+        })
+        .collect()
+}
+
+/// No CPU granted twice, none reserved, the shared containers on exactly the rest.
+fn assert_books_balance(
+    env: &Env,
+    view: &BTreeMap<String, CpuSet>,
+    exclusive_ids: &[&str],
+    shared_ids: &[&str],
+) {
+    let mut union = CpuSet::new();
+    for id in exclusive_ids {
+        let s = &view[*id];
+        assert!(
+            union.intersection(s).is_empty(),
+            "{id}: {s} granted twice ({view:?})"
+        );
+        assert!(!s.contains(0), "{id}: reserved cpu granted");
+        union = union.union(s);
+    }
+    for id in shared_ids {
+        assert_eq!(view[*id], set("0-7").difference(&union), "{id} ({view:?})");
+    }
+    let saved: CpuSet = env
+        .saved()
+        .containers
+        .iter()
+        .filter_map(|a| a.cpus.clone())
+        .fold(CpuSet::new(), |acc, s| acc.union(&s));
+    assert_eq!(saved, union, "state file lists exactly the exclusive cpus");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_reconciles_disagreements_vanished_and_doubly_claimed_cpus() {
+    let env = Env::new();
+    let p = env.start_synced(env.config(), two_socket()).await;
+    let scene = build_scene(&env, &p).await;
+    // A third exclusive container that will vanish while topolet is down.
+    let v = pod("v", "");
+    let v_cpus = p.create_on(&v, &guaranteed(&v, "app", 1000)).await;
+    let _ = p.next_update().await;
+    assert_eq!(env.saved().containers.len(), 3);
+    p.kill().await;
+
+    // While topolet was away: v is gone; b was moved (by someone) onto one of a's CPUs; a new
+    // Guaranteed container n appeared, created without us, on the whole machine.
+    let a_cpus = set(&scene.containers[0].linux.resources.cpu.cpus);
+    let stolen = set(&a_cpus.iter().next().expect("a has cpus").to_string());
+    let n = pod("n", "");
+    let nc = running_on(guaranteed(&n, "app", 1000), &set("0-7"));
+    let mut pods = scene.pods.clone();
+    pods.push(n.clone());
+    let mut ctrs = scene.containers.clone();
+    ctrs[1] = running_on(ctrs[1].clone(), &stolen);
+    ctrs.push(nc);
+
+    let p = env.start(env.config(), two_socket()).await;
+    let (r, _) = p
+        .conn
+        .synchronize(pods, ctrs.clone(), Some(2))
+        .await
+        .expect("sync");
+    let view = after_sync(&ctrs, &r.update);
+    // a's actual set wins (it runs on it); b goes back to its saved CPU.
+    assert_eq!(view["a-app"], a_cpus);
+    let b_saved = set(&scene.containers[1].linux.resources.cpu.cpus);
+    assert_eq!(view["b-app"], b_saved);
+    assert_eq!(view["n-app"].len(), 1);
+    assert!(r.update.iter().all(|u| u.ignore_failure));
+    assert_books_balance(
+        &env,
+        &view,
+        &["a-app", "b-app", "n-app"],
+        &["s-app", "t-app"],
+    );
+    // v's assignment is gone from the books.
+    assert!(env.saved().get(&ContainerKey::new("v", "app")).is_none());
+    let _ = v_cpus;
+
+    // Two containers claiming the same CPU, and the state file out of date: one keeps it, the
+    // other gets another CPU, the shared ones move off both.
+    let x = pod("x", "");
+    let y = pod("y", "");
+    let xc = running_on(guaranteed(&x, "app", 1000), &set("5"));
+    let yc = running_on(guaranteed(&y, "app", 1000), &set("5"));
+    let s = pod("s", "besteffort");
+    let sc = running_on(besteffort(&s, "app"), &set("0-7"));
+    let ctrs = vec![xc, yc, sc];
+    let (r, _) = p
+        .conn
+        .synchronize(vec![x, y, s], ctrs.clone(), None)
+        .await
+        .expect("sync");
+    let view = after_sync(&ctrs, &r.update);
+    assert_eq!(
+        view["x-app"],
+        set("5"),
+        "first in id order keeps its own set"
+    );
+    assert_eq!(view["y-app"].len(), 1);
+    assert_books_balance(&env, &view, &["x-app", "y-app"], &["s-app"]);
+    assert_eq!(env.saved().containers.len(), 2, "a, b and n are gone");
+    p.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_or_foreign_state_file_is_moved_aside_and_rebuilt() {
+    for (what, bytes) in [
+        ("corrupt", b"{\"format\":\"topolet-state\",\"version\":1,\"length\":5,\"crc32\":\"00000000\"}\nhello".to_vec()),
+        ("foreign", b"{\"containers\":[]}".to_vec()),
+    ] {
+        let env = Env::new();
+        std::fs::create_dir_all(env.state_dir()).expect("mkdir");
+        std::fs::write(env.state_path(), &bytes).expect("write");
+        let p = env.start(env.config(), two_socket()).await;
+        let aside = PathBuf::from(format!("{}.bad", env.state_path().display()));
+        assert_eq!(std::fs::read(&aside).expect("moved aside"), bytes, "{what}");
+        let g = pod("g", "");
+        let gc = running_on(guaranteed(&g, "app", 2000), &set("2-3"));
+        let (r, _) = p
+            .conn
+            .synchronize(vec![g], vec![gc], None)
+            .await
+            .expect("sync");
+        assert!(r.update.is_empty(), "{what}: {:?}", moved(&r.update));
+        let saved = env.saved();
+        assert_eq!(saved.containers.len(), 1, "{what}");
+        assert_eq!(saved.containers[0].cpus, Some(set("2-3")), "{what}");
+        p.kill().await;
+    }
+}

@@ -235,8 +235,52 @@ impl Stack {
     }
 }
 
+/// Keeps the logs of a stack (containerd's, and every `*.log` / `*.stderr` under DIR) in
+/// `<target>/it-logs/<DIR name>/` for post-mortems; the scratch DIR itself is removed.
+fn keep_logs(dir: &Path) -> anyhow::Result<PathBuf> {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    let dest = paths::target_dir().join("it-logs").join(name);
+    std::fs::create_dir_all(&dest).with_context(|| format!("creating {}", dest.display()))?;
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() && !p.ends_with("root") && !p.ends_with("state") {
+                todo.push(p);
+            } else if ft.is_file() {
+                let n = p
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                if n.ends_with(".log") || n.ends_with(".stderr") || n.ends_with(".toml") {
+                    let rel = p
+                        .strip_prefix(dir)
+                        .unwrap_or(&p)
+                        .to_string_lossy()
+                        .replace('/', "_");
+                    let _ = std::fs::copy(&p, dest.join(rel));
+                }
+            }
+        }
+    }
+    Ok(dest)
+}
+
 impl Drop for Stack {
     fn drop(&mut self) {
+        if !self.stopped {
+            match keep_logs(self.dir()) {
+                Ok(d) => eprintln!("[stack] logs kept in {}", d.display()),
+                Err(e) => eprintln!("[stack] keeping logs: {e:#}"),
+            }
+        }
         if let Err(e) = self.stop() {
             eprintln!("stack cleanup: {e:#}");
         }

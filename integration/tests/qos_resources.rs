@@ -1,0 +1,525 @@
+//! Issue 4, "Evidence": every container's resources rewritten by QoS class, on real containers.
+//!
+//! The stack host has 2 CPUs and topolet reserves CPU 0, so a Guaranteed 1-CPU container gets
+//! CPU 1 to itself and everyone else shares what is left (`0` while CPU 1 is taken, `0-1`
+//! otherwise). Values are read from where they take effect: the container's v1 cgroup files,
+//! its process's /proc files, and the bundle config.json runc was given (oci-spec).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{bail, ensure, Context};
+use topolet_integration::cri::{Created, Cri};
+use topolet_integration::kube::{self, Qos, Requirements};
+use topolet_integration::logs::field;
+use topolet_integration::observe::{self, BundleResources};
+use topolet_integration::topolet::LOG_TIMEOUT;
+use topolet_integration::{wait, Stack, WithTopolet};
+
+const MIB: u64 = 1 << 20;
+/// pids_limit of the test config (TopoletConfig::for_stack).
+const PIDS_LIMIT: i64 = 1024;
+/// How long shared containers may take to be moved (UpdateContainers is sent off the event path).
+const MOVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Waits until both the container's cgroup cpuset.cpus and its process's Cpus_allowed_list are
+/// `want`.
+fn wait_cpus(cri: &Cri, c: &Created, name: &str, want: &str) -> anyhow::Result<()> {
+    let pid = cri.pid(&c.id)?;
+    wait::until_true(&format!("{name} on cpus {want}"), MOVE_TIMEOUT, || {
+        let cg = observe::cgroup_cpuset(c)?;
+        let allowed = observe::cpus_allowed_list(pid)?;
+        Ok(cg == want && allowed == want)
+    })
+    .with_context(|| {
+        format!(
+            "{name} ({}): cgroup cpuset.cpus={:?}, Cpus_allowed_list={:?}",
+            c.id,
+            observe::cgroup_cpuset(c).ok(),
+            observe::cpus_allowed_list(pid).ok()
+        )
+    })
+}
+
+/// The lowest oom_score_adj containerd can give a container: its own value when it lacks
+/// CAP_SYS_RESOURCE (this project's machines), else -1000.
+fn oom_floor(stack: &Stack) -> anyhow::Result<i64> {
+    let pid = stack.containerd_pid()?;
+    let adj = observe::proc_values(pid)?.oom_score_adj;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    let cap_eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .context("containerd's CapEff")?;
+    const CAP_SYS_RESOURCE: u32 = 24;
+    Ok(if cap_eff & (1 << CAP_SYS_RESOURCE) != 0 {
+        -1000
+    } else {
+        adj
+    })
+}
+
+#[test]
+fn guaranteed_gets_cpu1_and_shared_containers_move_off_and_back() -> anyhow::Result<()> {
+    let mut t = WithTopolet::start()?;
+    let cri = t.stack.cri();
+    let mut shared: Vec<(String, Created)> = Vec::new();
+
+    // Shared containers created before the exclusive one start on the whole shared pool.
+    for (name, req) in [
+        ("be-before", Requirements::best_effort()),
+        (
+            "bu-before",
+            Requirements::burstable(250, Some(500), 64 * MIB, Some(256 * MIB)),
+        ),
+    ] {
+        let (p, c) = t.pod(name, req)?;
+        let created = cri.run_pod_with(&p, &c)?;
+        wait_cpus(&cri, &created, name, "0-1")?;
+        shared.push((name.to_string(), created));
+    }
+
+    let (gp, gc) = t.pod("g-1cpu", Requirements::guaranteed(1000, 128 * MIB))?;
+    let mark = t.topolet.log_mark();
+    let g = cri.run_pod_with(&gp, &gc)?;
+    let placed = t
+        .topolet
+        .wait_for_log(&format!("pod={}", gp.pod_ref()), mark, LOG_TIMEOUT)?;
+    ensure!(
+        placed.contains("container placed") && field(&placed, "cpus").as_deref() == Some("1"),
+        "want `container placed … cpus=1` for {}: {placed}",
+        gp.pod_ref()
+    );
+    // Exclusive from its very first instruction: the create-time adjustment, no polling needed.
+    let gpid = cri.pid(&g.id)?;
+    ensure!(
+        observe::cgroup_cpuset(&g)? == "1",
+        "g-1cpu cgroup cpuset.cpus = {}",
+        observe::cgroup_cpuset(&g)?
+    );
+    ensure!(
+        observe::cpus_allowed_list(gpid)? == "1",
+        "g-1cpu Cpus_allowed_list = {}",
+        observe::cpus_allowed_list(gpid)?
+    );
+    let inside = cri.exec(&g.id, &["cat", "/proc/self/status"])?;
+    ensure!(
+        inside
+            .lines()
+            .any(|l| l.starts_with("Cpus_allowed_list:") && l.ends_with("\t1")),
+        "inside g-1cpu, /proc/self/status says:\n{inside}"
+    );
+
+    // Shared containers that existed are moved off CPU 1 …
+    for (name, c) in &shared {
+        wait_cpus(&cri, c, name, "0")?;
+    }
+    // … and new ones start off it.
+    for (name, req) in [
+        ("be-after", Requirements::best_effort()),
+        (
+            "bu-after",
+            Requirements::burstable(100, None, 32 * MIB, None),
+        ),
+    ] {
+        let (p, c) = t.pod(name, req)?;
+        let created = cri.run_pod_with(&p, &c)?;
+        let pid = cri.pid(&created.id)?;
+        let (cg, allowed) = (
+            observe::cgroup_cpuset(&created)?,
+            observe::cpus_allowed_list(pid)?,
+        );
+        ensure!(
+            cg == "0" && allowed == "0",
+            "{name} created while CPU 1 is exclusive: cgroup {cg}, Cpus_allowed_list {allowed}"
+        );
+        shared.push((name.to_string(), created));
+    }
+
+    // Removing the exclusive container gives CPU 1 back to everyone.
+    cri.rm(&g.id)?;
+    for (name, c) in &shared {
+        wait_cpus(&cri, c, name, "0-1")?;
+    }
+    Ok(())
+}
+
+/// What one container must end up with.
+#[derive(Debug)]
+struct Want {
+    cpus: &'static str,
+    shares: u64,
+    /// cpu.cfs_quota_us; -1 = none.
+    quota: i64,
+    memory: Option<u64>,
+    oom: i64,
+    /// The bundle's linux.resources.cpu.quota (None: never set, Some(-1): removed by topolet).
+    bundle_quota: Option<i64>,
+}
+
+#[test]
+fn cgroup_values_follow_qos_rules() -> anyhow::Result<()> {
+    let t = WithTopolet::start()?;
+    let cri = t.stack.cri();
+    let cap = t.mem_capacity;
+    let floor = oom_floor(&t.stack)?;
+    let bu_oom = kube::burstable_oom(64 * MIB, cap);
+    let bn_oom = kube::burstable_oom(32 * MIB, cap);
+    let cases: Vec<(&str, Requirements, Want)> = vec![
+        // Guaranteed, integer CPU: exclusive CPU 1, shares from the request, quota removed,
+        // oom_score_adj -997 clamped to the floor (0 here).
+        (
+            "g-1cpu",
+            Requirements::guaranteed(1000, 256 * MIB),
+            Want {
+                cpus: "1",
+                shares: 1024,
+                quota: -1,
+                memory: Some(256 * MIB),
+                oom: kube::GUARANTEED_OOM.max(floor),
+                bundle_quota: Some(-1),
+            },
+        ),
+        // Guaranteed, fractional CPU: shared pool, quota kept.
+        (
+            "g-500m",
+            Requirements::guaranteed(500, 128 * MIB),
+            Want {
+                cpus: "0",
+                shares: 512,
+                quota: 50_000,
+                memory: Some(128 * MIB),
+                oom: kube::GUARANTEED_OOM.max(floor),
+                bundle_quota: Some(50_000),
+            },
+        ),
+        // Burstable with limits: shares from the request, quota from the limit, its own oom.
+        (
+            "bu-limits",
+            Requirements::burstable(250, Some(500), 64 * MIB, Some(256 * MIB)),
+            Want {
+                cpus: "0",
+                shares: 256,
+                quota: 50_000,
+                memory: Some(256 * MIB),
+                oom: bu_oom,
+                bundle_quota: Some(50_000),
+            },
+        ),
+        // Burstable without limits: no quota, no memory limit.
+        (
+            "bu-nolimit",
+            Requirements::burstable(100, None, 32 * MIB, None),
+            Want {
+                cpus: "0",
+                shares: 102,
+                quota: -1,
+                memory: None,
+                oom: bn_oom,
+                bundle_quota: None,
+            },
+        ),
+        // BestEffort: shares 2, no quota, no memory limit, oom 1000.
+        (
+            "besteffort",
+            Requirements::best_effort(),
+            Want {
+                cpus: "0",
+                shares: 2,
+                quota: -1,
+                memory: None,
+                oom: kube::BESTEFFORT_OOM,
+                bundle_quota: None,
+            },
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (name, req, want) in &cases {
+        let (p, c) = t.pod(name, *req)?;
+        let created = cri.run_pod_with(&p, &c)?;
+        if let Err(e) = check_values(&t.stack, &cri, name, &created, want) {
+            failures.push(format!("{name} ({:?}): {e:#}", req.qos()));
+        }
+    }
+    if !failures.is_empty() {
+        bail!(
+            "{} of {} containers differ from the rules:\n{}\ntopolet log:\n{}",
+            failures.len(),
+            cases.len(),
+            failures.join("\n"),
+            topolet_integration::logs::tail(&t.topolet.log(), 30)
+        );
+    }
+    Ok(())
+}
+
+fn check_values(
+    stack: &Stack,
+    cri: &Cri,
+    name: &str,
+    c: &Created,
+    want: &Want,
+) -> anyhow::Result<()> {
+    let pid = cri.pid(&c.id)?;
+    let cg = observe::cgroup_values(c)?;
+    let pr = observe::proc_values(pid)?;
+    let got = (
+        cg.cpuset_cpus.as_str(),
+        pr.cpus_allowed_list.as_str(),
+        cg.cpu_shares,
+        cg.cfs_quota_us,
+        cg.cfs_period_us,
+        cg.memory_limit,
+        pr.oom_score_adj,
+        cg.pids_max,
+    );
+    let expected = (
+        want.cpus,
+        want.cpus,
+        want.shares,
+        want.quota,
+        kube::CPU_PERIOD as u64,
+        want.memory,
+        want.oom,
+        Some(PIDS_LIMIT),
+    );
+    ensure!(
+        got == expected,
+        "(cpuset.cpus, Cpus_allowed_list, cpu.shares, cfs_quota_us, cfs_period_us, memory.limit, \
+         oom_score_adj, pids.max):\n   got {got:?}\n  want {expected:?}"
+    );
+    let spec = observe::bundle_spec(stack, &c.id)?;
+    let b = observe::bundle_resources(&spec)?;
+    let want_b = BundleResources {
+        cpus: Some(want.cpus.to_string()),
+        mems: b.mems.clone(),
+        shares: Some(want.shares),
+        quota: want.bundle_quota,
+        period: Some(kube::CPU_PERIOD as u64),
+        memory_limit: want.memory.map(|m| m as i64),
+        pids_limit: Some(PIDS_LIMIT),
+        oom_score_adj: Some(want.oom as i32),
+    };
+    ensure!(
+        b == want_b,
+        "{name}: bundle config.json linux.resources/process:\n   got {b:?}\n  want {want_b:?}"
+    );
+    Ok(())
+}
+
+/// One container of the parallel batch.
+struct Batch {
+    name: String,
+    qos: Qos,
+    /// Ok: created and started; Err: CreateContainer/StartContainer failed (refused, or the
+    /// plugin died mid-request).
+    result: Result<Created, String>,
+    /// When its create+start returned.
+    finished: std::time::Instant,
+}
+
+/// Checks the books: no CPU granted twice, every Guaranteed container topolet saw either holds
+/// CPU 1 alone or was refused, shared containers are off the exclusive CPU, and nothing leaks.
+/// Returns each running container's cpuset.
+fn check_books(
+    cri: &Cri,
+    batch: &[Batch],
+    seen_by_topolet: &dyn Fn(&str) -> bool,
+) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut cpus = BTreeMap::new();
+    for b in batch {
+        let Ok(c) = &b.result else { continue };
+        if cri.state(&c.id)? != "CONTAINER_RUNNING" {
+            continue;
+        }
+        let pid = cri.pid(&c.id)?;
+        let (cg, allowed) = (observe::cgroup_cpuset(c)?, observe::cpus_allowed_list(pid)?);
+        ensure!(
+            cg == allowed,
+            "{}: cgroup cpuset {cg} but Cpus_allowed_list {allowed}",
+            b.name
+        );
+        cpus.insert(b.name.clone(), cg);
+    }
+    let holders: Vec<&String> = cpus
+        .iter()
+        .filter(|(_, c)| c.as_str() == "1")
+        .map(|(n, _)| n)
+        .collect();
+    ensure!(
+        holders.len() <= 1,
+        "CPU 1 granted to several containers: {holders:?}"
+    );
+    let qos_of = |n: &str| batch.iter().find(|b| b.name == n).map(|b| b.qos);
+    for h in &holders {
+        ensure!(
+            qos_of(h) == Some(Qos::Guaranteed),
+            "{h} holds CPU 1 but is not Guaranteed"
+        );
+    }
+    let shared_want = if holders.is_empty() { "0-1" } else { "0" };
+    let mut wrong = Vec::new();
+    for (name, c) in &cpus {
+        if holders.contains(&name) {
+            continue;
+        }
+        if qos_of(name) == Some(Qos::Guaranteed) && seen_by_topolet(name) {
+            wrong.push(format!(
+                "Guaranteed {name} was admitted by topolet but runs on {c}, not on CPU 1 alone"
+            ));
+        } else if c != shared_want {
+            wrong.push(format!(
+                "{name} runs on {c}; the shared pool is {shared_want}"
+            ));
+        }
+    }
+    ensure!(
+        wrong.is_empty(),
+        "holder of CPU 1: {holders:?}; {} containers wrong:\n  {}",
+        wrong.len(),
+        wrong.join("\n  ")
+    );
+    Ok(cpus)
+}
+
+#[test]
+fn sigkill_during_parallel_creates_then_books_balance_across_restarts() -> anyhow::Result<()> {
+    let mut t = WithTopolet::start()?;
+    let mark = t.topolet.log_mark();
+    let specs: Vec<_> = (0..20)
+        .map(|i| {
+            let (name, req) = match i % 3 {
+                0 => (format!("g{i}"), Requirements::guaranteed(1000, 64 * MIB)),
+                1 => (
+                    format!("bu{i}"),
+                    Requirements::burstable(200, Some(400), 32 * MIB, Some(64 * MIB)),
+                ),
+                _ => (format!("be{i}"), Requirements::best_effort()),
+            };
+            t.pod(&name, req).map(|(p, c)| (name, req.qos(), p, c))
+        })
+        .collect::<anyhow::Result<_>>()?;
+
+    let stack = &t.stack;
+    let topolet = &mut t.topolet;
+    let (batch, restart_mark) = std::thread::scope(|s| -> anyhow::Result<_> {
+        let handles: Vec<_> = specs
+            .iter()
+            .map(|(name, qos, p, c)| {
+                s.spawn(move || Batch {
+                    name: name.clone(),
+                    qos: *qos,
+                    result: stack.cri().run_pod_with(p, c).map_err(|e| format!("{e:#}")),
+                    finished: std::time::Instant::now(),
+                })
+            })
+            .collect();
+        // Kill it mid-batch: after a few containers were placed, while the rest are in flight.
+        let killed_at = wait::until("3 containers placed", Duration::from_secs(60), || {
+            Ok((topolet.lines("container placed", mark).len() >= 3).then_some(()))
+        });
+        topolet.kill9()?;
+        let kill_time = std::time::Instant::now();
+        killed_at?;
+        let restart_mark = topolet.log_mark();
+        topolet.restart()?;
+        let batch: Vec<Batch> = handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("a create thread panicked"))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let after_kill = batch.iter().filter(|b| b.finished > kill_time).count();
+        ensure!(
+            after_kill > 0,
+            "every create finished before the kill: the test did not kill topolet mid-batch"
+        );
+        eprintln!(
+            "{after_kill} of {} creates finished after the SIGKILL",
+            batch.len()
+        );
+        Ok((batch, restart_mark))
+    })?;
+    t.topolet.wait_registered(restart_mark)?;
+    t.topolet.wait_synchronized(restart_mark)?;
+
+    let log = t.topolet.log();
+    let seen = |name: &str| {
+        let needle = format!("pod=topolet-it/{name} ");
+        log.lines().any(|l| {
+            (l.contains("container placed") || l.contains("container refused"))
+                && l.contains(&needle)
+        })
+    };
+    let cri = t.stack.cri();
+    let before = wait::until(
+        "the books to balance after topolet's restart",
+        MOVE_TIMEOUT,
+        || check_books(&cri, &batch, &seen).map(Some),
+    )
+    .with_context(|| {
+        let full = t.topolet.log();
+        let since = full.get(restart_mark..).unwrap_or(&full).to_string();
+        let results: Vec<String> = batch
+            .iter()
+            .map(|b| match &b.result {
+                Ok(c) => format!("{} ok {}", b.name, &c.id[..12]),
+                Err(e) => format!("{} FAILED {}", b.name, e.lines().last().unwrap_or("")),
+            })
+            .collect();
+        format!(
+            "creates:\n{}\ntopolet log before the kill:\n{}\ntopolet log since its restart:\n{}",
+            results.join("\n"),
+            full.get(mark..restart_mark).unwrap_or(""),
+            since
+        )
+    })?;
+    let placed_before = t.topolet.lines("container placed", mark).len()
+        - t.topolet.lines("container placed", restart_mark).len();
+    let bypassed: Vec<&str> = batch
+        .iter()
+        .filter(|b| b.result.is_ok() && !seen(&b.name))
+        .map(|b| b.name.as_str())
+        .collect();
+    eprintln!(
+        "placed before the kill: {placed_before}; after the restart: {}; created without topolet: {bypassed:?}",
+        t.topolet.lines("container placed", restart_mark).len()
+    );
+    let failed: Vec<_> = batch
+        .iter()
+        .filter_map(|b| b.result.as_ref().err().map(|e| (b.name.as_str(), e)))
+        .collect();
+    eprintln!("after SIGKILL + restart: running {before:?}\nfailed creates: {failed:#?}");
+
+    // containerd restart: topolet re-synchronizes and nothing moves.
+    let mark = t.topolet.log_mark();
+    t.stack.restart_containerd()?;
+    t.topolet.wait_synchronized(mark)?;
+    let after = wait::until(
+        "the books to balance after containerd's restart",
+        MOVE_TIMEOUT,
+        || check_books(&cri, &batch, &seen).map(Some),
+    )?;
+    ensure!(
+        before == after,
+        "cpusets changed across the containerd restart:\n before {before:?}\n after {after:?}"
+    );
+
+    // Removing every Guaranteed container returns CPU 1 to the shared pool (nothing leaked).
+    for b in &batch {
+        if let (Qos::Guaranteed, Ok(c)) = (b.qos, &b.result) {
+            cri.rm(&c.id)?;
+        }
+    }
+    for b in &batch {
+        if let (Qos::Burstable | Qos::BestEffort, Ok(c)) = (b.qos, &b.result) {
+            if cri.state(&c.id)? == "CONTAINER_RUNNING" {
+                wait_cpus(&cri, c, &b.name, "0-1")?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -367,6 +367,15 @@ impl Placement {
         extended: &BTreeMap<String, u64>,
         affinity: Option<NumaMask>,
     ) -> Result<Grant, PlacementError> {
+        // What the pod's containers hold now: an exclusive allocation may take CPUs over from
+        // the pod's init containers, and a refusal below must give them back.
+        let pod_held: Vec<(ContainerKey, CpuSet)> = self
+            .cpu
+            .assignments()
+            .range(ContainerKey::new(key.pod_uid.clone(), "")..)
+            .take_while(|(k, _)| k.pod_uid == key.pod_uid)
+            .map(|(k, s)| (k.clone(), s.clone()))
+            .collect();
         let exclusive = match n_cpus {
             Some(n) => Some(self.cpu.allocate(key, n, role, affinity)?),
             None => None,
@@ -376,14 +385,14 @@ impl Placement {
         let mems = match self.memory.allocate(key, mem, mem_affinity) {
             Ok(m) => m,
             Err(e) => {
-                self.cpu.release(key);
+                self.undo_cpu(key, &pod_held);
                 return Err(e.into());
             }
         };
         let devices = match self.devices.allocate(key, extended, affinity) {
             Ok(d) => d.into_values().flatten().collect(),
             Err(e) => {
-                self.cpu.release(key);
+                self.undo_cpu(key, &pod_held);
                 self.memory.release(key);
                 return Err(e.into());
             }
@@ -398,6 +407,18 @@ impl Placement {
             devices,
             reason: String::new(),
         })
+    }
+
+    /// Takes back `key`'s CPUs and returns what the allocation took over from the pod's init
+    /// containers (`held`: the pod's assignments before it).
+    fn undo_cpu(&mut self, key: &ContainerKey, held: &[(ContainerKey, CpuSet)]) {
+        self.cpu.release(key);
+        for (k, set) in held {
+            if self.cpu.exclusive(k) != Some(set) {
+                // Only init containers hand CPUs on; theirs are free again after the release.
+                let _ = self.cpu.restore(k, set, ContainerRole::Init);
+            }
+        }
     }
 
     fn shared_reason(&self, class: QosClass, c: &Container) -> String {
@@ -531,8 +552,9 @@ impl Placement {
         let cpu = self.cpu.release(key).is_some();
         let mem = self.memory.release(key).is_some();
         let dev = self.devices.release(key).is_some();
-        self.affinity.remove(key);
-        cpu || mem || dev
+        // The affinity is an assignment too (persisted): dropping it is a change to persist.
+        let affinity = self.affinity.remove(key).is_some();
+        cpu || mem || dev || affinity
     }
 
     /// Returns every container's resources of pod `uid`; true if any were held.
@@ -633,4 +655,116 @@ fn amounts(
         out.insert(name.clone(), count);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{CpuPolicyName as CfgCpu, TopologyPolicyName, TopologyScopeName};
+    use crate::core::pod::ContainerRestartPolicy;
+    use crate::core::topology::{Device, SyntheticSpec};
+
+    /// 1 socket × 8 cores, one node, one NIC.
+    fn machine() -> Topology {
+        let mut raw = SyntheticSpec {
+            sockets: 1,
+            numa_per_socket: 1,
+            l3_per_numa: 1,
+            cores_per_l3: 8,
+            threads_per_core: 1,
+            memory_per_node: 8 << 30,
+        }
+        .raw();
+        raw.devices = vec![Device {
+            address: "0000:01:00.0".into(),
+            numa: Some(0),
+        }];
+        Topology::build(&raw).unwrap()
+    }
+
+    fn guaranteed(name: &str, cpus: u64, nics: u64) -> Container {
+        let mut r = ResourceList {
+            cpu_millis: Some(cpus * 1000),
+            memory_bytes: Some(1 << 30),
+            ..Default::default()
+        };
+        if nics > 0 {
+            r.extended.insert("example.com/nic".into(), nics);
+        }
+        Container {
+            name: name.into(),
+            requests: r.clone(),
+            limits: r,
+            restart_policy: None,
+        }
+    }
+
+    fn pod(uid: &str, init: Vec<Container>, app: Vec<Container>) -> Pod {
+        Pod {
+            namespace: "ns".into(),
+            name: uid.into(),
+            uid: uid.into(),
+            init_containers: init,
+            containers: app,
+            ..Default::default()
+        }
+    }
+
+    fn config() -> Config {
+        let mut c = Config::default();
+        c.cpu.policy = CfgCpu::Static;
+        c.cpu.reserved_cpus = Some("0".into());
+        c.devices
+            .insert("example.com/nic".into(), vec!["0000:01:00.0".into()]);
+        c
+    }
+
+    /// An app container that takes CPUs over from its pod's init container and is then refused
+    /// (here: no NIC left) must leave the init container's CPUs as they were.
+    #[test]
+    fn refused_admission_gives_init_cpus_back() {
+        let (mut p, _) = Placement::new(&machine(), &config()).unwrap();
+        let hog = pod("hog", vec![], vec![guaranteed("app", 1, 1)]);
+        p.admit(&hog, -1000).unwrap();
+        let mut init = guaranteed("init", 3, 0);
+        init.restart_policy = Some(ContainerRestartPolicy::Never);
+        let web = pod("web", vec![init], vec![guaranteed("app", 2, 1)]);
+        p.admit_container(&web, ContainerRef::Init(0), -1000)
+            .unwrap();
+        let before = p.assignments();
+        let shared = p.shared_pool();
+        let err = p
+            .admit_container(&web, ContainerRef::App(0), -1000)
+            .unwrap_err();
+        assert!(err.to_string().contains("example.com/nic"), "{err}");
+        assert_eq!(p.assignments(), before);
+        assert_eq!(p.shared_pool(), shared);
+        p.check_invariants().unwrap();
+    }
+
+    /// `release` says whether it changed what is persisted: an entry holding only a topology
+    /// affinity (pod scope under cpu policy none) counts.
+    #[test]
+    fn release_reports_an_affinity_only_entry() {
+        let mut c = config();
+        c.cpu.policy = CfgCpu::None;
+        c.cpu.reserved_cpus = None;
+        c.topology.policy = TopologyPolicyName::BestEffort;
+        c.topology.scope = TopologyScopeName::Pod;
+        let (mut p, _) = Placement::new(&machine(), &c).unwrap();
+        // The pod's affinity comes from its NIC; "side" holds nothing but that affinity.
+        let web = pod(
+            "web",
+            vec![],
+            vec![guaranteed("app", 1, 1), guaranteed("side", 1, 0)],
+        );
+        for (_, r) in p.admit_pod(&web, -1000) {
+            r.unwrap();
+        }
+        let key = ContainerKey::new("web", "side");
+        let entry = p.assignments().get(&key).cloned().unwrap();
+        assert!(entry.affinity.is_some() && entry.cpus.is_none() && entry.devices.is_none());
+        assert!(p.release(&key), "an entry was dropped from the assignments");
+        assert!(p.assignments().get(&key).is_none());
+    }
 }

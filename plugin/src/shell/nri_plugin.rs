@@ -26,6 +26,8 @@ use topolet_nri::updater::ContainerUpdater;
 
 use crate::config::Config;
 use crate::core::assignments::Assignments;
+use crate::core::cpuset::CpuSet;
+use crate::core::hints::NumaMask;
 use crate::core::placement::{ContainerResources, Placement};
 use crate::core::reconcile::RunningContainer;
 use crate::core::topology::Topology;
@@ -193,6 +195,13 @@ impl TopoletPlugin {
     }
 }
 
+/// True when the runtime's `cpuset.mems` (list syntax) is `want`; an empty `want` (no NUMA
+/// information) matches anything.
+fn mems_match(actual: Option<&str>, want: &NumaMask) -> bool {
+    let want: CpuSet = want.ids().collect();
+    want.is_empty() || actual.and_then(|a| CpuSet::parse(a).ok()) == Some(want)
+}
+
 /// Updates moving every shared container (except `skip`) to the current shared pool and mems.
 fn shared_updates(node: &mut Node, skip: Option<&str>) -> Vec<api::ContainerUpdate> {
     let shared = node.placement.shared_pool();
@@ -316,7 +325,9 @@ impl Plugin for TopoletPlugin {
             .collect();
         let mut updates: Vec<api::ContainerUpdate> = Vec::new();
         for (id, m) in &node.containers {
-            if m.view.current.cpuset_cpus.as_ref() != Some(&m.applied.cpuset) {
+            if m.view.current.cpuset_cpus.as_ref() != Some(&m.applied.cpuset)
+                || !mems_match(m.view.current.cpuset_mems.as_deref(), &m.applied.mems)
+            {
                 updates.push(nri_adjust::cpuset_update(
                     id,
                     &m.applied.cpuset,

@@ -164,7 +164,13 @@ fn besteffort(pod: &api::PodSandbox, name: &str) -> api::Container {
     ctr(pod, name, 2, 0, 0, 1000)
 }
 
-/// `c` as it runs now: its cpuset (and mems) as the runtime reports it.
+/// The memory nodes of `cpus` on both machines (node 0 = CPUs 0,1,4,5; node 1 = 2,3,6,7).
+fn mems_of(cpus: &CpuSet) -> String {
+    let nodes: CpuSet = cpus.iter().map(|c| usize::from(c % 4 >= 2)).collect();
+    nodes.to_string()
+}
+
+/// `c` as it runs now: its cpuset and mems (those of the cpuset) as the runtime reports them.
 fn running_on(mut c: api::Container, cpus: &CpuSet) -> api::Container {
     let cpu = c
         .linux
@@ -174,6 +180,7 @@ fn running_on(mut c: api::Container, cpus: &CpuSet) -> api::Container {
         .cpu
         .mut_or_insert_default();
     cpu.cpus = cpus.to_string();
+    cpu.mems = mems_of(cpus);
     c
 }
 
@@ -299,10 +306,14 @@ impl Running {
             .map_err(|e| rpc_message(&e))
     }
 
-    /// Creates `c` and returns the cpuset of its adjustment (must be set).
+    /// Creates `c` and returns the cpuset of its adjustment (must be set, with the mems of
+    /// those CPUs).
     async fn create_on(&self, pod: &api::PodSandbox, c: &api::Container) -> CpuSet {
         let r = self.create(pod, c).await.expect("create");
-        set(&adj_cpu(&r).expect("cpu adjusted").cpus)
+        let cpu = adj_cpu(&r).expect("cpu adjusted");
+        let cpus = set(&cpu.cpus);
+        assert_eq!(cpu.mems, mems_of(&cpus), "{}: mems of {cpus}", c.id);
+        cpus
     }
 
     async fn update(
@@ -421,11 +432,20 @@ fn update_cpu(u: &api::ContainerUpdate) -> &api::LinuxCPU {
         .expect("update carries cpu")
 }
 
-/// `container id → cpus` of an update list.
+/// `container id → cpus` of an update list (each with the mems of its cpus).
 fn moved(updates: &[api::ContainerUpdate]) -> BTreeMap<String, String> {
     updates
         .iter()
-        .map(|u| (u.container_id.clone(), update_cpu(u).cpus.clone()))
+        .map(|u| {
+            let cpu = update_cpu(u);
+            assert_eq!(
+                cpu.mems,
+                mems_of(&set(&cpu.cpus)),
+                "{}: mems",
+                u.container_id
+            );
+            (u.container_id.clone(), cpu.cpus.clone())
+        })
         .collect()
 }
 
@@ -1085,4 +1105,68 @@ async fn corrupt_or_foreign_state_file_is_moved_aside_and_rebuilt() {
         assert_eq!(saved.containers[0].cpus, Some(set("2-3")), "{what}");
         p.kill().await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarted_container_keeps_its_cpu_when_the_old_instance_ends_late() {
+    let env = Env::new();
+    let p = env.start_synced(env.config(), two_cpu()).await;
+    let be = pod("be", "besteffort");
+    assert_eq!(p.create_on(&be, &besteffort(&be, "a")).await, set("0-1"));
+    let x = pod("x", "");
+    let old = guaranteed(&x, "app", 1000);
+    assert_eq!(p.create_on(&x, &old).await, set("1"));
+    let u = p.next_update().await;
+    assert_eq!(moved(&u.update), map(&[("be-a", "0")]));
+
+    // The kubelet restarts the container: same pod and name, a new id, before the old
+    // instance's Stop and Remove arrive.
+    let mut new = guaranteed(&x, "app", 1000);
+    new.id = "x-app-restart-1".into();
+    assert_eq!(p.create_on(&x, &new).await, set("1"));
+    p.stop(&x, &old).await;
+    p.remove(&x, &old).await;
+    assert_eq!(
+        env.saved()
+            .get(&ContainerKey::new("x", "app"))
+            .and_then(|a| a.cpus.clone()),
+        Some(set("1")),
+        "the new instance still holds CPU 1"
+    );
+    // No update was sent for the old instance: the next one is the new instance's release.
+    p.stop(&x, &new).await;
+    let u = p.next_update().await;
+    assert_eq!(moved(&u.update), map(&[("be-a", "0-1")]));
+    p.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synchronize_fixes_stale_mems_of_shared_containers() {
+    // a holds all of node 1; the shared pool is node 0's CPUs and its memory only. A shared
+    // container whose last update was lost runs on the right CPUs with both nodes' memory.
+    let env = Env::new();
+    let p = env.start(env.config(), two_socket()).await;
+    let a = pod("a", "");
+    let ac = running_on(guaranteed(&a, "app", 4000), &set("2-3,6-7"));
+    let s = pod("s", "besteffort");
+    let mut sc = running_on(besteffort(&s, "app"), &set("0-1,4-5"));
+    sc.linux
+        .mut_or_insert_default()
+        .resources
+        .mut_or_insert_default()
+        .cpu
+        .mut_or_insert_default()
+        .mems = "0-1".into();
+    let (r, _) = p
+        .conn
+        .synchronize(vec![a, s], vec![ac, sc], None)
+        .await
+        .expect("sync");
+    let mems: BTreeMap<String, String> = r
+        .update
+        .iter()
+        .map(|u| (u.container_id.clone(), update_cpu(u).mems.clone()))
+        .collect();
+    assert_eq!(mems, map(&[("s-app", "0")]), "{:?}", moved(&r.update));
+    p.kill().await;
 }

@@ -508,7 +508,23 @@ impl CpuPolicy {
         }
         if left > 0 {
             let rest = candidates.difference(&result);
-            let got = take_by_topology_indexed(&self.index, &rest, left, &opts)?;
+            // A refusal names the whole request and every candidate, not what the last stage
+            // still lacked after earlier stages took their share.
+            let got =
+                take_by_topology_indexed(&self.index, &rest, left, &opts).map_err(|e| match e {
+                    CpuAllocError::NotEnough { .. } => CpuAllocError::NotEnough {
+                        requested: need,
+                        available: candidates.len(),
+                        free: candidates.to_string(),
+                    },
+                    CpuAllocError::SmtAlignment { cpus_per_core, .. } => {
+                        CpuAllocError::SmtAlignment {
+                            requested: need,
+                            cpus_per_core,
+                            available_physical: self.index.whole_cores(candidates).len(),
+                        }
+                    }
+                })?;
             result.extend_from(&got);
         }
         Ok(result)
@@ -848,6 +864,30 @@ mod tests {
 
     fn policy(topo: Topology, cfg: CpuPolicyConfig) -> CpuPolicy {
         CpuPolicy::new(topo, cfg).unwrap().0
+    }
+
+    /// With an affinity, the aligned stage takes its share first; a refusal must still name
+    /// the whole request and every free CPU (it said "requested 3, available 0").
+    #[test]
+    fn refusal_with_affinity_names_the_whole_request() {
+        let topo = SyntheticSpec {
+            sockets: 1,
+            numa_per_socket: 1,
+            l3_per_numa: 1,
+            cores_per_l3: 2,
+            threads_per_core: 1,
+            memory_per_node: 1 << 30,
+        }
+        .build();
+        let mut p = policy(topo, static_cfg(1));
+        let node0 = NumaMask::from_ids([0]);
+        let err = p
+            .allocate(&key("p", "c"), 4, ContainerRole::App, node0)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("requested 4, available 1"), "{err}");
+        assert!(err.contains("free: \"1\""), "{err}");
+        assert!(p.assignments().is_empty());
     }
 
     #[test]

@@ -223,11 +223,10 @@ fn estimate_container(
                 .oom_score_adj
                 .and_then(|o| i32::try_from(o).ok())
                 .and_then(|o| {
-                    qos::estimate_memory_request_bytes(
-                        o,
-                        memory_capacity,
-                        qos::OomScoreVariant::Current,
-                    )
+                    // Kubelets before the -997 change clamp Burstable values at 2, not 3.
+                    [qos::OomScoreVariant::Current, qos::OomScoreVariant::Legacy]
+                        .into_iter()
+                        .find_map(|v| qos::estimate_memory_request_bytes(o, memory_capacity, v))
                 })
                 .map(|e| e.min_bytes)
                 .filter(|&b| b > 0);
@@ -365,6 +364,18 @@ pub(crate) mod tests {
             view(&sandbox("u5", "/kubepods/podu5"), &pause, GIB).unwrap_err(),
             Ignored::Sandbox
         );
+    }
+
+    #[test]
+    fn older_kubelets_lowest_burstable_score_still_reads_as_a_large_request() {
+        // oom_score_adj 2 comes only from kubelets that used -998 for Guaranteed.
+        let v = view(
+            &sandbox("u6", "/kubepods/burstable/podu6"),
+            &container("app", 512, 0, 0, 2),
+            64 * GIB,
+        )
+        .unwrap();
+        assert!(v.container().requests.memory() >= 63 * GIB);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use topolet::core::assignments::Assignments;
 use topolet::core::container_key::ContainerKey;
 use topolet::core::cpuset::CpuSet;
 use topolet::core::topology::{SyntheticSpec, Topology};
-use topolet::shell::nri_plugin::{TopoletPlugin, STATE_FILE};
+use topolet::shell::nri_plugin::{NodeState, TopoletPlugin, STATE_FILE};
 use topolet::shell::state_file;
 use topolet_nri::api::{self, Event};
 use topolet_nri::fake_runtime::{FakeRuntime, PluginConn};
@@ -271,7 +271,11 @@ impl Env {
     }
 
     fn saved(&self) -> Assignments {
-        state_file::load::<Assignments>(&self.state_path())
+        self.saved_state().assignments
+    }
+
+    fn saved_state(&self) -> NodeState {
+        state_file::load::<NodeState>(&self.state_path())
             .expect("state file readable")
             .expect("state file exists")
     }
@@ -641,6 +645,45 @@ async fn foreign_sandbox_and_preset_cpuset_containers_are_left_alone() {
     p.stop(&g1, &guaranteed(&g1, "app", 1000)).await;
     let u = p.next_update().await;
     assert_eq!(moved(&u.update), map(&[("be-app", "0-1")]));
+    p.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_someone_else_placed_stays_theirs_across_a_restart() {
+    let env = Env::new();
+    let p = env.start_synced(env.config(), two_cpu()).await;
+    let other = pod("other", "");
+    let oc = running_on(guaranteed(&other, "app", 1000), &set("1"));
+    assert!(is_empty_adjustment(
+        &p.create(&other, &oc).await.expect("create")
+    ));
+    let be = pod("be", "besteffort");
+    let bc = running_on(besteffort(&be, "app"), &set("0-1"));
+    assert!(env
+        .saved_state()
+        .left_alone
+        .contains(&ContainerKey::new(other.uid.clone(), "app")));
+    p.kill().await;
+
+    // Restart: the runtime reports both as they run. Taking over `other` would make CPU 1
+    // exclusive and move `be` off it; leaving it alone needs no update at all.
+    let p = env.start(env.config(), two_cpu()).await;
+    let (r, _) = p
+        .conn
+        .synchronize(
+            vec![other.clone(), be.clone()],
+            vec![oc.clone(), bc.clone()],
+            None,
+        )
+        .await
+        .expect("sync");
+    assert!(r.update.is_empty(), "{:?}", moved(&r.update));
+    assert!(env.saved().containers.is_empty());
+
+    // Once it is gone for good, it is forgotten.
+    p.remove(&other, &oc).await;
+    p.remove_pod(&other).await;
+    assert!(env.saved_state().left_alone.is_empty());
     p.kill().await;
 }
 

@@ -11,7 +11,7 @@
 //! ties), stale assignments are dropped, and every container whose cpuset differs from its
 //! target gets an update in the Synchronize reply.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
@@ -26,6 +26,7 @@ use topolet_nri::updater::ContainerUpdater;
 
 use crate::config::Config;
 use crate::core::assignments::Assignments;
+use crate::core::container_key::ContainerKey;
 use crate::core::cpuset::CpuSet;
 use crate::core::hints::NumaMask;
 use crate::core::placement::{ContainerResources, Placement};
@@ -38,6 +39,17 @@ use crate::shell::state_file;
 
 /// File name of the assignments under `[state] dir`.
 pub const STATE_FILE: &str = "assignments.json";
+
+/// The state file's content: the placement's assignments, plus the containers topolet left
+/// alone because their cpuset was already set by someone else (so that a restart does not take
+/// them over).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeState {
+    pub assignments: Assignments,
+    #[serde(default)]
+    pub left_alone: BTreeSet<ContainerKey>,
+}
 
 /// What topolet remembers about a container it manages.
 #[derive(Debug, Clone)]
@@ -54,6 +66,8 @@ struct Node {
     /// Sandbox id → pod uid, for RemovePodSandbox.
     pods: HashMap<String, String>,
     oom_floor: Option<i32>,
+    /// Kubernetes containers whose cpuset another party set at creation.
+    left_alone: BTreeSet<ContainerKey>,
 }
 
 /// The topolet NRI plugin.
@@ -80,10 +94,12 @@ impl TopoletPlugin {
             containers: HashMap::new(),
             pods: HashMap::new(),
             oom_floor: config.qos.oom_score_adj_floor,
+            left_alone: BTreeSet::new(),
         };
-        match state_file::load::<Assignments>(&state_path) {
+        match state_file::load::<NodeState>(&state_path) {
             Ok(Some(saved)) => {
-                let report = node.placement.load_hints(saved);
+                node.left_alone = saved.left_alone;
+                let report = node.placement.load_hints(saved.assignments);
                 tracing::info!(path = %state_path.display(), %report, "state file loaded; the runtime's view will confirm it at synchronize");
             }
             Ok(None) => tracing::info!(path = %state_path.display(), "no state file yet"),
@@ -128,7 +144,11 @@ impl TopoletPlugin {
     }
 
     fn persist(&self, node: &Node) {
-        if let Err(e) = state_file::save(&self.state_path, &node.placement.assignments()) {
+        let state = NodeState {
+            assignments: node.placement.assignments(),
+            left_alone: node.left_alone.clone(),
+        };
+        if let Err(e) = state_file::save(&self.state_path, &state) {
             // Not fatal: the next Synchronize rebuilds from the runtime. Loud, though.
             tracing::error!(error = %e, "state file not written");
         }
@@ -298,6 +318,10 @@ impl Plugin for TopoletPlugin {
             }
         }
         let mut node = self.lock();
+        // Containers someone else placed at creation stay theirs; forget those that are gone.
+        let running: BTreeSet<ContainerKey> = views.iter().map(|v| v.key.clone()).collect();
+        node.left_alone.retain(|k| running.contains(k));
+        views.retain(|v| !node.left_alone.contains(&v.key));
         node.pods = pods
             .iter()
             .filter_map(|p| nri_view::pod_qos(p).ok().map(|i| (p.id.clone(), i.pod_uid)))
@@ -364,10 +388,15 @@ impl Plugin for TopoletPlugin {
             .or_else(|| nri_view::pod_qos(&pod).ok().map(|i| i.pod_uid));
         let Some(uid) = uid else { return Ok(()) };
         node.containers.retain(|_, m| m.view.key.pod_uid != uid);
+        let before = node.left_alone.len();
+        node.left_alone.retain(|k| k.pod_uid != uid);
+        let forgot = node.left_alone.len() != before;
         if node.placement.release_pod(&uid) {
             tracing::info!(pod = %format!("{}/{}", pod.namespace, pod.name), shared = %node.placement.shared_pool(), "pod removed: its cpus are back in the shared pool");
             self.persist(&node);
             self.push_shared_pool(&mut node, None);
+        } else if forgot {
+            self.persist(&node);
         }
         Ok(())
     }
@@ -390,6 +419,10 @@ impl Plugin for TopoletPlugin {
         };
         if let Some(cpus) = &view.current.cpuset_cpus {
             tracing::warn!(pod = %view.pod_ref, container = %ctr.name, cpus = %cpus, "cpuset already set by the kubelet's cpu manager or an earlier NRI plugin; topolet leaves this container alone");
+            let mut node = self.lock();
+            if node.left_alone.insert(view.key.clone()) {
+                self.persist(&node);
+            }
             return Ok(api::CreateContainerResponse::default());
         }
         let mut node = self.lock();

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# hack/nri-latency.sh — round-trip cost of a no-op CreateContainer through a real containerd + NRI.
+#
+# Usage: hack/nri-latency.sh        (as root, after hack/install-deps.sh; builds topolet and the client)
+#
+# Method: one isolated containerd (hack/containerd.sh). A small Go CRI client (hack/nri-latency/,
+# k8s.io/cri-api over gRPC, built offline from the module cache install-deps filled) times each
+# CreateContainer call in-process (no process start-up inside the measurement); every created
+# container is removed again, untimed; the first create of each block is a discarded warm-up.
+# Three conditions, interleaved in blocks (rotating order) so drift and other load on the machine
+# hit all of them alike:
+#   none     no NRI plugin connected (containerd's own cost)
+#   noop     topolet connected; the pod's cgroup parent is not a kubelet pod cgroup, so topolet
+#            answers CreateContainer with an empty adjustment: the pure NRI round trip
+#   managed  topolet connected; a BestEffort pod (<base>/kubepods/besteffort/pod…): topolet
+#            computes and returns a real adjustment (cpuset, pids, …)
+# Reported: per condition n, median, p10, p90, mean; the NRI cost is median(noop) − median(none).
+# Toggling the plugin between blocks waits for containerd's own log lines ("… connected and
+# synchronized" / "connection to plugin … closed"), so no block runs half-connected.
+#
+# Environment:
+#   CONTAINERD_VERSION / TOPOLET_CONTAINERD_VERSION   line to use (default v2.2.7)
+#   LATENCY_ROUNDS   blocks per condition (default 10)
+#   LATENCY_BLOCK    timed creates per block (default 25)  → ROUNDS×BLOCK samples per condition
+#   LATENCY_OUT      samples file to keep (default: a temp file, removed)
+set -euo pipefail
+
+HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=hack/lib/common.sh
+source "$HACK_DIR/lib/common.sh"
+
+ROUNDS="${LATENCY_ROUNDS:-10}"
+BLOCK="${LATENCY_BLOCK:-25}"
+VERSION="${CONTAINERD_VERSION:-${TOPOLET_CONTAINERD_VERSION:-$DEFAULT_CONTAINERD_VERSION}}"
+
+die() { echo "nri-latency: error: $*" >&2; exit 1; }
+say() { echo "nri-latency: $*" >&2; }
+
+[[ $EUID -eq 0 ]] || die "must run as root"
+WORK="$(mktemp -d /tmp/topolet-lat.XXXXXX)"
+STACK="$WORK/s"
+TOPOLET_PID=""
+cleanup() {
+  local rc=$?
+  [[ -z "$TOPOLET_PID" ]] || { kill -TERM "$TOPOLET_PID" 2>/dev/null || true; wait "$TOPOLET_PID" 2>/dev/null || true; }
+  "$HACK_DIR/containerd.sh" stop "$STACK" >/dev/null 2>&1 || echo "nri-latency: stop of $STACK failed" >&2
+  rm -rf "$WORK"
+  exit "$rc"
+}
+trap cleanup EXIT
+
+say "building topolet and the CRI client"
+(cd "$REPO_ROOT" && cargo build -q -p topolet --bin topolet) || die "cargo build -p topolet failed"
+TOPOLET="$REPO_ROOT/target/debug/topolet"
+CLIENT="$DEPS/bin/nri-latency"
+(cd "$HACK_DIR/nri-latency" && env GOPATH="$DEPS/go/path" GOMODCACHE="$DEPS/go/path/pkg/mod" \
+  GOCACHE="$DEPS/go/cache" GOTOOLCHAIN=local GOPROXY=off GOFLAGS=-mod=readonly CGO_ENABLED=0 \
+  "${GO:-$(command -v go || echo /usr/local/go/bin/go)}" build -o "$CLIENT" .) || die "building hack/nri-latency failed"
+
+say "starting containerd $VERSION"
+CONTAINERD_VERSION="$VERSION" "$HACK_DIR/containerd.sh" start "$STACK" >/dev/null || die "containerd.sh start failed"
+# shellcheck disable=SC1091
+source "$STACK/env"
+LOG="$CONTAINERD_LOG"
+SAMPLES="${LATENCY_OUT:-$WORK/samples.txt}"
+: >"$SAMPLES"
+mkdir -p "$WORK/ids" "$WORK/logs" "$WORK/topolet"
+cat >"$WORK/topolet/topolet.toml" <<EOT
+[nri]
+socket = "$NRI_SOCKET"
+name = "topolet"
+index = 50
+
+[cpu]
+policy = "static"
+reserved_cpus = "0"
+
+[state]
+dir = "$WORK/topolet/state"
+
+[qos]
+pids_limit = 1024
+EOT
+
+count() { grep -cF -- "$1" "$LOG" || true; }
+wait_count() { # wait_count PATTERN N: until PATTERN occurs N times in containerd's log
+  local deadline=$((SECONDS + 20))
+  until (($(count "$1") >= $2)); do
+    ((SECONDS < deadline)) || die "timed out waiting for containerd to log: $1"
+    sleep 0.05
+  done
+}
+CONNECTED='plugin \"50-topolet\" connected and synchronized'
+CLOSED='connection to plugin \"50-topolet\" closed'
+plugin_on() {
+  [[ -z "$TOPOLET_PID" ]] || return 0
+  local n; n=$(count "$CONNECTED")
+  "$TOPOLET" run --config "$WORK/topolet/topolet.toml" --log-file "$WORK/topolet/topolet.log" 2>>"$WORK/topolet/stderr" &
+  TOPOLET_PID=$!
+  wait_count "$CONNECTED" $((n + 1))
+}
+plugin_off() {
+  [[ -n "$TOPOLET_PID" ]] || return 0
+  local n; n=$(count "$CLOSED")
+  kill -TERM "$TOPOLET_PID"; wait "$TOPOLET_PID" 2>/dev/null || true
+  TOPOLET_PID=""
+  wait_count "$CLOSED" $((n + 1))
+}
+block() { # block LABEL POD CGROUP_PARENT
+  "$CLIENT" run -endpoint "${CRI_ENDPOINT#unix://}" -state "$WORK/ids" -label "$1" -pod "$2" \
+    -cgroup-parent "$3" -logdir "$WORK/logs/$2" -image "$TEST_IMAGE" -n "$BLOCK" -out "$SAMPLES"
+}
+run_condition() {
+  case "$1" in
+    none) plugin_off; block none lat-foreign "$CGROUP_PARENT_BASE/other/lat-foreign" ;;
+    noop) plugin_on; block noop lat-foreign "$CGROUP_PARENT_BASE/other/lat-foreign" ;;
+    managed) plugin_on; block managed lat-be "$CGROUP_PARENT_BASE/kubepods/besteffort/podlat-be" ;;
+  esac
+}
+
+CONDS=(none noop managed)
+say "$ROUNDS rounds x $BLOCK creates per condition (${CONDS[*]}), interleaved"
+for ((r = 0; r < ROUNDS; r++)); do
+  for ((k = 0; k < ${#CONDS[@]}; k++)); do
+    run_condition "${CONDS[(r + k) % ${#CONDS[@]}]}"
+  done
+done
+plugin_off
+
+echo "containerd $VERSION ($(containerd --version | awk '{print $3}')), runc $(runc --version | head -n1 | awk '{print $3}'), $(nproc) CPUs"
+"$CLIENT" stats "$SAMPLES"
+grep -q "container placed" "$WORK/topolet/topolet.log" || die "topolet placed no container in the managed blocks"

@@ -1,0 +1,201 @@
+// nri-latency: times CRI CreateContainer through a real containerd from an in-process gRPC
+// client (no process start-up in the measurement), for hack/nri-latency.sh.
+//
+//	nri-latency run   -endpoint SOCK -state DIR -label L -pod NAME -cgroup-parent P -logdir D -image I -n N -out FILE
+//	nri-latency stats FILE
+//
+// run: creates (once, remembered in DIR/<pod>.id) a host-network pod, then N times: CreateContainer
+// (timed, µs) and RemoveContainer (not timed); one warm-up create is discarded. Appends
+// "<label> <µs>" lines to FILE.
+// stats: per label, n, median, p10, p90 and mean in ms, in the order labels first appear; then
+// each label's median minus the first label's, with a 95% bootstrap interval (2000 resamples).
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+func die(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "nri-latency: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		die("usage: nri-latency run|stats ...")
+	}
+	switch os.Args[1] {
+	case "run":
+		run(os.Args[2:])
+	case "stats":
+		if len(os.Args) != 3 {
+			die("usage: nri-latency stats FILE")
+		}
+		stats(os.Args[2])
+	default:
+		die("unknown command %q", os.Args[1])
+	}
+}
+
+func run(args []string) {
+	fs := flag.NewFlagSet("run", flag.ExitOnError)
+	endpoint := fs.String("endpoint", "", "containerd CRI socket path")
+	state := fs.String("state", "", "directory remembering pod ids")
+	label := fs.String("label", "", "sample label")
+	podName := fs.String("pod", "", "pod name (also uid)")
+	cgroupParent := fs.String("cgroup-parent", "", "absolute pod cgroup parent")
+	logDir := fs.String("logdir", "", "pod log directory")
+	image := fs.String("image", "", "container image")
+	n := fs.Int("n", 25, "timed creates")
+	out := fs.String("out", "", "samples file (appended)")
+	_ = fs.Parse(args)
+	if *endpoint == "" || *state == "" || *label == "" || *podName == "" || *cgroupParent == "" || *image == "" || *out == "" {
+		die("run: -endpoint, -state, -label, -pod, -cgroup-parent, -image and -out are required")
+	}
+
+	conn, err := grpc.NewClient("unix://"+*endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		die("dial %s: %v", *endpoint, err)
+	}
+	defer conn.Close()
+	rt := runtimeapi.NewRuntimeServiceClient(conn)
+	ctx := context.Background()
+	if _, err := rt.Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
+		die("CRI Version on %s: %v", *endpoint, err)
+	}
+
+	nsNode := &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, Pid: runtimeapi.NamespaceMode_CONTAINER}
+	podCfg := &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: *podName, Uid: *podName, Namespace: "latency"},
+		LogDirectory: *logDir,
+		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			CgroupParent:    *cgroupParent,
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: nsNode},
+		},
+	}
+	idFile := filepath.Join(*state, *podName+".id")
+	podID := ""
+	if b, err := os.ReadFile(idFile); err == nil {
+		podID = strings.TrimSpace(string(b))
+	} else {
+		r, err := rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podCfg})
+		if err != nil {
+			die("RunPodSandbox %s: %v", *podName, err)
+		}
+		podID = r.PodSandboxId
+		if err := os.WriteFile(idFile, []byte(podID), 0o644); err != nil {
+			die("write %s: %v", idFile, err)
+		}
+	}
+
+	f, err := os.OpenFile(*out, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		die("open %s: %v", *out, err)
+	}
+	defer f.Close()
+	// BestEffort-shaped resources, as the kubelet sends them.
+	res := &runtimeapi.LinuxContainerResources{CpuShares: 2, CpuPeriod: 100000, OomScoreAdj: 1000}
+	for i := 0; i <= *n; i++ {
+		name := fmt.Sprintf("c%d", time.Now().UnixNano())
+		cfg := &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: name},
+			Image:    &runtimeapi.ImageSpec{Image: *image},
+			Command:  []string{"/bin/sleep", "3600"},
+			LogPath:  name + ".log",
+			Linux: &runtimeapi.LinuxContainerConfig{
+				Resources:       res,
+				SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: nsNode},
+			},
+		}
+		t0 := time.Now()
+		r, err := rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: cfg, SandboxConfig: podCfg})
+		d := time.Since(t0)
+		if err != nil {
+			die("CreateContainer in %s: %v", *podName, err)
+		}
+		if _, err := rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: r.ContainerId}); err != nil {
+			die("RemoveContainer %s: %v", r.ContainerId, err)
+		}
+		if i == 0 {
+			continue // warm-up
+		}
+		fmt.Fprintf(f, "%s %d\n", *label, d.Microseconds())
+	}
+}
+
+func stats(path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		die("open %s: %v", path, err)
+	}
+	defer f.Close()
+	samples := map[string][]float64{}
+	var order []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) != 2 {
+			continue
+		}
+		us, err := strconv.ParseFloat(fields[1], 64)
+		if err != nil {
+			continue
+		}
+		if _, ok := samples[fields[0]]; !ok {
+			order = append(order, fields[0])
+		}
+		samples[fields[0]] = append(samples[fields[0]], us/1000)
+	}
+	q := func(s []float64, p float64) float64 { return s[int(p*float64(len(s)-1)+0.5)] }
+	fmt.Printf("%-10s %5s %9s %9s %9s %9s\n", "label", "n", "median", "p10", "p90", "mean")
+	for _, l := range order {
+		s := samples[l]
+		sort.Float64s(s)
+		sum := 0.0
+		for _, v := range s {
+			sum += v
+		}
+		fmt.Printf("%-10s %5d %7.2fms %7.2fms %7.2fms %7.2fms\n", l, len(s), q(s, 0.5), q(s, 0.1), q(s, 0.9), sum/float64(len(s)))
+	}
+	if len(order) < 2 {
+		return
+	}
+	median := func(s []float64) float64 {
+		c := append([]float64(nil), s...)
+		sort.Float64s(c)
+		return q(c, 0.5)
+	}
+	resample := func(r *rand.Rand, s []float64) []float64 {
+		c := make([]float64, len(s))
+		for i := range c {
+			c[i] = s[r.IntN(len(s))]
+		}
+		return c
+	}
+	base := samples[order[0]]
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, l := range order[1:] {
+		s := samples[l]
+		diffs := make([]float64, 2000)
+		for i := range diffs {
+			diffs[i] = median(resample(r, s)) - median(resample(r, base))
+		}
+		sort.Float64s(diffs)
+		fmt.Printf("median(%s) - median(%s) = %+.2fms  (95%% bootstrap interval %+.2f .. %+.2fms)\n",
+			l, order[0], median(s)-median(base), q(diffs, 0.025), q(diffs, 0.975))
+	}
+}

@@ -1184,6 +1184,59 @@ async fn restarted_container_keeps_its_cpu_when_the_old_instance_ends_late() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_still_being_created_at_synchronize_gets_its_cpuset_again_once_it_runs() {
+    // Created while topolet was away and not started yet: the Synchronize reply's update may
+    // be lost if containerd starts the task from the old spec, so topolet repeats it at
+    // PostStartContainer (and only for such containers).
+    let env = Env::new();
+    let p = env.start(env.config(), two_cpu()).await;
+    let g = pod("g", "");
+    let mut gc = guaranteed(&g, "app", 1000);
+    gc.state = api::ContainerState::CONTAINER_CREATED.into();
+    let be = pod("be", "besteffort");
+    let bc = running_on(besteffort(&be, "app"), &set("0-1"));
+    let (r, _) = p
+        .conn
+        .synchronize(
+            vec![g.clone(), be.clone()],
+            vec![gc.clone(), bc.clone()],
+            None,
+        )
+        .await
+        .expect("sync");
+    assert_eq!(moved(&r.update), map(&[("be-app", "0"), ("g-app", "1")]));
+
+    let post_start = |pod: &api::PodSandbox, c: &api::Container| api::PostStartContainerRequest {
+        pod: Some(pod.clone()).into(),
+        container: Some(c.clone()).into(),
+        ..Default::default()
+    };
+    // The running one needs nothing more; the one that was being created gets its CPU again.
+    p.conn
+        .client()
+        .post_start_container(p.conn.ctx(), &post_start(&be, &bc))
+        .await
+        .expect("post start be");
+    p.conn
+        .client()
+        .post_start_container(p.conn.ctx(), &post_start(&g, &gc))
+        .await
+        .expect("post start g");
+    let u = p.next_update().await;
+    assert_eq!(moved(&u.update), map(&[("g-app", "1")]));
+    // Once only.
+    p.conn
+        .client()
+        .post_start_container(p.conn.ctx(), &post_start(&g, &gc))
+        .await
+        .expect("post start g again");
+    p.stop(&g, &gc).await;
+    let u = p.next_update().await;
+    assert_eq!(moved(&u.update), map(&[("be-app", "0-1")]));
+    p.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn synchronize_fixes_stale_mems_of_shared_containers() {
     // a holds all of node 1; the shared pool is node 0's CPUs and its memory only. A shared
     // container whose last update was lost runs on the right CPUs with both nodes' memory.

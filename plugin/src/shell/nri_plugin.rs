@@ -68,6 +68,9 @@ struct Node {
     oom_floor: Option<i32>,
     /// Kubernetes containers whose cpuset another party set at creation.
     left_alone: BTreeSet<ContainerKey>,
+    /// Containers that were still being created when Synchronize sent them an update: containerd
+    /// may start their task from the old spec, so the update is sent again once they run.
+    reapply: BTreeSet<String>,
 }
 
 /// The topolet NRI plugin.
@@ -95,6 +98,7 @@ impl TopoletPlugin {
             pods: HashMap::new(),
             oom_floor: config.qos.oom_score_adj_floor,
             left_alone: BTreeSet::new(),
+            reapply: BTreeSet::new(),
         };
         match state_file::load::<NodeState>(&state_path) {
             Ok(Some(saved)) => {
@@ -158,6 +162,12 @@ impl TopoletPlugin {
     /// in one UpdateContainers request sent from the updater task.
     fn push_shared_pool(&self, node: &mut Node, skip: Option<&str>) {
         let updates = shared_updates(node, skip);
+        self.send_updates(updates, "shared pool update");
+    }
+
+    /// Queues `updates` as one UpdateContainers request, sent after the current handler returns;
+    /// the outcome is logged as `what`.
+    fn send_updates(&self, updates: Vec<api::ContainerUpdate>, what: &'static str) {
         if updates.is_empty() {
             return;
         }
@@ -170,17 +180,17 @@ impl TopoletPlugin {
                 tokio::spawn(async move {
                     match pending.await {
                         Ok(failed) if failed.is_empty() => {
-                            tracing::debug!(containers = n, "shared pool update applied")
+                            tracing::debug!(containers = n, "{what} applied")
                         }
                         Ok(failed) => tracing::warn!(
                             failed = failed.len(),
-                            "shared pool update partly failed (containers may have exited)"
+                            "{what} partly failed (containers may have exited)"
                         ),
-                        Err(e) => tracing::warn!(error = %e, "shared pool update not applied"),
+                        Err(e) => tracing::warn!(error = %e, "{what} not applied"),
                     }
                 });
             }
-            Err(e) => tracing::warn!(error = %e, "shared pool update not queued"),
+            Err(e) => tracing::warn!(error = %e, "{what} not queued"),
         }
     }
 
@@ -270,6 +280,7 @@ impl Plugin for TopoletPlugin {
             Event::UPDATE_CONTAINER,
             Event::STOP_CONTAINER,
             Event::REMOVE_CONTAINER,
+            Event::POST_START_CONTAINER,
         ])
     }
 
@@ -347,11 +358,20 @@ impl Plugin for TopoletPlugin {
                 Some((id, Managed { view, applied }))
             })
             .collect();
+        let created: BTreeSet<&str> = containers
+            .iter()
+            .filter(|c| c.state.enum_value() == Ok(api::ContainerState::CONTAINER_CREATED))
+            .map(|c| c.id.as_str())
+            .collect();
         let mut updates: Vec<api::ContainerUpdate> = Vec::new();
+        let mut reapply = BTreeSet::new();
         for (id, m) in &node.containers {
             if m.view.current.cpuset_cpus.as_ref() != Some(&m.applied.cpuset)
                 || !mems_match(m.view.current.cpuset_mems.as_deref(), &m.applied.mems)
             {
+                if created.contains(id.as_str()) {
+                    reapply.insert(id.clone());
+                }
                 updates.push(nri_adjust::cpuset_update(
                     id,
                     &m.applied.cpuset,
@@ -361,6 +381,7 @@ impl Plugin for TopoletPlugin {
             }
         }
         updates.sort_by(|a, b| a.container_id.cmp(&b.container_id));
+        node.reapply = reapply;
         self.persist(&node);
         tracing::info!(
             pods = pods.len(),
@@ -371,6 +392,26 @@ impl Plugin for TopoletPlugin {
             "synchronized"
         );
         Ok(updates)
+    }
+
+    /// A container that was still being created at Synchronize now runs: send it the cpuset it
+    /// should have again, in case its task started from the spec before our update.
+    async fn post_start_container(
+        &self,
+        _pod: api::PodSandbox,
+        ctr: api::Container,
+    ) -> PluginResult<()> {
+        let mut node = self.lock();
+        if !node.reapply.remove(&ctr.id) {
+            return Ok(());
+        }
+        let Some(m) = node.containers.get(&ctr.id) else {
+            return Ok(());
+        };
+        tracing::info!(pod = %m.view.pod_ref, container = %ctr.name, cpus = %m.applied.cpuset, "started after synchronize: cpuset sent again");
+        let update = nri_adjust::resize_update(&m.view, &m.applied);
+        self.send_updates(vec![update], "post-start cpuset update");
+        Ok(())
     }
 
     async fn run_pod_sandbox(&self, pod: api::PodSandbox) -> PluginResult<()> {
@@ -520,7 +561,9 @@ impl Plugin for TopoletPlugin {
         ctr: api::Container,
     ) -> PluginResult<()> {
         self.release(&ctr.id, "removed");
-        self.lock().containers.remove(&ctr.id);
+        let mut node = self.lock();
+        node.containers.remove(&ctr.id);
+        node.reapply.remove(&ctr.id);
         Ok(())
     }
 }

@@ -207,8 +207,9 @@ fn run(
                 .unwrap_or_default()
         )
     })?;
+    let config_path = config;
     let config = load_config(config)
         .inspect_err(|e| tracing::error!(error = %format!("{e:#}"), "invalid configuration"))?;
-    topolet::shell::run::run(config, sysfs_root)
+    topolet::shell::run::run(config, config_path, sysfs_root)
         .inspect_err(|e| tracing::error!(error = %format!("{e:#}"), "topolet stopped"))
 }

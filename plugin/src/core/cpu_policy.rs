@@ -347,6 +347,15 @@ impl CpuPolicy {
         &self.assignments
     }
 
+    /// The role `key`'s assignment was made for (init containers hand their CPUs on).
+    pub fn role(&self, key: &ContainerKey) -> ContainerRole {
+        if self.init_containers.contains(key) {
+            ContainerRole::Init
+        } else {
+            ContainerRole::App
+        }
+    }
+
     /// Static policy, Guaranteed pod, integer CPU request (`policy_static.go`
     /// `guaranteedCPUs`).
     pub fn is_exclusive_eligible(&self, guaranteed: bool, cpu_request_millis: u64) -> bool {

@@ -7,6 +7,7 @@ pub mod cpuset;
 pub mod device_hints;
 pub mod hints;
 pub mod memory_policy;
+pub mod migrate;
 pub mod placement;
 pub mod plan;
 pub mod pod;

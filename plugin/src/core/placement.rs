@@ -50,7 +50,7 @@ pub enum PlacementError {
     MemoryConfig(#[from] MemoryConfigError),
     #[error("{0}")]
     DeviceConfig(#[from] DeviceConfigError),
-    #[error("topology.policy: {0}")]
+    #[error("{}: {}", topology_key(.0), .0)]
     TopologyConfig(#[from] TopologyConfigError),
     #[error("{key}: {message}")]
     Config { key: String, message: String },
@@ -129,6 +129,14 @@ pub struct Placement {
     pub(crate) pod_affinity: BTreeMap<String, Option<NumaMask>>,
     /// Assignments loaded from the state file, used by `reconcile` to break ties.
     pub(crate) saved: Assignments,
+}
+
+/// The `[topology]` key a topology configuration error is about.
+fn topology_key(e: &TopologyConfigError) -> &'static str {
+    match e {
+        TopologyConfigError::MaxAllowableTooSmall(_) => "topology.max_allowable_numa_nodes",
+        _ => "topology.policy",
+    }
 }
 
 fn config_err(key: &str, message: impl fmt::Display) -> PlacementError {

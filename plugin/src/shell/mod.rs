@@ -5,6 +5,7 @@ pub mod nri_adjust;
 pub mod nri_plugin;
 pub mod nri_view;
 pub mod oom_floor;
+pub mod reload;
 pub mod run;
 pub mod signals;
 pub mod state_file;

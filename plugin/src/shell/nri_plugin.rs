@@ -29,12 +29,14 @@ use crate::core::assignments::Assignments;
 use crate::core::container_key::ContainerKey;
 use crate::core::cpuset::CpuSet;
 use crate::core::hints::NumaMask;
+use crate::core::migrate::MigrateError;
 use crate::core::placement::{ContainerResources, Placement};
 use crate::core::reconcile::RunningContainer;
 use crate::core::topology::Topology;
 use crate::shell::nri_adjust;
 use crate::shell::nri_view::{self, ContainerView};
 use crate::shell::oom_floor;
+use crate::shell::reload::ReloadOutcome;
 use crate::shell::state_file;
 
 /// File name of the assignments under `[state] dir`.
@@ -133,6 +135,31 @@ impl TopoletPlugin {
     pub fn attach(&self, updater: ContainerUpdater, status: watch::Receiver<ConnectionStatus>) {
         let _ = self.updater.set(updater);
         let _ = self.status.set(status);
+    }
+
+    /// Switches to `config` (its `[nri]` and `[state]` are ignored: read only at start) for
+    /// containers created from now on, keeping every current assignment; refused, changing
+    /// nothing, when the configuration is invalid or would break a running container
+    /// (`core::migrate`). Shared containers are moved if the shared pool changed.
+    pub fn reload(&self, config: &Config) -> Result<ReloadOutcome, MigrateError> {
+        let mut node = self.lock();
+        let migrated = node.placement.migrate(config)?;
+        node.placement = migrated.placement;
+        match config.qos.oom_score_adj_floor {
+            Some(floor) => node.oom_floor = Some(floor),
+            None if self.config.qos.oom_score_adj_floor.is_some() => tracing::warn!(
+                "qos.oom_score_adj_floor removed: detection from the runtime takes effect at restart"
+            ),
+            None => {}
+        }
+        self.persist(&node);
+        self.push_shared_pool(&mut node, None);
+        Ok(ReloadOutcome {
+            warnings: migrated.warnings,
+            carried: migrated.carried,
+            shared: node.placement.shared_pool(),
+            reserved: node.placement.reserved().clone(),
+        })
     }
 
     /// Final state write on exit.

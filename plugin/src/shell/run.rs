@@ -12,18 +12,23 @@ use topolet_nri::stub::Stub;
 use crate::config::Config;
 use crate::shell::nri_plugin::TopoletPlugin;
 
-/// Runs the plugin with `config`, reading the machine from `sysfs_root`.
-pub fn run(config: Config, sysfs_root: &Path) -> anyhow::Result<()> {
+/// Runs the plugin with `config`, reading the machine from `sysfs_root`. `config_path`: the file
+/// `config` came from (or will come from), reloaded on SIGHUP and when it changes.
+pub fn run(config: Config, config_path: Option<&Path>, sysfs_root: &Path) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .thread_name("topolet")
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(serve(config, sysfs_root))
+    runtime.block_on(serve(config, config_path, sysfs_root))
 }
 
-async fn serve(config: Config, sysfs_root: &Path) -> anyhow::Result<()> {
+async fn serve(
+    config: Config,
+    config_path: Option<&Path>,
+    sysfs_root: &Path,
+) -> anyhow::Result<()> {
     let topology = crate::shell::sysfs::discover(sysfs_root)
         .with_context(|| format!("reading the machine from {}", sysfs_root.display()))?;
     for w in topology.warnings() {
@@ -43,9 +48,30 @@ async fn serve(config: Config, sysfs_root: &Path) -> anyhow::Result<()> {
         Some(config.nri.socket.clone()),
     )
     .context("nri plugin settings")?;
+    let running = config.clone();
     let plugin = Arc::new(TopoletPlugin::new(config, topology)?);
     let stub = Stub::new(plugin.clone(), stub_config).context("nri plugin settings")?;
     plugin.attach(stub.updater(), stub.status());
+    let _reload = match config_path {
+        Some(path) => Some(AbortOnDrop(tokio::spawn(crate::shell::reload::watch(
+            plugin.clone(),
+            path.to_path_buf(),
+            running,
+        )))),
+        None => {
+            tracing::info!("no configuration file: defaults apply; SIGHUP is ignored");
+            let mut hup =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+            Some(AbortOnDrop(tokio::spawn(async move {
+                while let Some(h) = hup.as_mut() {
+                    if h.recv().await.is_none() {
+                        break;
+                    }
+                    tracing::info!("SIGHUP: no configuration file to reload (start with --config)");
+                }
+            })))
+        }
+    };
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;
@@ -59,4 +85,13 @@ async fn serve(config: Config, sysfs_root: &Path) -> anyhow::Result<()> {
     }
     plugin.shutdown();
     Ok(())
+}
+
+/// Aborts a background task when the serving future ends.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::core::cpuset::CpuSet;
+use crate::core::eviction::{EvictionConfig, EvictionConfigError, EvictionSection};
 use crate::core::quantity;
 
 /// A configuration problem, always naming the file (when there is one) and the key.
@@ -54,6 +55,8 @@ pub struct Config {
     pub devices: BTreeMap<String, Vec<String>>,
     pub qos: QosConfig,
     pub state: StateConfig,
+    /// `[eviction]`: node-pressure eviction (kubelet `eviction*` settings).
+    pub eviction: EvictionSection,
 }
 
 /// `[nri]`: how topolet registers with the runtime.
@@ -351,7 +354,15 @@ impl Config {
                 ));
             }
         }
+        EvictionConfig::from_section(&self.eviction)
+            .map_err(|EvictionConfigError { key, message }| value_err(&key, message))?;
         Ok(())
+    }
+
+    /// The validated `[eviction]` section. `parse`/`load` already checked it, so this fails only
+    /// for a `Config` built or changed in code.
+    pub fn eviction(&self) -> Result<EvictionConfig, EvictionConfigError> {
+        EvictionConfig::from_section(&self.eviction)
     }
 
     /// The parsed `[memory] reserved` table.
@@ -449,6 +460,9 @@ oom_score_adj_floor = 0
         assert_eq!(c.memory.reserved.len(), 2);
         assert_eq!(c.devices.len(), 1);
         assert_eq!(c.qos.oom_score_adj_floor, Some(0));
+        let ev = c.eviction().unwrap();
+        assert_eq!(ev.thresholds.len(), 6, "{:?}", ev.thresholds);
+        assert_eq!(ev.thresholds.iter().filter(|t| !t.is_hard()).count(), 1);
         for key in [
             "socket",
             "name",
@@ -470,6 +484,15 @@ oom_score_adj_floor = 0
             "oom_score_adj_floor",
             "keep_cfs_quota_for_exclusive",
             "dir",
+            "hard",
+            "soft",
+            "soft_grace_period",
+            "minimum_reclaim",
+            "pressure_transition_period",
+            "max_pod_grace_period",
+            "interval",
+            "action",
+            "cri_endpoint",
         ] {
             assert!(
                 text.contains(&format!("{key} = ")),
@@ -500,6 +523,16 @@ oom_score_adj_floor = 0
                 "max_allowable_numa_nodes",
             ),
             ("[devices]\nnic = [\"0000:00:01.0\"]", "devices.\"nic\""),
+            (
+                "[eviction]\nhard = { \"memory.availble\" = \"1Gi\" }",
+                "eviction.hard.\"memory.availble\": unknown signal",
+            ),
+            (
+                "[eviction]\nsoft = { \"memory.available\" = \"1Gi\" }",
+                "eviction.soft.\"memory.available\"",
+            ),
+            ("[eviction]\ninterval = \"10\"", "eviction.interval"),
+            ("[eviction]\naction = \"kill\"", "kill"),
             (
                 "[cpu]\nreserved_cpus = \"0\"\nreserved_cpu_count = 1",
                 "not both",

@@ -28,6 +28,8 @@ pub struct ResourceList {
     pub cpu_millis: Option<u64>,
     /// Memory in bytes.
     pub memory_bytes: Option<u64>,
+    /// `ephemeral-storage` in bytes (used by disk-pressure eviction ranking only).
+    pub ephemeral_storage_bytes: Option<u64>,
     /// Hugepages: page size in bytes → amount in bytes (`hugepages-2Mi: 1Gi` is `2097152 → 1073741824`).
     pub hugepages: BTreeMap<u64, u64>,
     /// Extended resources (`nvidia.com/gpu`, …) by name → whole number.
@@ -45,7 +47,13 @@ impl ResourceList {
         self.memory_bytes.unwrap_or(0)
     }
 
-    /// True when nothing at all is set.
+    /// Ephemeral storage bytes, 0 when absent.
+    pub fn ephemeral_storage(&self) -> u64 {
+        self.ephemeral_storage_bytes.unwrap_or(0)
+    }
+
+    /// True when nothing at all is set, `ephemeral-storage` aside (pod-level resources cannot
+    /// carry it, and it never changes a pod's QoS class).
     pub fn is_empty(&self) -> bool {
         self.cpu_millis.is_none()
             && self.memory_bytes.is_none()
@@ -82,6 +90,11 @@ impl ResourceList {
         ResourceList {
             cpu_millis: opt(self.cpu_millis, other.cpu_millis, &f),
             memory_bytes: opt(self.memory_bytes, other.memory_bytes, &f),
+            ephemeral_storage_bytes: opt(
+                self.ephemeral_storage_bytes,
+                other.ephemeral_storage_bytes,
+                &f,
+            ),
             hugepages: map(&self.hugepages, &other.hugepages, &f),
             extended: map(&self.extended, &other.extended, &f),
         }
@@ -148,6 +161,8 @@ pub struct Pod {
     pub containers: Vec<Container>,
     /// Pod-level `spec.resources` (KEP-2837), when given.
     pub resources: Option<Resources>,
+    /// `spec.terminationGracePeriodSeconds` (the API defaults it to 30; `pod_input` does too).
+    pub termination_grace_period_seconds: Option<i64>,
 }
 
 /// Which of a pod's containers: `Init(i)` is `init_containers[i]`, `App(i)` is `containers[i]`.

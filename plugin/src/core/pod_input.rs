@@ -6,9 +6,10 @@
 //! `-o yaml`) output works unchanged. The input is given as text: reading the file is the shell's job.
 //!
 //! Fields used: `metadata.{name, namespace (default "default"), uid, annotations}`,
-//! `spec.{priority, priorityClassName, resources}`, and for `spec.containers[]` and
+//! `spec.{priority, priorityClassName, resources, terminationGracePeriodSeconds}`, and for `spec.containers[]` and
 //! `spec.initContainers[]`: `name`, `restartPolicy`, `resources.{requests, limits}` with `cpu`,
-//! `memory`, `hugepages-<size>`, `ephemeral-storage` (validated, then ignored) and extended resources
+//! `memory`, `hugepages-<size>`, `ephemeral-storage` (kept for disk-pressure eviction ranking),
+//! `storage` (validated, then ignored) and extended resources
 //! (any other name; whole numbers). Unknown fields are ignored.
 //!
 //! Mirrors the API server's defaulting (`pkg/apis/core/v1/defaults.go` `SetDefaults_Pod`): a
@@ -209,6 +210,15 @@ fn parse_pod(index: usize, v: &Value) -> Result<Pod, PodInputError> {
             (!r.requests.is_empty() || !r.limits.is_empty()).then_some(r)
         }
     };
+    let termination_grace_period_seconds = match spec.get("terminationGracePeriodSeconds") {
+        None | Some(Value::Null) => Some(DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS),
+        Some(v) => Some(v.as_i64().filter(|n| *n >= 0).ok_or_else(|| {
+            pod_err(
+                "spec.terminationGracePeriodSeconds",
+                format!("expected a non-negative integer, found {v}"),
+            )
+        })?),
+    };
     let init_containers = parse_containers(&key, spec, "initContainers")?;
     let containers = parse_containers(&key, spec, "containers")?;
     let mut names = BTreeSet::new();
@@ -232,8 +242,12 @@ fn parse_pod(index: usize, v: &Value) -> Result<Pod, PodInputError> {
         init_containers,
         containers,
         resources,
+        termination_grace_period_seconds,
     })
 }
+
+/// `SetDefaults_PodSpec`: `terminationGracePeriodSeconds` defaults to 30.
+const DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS: i64 = 30;
 
 fn parse_containers(
     pod: &str,
@@ -328,6 +342,9 @@ fn default_requests(mut r: Resources) -> Resources {
     if r.requests.memory_bytes.is_none() {
         r.requests.memory_bytes = r.limits.memory_bytes;
     }
+    if r.requests.ephemeral_storage_bytes.is_none() {
+        r.requests.ephemeral_storage_bytes = r.limits.ephemeral_storage_bytes;
+    }
     for (k, v) in &r.limits.hugepages {
         r.requests.hugepages.entry(*k).or_insert(*v);
     }
@@ -365,7 +382,10 @@ fn parse_list(v: Option<&Value>, at: &str) -> Result<ResourceList, (String, Stri
         match name.as_str() {
             "cpu" => out.cpu_millis = Some(quantity::parse_millis(&text).map_err(qerr)?),
             "memory" => out.memory_bytes = Some(quantity::parse_value(&text).map_err(qerr)?),
-            "ephemeral-storage" | "storage" => {
+            "ephemeral-storage" => {
+                out.ephemeral_storage_bytes = Some(quantity::parse_value(&text).map_err(qerr)?)
+            }
+            "storage" => {
                 quantity::parse_value(&text).map_err(qerr)?;
             }
             n if n.starts_with("hugepages-") => {

@@ -1,0 +1,30 @@
+//! Node-pressure eviction, the pure part: signals, thresholds and their configuration, the
+//! pressure state machine, pod ranking, the per-interval decision and the node-problem-detector
+//! view of node conditions. The shell observes the machine and carries out the decision.
+//!
+//! Mirrors `pkg/kubelet/eviction/` (`api/types.go`, `helpers.go`, `eviction_manager.go`
+//! `synchronize`, `defaults_linux.go`), one concept per module:
+//! - [`signal`]: `Signal`, `NodeCondition`;
+//! - [`duration`]: Go duration strings;
+//! - [`threshold`]: `Threshold`, `ThresholdValue`, statement parsing;
+//! - [`config`]: the `[eviction]` section, `EvictionConfig`, `DEFAULT_HARD`;
+//! - [`observe`]: `Observations`, `thresholds_met`, the `PressureTracker` state machine;
+//! - [`rank`]: `PodUsage`, `rank` (memory, disk, inodes, pids);
+//! - [`decide`]: one interval's `Decision` (threshold, candidates, grace periods);
+
+pub mod config;
+pub mod decide;
+pub mod duration;
+pub mod observe;
+pub mod rank;
+pub mod signal;
+pub mod threshold;
+
+pub use config::{
+    EvictionAction, EvictionConfig, EvictionConfigError, EvictionSection, DEFAULT_HARD,
+};
+pub use decide::{decide, Candidate, Decision};
+pub use observe::{Observations, PressureTracker, PressureUpdate, SignalObservation, Timestamp};
+pub use rank::{rank, rank_keys, PodUsage, UsageByPod};
+pub use signal::{NodeCondition, Signal, SignalResource};
+pub use threshold::{Operator, Threshold, ThresholdKey, ThresholdValue};

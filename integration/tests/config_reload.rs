@@ -1,0 +1,147 @@
+//! Issue 6, "Evidence": configuration reload on the real binary against a real containerd.
+//!
+//! SIGHUP with a good configuration (the pids limit of the next container changes, running
+//! containers keep theirs), with an invalid one (rejected, logged naming file and key, the old
+//! one stays), with one that would break a running container (reserving the CPU a Guaranteed
+//! container holds: refused naming the key and the container), and a file change without any
+//! signal (picked up by the poll).
+
+use std::time::{Duration, SystemTime};
+
+use anyhow::{ensure, Context};
+use topolet_integration::cri::{Created, Cri};
+use topolet_integration::kube::Requirements;
+use topolet_integration::topolet::LOG_TIMEOUT;
+use topolet_integration::{observe, Stack, TopoletConfig, WithTopolet};
+
+/// Creates a BestEffort pod `name` and returns its pids.max.
+fn pids_max_of_new(t: &WithTopolet, cri: &Cri, name: &str) -> anyhow::Result<(Created, i64)> {
+    let (p, c) = t.pod(name, Requirements::best_effort())?;
+    let created = cri.run_pod_with(&p, &c)?;
+    let pids = observe::cgroup_values(&created)?
+        .pids_max
+        .with_context(|| format!("{name}: pids.max is unlimited"))?;
+    Ok((created, pids))
+}
+
+/// Rewrites the config file in place keeping its inode and mtime, so that only SIGHUP (not the
+/// file poll) can notice the change.
+fn write_unnoticed(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    let before = std::fs::metadata(path)?;
+    let mtime: SystemTime = before.modified()?;
+    ensure!(
+        before.len() == text.len() as u64,
+        "test bug: same size needed to stay unnoticed"
+    );
+    std::fs::write(path, text)?;
+    let f = std::fs::OpenOptions::new().write(true).open(path)?;
+    f.set_modified(mtime)?;
+    Ok(())
+}
+
+fn sighup(t: &WithTopolet) -> anyhow::Result<()> {
+    let pid = t.topolet.pid().context("topolet is not running")? as libc::pid_t;
+    // SAFETY: kill(2) on our own running child.
+    ensure!(
+        unsafe { libc::kill(pid, libc::SIGHUP) } == 0,
+        "kill -HUP {pid}"
+    );
+    Ok(())
+}
+
+#[test]
+fn sighup_and_file_change_reload_good_configs_and_reject_bad_ones() -> anyhow::Result<()> {
+    let stack = Stack::start()?;
+    let work = stack.work_dir("topolet")?;
+    let mut config = TopoletConfig::for_stack(&stack, &work);
+    config.pids_limit = Some(1024);
+    let mut t = WithTopolet::start_with(stack, work, &config)?;
+    let cri = t.stack.cri();
+    let path = t.topolet.config_path().to_path_buf();
+
+    let (first, pids) = pids_max_of_new(&t, &cri, "before")?;
+    ensure!(pids == 1024, "before any reload: pids.max {pids}");
+
+    // 1. A good configuration, noticed only through SIGHUP.
+    config.pids_limit = Some(2048);
+    write_unnoticed(&path, &config.to_toml())?;
+    let mark = t.topolet.log_mark();
+    sighup(&t)?;
+    let line = t
+        .topolet
+        .wait_for_log("configuration reloaded", mark, LOG_TIMEOUT)?;
+    ensure!(
+        line.contains("SIGHUP") && line.contains("qos"),
+        "reload line: {line}"
+    );
+    let (_, pids) = pids_max_of_new(&t, &cri, "after-good")?;
+    ensure!(
+        pids == 2048,
+        "a container created after the reload: pids.max {pids}"
+    );
+    let kept = observe::cgroup_values(&first)?.pids_max;
+    ensure!(
+        kept == Some(1024),
+        "a running container keeps its value: {kept:?}"
+    );
+
+    // 2. An invalid configuration (a CPU this machine does not have): rejected, old one stays.
+    let mut bad = config.clone();
+    bad.pids_limit = Some(4096);
+    bad.reserved_cpus = Some("0,4095".into());
+    bad.write(&path)?;
+    let mark = t.topolet.log_mark();
+    sighup(&t)?;
+    let line = t
+        .topolet
+        .wait_for_log("configuration rejected", mark, LOG_TIMEOUT)?;
+    ensure!(
+        line.contains(&path.display().to_string())
+            && line.contains("cpu.reserved_cpus")
+            && line.contains("4095"),
+        "the rejection names file, key and value: {line}"
+    );
+    let (_, pids) = pids_max_of_new(&t, &cri, "after-bad")?;
+    ensure!(pids == 2048, "after a rejected config: pids.max {pids}");
+
+    // 3. A configuration that would take a running container's exclusive CPU.
+    let (gp, gc) = t.pod("g-1cpu", Requirements::guaranteed(1000, 64 << 20))?;
+    let g = cri.run_pod_with(&gp, &gc)?;
+    ensure!(
+        observe::cgroup_cpuset(&g)? == "1",
+        "g-1cpu cpuset {}",
+        observe::cgroup_cpuset(&g)?
+    );
+    let mut taking = config.clone();
+    taking.reserved_cpus = Some("1".into());
+    taking.write(&path)?;
+    let mark = t.topolet.log_mark();
+    sighup(&t)?;
+    let line = t
+        .topolet
+        .wait_for_log("configuration rejected", mark, LOG_TIMEOUT)?;
+    ensure!(
+        line.contains("cpu.reserved_cpus") && line.contains("holds cpus 1 exclusively"),
+        "the refusal names the key and the container: {line}"
+    );
+    ensure!(
+        observe::cgroup_cpuset(&g)? == "1",
+        "g-1cpu still on cpu 1: {}",
+        observe::cgroup_cpuset(&g)?
+    );
+
+    // 4. A good configuration written without a signal: the poll picks it up.
+    config.pids_limit = Some(3000);
+    let mark = t.topolet.log_mark();
+    config.write(&path)?;
+    let line = t.topolet.wait_for_log(
+        "configuration reloaded",
+        mark,
+        LOG_TIMEOUT + Duration::from_secs(5),
+    )?;
+    ensure!(line.contains("file change"), "reload line: {line}");
+    let (_, pids) = pids_max_of_new(&t, &cri, "after-file")?;
+    ensure!(pids == 3000, "after the file change: pids.max {pids}");
+    ensure!(t.topolet.is_running(), "topolet exited");
+    Ok(())
+}

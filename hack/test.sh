@@ -9,8 +9,9 @@
 #   2. cargo fmt --all --check
 #   3. cargo clippy --workspace --all-targets -- -D warnings
 #   4. cargo test --workspace --exclude topolet-integration          (unit tests)
-#   5. hack/smoke-stack.sh                                           (the containerd test stack itself)
-#   6. for each line: TOPOLET_CONTAINERD_VERSION=<v> cargo test -p topolet-integration -- --test-threads=1
+#   5. hack/validate-deploy.sh                                       (deploy/ manifests, unit, snippets)
+#   6. hack/smoke-stack.sh                                           (the containerd test stack itself)
+#   7. for each line: TOPOLET_CONTAINERD_VERSION=<v> cargo test -p topolet-integration -- --test-threads=1
 #
 # Environment:
 #   TEST_CONTAINERD_VERSIONS   lines to install and test (default "v2.2.7 v2.3.4")
@@ -54,6 +55,7 @@ main() {
   step "cargo fmt" cargo fmt --all --check
   step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
   step "unit tests" cargo test --workspace --exclude topolet-integration
+  step "deployment artifacts" "$HACK_DIR/validate-deploy.sh"
   step "containerd stack smoke test" env SMOKE_VERSIONS="$VERSIONS" "$HACK_DIR/smoke-stack.sh"
   for v in $VERSIONS; do step "integration tests (containerd $v)" integration_line "$v"; done
   section "all tests passed in $((SECONDS - RUN_START))s"

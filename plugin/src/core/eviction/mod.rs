@@ -11,14 +11,20 @@
 //! - [`observe`]: `Observations`, `thresholds_met`, the `PressureTracker` state machine;
 //! - [`rank`]: `PodUsage`, `rank` (memory, disk, inodes, pids);
 //! - [`decide`]: one interval's `Decision` (threshold, candidates, grace periods);
+//! - [`npd`]: node conditions as a node-problem-detector custom plugin result;
+//! - [`usage_input`]: the `topolet rank --usage` JSON.
 
 pub mod config;
 pub mod decide;
 pub mod duration;
+#[cfg(test)]
+mod kubelet_tests;
+pub mod npd;
 pub mod observe;
 pub mod rank;
 pub mod signal;
 pub mod threshold;
+pub mod usage_input;
 
 pub use config::{
     EvictionAction, EvictionConfig, EvictionConfigError, EvictionSection, DEFAULT_HARD,

@@ -43,7 +43,10 @@ impl fmt::Display for ThresholdValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ThresholdValue::Quantity(q) => write!(f, "{q}"),
-            ThresholdValue::Percentage(p) => write!(f, "{}%", p * 100.0),
+            ThresholdValue::Percentage(p) => {
+                let text = format!("{:.4}", f64::from(*p) * 100.0);
+                write!(f, "{}%", text.trim_end_matches('0').trim_end_matches('.'))
+            }
         }
     }
 }

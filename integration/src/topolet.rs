@@ -70,6 +70,8 @@ pub struct TopoletConfig {
     pub reserved_cpus: Option<String>,
     pub state_dir: PathBuf,
     pub pids_limit: Option<i64>,
+    /// TOML appended verbatim (e.g. an `[eviction]` section); empty by default.
+    pub extra_toml: String,
 }
 
 impl TopoletConfig {
@@ -84,6 +86,7 @@ impl TopoletConfig {
             reserved_cpus: Some("0".into()),
             state_dir: work.join("state"),
             pids_limit: Some(1024),
+            extra_toml: String::new(),
         }
     }
 
@@ -104,6 +107,9 @@ impl TopoletConfig {
         if let Some(p) = self.pids_limit {
             let _ = writeln!(t, "\n[qos]");
             let _ = writeln!(t, "pids_limit = {p}");
+        }
+        if !self.extra_toml.is_empty() {
+            let _ = writeln!(t, "\n{}", self.extra_toml);
         }
         t
     }

@@ -1,5 +1,7 @@
 //! The imperative shell: sysfs and cgroup readers, NRI handlers, state files, CLI glue.
 pub mod cri;
+pub mod evict;
+pub mod eviction;
 pub mod logging;
 pub mod nri_adjust;
 pub mod nri_plugin;

@@ -67,6 +67,8 @@ struct Node {
     containers: HashMap<String, Managed>,
     /// Sandbox id → pod uid, for RemovePodSandbox.
     pods: HashMap<String, String>,
+    /// Kubernetes pod sandboxes by id, for the eviction loop ([`TopoletPlugin::managed_pods`]).
+    sandboxes: HashMap<String, api::PodSandbox>,
     oom_floor: Option<i32>,
     /// Kubernetes containers whose cpuset another party set at creation.
     left_alone: BTreeSet<ContainerKey>,
@@ -98,6 +100,7 @@ impl TopoletPlugin {
             placement,
             containers: HashMap::new(),
             pods: HashMap::new(),
+            sandboxes: HashMap::new(),
             oom_floor: config.qos.oom_score_adj_floor,
             left_alone: BTreeSet::new(),
             reapply: BTreeSet::new(),
@@ -364,6 +367,11 @@ impl Plugin for TopoletPlugin {
             .iter()
             .filter_map(|p| nri_view::pod_qos(p).ok().map(|i| (p.id.clone(), i.pod_uid)))
             .collect();
+        node.sandboxes = pods
+            .iter()
+            .filter(|p| nri_view::pod_qos(p).is_ok())
+            .map(|p| (p.id.clone(), p.clone()))
+            .collect();
         let floor = node.oom_floor.unwrap_or(0);
         let running: Vec<RunningContainer> = views
             .iter()
@@ -443,13 +451,16 @@ impl Plugin for TopoletPlugin {
 
     async fn run_pod_sandbox(&self, pod: api::PodSandbox) -> PluginResult<()> {
         if let Ok(info) = nri_view::pod_qos(&pod) {
-            self.lock().pods.insert(pod.id.clone(), info.pod_uid);
+            let mut node = self.lock();
+            node.pods.insert(pod.id.clone(), info.pod_uid);
+            node.sandboxes.insert(pod.id.clone(), pod.clone());
         }
         Ok(())
     }
 
     async fn remove_pod_sandbox(&self, pod: api::PodSandbox) -> PluginResult<()> {
         let mut node = self.lock();
+        node.sandboxes.remove(&pod.id);
         let uid = node
             .pods
             .remove(&pod.id)
@@ -623,5 +634,73 @@ impl TopoletPlugin {
             self.persist(&node);
             self.push_shared_pool(&mut node, Some(id));
         }
+    }
+}
+
+/// A Kubernetes pod topolet manages, as NRI described it (for the eviction loop).
+#[derive(Debug, Clone)]
+pub struct ManagedPod {
+    /// The runtime's sandbox id.
+    pub sandbox_id: String,
+    /// The sandbox's cgroup parent: the pod cgroup.
+    pub cgroup_parent: String,
+    pub qos: crate::core::qos::QosClass,
+    /// Namespace, name, uid, static/mirror from the sandbox's annotations, and each managed
+    /// container with its requests and limits as estimated from its cgroup values (priority is
+    /// not knowable from NRI: `None`).
+    pub pod: crate::core::pod::Pod,
+    /// containerd ids of the pod's managed containers, in the order of `pod.containers`.
+    pub container_ids: Vec<String>,
+}
+
+impl TopoletPlugin {
+    /// Every Kubernetes pod sandbox topolet knows from NRI, with its managed containers. A
+    /// read-only snapshot: nothing in the plugin changes.
+    pub fn managed_pods(&self) -> Vec<ManagedPod> {
+        let node = self.lock();
+        let mut out: Vec<ManagedPod> = Vec::new();
+        for (id, sb) in &node.sandboxes {
+            let Ok(info) = nri_view::pod_qos(sb) else {
+                continue;
+            };
+            let source = sb.annotations.get("kubernetes.io/config.source");
+            let static_or_mirror = sb.annotations.contains_key("kubernetes.io/config.mirror")
+                || source.is_some_and(|s| s != "api");
+            let mut ids: Vec<&String> = node
+                .containers
+                .iter()
+                .filter(|(_, m)| m.view.key.pod_uid == info.pod_uid)
+                .map(|(cid, _)| cid)
+                .collect();
+            ids.sort();
+            let containers = ids
+                .iter()
+                .map(|cid| node.containers[*cid].view.container().clone())
+                .collect();
+            out.push(ManagedPod {
+                sandbox_id: id.clone(),
+                cgroup_parent: sb
+                    .linux
+                    .as_ref()
+                    .map(|l| l.cgroup_parent.clone())
+                    .unwrap_or_default(),
+                qos: info.qos,
+                pod: crate::core::pod::Pod {
+                    namespace: sb.namespace.clone(),
+                    name: sb.name.clone(),
+                    uid: info.pod_uid.clone(),
+                    priority: None,
+                    priority_class_name: None,
+                    static_or_mirror,
+                    init_containers: Vec::new(),
+                    containers,
+                    resources: None,
+                    termination_grace_period_seconds: None,
+                },
+                container_ids: ids.into_iter().cloned().collect(),
+            });
+        }
+        out.sort_by(|a, b| a.sandbox_id.cmp(&b.sandbox_id));
+        out
     }
 }

@@ -49,9 +49,14 @@ async fn serve(
     )
     .context("nri plugin settings")?;
     let running = config.clone();
+    let eviction = config.eviction().context("[eviction]")?;
     let plugin = Arc::new(TopoletPlugin::new(config, topology)?);
     let stub = Stub::new(plugin.clone(), stub_config).context("nri plugin settings")?;
     plugin.attach(stub.updater(), stub.status());
+    // Node-pressure eviction: its own task; it logs its errors and never ends the plugin.
+    let _eviction = AbortOnDrop(tokio::spawn(
+        crate::shell::eviction::EvictionLoop::for_node(eviction, plugin.clone()).run(),
+    ));
     let _reload = match config_path {
         Some(path) => Some(AbortOnDrop(tokio::spawn(crate::shell::reload::watch(
             plugin.clone(),

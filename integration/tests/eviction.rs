@@ -1,0 +1,260 @@
+//! Issue 5, "Evidence": node-pressure eviction on real containerd.
+//!
+//! Thresholds are set at test time relative to what the node has free right now (this host is
+//! shared with builds, so the margins are wide): a `pid.available` hard threshold a few hundred
+//! tasks under the current free count, crossed by a BestEffort pod forking `sleep`s; a
+//! `memory.available` hard threshold 2 GiB under the current available memory, crossed by a
+//! BestEffort pod holding 3 GiB (two busybox `dd bs=1500M` blocked writing into a pipe nobody
+//! reads, so their buffers stay resident). A Guaranteed sleeper runs beside it and must be
+//! untouched. `dry-run` decides and logs but touches nothing.
+//!
+//! Reaction time (threshold crossed, as this test observes the signal by polling every 50 ms,
+//! until the evicted container's cgroup has no process) is printed; the loop's own CPU cost is
+//! printed from topolet's `eviction loop` stats line. No timing assertions.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context};
+use topolet_integration::cri::Created;
+use topolet_integration::fixture::pod_for;
+use topolet_integration::kube::Requirements;
+use topolet_integration::observe;
+use topolet_integration::topolet::LOG_TIMEOUT;
+use topolet_integration::{field, wait, Stack, TopoletConfig, WithTopolet};
+
+const GIB: u64 = 1 << 30;
+const MIB: u64 = 1 << 20;
+/// How long an eviction may take once the threshold is crossed (interval 1 s; generous for a
+/// loaded host).
+const EVICT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// pid.available as the kubelet (and topolet) computes it.
+fn pid_available() -> anyhow::Result<u64> {
+    let read = |p: &str| -> anyhow::Result<u64> {
+        let t = std::fs::read_to_string(p).with_context(|| format!("reading {p}"))?;
+        t.trim().parse().with_context(|| format!("{p}: {t:?}"))
+    };
+    let max = read("/proc/sys/kernel/pid_max")?.min(read("/proc/sys/kernel/threads-max")?);
+    let loadavg = std::fs::read_to_string("/proc/loadavg").context("reading /proc/loadavg")?;
+    let total: u64 = loadavg
+        .split_whitespace()
+        .nth(3)
+        .and_then(|f| f.split_once('/'))
+        .and_then(|(_, t)| t.parse().ok())
+        .with_context(|| format!("/proc/loadavg: {loadavg:?}"))?;
+    Ok(max.saturating_sub(total))
+}
+
+/// memory.available as topolet computes it on this (cgroup v1) host.
+fn memory_available() -> anyhow::Result<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").context("reading /proc/meminfo")?;
+    let total_kib: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .context("MemTotal")?;
+    let usage: u64 = std::fs::read_to_string("/sys/fs/cgroup/memory/memory.usage_in_bytes")
+        .context("reading the root memory.usage_in_bytes")?
+        .trim()
+        .parse()
+        .context("root memory.usage_in_bytes")?;
+    let stat = std::fs::read_to_string("/sys/fs/cgroup/memory/memory.stat")
+        .context("reading the root memory.stat")?;
+    let inactive: u64 = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("total_inactive_file "))
+        .and_then(|v| v.trim().parse().ok())
+        .context("total_inactive_file")?;
+    Ok((total_kib * 1024).saturating_sub(usage.saturating_sub(inactive)))
+}
+
+/// The `[eviction]` section of a test: 1 s interval, short transition period, the stack's CRI.
+fn eviction_toml(stack: &Stack, action: &str, hard: &str) -> anyhow::Result<String> {
+    Ok(format!(
+        "[eviction]\naction = {action:?}\ninterval = \"1s\"\npressure_transition_period = \"5s\"\ncri_endpoint = {:?}\nhard = {{ {hard} }}\n",
+        stack.env("CRI_ENDPOINT")?
+    ))
+}
+
+/// Starts topolet with `extra` appended to the usual test config.
+fn start(stack: Stack, extra: String) -> anyhow::Result<WithTopolet> {
+    let work = stack.work_dir("topolet")?;
+    let mut config = TopoletConfig::for_stack(&stack, &work);
+    config.extra_toml = extra;
+    WithTopolet::start_with(stack, work, &config)
+}
+
+/// True while the container's cgroup holds a process.
+fn has_processes(c: &Created) -> bool {
+    let dir: PathBuf = observe::cgroup_dir("pids", &c.cgroup_parent, &c.id);
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .map(|t| !t.trim().is_empty())
+        .unwrap_or(false)
+}
+
+/// A Guaranteed sleeper and a BestEffort pod running `script`, both started.
+fn guaranteed_and_hog(t: &WithTopolet, script: &str) -> anyhow::Result<(Created, Created)> {
+    let cri = t.stack.cri();
+    let (gp, gc) = pod_for(
+        &t.stack,
+        "g-sleeper",
+        Requirements::guaranteed(500, 64 * MIB),
+        t.mem_capacity,
+    )?;
+    let g = cri.run_pod_with(&gp, &gc)?;
+    let (bp, mut bc) = pod_for(
+        &t.stack,
+        "be-hog",
+        Requirements::best_effort(),
+        t.mem_capacity,
+    )?;
+    bc.command = vec!["/bin/sh".into(), "-c".into(), script.into()];
+    let b = cri.run_pod_with(&bp, &bc)?;
+    Ok((g, b))
+}
+
+/// Polls `signal` until it is under `threshold`, then until `hog` has no process; returns
+/// (time to cross, reaction time from crossing to gone).
+fn wait_crossed_then_gone(
+    what: &str,
+    threshold: u64,
+    mut signal: impl FnMut() -> anyhow::Result<u64>,
+    hog: &Created,
+) -> anyhow::Result<(Duration, Duration)> {
+    let start = Instant::now();
+    wait::until_true(&format!("{what} under {threshold}"), EVICT_TIMEOUT, || {
+        // Crossing and eviction can both happen between two polls: gone counts as crossed.
+        Ok(signal()? < threshold || !has_processes(hog))
+    })?;
+    let crossed = Instant::now();
+    wait::until_true(
+        &format!("the BestEffort pod evicted ({what})"),
+        EVICT_TIMEOUT,
+        || Ok(!has_processes(hog)),
+    )?;
+    Ok((crossed - start, crossed.elapsed()))
+}
+
+/// After an eviction: the hog's container exited and its sandbox is NotReady; the Guaranteed
+/// container runs. topolet is stopped first so that no later interval changes the picture.
+fn check_outcome(t: &mut WithTopolet, g: &Created, hog: &Created) -> anyhow::Result<()> {
+    let stats = t
+        .topolet
+        .lines("eviction loop", 0)
+        .last()
+        .cloned()
+        .unwrap_or_default();
+    t.topolet.kill9()?;
+    let cri = t.stack.cri();
+    let hog_state = cri.state(&hog.id)?;
+    ensure!(hog_state == "CONTAINER_EXITED", "hog is {hog_state}");
+    let sandbox = cri.run(&["inspectp", "-o", "json", &hog.pod_id])?;
+    let v: serde_json::Value = serde_json::from_str(&sandbox).context("crictl inspectp")?;
+    ensure!(
+        v["status"]["state"] == "SANDBOX_NOTREADY",
+        "hog sandbox is {}",
+        v["status"]["state"]
+    );
+    let g_state = cri.state(&g.id)?;
+    ensure!(
+        g_state == "CONTAINER_RUNNING",
+        "Guaranteed pod is {g_state}"
+    );
+    ensure!(
+        has_processes(g),
+        "the Guaranteed container lost its processes"
+    );
+    println!("eviction loop cost: {stats}");
+    Ok(())
+}
+
+#[test]
+fn pid_pressure_evicts_the_forking_best_effort_pod_not_the_guaranteed_one() -> anyhow::Result<()> {
+    let stack = Stack::start()?;
+    // Free pids now, minus what topolet and two pods add (shims, pause, sleepers), minus a wide
+    // margin for the rest of the host: the fork loop's 600 sleeps cross it, nothing else does.
+    let threshold = pid_available()?.saturating_sub(300);
+    let hard = format!("\"pid.available\" = \"{threshold}\"");
+    let extra = eviction_toml(&stack, "cri", &hard)?;
+    let mut t = start(stack, extra)?;
+    let script = "i=0; while [ $i -lt 600 ]; do sleep 3600 & i=$((i+1)); done; wait";
+    let mark = t.topolet.log_mark();
+    let (g, hog) = guaranteed_and_hog(&t, script)?;
+    let (to_cross, reaction) =
+        wait_crossed_then_gone("pid.available", threshold, pid_available, &hog)?;
+    let line = t.topolet.wait_for_log("pod evicted", mark, LOG_TIMEOUT)?;
+    ensure!(
+        field(&line, "pod").as_deref() == Some("topolet-it/be-hog")
+            && field(&line, "signal").as_deref() == Some("pid.available"),
+        "{line}"
+    );
+    println!(
+        "pid.available threshold {threshold}: crossed {to_cross:?} after start, pod gone {reaction:?} after crossing"
+    );
+    check_outcome(&mut t, &g, &hog)
+}
+
+#[test]
+fn memory_pressure_evicts_the_allocating_best_effort_pod_not_the_guaranteed_one(
+) -> anyhow::Result<()> {
+    let stack = Stack::start()?;
+    let threshold = memory_available()?.saturating_sub(2 * GIB);
+    let hard = format!("\"memory.available\" = \"{threshold}\"");
+    let extra = eviction_toml(&stack, "cri", &hard)?;
+    let mut t = start(stack, extra)?;
+    // Two 1500 MiB buffers filled from /dev/zero, each dd then blocked writing into a pipe that
+    // `sleep` never reads: 3 GiB resident in the pod's cgroup until it is killed.
+    let script = "dd if=/dev/zero bs=1500M count=1 2>/dev/null | sleep 3600 & \
+                  dd if=/dev/zero bs=1500M count=1 2>/dev/null | sleep 3600 & wait";
+    let mark = t.topolet.log_mark();
+    let (g, hog) = guaranteed_and_hog(&t, script)?;
+    let (to_cross, reaction) =
+        wait_crossed_then_gone("memory.available", threshold, memory_available, &hog)?;
+    let line = t.topolet.wait_for_log("pod evicted", mark, LOG_TIMEOUT)?;
+    ensure!(
+        field(&line, "pod").as_deref() == Some("topolet-it/be-hog")
+            && field(&line, "signal").as_deref() == Some("memory.available"),
+        "{line}"
+    );
+    println!(
+        "memory.available threshold {threshold}: crossed {to_cross:?} after start, pod gone {reaction:?} after crossing"
+    );
+    check_outcome(&mut t, &g, &hog)
+}
+
+#[test]
+fn dry_run_decides_and_logs_but_touches_nothing() -> anyhow::Result<()> {
+    let stack = Stack::start()?;
+    let threshold = pid_available()?.saturating_sub(300);
+    let hard = format!("\"pid.available\" = \"{threshold}\"");
+    let extra = eviction_toml(&stack, "dry-run", &hard)?;
+    let mut t = start(stack, extra)?;
+    let script = "i=0; while [ $i -lt 600 ]; do sleep 3600 & i=$((i+1)); done; wait";
+    let mark = t.topolet.log_mark();
+    let (g, hog) = guaranteed_and_hog(&t, script)?;
+    let line = t
+        .topolet
+        .wait_for_log("dry-run: would evict pod", mark, EVICT_TIMEOUT)?;
+    ensure!(
+        field(&line, "pod").as_deref() == Some("topolet-it/be-hog"),
+        "{line}"
+    );
+    // Let a few more intervals decide (and not act).
+    std::thread::sleep(Duration::from_secs(3));
+    t.topolet.kill9()?;
+    let cri = t.stack.cri();
+    for c in [&g, &hog] {
+        let state = cri.state(&c.id)?;
+        ensure!(state == "CONTAINER_RUNNING", "{} is {state}", c.id);
+        ensure!(has_processes(c), "{} lost its processes", c.id);
+    }
+    let sandbox = cri.run(&["inspectp", "-o", "json", &hog.pod_id])?;
+    let v: serde_json::Value = serde_json::from_str(&sandbox).context("crictl inspectp")?;
+    ensure!(
+        v["status"]["state"] == "SANDBOX_READY",
+        "hog sandbox is {}",
+        v["status"]["state"]
+    );
+    Ok(())
+}

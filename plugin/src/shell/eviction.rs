@@ -1,0 +1,519 @@
+//! The node-pressure eviction loop of `topolet run`: a task separate from the NRI handlers that,
+//! every `[eviction] interval`, observes the node's signals, asks the pure core what to do
+//! (pressure tracking, thresholds, ranking of the pods NRI told us about) and evicts at most one
+//! pod through the configured [`Evictor`].
+//!
+//! Safety rules:
+//! - Only Kubernetes pods topolet manages (known from NRI, with a kubelet pod cgroup) are
+//!   candidates; sandboxes of other containerd clients are never touched.
+//! - The loop never takes the plugin down: an unreadable signal is logged and the others are
+//!   evaluated; a failed eviction is logged and counted and the next interval decides again; a
+//!   panic inside an iteration is caught and logged.
+//! - Eviction is opt-in: the default action is `dry-run`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::core::eviction::{
+    decide, EvictionAction, EvictionConfig, NodeCondition, Observations, PodUsage, PressureTracker,
+    Signal, SignalObservation, SignalResource, Timestamp, UsageByPod,
+};
+use crate::core::pod::Pod;
+use crate::shell::cri::CriClient;
+use crate::shell::evict::{EvictPod, Evicted, Evictor};
+use crate::shell::nri_plugin::{ManagedPod, TopoletPlugin};
+use crate::shell::signals::{dir_usage, DirUsage, NodeStats, SignalSources};
+
+/// Most directory entries walked per container when measuring disk usage.
+pub const DISK_WALK_LIMIT: u64 = 200_000;
+
+/// Where the loop learns which pods exist: the NRI plugin on a node, a fixed list in tests.
+pub trait PodSource: Send + Sync {
+    fn managed_pods(&self) -> Vec<ManagedPod>;
+}
+
+impl PodSource for TopoletPlugin {
+    fn managed_pods(&self) -> Vec<ManagedPod> {
+        TopoletPlugin::managed_pods(self)
+    }
+}
+
+fn pod_ref(p: &ManagedPod) -> String {
+    format!("{}/{}", p.pod.namespace, p.pod.name)
+}
+
+/// Measured usage of one pod.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MeasuredUsage {
+    pub memory_working_set: u64,
+    pub processes: u64,
+    /// Writable layers + logs (only measured when a disk signal needs ranking).
+    pub disk: DirUsage,
+}
+
+/// Counters of the loop, for logs now and metrics later.
+#[derive(Debug, Default)]
+pub struct EvictionStats {
+    inner: Mutex<StatsInner>,
+}
+
+/// A copy of the counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatsInner {
+    pub iterations: u64,
+    /// Evictions carried out (or, in dry run, decided), by signal.
+    pub evictions: BTreeMap<String, u64>,
+    /// Evictions that failed, by signal.
+    pub failures: BTreeMap<String, u64>,
+    /// Signals that could not be read, by signal.
+    pub observe_errors: BTreeMap<String, u64>,
+    /// Iterations that panicked (caught).
+    pub panics: u64,
+    /// CPU time (user + system) the loop's iterations used, summed.
+    pub cpu: Duration,
+    /// Wall time of the iterations, summed.
+    pub wall: Duration,
+}
+
+impl EvictionStats {
+    fn with<R>(&self, f: impl FnOnce(&mut StatsInner) -> R) -> R {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut g)
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> StatsInner {
+        self.with(|s| s.clone())
+    }
+}
+
+/// Usage of every pod in `pods`, from its cgroup (memory, processes) and, when `disk`, from its
+/// containers' writable layers and log directories. A pod whose cgroup cannot be read gets zero
+/// usage and a debug log (it may be exiting right now).
+pub async fn measure_pods(
+    sources: &SignalSources,
+    pods: &[ManagedPod],
+    disk: bool,
+    cri: Option<&CriClient>,
+) -> HashMap<String, MeasuredUsage> {
+    let mut out = HashMap::new();
+    for pod in pods {
+        let mut usage = MeasuredUsage::default();
+        match sources.pod_usage(&pod.cgroup_parent) {
+            Ok(u) => {
+                usage.memory_working_set = u.memory_working_set;
+                usage.processes = u.processes;
+            }
+            Err(e) => tracing::debug!(pod = %pod_ref(pod), error = %e, "pod usage not readable"),
+        }
+        if disk {
+            for (id, c) in pod.container_ids.iter().zip(&pod.pod.containers) {
+                match sources.container_upperdir(&pod.cgroup_parent, id) {
+                    Ok(Some(upper)) => usage.disk += dir_usage(&upper, DISK_WALK_LIMIT),
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::debug!(pod = %pod_ref(pod), container = %c.name, error = %e, "writable layer not found")
+                    }
+                }
+                if let Some(cri) = cri {
+                    match cri.container_status(id).await {
+                        Ok(Some(st)) if !st.log_path.is_empty() => {
+                            let log = std::path::Path::new(&st.log_path);
+                            if let Some(dir) = log.parent() {
+                                usage.disk += dir_usage(dir, DISK_WALK_LIMIT);
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::debug!(pod = %pod_ref(pod), container = %c.name, error = %e, "log path unknown")
+                        }
+                    }
+                }
+            }
+        }
+        out.insert(pod.pod.uid.clone(), usage);
+    }
+    out
+}
+
+/// Process CPU time (user + system) so far.
+pub fn process_cpu_time() -> Duration {
+    // SAFETY: getrusage fills the zeroed struct; RUSAGE_SELF is always valid.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return Duration::ZERO;
+    }
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Thread CPU time (user + system) of the calling thread.
+pub fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid out-parameter.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Log lines for signals that could not be read; counts them.
+fn log_observe_errors(node: &NodeStats, stats: &EvictionStats) {
+    let mut errs: Vec<(&str, String)> = Vec::new();
+    if let Err(e) = &node.memory {
+        errs.push(("memory.available", e.to_string()));
+    }
+    if let Err(e) = &node.nodefs {
+        errs.push(("nodefs", e.to_string()));
+    }
+    if let Err(e) = &node.imagefs {
+        errs.push(("imagefs", e.to_string()));
+    }
+    if let Err(e) = &node.pid {
+        errs.push(("pid.available", e.to_string()));
+    }
+    for (signal, e) in errs {
+        tracing::warn!(signal, error = %e, "eviction: signal not observed this interval");
+        stats.with(|s| *s.observe_errors.entry(signal.to_string()).or_default() += 1);
+    }
+}
+
+/// Carries out one decided eviction and counts it.
+async fn act(evictor: &dyn Evictor, stats: &EvictionStats, pod: EvictPod, grace: Duration) {
+    let t = Instant::now();
+    match evictor.evict(&pod, grace).await {
+        Ok(outcome) => {
+            stats.with(|s| *s.evictions.entry(pod.signal.clone()).or_default() += 1);
+            let what = match outcome {
+                Evicted::DryRun => "dry-run".to_string(),
+                Evicted::Stopped { containers } => {
+                    format!("stopped {containers} containers and the sandbox")
+                }
+                Evicted::AlreadyGone => "already gone".to_string(),
+            };
+            tracing::warn!(
+                pod = %pod.pod_ref(),
+                uid = %pod.uid,
+                signal = %pod.signal,
+                action = evictor.name(),
+                outcome = %what,
+                took_ms = t.elapsed().as_millis() as u64,
+                reason = %pod.reason,
+                "pod evicted"
+            );
+        }
+        Err(e) => {
+            stats.with(|s| *s.failures.entry(pod.signal.clone()).or_default() += 1);
+            tracing::error!(pod = %pod.pod_ref(), signal = %pod.signal, action = evictor.name(), error = %e, "eviction failed; the next interval decides again");
+        }
+    }
+}
+
+/// nodefs path when `[eviction]` names none: the kubelet's root directory.
+pub const DEFAULT_NODEFS_PATH: &str = "/var/lib/kubelet";
+/// imagefs path when `[eviction]` names none: containerd's root.
+pub const DEFAULT_IMAGEFS_PATH: &str = "/var/lib/containerd";
+
+/// One signal's observation: available amount and the capacity percentages refer to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Observed {
+    pub available: i64,
+    pub capacity: u64,
+}
+
+/// The node's signals as the core compares them. Unreadable signals are absent.
+pub fn observations(node: &NodeStats) -> BTreeMap<Signal, Observed> {
+    let mut out = BTreeMap::new();
+    let i = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    if let Ok(m) = &node.memory {
+        out.insert(
+            Signal::MemoryAvailable,
+            Observed {
+                available: i(m.available),
+                capacity: m.capacity,
+            },
+        );
+    }
+    for (fs, bytes, inodes) in [
+        (
+            &node.nodefs,
+            Signal::NodeFsAvailable,
+            Signal::NodeFsInodesFree,
+        ),
+        (
+            &node.imagefs,
+            Signal::ImageFsAvailable,
+            Signal::ImageFsInodesFree,
+        ),
+    ] {
+        if let Ok(f) = fs {
+            out.insert(
+                bytes,
+                Observed {
+                    available: i(f.available_bytes),
+                    capacity: f.capacity_bytes,
+                },
+            );
+            out.insert(
+                inodes,
+                Observed {
+                    available: i(f.inodes_free),
+                    capacity: f.inodes,
+                },
+            );
+        }
+    }
+    if let Ok(p) = &node.pid {
+        out.insert(
+            Signal::PidAvailable,
+            Observed {
+                available: i(p.available),
+                capacity: p.max,
+            },
+        );
+    }
+    out
+}
+
+/// What the loop remembers between intervals: the core's pressure tracker and the loop's epoch
+/// (the core's timestamps are durations since it).
+pub struct LoopState {
+    tracker: PressureTracker,
+    epoch: Instant,
+    /// The node conditions last logged, to log changes only.
+    conditions: BTreeSet<NodeCondition>,
+}
+
+impl Default for LoopState {
+    fn default() -> Self {
+        LoopState {
+            tracker: PressureTracker::new(),
+            epoch: Instant::now(),
+            conditions: BTreeSet::new(),
+        }
+    }
+}
+
+/// The core's view of the measured usage, keyed `namespace/name`.
+fn usage_by_pod(pods: &[ManagedPod], usage: &HashMap<String, MeasuredUsage>) -> UsageByPod {
+    pods.iter()
+        .map(|p| {
+            let u = usage.get(&p.pod.uid).copied().unwrap_or_default();
+            (
+                p.pod.key(),
+                PodUsage {
+                    memory_working_set: u.memory_working_set,
+                    processes: u.processes,
+                    disk: u.disk.bytes,
+                    inodes: u.disk.inodes,
+                },
+            )
+        })
+        .collect()
+}
+
+/// Everything the loop needs, built once at start.
+pub struct EvictionLoop {
+    pub config: EvictionConfig,
+    pub sources: SignalSources,
+    pub pods: Arc<dyn PodSource>,
+    pub evictor: Arc<dyn Evictor>,
+    /// For log paths (disk usage); present when the CRI endpoint could be set up.
+    pub cri: Option<CriClient>,
+    pub stats: Arc<EvictionStats>,
+}
+
+/// The CRI socket path of an endpoint (`unix:///run/x.sock`, `unix:/run/x.sock` or a path).
+pub fn cri_socket_path(endpoint: &str) -> std::path::PathBuf {
+    let p = endpoint
+        .strip_prefix("unix://")
+        .or_else(|| endpoint.strip_prefix("unix:"))
+        .unwrap_or(endpoint);
+    std::path::PathBuf::from(p)
+}
+
+/// The evictor and CRI client `config` asks for.
+pub fn build_evictor(config: &EvictionConfig) -> (Arc<dyn Evictor>, Option<CriClient>) {
+    let cri = match CriClient::new(
+        &cri_socket_path(&config.cri_endpoint),
+        Duration::from_secs(10),
+    ) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            tracing::error!(error = %e, "eviction: CRI client not available");
+            None
+        }
+    };
+    let evictor: Arc<dyn Evictor> = match (config.action, &cri) {
+        (EvictionAction::Cri, Some(c)) => Arc::new(crate::shell::evict::CriEvictor::new(c.clone())),
+        (EvictionAction::Cri, None) => {
+            tracing::error!(
+                "eviction: action \"cri\" without a CRI client; falling back to dry-run"
+            );
+            Arc::new(crate::shell::evict::DryRun)
+        }
+        (EvictionAction::DryRun, _) => Arc::new(crate::shell::evict::DryRun),
+    };
+    (evictor, cri)
+}
+
+impl EvictionLoop {
+    /// Runs forever, one iteration per interval. Never returns an error: the plugin's other
+    /// tasks are never taken down by eviction.
+    pub async fn run(self) {
+        let this = Arc::new(self);
+        let state = Arc::new(Mutex::new(LoopState::default()));
+        tracing::info!(
+            action = this.evictor.name(),
+            interval_ms = this.config.interval.as_millis() as u64,
+            thresholds = %this.config.thresholds.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+            nodefs = %this.sources.nodefs.display(),
+            imagefs = %this.sources.imagefs.display(),
+            "eviction loop started"
+        );
+        let mut tick = tokio::time::interval(this.config.interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let (l, s) = (this.clone(), state.clone());
+            // A panic inside the iteration ends only that spawned task.
+            if let Err(e) = tokio::spawn(async move { l.iterate(&s).await }).await {
+                this.stats.with(|st| st.panics += 1);
+                tracing::error!(error = %e, "eviction: iteration panicked; continuing at the next interval");
+            }
+        }
+    }
+
+    /// One interval: observe, decide, act on at most one pod.
+    pub async fn iterate(&self, state: &Mutex<LoopState>) {
+        let wall = Instant::now();
+        let cpu0 = process_cpu_time();
+        let node = self.sources.observe();
+        log_observe_errors(&node, &self.stats);
+        let observed = observations(&node);
+        let pods = self.pods.managed_pods();
+        let disk = self.config.thresholds.iter().any(|t| {
+            matches!(
+                t.signal.resource(),
+                SignalResource::Disk | SignalResource::Inodes
+            ) && observed
+                .get(&t.signal)
+                .is_some_and(|o| t.is_met(o.available, o.capacity, true))
+        });
+        let usage = measure_pods(&self.sources, &pods, disk, self.cri.as_ref()).await;
+        let core_obs: Observations = observed
+            .iter()
+            .map(|(signal, o)| {
+                let obs = SignalObservation {
+                    available: o.available,
+                    capacity: o.capacity,
+                    time: None,
+                };
+                (*signal, obs)
+            })
+            .collect();
+        let core_pods: Vec<Pod> = pods.iter().map(|p| p.pod.clone()).collect();
+        let by_pod = usage_by_pod(&pods, &usage);
+        let decision = {
+            let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+            let now = Timestamp(st.epoch.elapsed());
+            let d = decide(
+                &self.config,
+                &mut st.tracker,
+                &core_obs,
+                now,
+                &core_pods,
+                &by_pod,
+            );
+            if d.conditions != st.conditions {
+                let names: Vec<&str> = d.conditions.iter().map(|c| c.as_str()).collect();
+                tracing::warn!(conditions = ?names, "eviction: node conditions changed");
+                st.conditions = d.conditions.clone();
+            }
+            d
+        };
+        if let (Some(threshold), Some(victim)) = (&decision.threshold, decision.victim()) {
+            let o = observed.get(&threshold.signal).copied();
+            let pod = pods.iter().find(|p| p.pod.uid == victim.uid);
+            if let (Some(o), Some(p)) = (o, pod) {
+                let u = by_pod.get(&p.pod.key()).copied().unwrap_or_default();
+                let reason = format!(
+                    "{}Pod usage: memory {} B, processes {}, disk {} B.",
+                    decision.message, u.memory_working_set, u.processes, u.disk
+                );
+                tracing::warn!(
+                    pod = %victim.pod,
+                    signal = %threshold.signal,
+                    observed = o.available,
+                    threshold = threshold.amount(o.capacity, false),
+                    threshold_spec = %threshold,
+                    grace_period_s = victim.grace_period.as_secs(),
+                    candidates = decision.candidates.len(),
+                    reason = %reason,
+                    "eviction: threshold met; evicting one pod"
+                );
+                let evict = EvictPod {
+                    sandbox_id: p.sandbox_id.clone(),
+                    namespace: p.pod.namespace.clone(),
+                    name: p.pod.name.clone(),
+                    uid: p.pod.uid.clone(),
+                    signal: threshold.signal.to_string(),
+                    reason,
+                };
+                act(
+                    self.evictor.as_ref(),
+                    &self.stats,
+                    evict,
+                    victim.grace_period,
+                )
+                .await;
+            }
+        } else if let Some(threshold) = &decision.threshold {
+            tracing::warn!(signal = %threshold.signal, "eviction: threshold met but no pod can be evicted (none managed, or only critical ones)");
+        }
+        let cpu = process_cpu_time().saturating_sub(cpu0);
+        let snapshot = self.stats.with(|s| {
+            s.iterations += 1;
+            s.cpu += cpu;
+            s.wall += wall.elapsed();
+            s.clone()
+        });
+        if snapshot.iterations % 10 == 1 {
+            tracing::info!(
+                iterations = snapshot.iterations,
+                pods = pods.len(),
+                cpu_us_per_iteration = (snapshot.cpu.as_micros() / u128::from(snapshot.iterations)) as u64,
+                wall_us_per_iteration = (snapshot.wall.as_micros() / u128::from(snapshot.iterations)) as u64,
+                evictions = ?snapshot.evictions,
+                failures = ?snapshot.failures,
+                "eviction loop"
+            );
+        }
+    }
+}
+
+impl EvictionLoop {
+    /// The loop of a node: signals from `/`, nodefs/imagefs at their default paths, pods from
+    /// `pods` (the NRI plugin), the action of `config`.
+    pub fn for_node(config: EvictionConfig, pods: Arc<dyn PodSource>) -> EvictionLoop {
+        let (evictor, cri) = build_evictor(&config);
+        EvictionLoop {
+            sources: SignalSources {
+                root: std::path::PathBuf::from("/"),
+                nodefs: std::path::PathBuf::from(DEFAULT_NODEFS_PATH),
+                imagefs: std::path::PathBuf::from(DEFAULT_IMAGEFS_PATH),
+            },
+            config,
+            pods,
+            evictor,
+            cri,
+            stats: Arc::new(EvictionStats::default()),
+        }
+    }
+}

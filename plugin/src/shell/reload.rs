@@ -91,6 +91,18 @@ pub fn candidate(running: &Config, mut new: Config) -> Candidate {
         ));
         new.state = running.state.clone();
     }
+    // Sections reload does not apply (read at start) keep their running values.
+    let mut applied = running.clone();
+    applied.cpu = new.cpu.clone();
+    applied.topology = new.topology.clone();
+    applied.memory = new.memory.clone();
+    applied.devices = new.devices.clone();
+    applied.qos = new.qos.clone();
+    if applied != new {
+        restart_needed.push(
+            "sections other than [cpu] [topology] [memory] [devices] [qos] (read at start)".into(),
+        );
+    }
     let mut changed = Vec::new();
     for (name, differs) in [
         ("cpu", new.cpu != running.cpu),
@@ -104,7 +116,7 @@ pub fn candidate(running: &Config, mut new: Config) -> Candidate {
         }
     }
     Candidate {
-        config: new,
+        config: applied,
         restart_needed,
         changed,
     }
@@ -239,6 +251,17 @@ mod tests {
             c.restart_needed[0].contains("50-topolet")
                 && c.restart_needed[0].contains("10-topolet")
         );
+        // A section reload does not apply (here [eviction]) keeps its running value.
+        let other = Config::parse(
+            "[eviction]\npressure_transition_period = \"1m\"\n",
+            Path::new("/etc/topolet/config.toml"),
+        )
+        .unwrap();
+        assert_ne!(other, running);
+        let c = candidate(&running, other);
+        assert_eq!(c.config, running);
+        assert!(c.changed.is_empty());
+        assert_eq!(c.restart_needed.len(), 1, "{:?}", c.restart_needed);
         let same = candidate(&running, Config::default());
         assert!(same.changed.is_empty() && same.restart_needed.is_empty());
     }

@@ -34,7 +34,7 @@ const PREINSTALLED_LOG: &str = "/var/log/topolet/topolet.log";
 #[derive(Subcommand)]
 enum Command {
     /// Run the NRI plugin: register with containerd and rewrite every container's resources.
-    #[command(after_help = "Example:\n  topolet run --config /etc/topolet/config.toml")]
+    #[command(after_help = RUN_HELP)]
     Run {
         /// Node configuration file (TOML); defaults apply without one.
         #[arg(long, value_name = "FILE.toml")]
@@ -80,6 +80,9 @@ enum Command {
         usage: PathBuf,
     },
     /// Configuration commands.
+    #[command(
+        after_help = "Example:\n  topolet config check /etc/topolet/config.toml --sysfs-root /sys"
+    )]
     Config {
         #[command(subcommand)]
         command: ConfigCommand,
@@ -89,7 +92,7 @@ enum Command {
 #[derive(Subcommand)]
 enum ConfigCommand {
     /// Validate a configuration file against this machine (or a sysfs tree); exit 2 when invalid.
-    #[command(after_help = "Example:\n  topolet config check /etc/topolet/config.toml")]
+    #[command(after_help = CHECK_HELP)]
     Check {
         /// The configuration file.
         file: PathBuf,
@@ -159,6 +162,41 @@ fn main() -> ExitCode {
         }
     }
 }
+
+const RUN_HELP: &str = "Examples:
+  topolet run --config /etc/topolet/config.toml
+  TOPOLET_LOG=debug topolet run --config node.toml --log-format json
+  topolet run --config node.toml --log-file /var/log/topolet/topolet.log
+
+Registers with containerd over [nri] socket and places every container until SIGTERM or SIGINT.
+Restarting is safe: running containers keep their cpusets and are taken over at Synchronize.
+
+Reload: on SIGHUP (systemctl reload topolet) and when the file changes (checked every 2s), the
+file is validated as `config check` does. A valid one applies to containers created from then
+on; an invalid one, or one that would break running containers (e.g. cpu.policy none while
+containers hold exclusive cpus), is rejected and logged naming file and key, and the running one
+stays. [nri] and [state] need a restart.
+
+Pre-installed mode: started by containerd with no arguments and NRI_PLUGIN_SOCKET set, topolet
+reads /etc/topolet/config.toml (defaults if absent) and logs to /var/log/topolet/topolet.log.
+
+Log level: TOPOLET_LOG (tracing EnvFilter syntax, default info).
+
+Exit codes: 0 stopped by a signal or by containerd closing the connection; 1 failed (machine
+unreadable, NRI connection lost); 2 invalid configuration.";
+
+const CHECK_HELP: &str = "Examples:
+  topolet config check /etc/topolet/config.toml
+  topolet config check node.toml --sysfs-root plugin/tests/fixtures/sysfs/2s-24c-ht
+
+Checks syntax and every key (unknown keys are errors), then builds the policies against the
+machine: reserved cpus that do not exist, memory reserved on a missing NUMA node or above its
+capacity, PCI devices that do not exist, more NUMA nodes than the topology policy allows, cpu
+options that need policy static. Prints `FILE: ok` (and any warnings on stderr).
+
+Exit codes: 0 valid; 1 the machine could not be read; 2 invalid, with one line naming the file,
+the key and the problem, e.g.
+  topolet: /etc/topolet/config.toml: cpu.reserved_cpus: cpus 96 do not exist on this machine (online: 0-95)";
 
 /// The error and its causes on one line, skipping a cause its parent already quotes.
 fn describe(e: &anyhow::Error) -> String {

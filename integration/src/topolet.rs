@@ -70,6 +70,11 @@ pub struct TopoletConfig {
     pub reserved_cpus: Option<String>,
     pub state_dir: PathBuf,
     pub pids_limit: Option<i64>,
+    /// `[admin] socket`: per test, `work/admin.sock`.
+    pub admin_socket: PathBuf,
+    /// `[metrics] address`: per test, `127.0.0.1:0` (a free port, logged by topolet as
+    /// `metrics endpoint listening address=…`).
+    pub metrics_address: String,
     /// TOML appended verbatim (e.g. an `[eviction]` section); empty by default.
     pub extra_toml: String,
 }
@@ -86,6 +91,8 @@ impl TopoletConfig {
             reserved_cpus: Some("0".into()),
             state_dir: work.join("state"),
             pids_limit: Some(1024),
+            admin_socket: work.join("admin.sock"),
+            metrics_address: "127.0.0.1:0".into(),
             extra_toml: String::new(),
         }
     }
@@ -102,6 +109,10 @@ impl TopoletConfig {
         if let Some(r) = &self.reserved_cpus {
             let _ = writeln!(t, "reserved_cpus = {r:?}");
         }
+        let _ = writeln!(t, "\n[admin]");
+        let _ = writeln!(t, "socket = {:?}", self.admin_socket.to_string_lossy());
+        let _ = writeln!(t, "\n[metrics]");
+        let _ = writeln!(t, "address = {:?}", self.metrics_address);
         let _ = writeln!(t, "\n[state]");
         let _ = writeln!(t, "dir = {:?}", self.state_dir.to_string_lossy());
         if let Some(p) = self.pids_limit {

@@ -55,6 +55,8 @@ pub struct Config {
     pub devices: BTreeMap<String, Vec<String>>,
     pub qos: QosConfig,
     pub state: StateConfig,
+    pub admin: AdminConfig,
+    pub metrics: MetricsConfig,
     /// `[eviction]`: node-pressure eviction (kubelet `eviction*` settings).
     pub eviction: EvictionSection,
 }
@@ -263,6 +265,43 @@ impl Default for StateConfig {
     }
 }
 
+/// `[admin]`: the local admin socket `topolet status` talks to.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// Unix socket path (created mode 0600; a missing parent directory is created mode 0700).
+    pub socket: PathBuf,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        AdminConfig {
+            socket: PathBuf::from("/run/topolet/admin.sock"),
+        }
+    }
+}
+
+/// `[metrics]`: Prometheus metrics, `/healthz` and `/readyz` over HTTP.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    pub enabled: bool,
+    /// `host:port` to listen on (port 0: any free port, logged at start).
+    pub address: String,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            enabled: true,
+            address: "127.0.0.1:9464".into(),
+        }
+    }
+}
+
+/// Longest unix socket path the kernel accepts (`sun_path` is 108 bytes with its NUL).
+const MAX_SOCKET_PATH: usize = 107;
+
 impl Config {
     /// Reads and parses `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
@@ -356,6 +395,30 @@ impl Config {
         }
         EvictionConfig::from_section(&self.eviction)
             .map_err(|EvictionConfigError { key, message }| value_err(&key, message))?;
+        let admin = &self.admin.socket;
+        if !admin.is_absolute() || admin.as_os_str().len() > MAX_SOCKET_PATH {
+            return Err(value_err(
+                "admin.socket",
+                format!(
+                    "{} must be an absolute path of at most {MAX_SOCKET_PATH} bytes",
+                    admin.display()
+                ),
+            ));
+        }
+        if self.metrics.enabled {
+            self.metrics
+                .address
+                .parse::<std::net::SocketAddr>()
+                .map_err(|e| {
+                    value_err(
+                        "metrics.address",
+                        format!(
+                            "{:?} is not an ip:port address ({e}), e.g. \"127.0.0.1:9464\"",
+                            self.metrics.address
+                        ),
+                    )
+                })?;
+        }
         Ok(())
     }
 
@@ -484,6 +547,8 @@ oom_score_adj_floor = 0
             "oom_score_adj_floor",
             "keep_cfs_quota_for_exclusive",
             "dir",
+            "enabled",
+            "address",
             "hard",
             "soft",
             "soft_grace_period",
@@ -523,6 +588,9 @@ oom_score_adj_floor = 0
                 "max_allowable_numa_nodes",
             ),
             ("[devices]\nnic = [\"0000:00:01.0\"]", "devices.\"nic\""),
+            ("[admin]\nsocket = \"admin.sock\"", "admin.socket"),
+            ("[metrics]\naddress = \"localhost\"", "metrics.address"),
+            ("[metrics]\naddress = \":9464\"", "metrics.address"),
             (
                 "[eviction]\nhard = { \"memory.availble\" = \"1Gi\" }",
                 "eviction.hard.\"memory.availble\": unknown signal",

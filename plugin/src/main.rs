@@ -13,13 +13,15 @@ use topolet::shell::logging::LogFormat;
 /// Exit codes (documented in `topolet --help`).
 const EXIT_FAILURE: u8 = 1;
 const EXIT_USAGE: u8 = 2;
+/// `topolet status` could not reach the running plugin.
+const EXIT_UNREACHABLE: u8 = 3;
 
 #[derive(Parser)]
 #[command(
     name = "topolet",
     version,
     about = "Kubelet-grade, topology-aware resource management for containerd, as an NRI plugin",
-    after_help = "Exit codes: 0 success; 1 the command failed (the message says why); 2 bad usage or invalid configuration."
+    after_help = "Exit codes: 0 success; 1 the command failed (the message says why); 2 bad usage or invalid configuration; 3 (status) the running plugin could not be reached."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -78,6 +80,18 @@ enum Command {
         /// Per-pod usage: a JSON object mapping "namespace/name" to usage (see below).
         #[arg(long, value_name = "USAGE.json")]
         usage: PathBuf,
+    },
+    /// Show the running plugin's view of the node: topology, reserved / shared / exclusive CPUs
+    /// per NUMA node, free capacity and the largest aligned free blocks, the NRI connection and
+    /// pressure conditions.
+    #[command(after_help = STATUS_HELP)]
+    Status {
+        /// The running plugin's admin socket ([admin] socket in its configuration).
+        #[arg(long, value_name = "PATH", default_value = "/run/topolet/admin.sock")]
+        admin_socket: PathBuf,
+        /// Output format: an aligned table for people, JSON for scripts.
+        #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+        output: StatusFormat,
     },
     /// Configuration commands.
     #[command(
@@ -142,6 +156,10 @@ fn main() -> ExitCode {
         Command::Config {
             command: ConfigCommand::Check { file, sysfs_root },
         } => config_check(&file, &sysfs_root),
+        Command::Status {
+            admin_socket,
+            output,
+        } => return status(&admin_socket, output),
         Command::Rank {
             signal,
             pods,
@@ -197,6 +215,51 @@ options that need policy static. Prints `FILE: ok` (and any warnings on stderr).
 Exit codes: 0 valid; 1 the machine could not be read; 2 invalid, with one line naming the file,
 the key and the problem, e.g.
   topolet: /etc/topolet/config.toml: cpu.reserved_cpus: cpus 96 do not exist on this machine (online: 0-95)";
+
+const STATUS_HELP: &str = "Examples:
+  topolet status
+  topolet status -o json | jq '.numa_nodes[] | {id, free, largest_l3_block}'
+  topolet status --admin-socket /run/topolet/admin.sock
+
+The admin socket is root-only (mode 0600): run as root.
+
+Exit codes: 0 status printed; 1 topolet answered with an error, or the answer was not understood;
+3 the plugin could not be reached (socket missing, permission denied, nobody listening).";
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum StatusFormat {
+    Table,
+    Json,
+}
+
+/// `topolet status`: asks the running plugin over its admin socket and prints the answer.
+fn status(socket: &Path, output: StatusFormat) -> ExitCode {
+    use std::io::Write;
+    let status = match topolet::shell::admin::query_status(socket) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("topolet: {e}");
+            return ExitCode::from(if e.is_unreachable() {
+                EXIT_UNREACHABLE
+            } else {
+                EXIT_FAILURE
+            });
+        }
+    };
+    let text = match output {
+        StatusFormat::Table => topolet::core::status::render_table(&status),
+        StatusFormat::Json => match serde_json::to_string_pretty(&status) {
+            Ok(j) => j + "\n",
+            Err(e) => {
+                eprintln!("topolet: encoding the status as JSON: {e}");
+                return ExitCode::from(EXIT_FAILURE);
+            }
+        },
+    };
+    // A closed pipe (`| head`) is not an error worth a panic.
+    let _ = std::io::stdout().write_all(text.as_bytes());
+    ExitCode::SUCCESS
+}
 
 /// The error and its causes on one line, skipping a cause its parent already quotes.
 fn describe(e: &anyhow::Error) -> String {

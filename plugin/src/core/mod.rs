@@ -16,5 +16,6 @@ pub mod pod_input;
 pub mod qos;
 pub mod quantity;
 pub mod reconcile;
+pub mod status;
 pub mod topology;
 pub mod topology_manager;

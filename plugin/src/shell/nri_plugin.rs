@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use async_trait::async_trait;
 use tokio::sync::watch;
@@ -32,7 +32,9 @@ use crate::core::hints::NumaMask;
 use crate::core::migrate::MigrateError;
 use crate::core::placement::{ContainerResources, Placement};
 use crate::core::reconcile::RunningContainer;
+use crate::core::status::{ExclusiveInput, Policies, Snapshot};
 use crate::core::topology::Topology;
+use crate::shell::metrics::{self, event, Metrics};
 use crate::shell::nri_adjust;
 use crate::shell::nri_view::{self, ContainerView};
 use crate::shell::oom_floor;
@@ -85,6 +87,7 @@ pub struct TopoletPlugin {
     updater: OnceLock<ContainerUpdater>,
     status: OnceLock<watch::Receiver<ConnectionStatus>>,
     state_path: PathBuf,
+    metrics: Arc<Metrics>,
 }
 
 impl TopoletPlugin {
@@ -131,6 +134,7 @@ impl TopoletPlugin {
             updater: OnceLock::new(),
             status: OnceLock::new(),
             state_path,
+            metrics: Arc::new(Metrics::new()),
         })
     }
 
@@ -182,7 +186,9 @@ impl TopoletPlugin {
             assignments: node.placement.assignments(),
             left_alone: node.left_alone.clone(),
         };
-        if let Err(e) = state_file::save(&self.state_path, &state) {
+        let saved = state_file::save(&self.state_path, &state);
+        self.metrics.state_write(saved.is_ok());
+        if let Err(e) = saved {
             // Not fatal: the next Synchronize rebuilds from the runtime. Loud, though.
             tracing::error!(error = %e, "state file not written");
         }
@@ -319,6 +325,7 @@ impl Plugin for TopoletPlugin {
         req: &api::ConfigureRequest,
         runtime: &RuntimeInfo,
     ) -> PluginResult<()> {
+        let _timer = self.metrics.time(event::CONFIGURE);
         tracing::info!(
             runtime = %runtime.name,
             version = %runtime.version,
@@ -336,6 +343,7 @@ impl Plugin for TopoletPlugin {
         pods: Vec<api::PodSandbox>,
         containers: Vec<api::Container>,
     ) -> PluginResult<Vec<api::ContainerUpdate>> {
+        let _timer = self.metrics.time(event::SYNCHRONIZE);
         let capacity = self.memory_capacity();
         let by_id: HashMap<&str, &api::PodSandbox> =
             pods.iter().map(|p| (p.id.as_str(), p)).collect();
@@ -436,6 +444,7 @@ impl Plugin for TopoletPlugin {
         _pod: api::PodSandbox,
         ctr: api::Container,
     ) -> PluginResult<()> {
+        let _timer = self.metrics.time(event::POST_START_CONTAINER);
         let mut node = self.lock();
         if !node.reapply.remove(&ctr.id) {
             return Ok(());
@@ -450,6 +459,7 @@ impl Plugin for TopoletPlugin {
     }
 
     async fn run_pod_sandbox(&self, pod: api::PodSandbox) -> PluginResult<()> {
+        let _timer = self.metrics.time(event::RUN_POD_SANDBOX);
         if let Ok(info) = nri_view::pod_qos(&pod) {
             let mut node = self.lock();
             node.pods.insert(pod.id.clone(), info.pod_uid);
@@ -459,6 +469,7 @@ impl Plugin for TopoletPlugin {
     }
 
     async fn remove_pod_sandbox(&self, pod: api::PodSandbox) -> PluginResult<()> {
+        let _timer = self.metrics.time(event::REMOVE_POD_SANDBOX);
         let mut node = self.lock();
         node.sandboxes.remove(&pod.id);
         let uid = node
@@ -484,6 +495,7 @@ impl Plugin for TopoletPlugin {
         &self,
         req: api::CreateContainerRequest,
     ) -> PluginResult<api::CreateContainerResponse> {
+        let _timer = self.metrics.time(event::CREATE_CONTAINER);
         let (Some(pod), Some(ctr)) = (req.pod.as_ref(), req.container.as_ref()) else {
             return Err(PluginError::Failed(
                 "CreateContainer without pod or container".into(),
@@ -508,6 +520,7 @@ impl Plugin for TopoletPlugin {
         let floor = node.oom_floor.unwrap_or(0);
         let decision = node.placement.admit(&view.pod, floor).map_err(|e| {
             tracing::warn!(pod = %view.pod_ref, container = %ctr.name, error = %e, "container refused");
+            self.metrics.refused("create", metrics::refusal_reason(&e));
             PluginError::Failed(format!("topolet: {e}"))
         })?;
         let (adjust, conflicts) = nri_adjust::adjustment(&view, &decision);
@@ -525,6 +538,7 @@ impl Plugin for TopoletPlugin {
             "container placed"
         );
         let exclusive = decision.exclusive;
+        self.metrics.admitted(view.qos.as_str(), exclusive);
         node.containers.insert(
             ctr.id.clone(),
             Managed {
@@ -546,6 +560,7 @@ impl Plugin for TopoletPlugin {
         &self,
         req: api::UpdateContainerRequest,
     ) -> PluginResult<api::UpdateContainerResponse> {
+        let _timer = self.metrics.time(event::UPDATE_CONTAINER);
         let Some(ctr) = req.container.as_ref() else {
             return Ok(api::UpdateContainerResponse::default());
         };
@@ -561,6 +576,7 @@ impl Plugin for TopoletPlugin {
         let floor = node.oom_floor.unwrap_or(0);
         let decision = node.placement.resize(&view.pod, floor).map_err(|e| {
             tracing::warn!(pod = %m.view.pod_ref, container = %ctr.name, error = %e, "resize refused; nothing changed");
+            self.metrics.refused("resize", metrics::refusal_reason(&e));
             PluginError::Failed(format!("topolet: {e}"))
         })?;
         let changed_pool =
@@ -589,6 +605,7 @@ impl Plugin for TopoletPlugin {
         _pod: api::PodSandbox,
         ctr: api::Container,
     ) -> PluginResult<Vec<api::ContainerUpdate>> {
+        let _timer = self.metrics.time(event::STOP_CONTAINER);
         self.release(&ctr.id, "stopped");
         Ok(Vec::new())
     }
@@ -598,6 +615,7 @@ impl Plugin for TopoletPlugin {
         _pod: api::PodSandbox,
         ctr: api::Container,
     ) -> PluginResult<()> {
+        let _timer = self.metrics.time(event::REMOVE_CONTAINER);
         self.release(&ctr.id, "removed");
         let mut node = self.lock();
         node.containers.remove(&ctr.id);
@@ -702,5 +720,81 @@ impl TopoletPlugin {
         }
         out.sort_by(|a, b| a.sandbox_id.cmp(&b.sandbox_id));
         out
+    }
+}
+
+/// Introspection (`shell::introspection`: the admin socket and `/metrics`).
+impl TopoletPlugin {
+    /// The metrics registry; other loops (eviction) report through it too.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// The stub's connection status, once attached.
+    pub fn connection(&self) -> Option<ConnectionStatus> {
+        self.status.get().map(|s| s.borrow().clone())
+    }
+
+    /// Copies of the placement's sets, taken under the lock (no formatting, no I/O), and the
+    /// policies in effect.
+    pub fn snapshot(&self) -> (Snapshot, Policies) {
+        let node = self.lock();
+        let p = &node.placement;
+        // containerd id, pod and mems of each key, preferring the instance holding the cpus.
+        let mut known: HashMap<&ContainerKey, (&str, &str, Option<NumaMask>)> = HashMap::new();
+        for (id, m) in &node.containers {
+            let entry = (id.as_str(), m.view.pod_ref.as_str(), Some(m.applied.mems));
+            if m.applied.exclusive || !known.contains_key(&m.view.key) {
+                known.insert(&m.view.key, entry);
+            }
+        }
+        let exclusive = p
+            .exclusive()
+            .iter()
+            .map(|(key, cpus)| {
+                let k = known.get(key);
+                ExclusiveInput {
+                    key: key.clone(),
+                    pod_ref: k.map(|k| k.1.to_string()),
+                    id: k.map(|k| k.0.to_string()),
+                    cpus: cpus.clone(),
+                    mems: k.and_then(|k| k.2),
+                }
+            })
+            .collect();
+        let snapshot = Snapshot {
+            reserved: p.reserved().clone(),
+            shared: p.shared_pool(),
+            shared_mems: p.shared_mems(),
+            assignable: p.cpu.assignable(),
+            exclusive,
+            free: p.free_per_node(),
+            managed: node.containers.len(),
+            left_alone: node.left_alone.len(),
+        };
+        drop(node);
+        let c = &self.config;
+        let name = |v: &dyn std::fmt::Debug| {
+            let s = format!("{v:?}");
+            let mut out = String::new();
+            for (i, ch) in s.chars().enumerate() {
+                if ch.is_ascii_uppercase() && i > 0 {
+                    out.push('-');
+                }
+                out.push(ch.to_ascii_lowercase());
+            }
+            out
+        };
+        let policies = Policies {
+            cpu: name(&c.cpu.policy),
+            topology: name(&c.topology.policy),
+            topology_scope: name(&c.topology.scope),
+            memory: name(&c.memory.policy),
+        };
+        (snapshot, policies)
     }
 }

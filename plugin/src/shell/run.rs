@@ -50,9 +50,13 @@ async fn serve(
     .context("nri plugin settings")?;
     let running = config.clone();
     let eviction = config.eviction().context("[eviction]")?;
+    let (admin_config, metrics_config) = (config.admin.clone(), config.metrics.clone());
     let plugin = Arc::new(TopoletPlugin::new(config, topology)?);
     let stub = Stub::new(plugin.clone(), stub_config).context("nri plugin settings")?;
     plugin.attach(stub.updater(), stub.status());
+    // `topolet status` (admin socket) and /metrics, /healthz, /readyz: never fatal.
+    let _endpoints =
+        crate::shell::introspection::start(&admin_config, &metrics_config, plugin.clone()).await;
     // Node-pressure eviction: its own task; it logs its errors and never ends the plugin.
     let _eviction = AbortOnDrop(tokio::spawn(
         crate::shell::eviction::EvictionLoop::for_node(eviction, plugin.clone()).run(),

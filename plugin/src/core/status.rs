@@ -1,0 +1,840 @@
+//! `topolet status`: the model of a status report (what the admin socket answers, what
+//! `topolet status -o json` prints), how it is derived from the machine and a snapshot of the
+//! placement, and its human table.
+//!
+//! Pure: the shell takes a [`Snapshot`] under the plugin's lock (clones of a few sets), and
+//! everything expensive — per-node breakdowns, the largest aligned free blocks, formatting —
+//! happens here, outside the lock.
+//!
+//! "Largest aligned block" is the exclusive allocation topolet could still make without splitting
+//! a core: per NUMA node, the whole free cores (every thread free) and, among them, the biggest
+//! group sharing one L3 cache. A Guaranteed container asking for more than that cannot be both
+//! core- and cache-aligned on the node.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use super::container_key::ContainerKey;
+use super::cpuset::CpuSet;
+use super::hints::NumaMask;
+use super::topology::Topology;
+use super::topology_manager::FreePerNode;
+
+/// What the shell copies under the plugin's lock: plain values, no formatting.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub reserved: CpuSet,
+    pub shared: CpuSet,
+    pub shared_mems: NumaMask,
+    /// CPUs still free for exclusive use (all − reserved − exclusive).
+    pub assignable: CpuSet,
+    pub exclusive: Vec<ExclusiveInput>,
+    /// Free capacity per node of every provider (`cpu` in millicores, `memory` in bytes, …).
+    pub free: FreePerNode,
+    /// Containers topolet manages.
+    pub managed: usize,
+    /// Containers someone else placed at creation (left alone).
+    pub left_alone: usize,
+}
+
+/// One container's exclusive CPUs, as held by the placement.
+#[derive(Debug, Clone)]
+pub struct ExclusiveInput {
+    pub key: ContainerKey,
+    /// `namespace/pod`, when the container is known from NRI.
+    pub pod_ref: Option<String>,
+    /// containerd's container id, when known.
+    pub id: Option<String>,
+    pub cpus: CpuSet,
+    pub mems: Option<NumaMask>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    /// topolet's version.
+    pub version: String,
+    pub policies: Policies,
+    pub machine: Machine,
+    pub reserved: CpuSet,
+    pub shared: SharedPool,
+    /// One entry per NUMA node, ascending id.
+    pub numa_nodes: Vec<NumaStatus>,
+    /// Containers with exclusive CPUs, ordered by name.
+    pub exclusive: Vec<ExclusiveContainer>,
+    pub managed_containers: usize,
+    pub left_alone_containers: usize,
+    pub nri: NriStatus,
+    /// Node pressure conditions and eviction signals; `None` while no eviction loop reports them.
+    pub pressure: Option<Pressure>,
+    /// The address `/metrics` is served on, when enabled and listening.
+    pub metrics_address: Option<String>,
+}
+
+/// The configured policies, as named in the config file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Policies {
+    pub cpu: String,
+    pub topology: String,
+    pub topology_scope: String,
+    pub memory: String,
+}
+
+/// The machine's shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Machine {
+    pub cpus: usize,
+    pub cores: usize,
+    pub threads_per_core: usize,
+    pub memory_bytes: u64,
+    pub sockets: Vec<Socket>,
+    pub l3_groups: Vec<L3Group>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Socket {
+    pub id: usize,
+    pub cpus: CpuSet,
+    pub numa_nodes: Vec<usize>,
+    pub cores: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct L3Group {
+    /// Dense index (order of the lowest CPU id).
+    pub id: usize,
+    pub cpus: CpuSet,
+    pub numa_nodes: Vec<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedPool {
+    pub cpus: CpuSet,
+    /// `cpuset.mems` of shared containers (list syntax).
+    pub mems: String,
+}
+
+/// One NUMA node: where its CPUs went and what is still free.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NumaStatus {
+    pub id: usize,
+    pub sockets: Vec<usize>,
+    pub cpus: CpuSet,
+    pub memory_bytes: u64,
+    pub reserved: CpuSet,
+    pub shared: CpuSet,
+    pub exclusive: CpuSet,
+    /// Free for exclusive use.
+    pub free: CpuSet,
+    /// Every core of the node whose threads are all free.
+    pub free_whole_cores: CpuSet,
+    /// The biggest set of whole free cores within one L3 group of this node.
+    pub largest_l3_block: CpuSet,
+    /// Other providers' free capacity on the node (`memory` and hugepages in bytes, devices in
+    /// units), as the topology manager sees it.
+    pub free_resources: BTreeMap<String, u64>,
+}
+
+/// A container holding exclusive CPUs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExclusiveContainer {
+    /// `namespace/pod/container`, or `pod-uid/container` for a container NRI has not shown us.
+    pub name: String,
+    pub pod_uid: String,
+    pub id: Option<String>,
+    pub cpus: CpuSet,
+    /// `cpuset.mems` (list syntax), when known.
+    pub mems: Option<String>,
+    pub numa_nodes: Vec<usize>,
+}
+
+/// The NRI connection, from the stub's `ConnectionStatus`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NriStatus {
+    /// `Idle`, `Connecting`, `Registered`, `Configured`, `Synchronized`, `Disconnected` or
+    /// `Stopped`.
+    pub state: String,
+    pub synchronized: bool,
+    pub connects: u64,
+    pub reconnects: u64,
+    pub runtime: Option<String>,
+    pub runtime_version: Option<String>,
+    pub last_error: Option<String>,
+}
+
+/// What the eviction loop reports.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Pressure {
+    /// `MemoryPressure`, `DiskPressure`, `PIDPressure` → set.
+    pub conditions: BTreeMap<String, bool>,
+    pub signals: Vec<Signal>,
+}
+
+/// One eviction signal: its last observed value and its thresholds, in the signal's unit (bytes
+/// for `*.available` of memory and filesystems, a count for inodes and PIDs).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Signal {
+    pub signal: String,
+    pub value: Option<f64>,
+    /// Threshold kind (`hard`, `soft`) → value.
+    pub thresholds: BTreeMap<String, f64>,
+}
+
+/// Everything [`build`] needs besides the machine.
+#[derive(Debug, Clone, Default)]
+pub struct StatusInput {
+    pub version: String,
+    pub policies: Policies,
+    pub snapshot: Snapshot,
+    pub nri: NriStatus,
+    pub pressure: Option<Pressure>,
+    pub metrics_address: Option<String>,
+}
+
+/// Builds the report.
+pub fn build(topology: &Topology, input: StatusInput) -> Status {
+    let snap = &input.snapshot;
+    let node_ids: Vec<usize> = topology.numa_ids().collect();
+    let ids = |cpus: &CpuSet| topology.numa_nodes_of(cpus).into_iter().collect::<Vec<_>>();
+
+    let sockets = topology
+        .socket_ids()
+        .map(|s| {
+            let cpus = topology.socket_cpus(s);
+            Socket {
+                id: s,
+                numa_nodes: ids(&cpus),
+                cores: cores_within(topology, &cpus).len(),
+                cpus,
+            }
+        })
+        .collect();
+    let l3_groups = topology
+        .l3_groups()
+        .iter()
+        .enumerate()
+        .map(|(i, cpus)| L3Group {
+            id: i,
+            cpus: cpus.clone(),
+            numa_nodes: ids(cpus),
+        })
+        .collect();
+    let machine = Machine {
+        cpus: topology.num_cpus(),
+        cores: topology.num_cores(),
+        threads_per_core: topology.max_threads_per_core(),
+        memory_bytes: topology.memory_capacity(),
+        sockets,
+        l3_groups,
+    };
+
+    let mut all_exclusive = CpuSet::new();
+    for e in &snap.exclusive {
+        all_exclusive.extend_from(&e.cpus);
+    }
+    let numa_nodes = node_ids
+        .iter()
+        .map(|&id| {
+            let node = topology.numa_node(id);
+            let cpus = topology.numa_cpus(id);
+            let free = snap.assignable.intersection(&cpus);
+            let whole = whole_cores(topology, &free);
+            let largest_l3_block = topology
+                .l3_groups()
+                .iter()
+                .map(|l3| whole.intersection(l3))
+                .max_by(|a, b| {
+                    a.len()
+                        .cmp(&b.len())
+                        .then_with(|| b.first().cmp(&a.first()))
+                })
+                .unwrap_or_default();
+            let free_resources = snap
+                .free
+                .get(&id)
+                .map(|m| {
+                    m.iter()
+                        .filter(|(k, _)| k.as_str() != "cpu")
+                        .map(|(k, v)| (k.clone(), *v))
+                        .collect()
+                })
+                .unwrap_or_default();
+            NumaStatus {
+                id,
+                sockets: topology.sockets_of(&cpus).into_iter().collect(),
+                memory_bytes: node.map(|n| n.memory_bytes).unwrap_or(0),
+                reserved: snap.reserved.intersection(&cpus),
+                shared: snap.shared.intersection(&cpus),
+                exclusive: all_exclusive.intersection(&cpus),
+                free,
+                free_whole_cores: whole,
+                largest_l3_block,
+                free_resources,
+                cpus,
+            }
+        })
+        .collect();
+
+    let mut exclusive: Vec<ExclusiveContainer> = snap
+        .exclusive
+        .iter()
+        .map(|e| ExclusiveContainer {
+            name: match &e.pod_ref {
+                Some(p) => format!("{p}/{}", e.key.container),
+                None => format!("{}/{}", e.key.pod_uid, e.key.container),
+            },
+            pod_uid: e.key.pod_uid.clone(),
+            id: e.id.clone(),
+            numa_nodes: ids(&e.cpus),
+            cpus: e.cpus.clone(),
+            mems: e.mems.map(|m| m.to_string()),
+        })
+        .collect();
+    exclusive.sort_by(|a, b| {
+        a.name
+            .cmp(&b.name)
+            .then_with(|| a.cpus.first().cmp(&b.cpus.first()))
+    });
+
+    Status {
+        version: input.version,
+        policies: input.policies,
+        machine,
+        reserved: snap.reserved.clone(),
+        shared: SharedPool {
+            cpus: snap.shared.clone(),
+            mems: snap.shared_mems.to_string(),
+        },
+        numa_nodes,
+        exclusive,
+        managed_containers: snap.managed,
+        left_alone_containers: snap.left_alone,
+        nri: input.nri,
+        pressure: input.pressure,
+        metrics_address: input.metrics_address,
+    }
+}
+
+/// The cores lying entirely within `cpus`, as CPU sets.
+fn cores_within<'t>(topology: &'t Topology, cpus: &CpuSet) -> Vec<&'t CpuSet> {
+    topology
+        .cores()
+        .iter()
+        .filter(|c| !c.is_empty() && c.is_subset(cpus))
+        .collect()
+}
+
+/// The union of the cores all of whose threads are in `free`.
+fn whole_cores(topology: &Topology, free: &CpuSet) -> CpuSet {
+    let mut out = CpuSet::new();
+    for core in cores_within(topology, free) {
+        out.extend_from(core);
+    }
+    out
+}
+
+/// A byte count in binary units, one decimal (`1.5 GiB`).
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// `-` for an empty set, so that no column is blank.
+fn set_or_dash(s: &CpuSet) -> String {
+    if s.is_empty() {
+        "-".into()
+    } else {
+        s.to_string()
+    }
+}
+
+/// `cpus (n)`: the list and its size.
+fn set_count(s: &CpuSet) -> String {
+    if s.is_empty() {
+        "- (0)".into()
+    } else {
+        format!("{s} ({})", s.len())
+    }
+}
+
+fn list<T: ToString>(v: &[T]) -> String {
+    if v.is_empty() {
+        return "-".into();
+    }
+    v.iter().map(T::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// Left-aligned columns separated by two spaces; trailing spaces trimmed.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if i < widths.len() {
+                widths[i] = widths[i].max(cell.chars().count());
+            } else {
+                widths.push(cell.chars().count());
+            }
+        }
+    }
+    let mut out = String::new();
+    let line = |cells: Vec<&str>, out: &mut String| {
+        let mut l = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            let pad = widths[i].saturating_sub(cell.chars().count());
+            l.push_str(cell);
+            if i + 1 < cells.len() {
+                l.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    line(headers.to_vec(), &mut out);
+    for row in rows {
+        line(row.iter().map(String::as_str).collect(), &mut out);
+    }
+    out
+}
+
+/// The human report: one section per concern, aligned columns, no blank cells.
+pub fn render_table(s: &Status) -> String {
+    let mut out = String::new();
+    let nri = &s.nri;
+    let runtime = match (&nri.runtime, &nri.runtime_version) {
+        (Some(n), Some(v)) => format!("{n} {v}"),
+        (Some(n), None) => n.clone(),
+        _ => "unknown runtime".into(),
+    };
+    let _ = writeln!(
+        out,
+        "topolet {}   NRI {} ({runtime}, {} connects, {} reconnects){}",
+        s.version,
+        nri.state,
+        nri.connects,
+        nri.reconnects,
+        if nri.synchronized { "" } else { "   NOT READY" }
+    );
+    if let Some(e) = &nri.last_error {
+        let _ = writeln!(out, "last NRI error: {e}");
+    }
+    let p = &s.policies;
+    let _ = writeln!(
+        out,
+        "policies: cpu {}, topology {} (scope {}), memory {}",
+        p.cpu, p.topology, p.topology_scope, p.memory
+    );
+    let m = &s.machine;
+    let numa_count = s.numa_nodes.len();
+    let _ = writeln!(
+        out,
+        "machine: {} sockets, {} NUMA nodes, {} cores, {} cpus ({} threads/core), {} L3 groups, {} memory",
+        m.sockets.len(),
+        numa_count,
+        m.cores,
+        m.cpus,
+        m.threads_per_core,
+        m.l3_groups.len(),
+        human_bytes(m.memory_bytes)
+    );
+    out.push('\n');
+
+    let rows: Vec<Vec<String>> = m
+        .sockets
+        .iter()
+        .map(|so| {
+            let l3: Vec<usize> = m
+                .l3_groups
+                .iter()
+                .filter(|g| g.cpus.is_subset(&so.cpus))
+                .map(|g| g.id)
+                .collect();
+            vec![
+                so.id.to_string(),
+                list(&so.numa_nodes),
+                so.cores.to_string(),
+                so.cpus.to_string(),
+                list(&l3),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &["SOCKET", "NUMA", "CORES", "CPUS", "L3 GROUPS"],
+        &rows,
+    ));
+    out.push('\n');
+
+    let rows: Vec<Vec<String>> = s
+        .numa_nodes
+        .iter()
+        .map(|n| {
+            let mut extra: Vec<String> = n
+                .free_resources
+                .iter()
+                .map(|(k, v)| {
+                    if k == "memory" || k.starts_with("hugepages-") {
+                        format!("{k}={}", human_bytes(*v))
+                    } else {
+                        format!("{k}={v}")
+                    }
+                })
+                .collect();
+            if extra.is_empty() {
+                extra.push("-".into());
+            }
+            vec![
+                n.id.to_string(),
+                n.cpus.to_string(),
+                human_bytes(n.memory_bytes),
+                set_or_dash(&n.reserved),
+                set_count(&n.shared),
+                set_count(&n.exclusive),
+                set_count(&n.free),
+                set_count(&n.free_whole_cores),
+                set_count(&n.largest_l3_block),
+                extra.join(" "),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &[
+            "NUMA",
+            "CPUS",
+            "MEMORY",
+            "RESERVED",
+            "SHARED",
+            "EXCLUSIVE",
+            "FREE",
+            "FREE WHOLE CORES",
+            "LARGEST L3 BLOCK",
+            "OTHER FREE",
+        ],
+        &rows,
+    ));
+    out.push('\n');
+
+    let _ = writeln!(
+        out,
+        "shared pool: {} (mems {})   reserved: {}   managed containers: {}   left alone: {}",
+        set_count(&s.shared.cpus),
+        if s.shared.mems.is_empty() {
+            "-"
+        } else {
+            &s.shared.mems
+        },
+        set_or_dash(&s.reserved),
+        s.managed_containers,
+        s.left_alone_containers
+    );
+    out.push('\n');
+
+    if s.exclusive.is_empty() {
+        out.push_str("exclusive: none\n");
+    } else {
+        let rows: Vec<Vec<String>> = s
+            .exclusive
+            .iter()
+            .map(|e| {
+                vec![
+                    e.name.clone(),
+                    list(&e.numa_nodes),
+                    set_count(&e.cpus),
+                    e.mems.clone().unwrap_or_else(|| "-".into()),
+                    e.id.as_deref()
+                        .map(|i| i.chars().take(13).collect())
+                        .unwrap_or_else(|| "-".into()),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &["EXCLUSIVE CONTAINER", "NUMA", "CPUS", "MEMS", "ID"],
+            &rows,
+        ));
+    }
+    out.push('\n');
+
+    match &s.pressure {
+        None => out.push_str("pressure: not reported (no eviction loop running)\n"),
+        Some(p) => {
+            let on: Vec<&str> = p
+                .conditions
+                .iter()
+                .filter(|(_, &v)| v)
+                .map(|(k, _)| k.as_str())
+                .collect();
+            let _ = writeln!(
+                out,
+                "pressure: {}",
+                if on.is_empty() {
+                    "none".to_string()
+                } else {
+                    on.join(", ")
+                }
+            );
+            if !p.signals.is_empty() {
+                let rows: Vec<Vec<String>> = p
+                    .signals
+                    .iter()
+                    .map(|sig| {
+                        let th = |k: &str| {
+                            sig.thresholds
+                                .get(k)
+                                .map(|v| signal_value(&sig.signal, *v))
+                                .unwrap_or_else(|| "-".into())
+                        };
+                        vec![
+                            sig.signal.clone(),
+                            sig.value
+                                .map(|v| signal_value(&sig.signal, v))
+                                .unwrap_or_else(|| "-".into()),
+                            th("hard"),
+                            th("soft"),
+                        ]
+                    })
+                    .collect();
+                out.push_str(&table(&["SIGNAL", "VALUE", "HARD", "SOFT"], &rows));
+            }
+        }
+    }
+    if let Some(a) = &s.metrics_address {
+        let _ = writeln!(out, "metrics: http://{a}/metrics");
+    }
+    out
+}
+
+/// A signal value in its unit: bytes for memory and filesystem space, a plain count otherwise.
+fn signal_value(signal: &str, v: f64) -> String {
+    let is_bytes = signal.starts_with("memory.")
+        || signal.ends_with("fs.available")
+        || signal == "nodefs.available";
+    if is_bytes && v >= 0.0 && v.is_finite() {
+        human_bytes(v as u64)
+    } else if v.fract() == 0.0 && v.is_finite() {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::topology::SyntheticSpec;
+
+    const GIB: u64 = 1 << 30;
+
+    /// 1 socket, 2 NUMA nodes, 2 L3 groups per node, 2 cores per L3, 2 threads: 16 cpus.
+    /// Synthetic numbering: cpu c is core c's first thread (c < 8), cpu c + 8 its second.
+    fn machine() -> Topology {
+        SyntheticSpec {
+            sockets: 1,
+            numa_per_socket: 2,
+            l3_per_numa: 2,
+            cores_per_l3: 2,
+            threads_per_core: 2,
+            memory_per_node: 8 * GIB,
+        }
+        .build()
+    }
+
+    fn set(s: &str) -> CpuSet {
+        CpuSet::parse(s).unwrap()
+    }
+
+    fn input(topology: &Topology) -> StatusInput {
+        // Reserved: core 0 (cpus 0,8). Exclusive: core 1 (1,9) to web, cpu 4 alone to db.
+        let reserved = set("0,8");
+        let exclusive = vec![
+            ExclusiveInput {
+                key: ContainerKey::new("uid-web", "app"),
+                pod_ref: Some("default/web-0".into()),
+                id: Some("0123456789abcdef0123".into()),
+                cpus: set("1,9"),
+                mems: NumaMask::from_ids([0]),
+            },
+            ExclusiveInput {
+                key: ContainerKey::new("uid-db", "pg"),
+                pod_ref: None,
+                id: None,
+                cpus: set("4"),
+                mems: None,
+            },
+        ];
+        let mut excl = CpuSet::new();
+        for e in &exclusive {
+            excl.extend_from(&e.cpus);
+        }
+        let all = topology.cpus().clone();
+        StatusInput {
+            version: "0.1.0".into(),
+            policies: Policies {
+                cpu: "static".into(),
+                topology: "best-effort".into(),
+                topology_scope: "container".into(),
+                memory: "none".into(),
+            },
+            snapshot: Snapshot {
+                shared: all.difference(&excl),
+                shared_mems: NumaMask::from_ids([0, 1]).unwrap(),
+                assignable: all.difference(&excl).difference(&reserved),
+                reserved,
+                exclusive,
+                free: BTreeMap::from([(
+                    0,
+                    BTreeMap::from([("cpu".into(), 5000), ("memory".into(), 3 * GIB)]),
+                )]),
+                managed: 5,
+                left_alone: 1,
+            },
+            nri: NriStatus {
+                state: "Synchronized".into(),
+                synchronized: true,
+                connects: 2,
+                reconnects: 1,
+                runtime: Some("containerd".into()),
+                runtime_version: Some("v2.2.7".into()),
+                last_error: None,
+            },
+            pressure: None,
+            metrics_address: Some("127.0.0.1:9464".into()),
+        }
+    }
+
+    #[test]
+    fn per_node_breakdown_and_largest_blocks() {
+        let t = machine();
+        let s = build(&t, input(&t));
+        assert_eq!(s.machine.cpus, 16);
+        assert_eq!(s.machine.cores, 8);
+        assert_eq!(s.machine.sockets.len(), 1);
+        assert_eq!(s.machine.l3_groups.len(), 4);
+        assert_eq!(s.numa_nodes.len(), 2);
+        let n0 = &s.numa_nodes[0];
+        assert_eq!(n0.cpus, set("0-3,8-11"));
+        assert_eq!(n0.reserved, set("0,8"));
+        assert_eq!(n0.exclusive, set("1,9"));
+        assert_eq!(n0.free, set("2-3,10-11"));
+        assert_eq!(n0.free_whole_cores, set("2-3,10-11"));
+        // L3 group {0,1} is reserved/exclusive; {2,3} holds both free cores.
+        assert_eq!(n0.largest_l3_block, set("2-3,10-11"));
+        assert_eq!(
+            n0.free_resources,
+            BTreeMap::from([("memory".into(), 3 * GIB)])
+        );
+        let n1 = &s.numa_nodes[1];
+        // cpu 4 is taken, so core {4,12} is not whole: whole free cores 5,6,7.
+        assert_eq!(n1.free, set("5-7,12-15"));
+        assert_eq!(n1.free_whole_cores, set("5-7,13-15"));
+        // L3 {4,5}: one whole core (5,13); L3 {6,7}: two.
+        assert_eq!(n1.largest_l3_block, set("6-7,14-15"));
+        assert_eq!(s.exclusive.len(), 2);
+        // Sorted by name; unknown pods show their uid.
+        assert_eq!(s.exclusive[0].name, "default/web-0/app");
+        assert_eq!(s.exclusive[0].mems.as_deref(), Some("0"));
+        assert_eq!(s.exclusive[1].name, "uid-db/pg");
+        assert_eq!(s.exclusive[1].numa_nodes, vec![1]);
+    }
+
+    #[test]
+    fn json_round_trips_and_pressure_is_absent_until_reported() {
+        let t = machine();
+        let s = build(&t, input(&t));
+        let text = serde_json::to_string_pretty(&s).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert!(v["pressure"].is_null());
+        assert_eq!(v["numa_nodes"][1]["largest_l3_block"], "6-7,14-15");
+        assert_eq!(v["exclusive"][0]["cpus"], "1,9");
+        assert_eq!(v["nri"]["state"], "Synchronized");
+        let back: Status = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, s);
+    }
+
+    #[test]
+    fn table_is_aligned_and_has_every_section() {
+        let t = machine();
+        let mut inp = input(&t);
+        inp.pressure = Some(Pressure {
+            conditions: BTreeMap::from([
+                ("MemoryPressure".into(), true),
+                ("PIDPressure".into(), false),
+            ]),
+            signals: vec![Signal {
+                signal: "memory.available".into(),
+                value: Some((512u64 << 20) as f64),
+                thresholds: BTreeMap::from([("hard".into(), (100u64 << 20) as f64)]),
+            }],
+        });
+        let text = render_table(&build(&t, inp));
+        assert!(text.starts_with(
+            "topolet 0.1.0   NRI Synchronized (containerd v2.2.7, 2 connects, 1 reconnects)\n"
+        ));
+        assert!(text.contains("machine: 1 sockets, 2 NUMA nodes, 8 cores, 16 cpus (2 threads/core), 4 L3 groups, 16.0 GiB memory"), "{text}");
+        // Header and rows of the NUMA table share column starts.
+        let lines: Vec<&str> = text.lines().collect();
+        let header = lines.iter().position(|l| l.starts_with("NUMA ")).unwrap();
+        let col = lines[header].find("FREE WHOLE CORES").unwrap();
+        for row in &lines[header + 1..header + 3] {
+            let before = &row[..col];
+            assert!(before.ends_with("  "), "{row:?} misaligned at {col}");
+            assert_ne!(row.as_bytes()[col], b' ', "{row:?}");
+        }
+        assert!(
+            lines[header + 1].starts_with("0     0-3,8-11"),
+            "{}",
+            lines[header + 1]
+        );
+        assert!(lines[header + 1].contains("memory=3.0 GiB"));
+        assert!(text.contains("default/web-0/app"));
+        assert!(
+            text.contains("0123456789abc\n"),
+            "id shortened to 13: {text}"
+        );
+        assert!(text.contains("uid-db/pg"));
+        assert!(text.contains("pressure: MemoryPressure\n"), "{text}");
+        assert!(
+            text.contains("memory.available  512.0 MiB  100.0 MiB  -"),
+            "{text}"
+        );
+        assert!(text.contains("metrics: http://127.0.0.1:9464/metrics"));
+        for l in text.lines() {
+            assert_eq!(l, l.trim_end(), "trailing spaces in {l:?}");
+        }
+    }
+
+    #[test]
+    fn table_without_pressure_or_exclusive_says_so() {
+        let t = machine();
+        let mut inp = input(&t);
+        inp.snapshot.exclusive.clear();
+        inp.nri.synchronized = false;
+        inp.nri.state = "Connecting".into();
+        inp.nri.runtime = None;
+        inp.metrics_address = None;
+        let text = render_table(&build(&t, inp));
+        assert!(
+            text.contains("NRI Connecting (unknown runtime, 2 connects, 1 reconnects)   NOT READY")
+        );
+        assert!(text.contains("exclusive: none\n"));
+        assert!(text.contains("pressure: not reported"));
+        assert!(!text.contains("metrics:"));
+    }
+
+    #[test]
+    fn human_bytes_units() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(64 * GIB), "64.0 GiB");
+    }
+}

@@ -14,9 +14,10 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use topolet_nri::api;
 use topolet_nri::api::Event;
 use topolet_nri::events::EventMask;
@@ -79,6 +80,16 @@ struct Node {
     reapply: BTreeSet<String>,
 }
 
+/// How often an update the runtime did not take is sent again.
+const MAX_UPDATE_ATTEMPTS: u32 = 5;
+
+/// Containers whose update did not reach the runtime, to be sent their current target again.
+#[derive(Debug)]
+struct Retry {
+    ids: Vec<String>,
+    attempt: u32,
+}
+
 /// The topolet NRI plugin.
 pub struct TopoletPlugin {
     config: Config,
@@ -87,6 +98,7 @@ pub struct TopoletPlugin {
     updater: OnceLock<ContainerUpdater>,
     status: OnceLock<watch::Receiver<ConnectionStatus>>,
     state_path: PathBuf,
+    retry: OnceLock<mpsc::UnboundedSender<Retry>>,
     metrics: Arc<Metrics>,
 }
 
@@ -134,14 +146,52 @@ impl TopoletPlugin {
             updater: OnceLock::new(),
             status: OnceLock::new(),
             state_path,
+            retry: OnceLock::new(),
             metrics: Arc::new(Metrics::new()),
         })
     }
 
     /// Connects the plugin to its stub's update queue and status.
-    pub fn attach(&self, updater: ContainerUpdater, status: watch::Receiver<ConnectionStatus>) {
+    pub fn attach(
+        self: &Arc<Self>,
+        updater: ContainerUpdater,
+        status: watch::Receiver<ConnectionStatus>,
+    ) {
         let _ = self.updater.set(updater);
         let _ = self.status.set(status);
+        let (tx, mut rx) = mpsc::unbounded_channel::<Retry>();
+        if self.retry.set(tx).is_ok() {
+            let plugin = Arc::downgrade(self);
+            tokio::spawn(async move {
+                while let Some(r) = rx.recv().await {
+                    tokio::time::sleep(Duration::from_millis(250 << r.attempt.min(4))).await;
+                    let Some(plugin) = plugin.upgrade() else {
+                        break;
+                    };
+                    plugin.resend(r);
+                }
+            });
+        }
+    }
+
+    /// Sends the containers of a failed update what they should have *now* (never the failed
+    /// request itself: the pool may have moved on since).
+    fn resend(&self, r: Retry) {
+        let updates: Vec<api::ContainerUpdate> = {
+            let node = self.lock();
+            r.ids
+                .iter()
+                .filter_map(|id| {
+                    let m = node.containers.get(id)?;
+                    Some(if m.applied.exclusive {
+                        nri_adjust::resize_update(&m.view, &m.applied)
+                    } else {
+                        nri_adjust::cpuset_update(id, &m.applied.cpuset, &m.applied.mems, true)
+                    })
+                })
+                .collect()
+        };
+        self.send_updates_attempt(updates, "update retry", r.attempt);
     }
 
     /// Switches to `config` (its `[nri]` and `[state]` are ignored: read only at start) for
@@ -204,25 +254,51 @@ impl TopoletPlugin {
     /// Queues `updates` as one UpdateContainers request, sent after the current handler returns;
     /// the outcome is logged as `what`.
     fn send_updates(&self, updates: Vec<api::ContainerUpdate>, what: &'static str) {
+        self.send_updates_attempt(updates, what, 0);
+    }
+
+    /// [`Self::send_updates`] as attempt number `attempt`: a request the runtime did not take
+    /// (timeout, lost connection) is retried with backoff, up to [`MAX_UPDATE_ATTEMPTS`]; after
+    /// that the next Synchronize puts things right.
+    fn send_updates_attempt(
+        &self,
+        updates: Vec<api::ContainerUpdate>,
+        what: &'static str,
+        attempt: u32,
+    ) {
         if updates.is_empty() {
             return;
         }
         let Some(updater) = self.updater.get() else {
             return;
         };
-        let n = updates.len();
+        let ids: Vec<String> = updates.iter().map(|u| u.container_id.clone()).collect();
+        let retry = self.retry.get().cloned();
         match updater.update(updates, Vec::new()) {
             Ok(pending) => {
                 tokio::spawn(async move {
                     match pending.await {
                         Ok(failed) if failed.is_empty() => {
-                            tracing::debug!(containers = n, "{what} applied")
+                            tracing::debug!(containers = ids.len(), "{what} applied")
                         }
                         Ok(failed) => tracing::warn!(
                             failed = failed.len(),
                             "{what} partly failed (containers may have exited)"
                         ),
-                        Err(e) => tracing::warn!(error = %e, "{what} not applied"),
+                        Err(e) if attempt + 1 < MAX_UPDATE_ATTEMPTS => {
+                            tracing::warn!(error = %e, attempt, "{what} not applied; retrying");
+                            if let Some(tx) = retry {
+                                let _ = tx.send(Retry {
+                                    ids,
+                                    attempt: attempt + 1,
+                                });
+                            }
+                        }
+                        Err(e) => tracing::error!(
+                            error = %e,
+                            containers = ?ids,
+                            "{what} not applied after {MAX_UPDATE_ATTEMPTS} attempts; the next synchronize will correct them"
+                        ),
                     }
                 });
             }

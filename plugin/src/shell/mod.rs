@@ -16,3 +16,4 @@ pub mod run;
 pub mod signals;
 pub mod state_file;
 pub mod sysfs;
+pub mod update_outbox;

@@ -13,11 +13,12 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use topolet_nri::api;
 use topolet_nri::api::Event;
 use topolet_nri::events::EventMask;
@@ -41,6 +42,7 @@ use crate::shell::nri_view::{self, ContainerView};
 use crate::shell::oom_floor;
 use crate::shell::reload::ReloadOutcome;
 use crate::shell::state_file;
+use crate::shell::update_outbox::Outbox;
 
 /// File name of the assignments under `[state] dir`.
 pub const STATE_FILE: &str = "assignments.json";
@@ -78,16 +80,8 @@ struct Node {
     /// Containers that were still being created when Synchronize sent them an update: containerd
     /// may start their task from the old spec, so the update is sent again once they run.
     reapply: BTreeSet<String>,
-}
-
-/// How often an update the runtime did not take is sent again.
-const MAX_UPDATE_ATTEMPTS: u32 = 5;
-
-/// Containers whose update did not reach the runtime, to be sent their current target again.
-#[derive(Debug)]
-struct Retry {
-    ids: Vec<String>,
-    attempt: u32,
+    /// Containers waiting for an unsolicited update.
+    outbox: Outbox,
 }
 
 /// The topolet NRI plugin.
@@ -98,7 +92,7 @@ pub struct TopoletPlugin {
     updater: OnceLock<ContainerUpdater>,
     status: OnceLock<watch::Receiver<ConnectionStatus>>,
     state_path: PathBuf,
-    retry: OnceLock<mpsc::UnboundedSender<Retry>>,
+    flusher_started: AtomicBool,
     metrics: Arc<Metrics>,
 }
 
@@ -119,6 +113,7 @@ impl TopoletPlugin {
             oom_floor: config.qos.oom_score_adj_floor,
             left_alone: BTreeSet::new(),
             reapply: BTreeSet::new(),
+            outbox: Outbox::new(Instant::now()),
         };
         match state_file::load::<NodeState>(&state_path) {
             Ok(Some(saved)) => {
@@ -146,7 +141,7 @@ impl TopoletPlugin {
             updater: OnceLock::new(),
             status: OnceLock::new(),
             state_path,
-            retry: OnceLock::new(),
+            flusher_started: AtomicBool::new(false),
             metrics: Arc::new(Metrics::new()),
         })
     }
@@ -159,27 +154,31 @@ impl TopoletPlugin {
     ) {
         let _ = self.updater.set(updater);
         let _ = self.status.set(status);
-        let (tx, mut rx) = mpsc::unbounded_channel::<Retry>();
-        if self.retry.set(tx).is_ok() {
+        if !self
+            .flusher_started
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
             let plugin = Arc::downgrade(self);
             tokio::spawn(async move {
-                while let Some(r) = rx.recv().await {
-                    tokio::time::sleep(Duration::from_millis(250 << r.attempt.min(4))).await;
-                    let Some(plugin) = plugin.upgrade() else {
-                        break;
-                    };
-                    plugin.resend(r);
+                loop {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let Some(p) = plugin.upgrade() else { break };
+                    p.flush_updates();
                 }
             });
         }
     }
 
-    /// Sends the containers of a failed update what they should have *now* (never the failed
-    /// request itself: the pool may have moved on since).
-    fn resend(&self, r: Retry) {
-        let updates: Vec<api::ContainerUpdate> = {
-            let node = self.lock();
-            r.ids
+    /// Sends the queued containers their current targets in one UpdateContainers request, if
+    /// the outbox says it is time (`shell::update_outbox`).
+    fn flush_updates(self: &Arc<Self>) {
+        let (ids, updates) = {
+            let mut node = self.lock();
+            if !node.outbox.due(Instant::now()) {
+                return;
+            }
+            let ids = node.outbox.take();
+            let updates: Vec<api::ContainerUpdate> = ids
                 .iter()
                 .filter_map(|id| {
                     let m = node.containers.get(id)?;
@@ -189,9 +188,52 @@ impl TopoletPlugin {
                         nri_adjust::cpuset_update(id, &m.applied.cpuset, &m.applied.mems, true)
                     })
                 })
-                .collect()
+                .collect();
+            (ids, updates)
         };
-        self.send_updates_attempt(updates, "update retry", r.attempt);
+        let Some(updater) = self.updater.get() else {
+            return;
+        };
+        if updates.is_empty() {
+            return;
+        }
+        let n = updates.len();
+        match updater.update(updates, Vec::new()) {
+            Ok(pending) => {
+                let plugin = Arc::downgrade(self);
+                tokio::spawn(async move {
+                    let result = pending.await;
+                    let Some(p) = plugin.upgrade() else { return };
+                    let mut node = p.lock();
+                    match result {
+                        Ok(failed) => {
+                            node.outbox.sent(&ids);
+                            if failed.is_empty() {
+                                tracing::debug!(containers = n, "container updates applied");
+                            } else {
+                                tracing::warn!(
+                                    failed = failed.len(),
+                                    "container updates partly failed (containers may have exited)"
+                                );
+                            }
+                        }
+                        Err(e) => {
+                            let given_up = node.outbox.failed(&ids, Instant::now());
+                            if given_up.is_empty() {
+                                tracing::warn!(error = %e, containers = n, "container updates not applied; will retry");
+                            } else {
+                                tracing::error!(error = %e, containers = ?given_up, "container updates not applied after repeated attempts; the next synchronize will correct them");
+                            }
+                        }
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "container updates not queued");
+                let mut node = self.lock();
+                node.outbox.failed(&ids, Instant::now());
+            }
+        }
     }
 
     /// Switches to `config` (its `[nri]` and `[state]` are ignored: read only at start) for
@@ -244,66 +286,20 @@ impl TopoletPlugin {
         }
     }
 
-    /// Pushes the current shared pool to every managed shared container whose cpuset differs,
-    /// in one UpdateContainers request sent from the updater task.
+    /// Queues every managed shared container whose cpuset differs from the current shared
+    /// pool for an update (sent batched by the outbox, off the event path).
     fn push_shared_pool(&self, node: &mut Node, skip: Option<&str>) {
-        let updates = shared_updates(node, skip);
-        self.send_updates(updates, "shared pool update");
+        let now = Instant::now();
+        for id in shared_changes(node, skip) {
+            node.outbox.queue(&id, now);
+        }
     }
 
-    /// Queues `updates` as one UpdateContainers request, sent after the current handler returns;
-    /// the outcome is logged as `what`.
-    fn send_updates(&self, updates: Vec<api::ContainerUpdate>, what: &'static str) {
-        self.send_updates_attempt(updates, what, 0);
-    }
-
-    /// [`Self::send_updates`] as attempt number `attempt`: a request the runtime did not take
-    /// (timeout, lost connection) is retried with backoff, up to [`MAX_UPDATE_ATTEMPTS`]; after
-    /// that the next Synchronize puts things right.
-    fn send_updates_attempt(
-        &self,
-        updates: Vec<api::ContainerUpdate>,
-        what: &'static str,
-        attempt: u32,
-    ) {
-        if updates.is_empty() {
-            return;
-        }
-        let Some(updater) = self.updater.get() else {
-            return;
-        };
-        let ids: Vec<String> = updates.iter().map(|u| u.container_id.clone()).collect();
-        let retry = self.retry.get().cloned();
-        match updater.update(updates, Vec::new()) {
-            Ok(pending) => {
-                tokio::spawn(async move {
-                    match pending.await {
-                        Ok(failed) if failed.is_empty() => {
-                            tracing::debug!(containers = ids.len(), "{what} applied")
-                        }
-                        Ok(failed) => tracing::warn!(
-                            failed = failed.len(),
-                            "{what} partly failed (containers may have exited)"
-                        ),
-                        Err(e) if attempt + 1 < MAX_UPDATE_ATTEMPTS => {
-                            tracing::warn!(error = %e, attempt, "{what} not applied; retrying");
-                            if let Some(tx) = retry {
-                                let _ = tx.send(Retry {
-                                    ids,
-                                    attempt: attempt + 1,
-                                });
-                            }
-                        }
-                        Err(e) => tracing::error!(
-                            error = %e,
-                            containers = ?ids,
-                            "{what} not applied after {MAX_UPDATE_ATTEMPTS} attempts; the next synchronize will correct them"
-                        ),
-                    }
-                });
-            }
-            Err(e) => tracing::warn!(error = %e, "{what} not queued"),
-        }
+    /// Locks the node for an event handler: the runtime is busy now.
+    fn event_lock(&self) -> MutexGuard<'_, Node> {
+        let mut node = self.lock();
+        node.outbox.event(Instant::now());
+        node
     }
 
     fn memory_capacity(&self) -> u64 {
@@ -344,20 +340,14 @@ fn mems_match(actual: Option<&str>, want: &NumaMask) -> bool {
     want.is_empty() || actual.and_then(|a| CpuSet::parse(a).ok()) == Some(want)
 }
 
-/// Updates moving every shared container (except `skip`) to the current shared pool and mems.
-fn shared_updates(node: &mut Node, skip: Option<&str>) -> Vec<api::ContainerUpdate> {
+/// Moves every shared container (except `skip`) to the current shared pool and mems in the
+/// books; returns the ids whose cpuset or mems changed (to be sent the update).
+fn shared_changes(node: &mut Node, skip: Option<&str>) -> Vec<String> {
     let shared = node.placement.shared_pool();
     let mems = node.placement.shared_mems();
-    let mut ids: Vec<&String> = node.containers.keys().collect();
-    ids.sort();
-    let mut updates = Vec::new();
     let mut changed = Vec::new();
-    for id in ids {
-        if Some(id.as_str()) == skip {
-            continue;
-        }
-        let m = &node.containers[id];
-        if m.applied.exclusive {
+    for (id, m) in node.containers.iter_mut() {
+        if Some(id.as_str()) == skip || m.applied.exclusive {
             continue;
         }
         let target_mems = if m.applied.memory_pinned {
@@ -368,18 +358,12 @@ fn shared_updates(node: &mut Node, skip: Option<&str>) -> Vec<api::ContainerUpda
         if m.applied.cpuset == shared && m.applied.mems == target_mems {
             continue;
         }
-        updates.push(nri_adjust::cpuset_update(id, &shared, &target_mems, true));
+        m.applied.cpuset = shared.clone();
+        m.applied.mems = target_mems;
         changed.push(id.clone());
     }
-    for id in changed {
-        if let Some(m) = node.containers.get_mut(&id) {
-            m.applied.cpuset = shared.clone();
-            if !m.applied.memory_pinned {
-                m.applied.mems = mems;
-            }
-        }
-    }
-    updates
+    changed.sort();
+    changed
 }
 
 #[async_trait]
@@ -409,7 +393,7 @@ impl Plugin for TopoletPlugin {
             config_bytes = req.config.len(),
             "configured by runtime"
         );
-        let mut node = self.lock();
+        let mut node = self.event_lock();
         self.detect_oom_floor(&mut node);
         Ok(())
     }
@@ -442,7 +426,7 @@ impl Plugin for TopoletPlugin {
                 }
             }
         }
-        let mut node = self.lock();
+        let mut node = self.event_lock();
         // Containers someone else placed at creation stay theirs; forget those that are gone.
         let running: BTreeSet<ContainerKey> = views.iter().map(|v| v.key.clone()).collect();
         node.left_alone.retain(|k| running.contains(k));
@@ -521,23 +505,22 @@ impl Plugin for TopoletPlugin {
         ctr: api::Container,
     ) -> PluginResult<()> {
         let _timer = self.metrics.time(event::POST_START_CONTAINER);
-        let mut node = self.lock();
+        let mut node = self.event_lock();
         if !node.reapply.remove(&ctr.id) {
             return Ok(());
         }
         let Some(m) = node.containers.get(&ctr.id) else {
             return Ok(());
         };
-        tracing::info!(pod = %m.view.pod_ref, container = %ctr.name, cpus = %m.applied.cpuset, "started after synchronize: cpuset sent again");
-        let update = nri_adjust::resize_update(&m.view, &m.applied);
-        self.send_updates(vec![update], "post-start cpuset update");
+        tracing::info!(pod = %m.view.pod_ref, container = %ctr.name, cpus = %m.applied.cpuset, "started after synchronize: cpuset will be sent again");
+        node.outbox.queue(&ctr.id, Instant::now());
         Ok(())
     }
 
     async fn run_pod_sandbox(&self, pod: api::PodSandbox) -> PluginResult<()> {
         let _timer = self.metrics.time(event::RUN_POD_SANDBOX);
         if let Ok(info) = nri_view::pod_qos(&pod) {
-            let mut node = self.lock();
+            let mut node = self.event_lock();
             node.pods.insert(pod.id.clone(), info.pod_uid);
             node.sandboxes.insert(pod.id.clone(), pod.clone());
         }
@@ -546,7 +529,7 @@ impl Plugin for TopoletPlugin {
 
     async fn remove_pod_sandbox(&self, pod: api::PodSandbox) -> PluginResult<()> {
         let _timer = self.metrics.time(event::REMOVE_POD_SANDBOX);
-        let mut node = self.lock();
+        let mut node = self.event_lock();
         node.sandboxes.remove(&pod.id);
         let uid = node
             .pods
@@ -586,13 +569,13 @@ impl Plugin for TopoletPlugin {
         };
         if let Some(cpus) = &view.current.cpuset_cpus {
             tracing::warn!(pod = %view.pod_ref, container = %ctr.name, cpus = %cpus, "cpuset already set by the kubelet's cpu manager or an earlier NRI plugin; topolet leaves this container alone");
-            let mut node = self.lock();
+            let mut node = self.event_lock();
             if node.left_alone.insert(view.key.clone()) {
                 self.persist(&node);
             }
             return Ok(api::CreateContainerResponse::default());
         }
-        let mut node = self.lock();
+        let mut node = self.event_lock();
         let floor = node.oom_floor.unwrap_or(0);
         let decision = node.placement.admit(&view.pod, floor).map_err(|e| {
             tracing::warn!(pod = %view.pod_ref, container = %ctr.name, error = %e, "container refused");
@@ -640,7 +623,7 @@ impl Plugin for TopoletPlugin {
         let Some(ctr) = req.container.as_ref() else {
             return Ok(api::UpdateContainerResponse::default());
         };
-        let mut node = self.lock();
+        let mut node = self.event_lock();
         let Some(m) = node.containers.get(&ctr.id).cloned() else {
             return Ok(api::UpdateContainerResponse::default());
         };
@@ -693,9 +676,10 @@ impl Plugin for TopoletPlugin {
     ) -> PluginResult<()> {
         let _timer = self.metrics.time(event::REMOVE_CONTAINER);
         self.release(&ctr.id, "removed");
-        let mut node = self.lock();
+        let mut node = self.event_lock();
         node.containers.remove(&ctr.id);
         node.reapply.remove(&ctr.id);
+        node.outbox.remove(&ctr.id);
         Ok(())
     }
 }

@@ -81,6 +81,15 @@ enum Command {
         #[arg(long, value_name = "USAGE.json")]
         usage: PathBuf,
     },
+    /// Node pressure conditions now (MemoryPressure, DiskPressure, PIDPressure), as a
+    /// node-problem-detector custom plugin: one line on stdout, exit 0 OK, 1 under pressure,
+    /// 2 unknown.
+    #[command(after_help = CONDITIONS_HELP)]
+    Conditions {
+        /// Node configuration file (TOML): its [eviction] thresholds; kubelet defaults without one.
+        #[arg(long, value_name = "FILE.toml")]
+        config: Option<PathBuf>,
+    },
     /// Show the running plugin's view of the node: topology, reserved / shared / exclusive CPUs
     /// per NUMA node, free capacity and the largest aligned free blocks, the NRI connection and
     /// pressure conditions.
@@ -165,6 +174,7 @@ fn main() -> ExitCode {
             pods,
             usage,
         } => rank(signal, &pods, &usage),
+        Command::Conditions { config } => return conditions(config.as_deref()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -180,6 +190,19 @@ fn main() -> ExitCode {
         }
     }
 }
+
+const CONDITIONS_HELP: &str = "Examples:
+  topolet conditions --config /etc/topolet/config.toml
+  # node-problem-detector custom plugin monitor rule:
+  #   {\"type\": \"permanent\", \"condition\": \"MemoryPressure\", \"path\": \"/usr/local/bin/topolet\",
+  #    \"args\": [\"conditions\", \"--config\", \"/etc/topolet/config.toml\"]}
+
+Reads memory.available (root cgroup working set), nodefs/imagefs (statvfs) and pid.available once,
+compares them with the [eviction] hard and soft thresholds (no grace periods: one snapshot), and
+prints one line of at most 80 bytes.
+
+Exit codes: 0 no pressure; 1 pressure (the line names the signals); 2 unknown (a signal could not
+be read, or the configuration is invalid).";
 
 const RUN_HELP: &str = "Examples:
   topolet run --config /etc/topolet/config.toml
@@ -259,6 +282,53 @@ fn status(socket: &Path, output: StatusFormat) -> ExitCode {
     // A closed pipe (`| head`) is not an error worth a panic.
     let _ = std::io::stdout().write_all(text.as_bytes());
     ExitCode::SUCCESS
+}
+
+/// `topolet conditions`: one observation of the node's signals against the thresholds.
+fn conditions(config: Option<&Path>) -> ExitCode {
+    use topolet::core::eviction::{npd, NodeCondition, SignalObservation};
+    // The whole reason on stderr, the node-problem-detector line (cut to its size) on stdout.
+    let unknown = |reason: &str| {
+        eprintln!("topolet: {reason}");
+        println!(
+            "{}",
+            npd::truncate_message(&format!("unknown: {reason}"), npd::NPD_MAX_OUTPUT_LENGTH)
+        );
+        ExitCode::from(npd::NpdStatus::Unknown.exit_code())
+    };
+    let config = match load_config(config) {
+        Ok(c) => c,
+        Err(e) => return unknown(&describe(&e)),
+    };
+    let eviction = match config.eviction() {
+        Ok(e) => e,
+        Err(e) => return unknown(&e.to_string()),
+    };
+    let sources = topolet::shell::signals::SignalSources {
+        root: PathBuf::from("/"),
+        nodefs: PathBuf::from(topolet::shell::eviction::DEFAULT_NODEFS_PATH),
+        imagefs: PathBuf::from(topolet::shell::eviction::DEFAULT_IMAGEFS_PATH),
+    };
+    let observations = topolet::shell::eviction::observations(&sources.observe())
+        .into_iter()
+        .map(|(signal, o)| {
+            (
+                signal,
+                SignalObservation {
+                    available: o.available,
+                    capacity: o.capacity,
+                    time: None,
+                },
+            )
+        })
+        .collect();
+    let report = npd::npd_report(
+        &eviction,
+        &observations,
+        &std::collections::BTreeSet::<NodeCondition>::new(),
+    );
+    println!("{}", report.message);
+    ExitCode::from(report.status.exit_code())
 }
 
 /// The error and its causes on one line, skipping a cause its parent already quotes.

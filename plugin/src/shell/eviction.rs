@@ -22,6 +22,7 @@ use crate::core::eviction::{
 use crate::core::pod::Pod;
 use crate::shell::cri::CriClient;
 use crate::shell::evict::{EvictPod, Evicted, Evictor};
+use crate::shell::metrics::Metrics;
 use crate::shell::nri_plugin::{ManagedPod, TopoletPlugin};
 use crate::shell::signals::{dir_usage, DirUsage, NodeStats, SignalSources};
 
@@ -185,7 +186,8 @@ fn log_observe_errors(node: &NodeStats, stats: &EvictionStats) {
 }
 
 /// Carries out one decided eviction and counts it.
-async fn act(evictor: &dyn Evictor, stats: &EvictionStats, pod: EvictPod, grace: Duration) {
+/// Evicts `pod`; true when the action succeeded.
+async fn act(evictor: &dyn Evictor, stats: &EvictionStats, pod: EvictPod, grace: Duration) -> bool {
     let t = Instant::now();
     match evictor.evict(&pod, grace).await {
         Ok(outcome) => {
@@ -207,10 +209,12 @@ async fn act(evictor: &dyn Evictor, stats: &EvictionStats, pod: EvictPod, grace:
                 reason = %pod.reason,
                 "pod evicted"
             );
+            true
         }
         Err(e) => {
             stats.with(|s| *s.failures.entry(pod.signal.clone()).or_default() += 1);
             tracing::error!(pod = %pod.pod_ref(), signal = %pod.signal, action = evictor.name(), error = %e, "eviction failed; the next interval decides again");
+            false
         }
     }
 }
@@ -327,6 +331,8 @@ pub struct EvictionLoop {
     /// For log paths (disk usage); present when the CRI endpoint could be set up.
     pub cri: Option<CriClient>,
     pub stats: Arc<EvictionStats>,
+    /// Where signal values, thresholds, conditions and evictions are exported (Prometheus).
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 /// The CRI socket path of an endpoint (`unix:///run/x.sock`, `unix:/run/x.sock` or a path).
@@ -438,6 +444,7 @@ impl EvictionLoop {
             }
             d
         };
+        self.export(&observed, &decision.conditions);
         if let (Some(threshold), Some(victim)) = (&decision.threshold, decision.victim()) {
             let o = observed.get(&threshold.signal).copied();
             let pod = pods.iter().find(|p| p.pod.uid == victim.uid);
@@ -466,13 +473,19 @@ impl EvictionLoop {
                     signal: threshold.signal.to_string(),
                     reason,
                 };
-                act(
+                let signal = evict.signal.clone();
+                if act(
                     self.evictor.as_ref(),
                     &self.stats,
                     evict,
                     victim.grace_period,
                 )
-                .await;
+                .await
+                {
+                    if let Some(m) = &self.metrics {
+                        m.eviction(&signal);
+                    }
+                }
             }
         } else if let Some(threshold) = &decision.threshold {
             tracing::warn!(signal = %threshold.signal, "eviction: threshold met but no pod can be evicted (none managed, or only critical ones)");
@@ -514,6 +527,31 @@ impl EvictionLoop {
             evictor,
             cri,
             stats: Arc::new(EvictionStats::default()),
+            metrics: None,
+        }
+    }
+
+    /// Exports the loop's observations and actions through `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> EvictionLoop {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Signal values, thresholds (in the signal's unit) and node conditions of one interval.
+    fn export(&self, observed: &BTreeMap<Signal, Observed>, conditions: &BTreeSet<NodeCondition>) {
+        let Some(m) = &self.metrics else { return };
+        for (signal, o) in observed {
+            m.set_signal(&signal.to_string(), o.available as f64);
+        }
+        for t in &self.config.thresholds {
+            let kind = if t.is_hard() { "hard" } else { "soft" };
+            let amount = observed
+                .get(&t.signal)
+                .map(|o| t.amount(o.capacity, false) as f64);
+            m.set_threshold(&t.signal.to_string(), kind, amount);
+        }
+        for c in NodeCondition::ALL {
+            m.set_condition(c.as_str(), conditions.contains(&c));
         }
     }
 }

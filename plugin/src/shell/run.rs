@@ -59,7 +59,9 @@ async fn serve(
         crate::shell::introspection::start(&admin_config, &metrics_config, plugin.clone()).await;
     // Node-pressure eviction: its own task; it logs its errors and never ends the plugin.
     let _eviction = AbortOnDrop(tokio::spawn(
-        crate::shell::eviction::EvictionLoop::for_node(eviction, plugin.clone()).run(),
+        crate::shell::eviction::EvictionLoop::for_node(eviction, plugin.clone())
+            .with_metrics(plugin.metrics().clone())
+            .run(),
     ));
     let _reload = match config_path {
         Some(path) => Some(AbortOnDrop(tokio::spawn(crate::shell::reload::watch(

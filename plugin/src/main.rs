@@ -306,8 +306,8 @@ fn conditions(config: Option<&Path>) -> ExitCode {
     };
     let sources = topolet::shell::signals::SignalSources {
         root: PathBuf::from("/"),
-        nodefs: PathBuf::from(topolet::shell::eviction::DEFAULT_NODEFS_PATH),
-        imagefs: PathBuf::from(topolet::shell::eviction::DEFAULT_IMAGEFS_PATH),
+        nodefs: eviction.nodefs_path.clone(),
+        imagefs: eviction.imagefs_path.clone(),
     };
     let observations = topolet::shell::eviction::observations(&sources.observe())
         .into_iter()

@@ -219,11 +219,6 @@ async fn act(evictor: &dyn Evictor, stats: &EvictionStats, pod: EvictPod, grace:
     }
 }
 
-/// nodefs path when `[eviction]` names none: the kubelet's root directory.
-pub const DEFAULT_NODEFS_PATH: &str = "/var/lib/kubelet";
-/// imagefs path when `[eviction]` names none: containerd's root.
-pub const DEFAULT_IMAGEFS_PATH: &str = "/var/lib/containerd";
-
 /// One signal's observation: available amount and the capacity percentages refer to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Observed {
@@ -519,8 +514,8 @@ impl EvictionLoop {
         EvictionLoop {
             sources: SignalSources {
                 root: std::path::PathBuf::from("/"),
-                nodefs: std::path::PathBuf::from(DEFAULT_NODEFS_PATH),
-                imagefs: std::path::PathBuf::from(DEFAULT_IMAGEFS_PATH),
+                nodefs: config.nodefs_path.clone(),
+                imagefs: config.imagefs_path.clone(),
             },
             config,
             pods,

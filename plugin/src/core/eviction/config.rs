@@ -36,6 +36,10 @@ pub const DEFAULT_PRESSURE_TRANSITION_PERIOD: Duration = Duration::from_secs(300
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
 /// Where containerd serves CRI.
 pub const DEFAULT_CRI_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
+/// nodefs when `[eviction] nodefs_path` is not set: the kubelet's root directory.
+pub const DEFAULT_NODEFS_PATH: &str = "/var/lib/kubelet";
+/// imagefs when `[eviction] imagefs_path` is not set: containerd's root directory.
+pub const DEFAULT_IMAGEFS_PATH: &str = "/var/lib/containerd";
 
 /// How a decided eviction is carried out.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -100,6 +104,11 @@ pub struct EvictionSection {
     pub action: EvictionAction,
     /// containerd's CRI endpoint (for `action = "cri"`).
     pub cri_endpoint: String,
+    /// A path on the node filesystem (`nodefs.*` signals): statvfs of it.
+    pub nodefs_path: std::path::PathBuf,
+    /// A path on the image filesystem (`imagefs.*` signals); the same filesystem as nodefs is
+    /// detected and treated as one.
+    pub imagefs_path: std::path::PathBuf,
 }
 
 impl Default for EvictionSection {
@@ -116,6 +125,8 @@ impl Default for EvictionSection {
             interval: ScalarText(format_duration(DEFAULT_INTERVAL)),
             action: EvictionAction::DryRun,
             cri_endpoint: DEFAULT_CRI_ENDPOINT.into(),
+            nodefs_path: DEFAULT_NODEFS_PATH.into(),
+            imagefs_path: DEFAULT_IMAGEFS_PATH.into(),
         }
     }
 }
@@ -142,6 +153,8 @@ pub struct EvictionConfig {
     pub interval: Duration,
     pub action: EvictionAction,
     pub cri_endpoint: String,
+    pub nodefs_path: std::path::PathBuf,
+    pub imagefs_path: std::path::PathBuf,
 }
 
 impl Default for EvictionConfig {
@@ -154,6 +167,8 @@ impl Default for EvictionConfig {
             interval: DEFAULT_INTERVAL,
             action: EvictionAction::DryRun,
             cri_endpoint: DEFAULT_CRI_ENDPOINT.into(),
+            nodefs_path: DEFAULT_NODEFS_PATH.into(),
+            imagefs_path: DEFAULT_IMAGEFS_PATH.into(),
         })
     }
 }
@@ -294,6 +309,17 @@ impl EvictionConfig {
                 "must not be empty with action = \"cri\"",
             ));
         }
+        for (key, path) in [
+            ("eviction.nodefs_path", &section.nodefs_path),
+            ("eviction.imagefs_path", &section.imagefs_path),
+        ] {
+            if !path.is_absolute() {
+                return Err(err(
+                    key.into(),
+                    format!("{} is not an absolute path", path.display()),
+                ));
+            }
+        }
         Ok(EvictionConfig {
             thresholds,
             pressure_transition_period,
@@ -301,6 +327,8 @@ impl EvictionConfig {
             interval,
             action: section.action,
             cri_endpoint: section.cri_endpoint.clone(),
+            nodefs_path: section.nodefs_path.clone(),
+            imagefs_path: section.imagefs_path.clone(),
         })
     }
 

@@ -579,7 +579,10 @@ oom_score_adj_floor = 0
             ("[memory]\nreserved = { x = \"1Gi\" }", "memory.reserved.x"),
             ("[memory]\nreserved = { 0 = \"lots\" }", "memory.reserved.0"),
             ("[qos]\npids_limit = -5", "qos.pids_limit"),
-            ("[eviction]\nnodefs_path = \"var/lib\"", "eviction.nodefs_path"),
+            (
+                "[eviction]\nnodefs_path = \"var/lib\"",
+                "eviction.nodefs_path",
+            ),
             ("[eviction]\nimagefs_path = \"\"", "eviction.imagefs_path"),
             (
                 "[qos]\noom_score_adj_floor = -1001",

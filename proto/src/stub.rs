@@ -248,6 +248,23 @@ impl<P: Plugin> Stub<P> {
         let registered = tokio::select! {
             r = tokio::time::timeout(timeout, client.register_plugin(ctx, &req)) => r,
             s = mux.closed() => {
+                // The runtime may answer Configure before our RegisterPlugin reply arrives: if it
+                // configured us, the connection was established and has now ended normally.
+                let mut configured = false;
+                while let Ok(ev) = nrx.try_recv() {
+                    if let SessionEvent::Configured(info, mask) = ev {
+                        configured = true;
+                        self.status_tx.send_modify(|st| {
+                            st.state = ConnState::Configured;
+                            st.runtime = Some(info);
+                            st.events = mask;
+                        });
+                    }
+                }
+                if configured {
+                    tracing::info!("nri connection closed by runtime right after configuring us");
+                    return Ok(());
+                }
                 return Err(StubError::Register(format!("connection closed during registration: {s:?}")));
             }
         };

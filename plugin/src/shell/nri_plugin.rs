@@ -70,9 +70,8 @@ struct Node {
     placement: Placement,
     /// Managed containers by containerd id.
     containers: HashMap<String, Managed>,
-    /// Sandbox id → pod uid, for RemovePodSandbox.
-    pods: HashMap<String, String>,
-    /// Kubernetes pod sandboxes by id, for the eviction loop ([`TopoletPlugin::managed_pods`]).
+    /// Kubernetes pod sandboxes by id: their uids for RemovePodSandbox, and the eviction loop's
+    /// pods ([`TopoletPlugin::managed_pods`]).
     sandboxes: HashMap<String, api::PodSandbox>,
     oom_floor: Option<i32>,
     /// Kubernetes containers whose cpuset another party set at creation.
@@ -108,7 +107,6 @@ impl TopoletPlugin {
         let mut node = Node {
             placement,
             containers: HashMap::new(),
-            pods: HashMap::new(),
             sandboxes: HashMap::new(),
             oom_floor: config.qos.oom_score_adj_floor,
             left_alone: BTreeSet::new(),
@@ -431,10 +429,6 @@ impl Plugin for TopoletPlugin {
         let running: BTreeSet<ContainerKey> = views.iter().map(|v| v.key.clone()).collect();
         node.left_alone.retain(|k| running.contains(k));
         views.retain(|v| !node.left_alone.contains(&v.key));
-        node.pods = pods
-            .iter()
-            .filter_map(|p| nri_view::pod_qos(p).ok().map(|i| (p.id.clone(), i.pod_uid)))
-            .collect();
         node.sandboxes = pods
             .iter()
             .filter(|p| nri_view::pod_qos(p).is_ok())
@@ -519,10 +513,9 @@ impl Plugin for TopoletPlugin {
 
     async fn run_pod_sandbox(&self, pod: api::PodSandbox) -> PluginResult<()> {
         let _timer = self.metrics.time(event::RUN_POD_SANDBOX);
-        if let Ok(info) = nri_view::pod_qos(&pod) {
+        if nri_view::pod_qos(&pod).is_ok() {
             let mut node = self.event_lock();
-            node.pods.insert(pod.id.clone(), info.pod_uid);
-            node.sandboxes.insert(pod.id.clone(), pod.clone());
+            node.sandboxes.insert(pod.id.clone(), pod);
         }
         Ok(())
     }
@@ -530,11 +523,10 @@ impl Plugin for TopoletPlugin {
     async fn remove_pod_sandbox(&self, pod: api::PodSandbox) -> PluginResult<()> {
         let _timer = self.metrics.time(event::REMOVE_POD_SANDBOX);
         let mut node = self.event_lock();
-        node.sandboxes.remove(&pod.id);
-        let uid = node
-            .pods
-            .remove(&pod.id)
-            .or_else(|| nri_view::pod_qos(&pod).ok().map(|i| i.pod_uid));
+        let stored = node.sandboxes.remove(&pod.id);
+        let uid = nri_view::pod_qos(stored.as_ref().unwrap_or(&pod))
+            .ok()
+            .map(|i| i.pod_uid);
         let Some(uid) = uid else { return Ok(()) };
         node.containers.retain(|_, m| m.view.key.pod_uid != uid);
         let before = node.left_alone.len();

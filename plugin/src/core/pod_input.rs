@@ -411,7 +411,8 @@ fn parse_list(v: Option<&Value>, at: &str) -> Result<ResourceList, (String, Stri
     Ok(out)
 }
 
-fn type_name(v: &Value) -> &'static str {
+/// How a JSON value's type reads in an error message ("a string", "an array", …).
+pub(crate) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -9,6 +9,7 @@
 use serde_json::Value;
 
 use super::rank::{PodUsage, UsageByPod};
+use crate::core::pod_input::type_name;
 use crate::core::quantity;
 
 /// A usage input problem, naming the entry and the field.
@@ -20,17 +21,6 @@ pub enum UsageInputError {
     NotAnObject(&'static str),
     #[error("{entry:?}: {message}")]
     Entry { entry: String, message: String },
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 fn amount(v: &Value) -> Result<u64, String> {

@@ -1,0 +1,440 @@
+//! Runtime-side benchmark driver for `hack/bench.sh` (feature `test-support`).
+//!
+//! Plays containerd v2.2.7 / NRI v0.11.0 with `topolet_nri::fake_runtime`: binds `--socket`, waits
+//! for one plugin (started by the caller), registers and configures it, synchronizes, then:
+//!
+//! * `roundtrip --socket S --n N [--round R] [--samples FILE] [--rss-pid-file F]`: empty Synchronize,
+//!   then N sequential CreateContainer requests with kubelet-shaped pods (Guaranteed / Burstable /
+//!   BestEffort mix, new pod every other container), each timed around the ttrpc call under the
+//!   NRI lock as containerd holds it. Appends per-request ns to FILE; with `--rss-pid-file`, reads
+//!   the VmRSS of the pid written in F (the plugin, started after the driver) after the last request. Prints `{"n","median_us","p99_us"[,"rss_mib"]}`.
+//! * `sync --socket S --containers N`: one Synchronize of N running containers (2 per pod), paged
+//!   as containerd does when the request would exceed ttrpc's 4 MiB message limit. Prints
+//!   `{"containers","messages","sync_ms"}`.
+//! * `stats FILE...`: median and p99 over the ns samples in FILEs (`{"n","median_us","p99_us"}`).
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use topolet_nri::api::{self, Event};
+use topolet_nri::fake_runtime::{FakeRuntime, LatencyStats, PluginConn};
+use topolet_nri::protobuf::{Message, MessageField};
+use topolet_nri::EventMask;
+
+const RUNTIME_VERSION: &str = "v2.2.7";
+const NRI_VERSION: &str = "v0.11.0";
+/// ttrpc's default maximum message size, which makes containerd split Synchronize.
+const TTRPC_MAX_MSG: usize = 4 << 20;
+const ACCEPT_TIMEOUT: Duration = Duration::from_secs(30);
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn main() -> Res<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(cmd) = args.first().cloned() else {
+        return Err(usage());
+    };
+    let mut opts: HashMap<String, String> = HashMap::new();
+    let mut files = Vec::new();
+    let mut it = args[1..].iter();
+    while let Some(a) = it.next() {
+        if let Some(k) = a.strip_prefix("--") {
+            let v = it.next().ok_or_else(|| format!("--{k} needs a value"))?;
+            opts.insert(k.to_string(), v.clone());
+        } else {
+            files.push(a.clone());
+        }
+    }
+    let num = |k: &str, d: usize| -> Res<usize> {
+        opts.get(k).map_or(Ok(d), |v| {
+            v.parse().map_err(|e| format!("--{k} {v}: {e}").into())
+        })
+    };
+    match cmd.as_str() {
+        "stats" => {
+            let mut samples = Vec::new();
+            for f in &files {
+                for line in std::fs::read_to_string(f)?.lines() {
+                    samples.push(Duration::from_nanos(line.trim().parse::<u64>()?));
+                }
+            }
+            let s = LatencyStats::from_samples(&samples).ok_or("no samples")?;
+            println!("{}", stats_json(&s));
+            Ok(())
+        }
+        "roundtrip" | "sync" => {
+            let socket = opts.get("socket").ok_or("--socket is required")?.clone();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(async {
+                let fake = FakeRuntime::bind(&socket)?;
+                let conn = tokio::time::timeout(ACCEPT_TIMEOUT, fake.accept())
+                    .await
+                    .map_err(|_| "no plugin connected")??;
+                let mask = setup(&conn).await?;
+                if cmd == "sync" {
+                    run_sync(&conn, num("containers", 1000)?).await
+                } else {
+                    let rss_pid = opts.get("rss-pid-file").cloned();
+                    let samples = opts.get("samples").cloned();
+                    let (n, round) = (num("n", 2000)?, num("round", 0)?);
+                    run_roundtrip(&conn, mask, n, round, samples, rss_pid).await
+                }
+            })
+        }
+        _ => Err(usage()),
+    }
+}
+
+fn usage() -> Box<dyn std::error::Error> {
+    "usage: bench_driver roundtrip|sync --socket S [--n N --round R --samples F --rss-pid-file F \
+     | --containers N] | stats FILE..."
+        .into()
+}
+
+async fn setup(conn: &PluginConn) -> Res<EventMask> {
+    tokio::time::timeout(ACCEPT_TIMEOUT, conn.wait_registered())
+        .await
+        .map_err(|_| "plugin did not register")?
+        .ok_or("plugin closed before registering")?;
+    let resp = conn.configure_as(RUNTIME_VERSION, NRI_VERSION).await?;
+    Ok(EventMask::from_bits(resp.events as u32))
+}
+
+fn stats_json(s: &LatencyStats) -> String {
+    format!(
+        "{{\"n\":{},\"median_us\":{:.1},\"p99_us\":{:.1}}}",
+        s.count,
+        s.p50.as_secs_f64() * 1e6,
+        s.p99.as_secs_f64() * 1e6
+    )
+}
+
+async fn run_roundtrip(
+    conn: &PluginConn,
+    mask: EventMask,
+    n: usize,
+    round: usize,
+    samples: Option<String>,
+    rss_pid_file: Option<String>,
+) -> Res<()> {
+    conn.synchronize(vec![], vec![], None).await?;
+    let mut lat = Vec::with_capacity(n);
+    let mut pod = None;
+    for i in 0..n {
+        // A new pod every other container (app + sidecar), announced first if subscribed.
+        if i % 2 == 0 {
+            let p = sandbox(round, i / 2);
+            if mask.contains(Event::RUN_POD_SANDBOX) {
+                let ev = api::StateChangeEvent {
+                    event: Event::RUN_POD_SANDBOX.into(),
+                    pod: MessageField::some(p.clone()),
+                    ..Default::default()
+                };
+                conn.state_change(&ev).await?;
+            }
+            pod = Some(p);
+        }
+        let pod = pod.clone().ok_or("no pod")?;
+        let ctr = container(&pod, i % 2, api::ContainerState::CONTAINER_CREATED);
+        let req = api::CreateContainerRequest {
+            pod: MessageField::some(pod),
+            container: MessageField::some(ctr),
+            ..Default::default()
+        };
+        let start = Instant::now();
+        let resp = conn.create_container(&req).await?;
+        lat.push(start.elapsed());
+        if i == 0 && resp.adjust.is_none() {
+            eprintln!("bench_driver: warning: plugin returned no adjustment");
+        }
+    }
+    if let Some(f) = samples {
+        let mut out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(f)?;
+        let mut buf = String::new();
+        for d in &lat {
+            buf.push_str(&format!("{}\n", d.as_nanos()));
+        }
+        out.write_all(buf.as_bytes())?;
+    }
+    let s = LatencyStats::from_samples(&lat).ok_or("no samples")?;
+    let mut json = stats_json(&s);
+    if let Some(f) = rss_pid_file {
+        let pid = std::fs::read_to_string(f)?.trim().to_string();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+        let kib: f64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .ok_or("no VmRSS")?
+            .parse()?;
+        json.pop();
+        json.push_str(&format!(",\"rss_mib\":{:.1}}}", kib / 1024.0));
+    }
+    println!("{json}");
+    Ok(())
+}
+
+async fn run_sync(conn: &PluginConn, n: usize) -> Res<()> {
+    let pods: Vec<_> = (0..n.div_ceil(2)).map(|p| sandbox(9, p)).collect();
+    let ctrs: Vec<_> = (0..n)
+        .map(|i| container(&pods[i / 2], i % 2, api::ContainerState::CONTAINER_RUNNING))
+        .collect();
+    let size: usize = pods
+        .iter()
+        .map(|p| p.compute_size() as usize)
+        .sum::<usize>()
+        + ctrs
+            .iter()
+            .map(|c| c.compute_size() as usize)
+            .sum::<usize>();
+    // containerd splits only when the whole state does not fit one message; keep a 10% margin.
+    let page = if size + 1024 < TTRPC_MAX_MSG {
+        None
+    } else {
+        let per_item = size.div_ceil(pods.len() + ctrs.len());
+        Some((TTRPC_MAX_MSG * 9 / 10 / per_item / 2).max(1))
+    };
+    let start = Instant::now();
+    let (_, messages) = conn.synchronize(pods, ctrs, page).await?;
+    let ms = start.elapsed().as_secs_f64() * 1e3;
+    println!("{{\"containers\":{n},\"messages\":{messages},\"bytes\":{size},\"sync_ms\":{ms:.2}}}");
+    Ok(())
+}
+
+/// QoS class of pod `p`: 1/4 Guaranteed (fractional CPU, so no exclusive CPUs are exhausted on a
+/// small machine), 1/2 Burstable, 1/4 BestEffort.
+#[derive(Clone, Copy)]
+enum Qos {
+    Guaranteed,
+    Burstable,
+    BestEffort,
+}
+
+fn qos(p: usize) -> Qos {
+    match p % 4 {
+        0 => Qos::Guaranteed,
+        3 => Qos::BestEffort,
+        _ => Qos::Burstable,
+    }
+}
+
+fn uid(round: usize, p: usize) -> String {
+    format!(
+        "{round:08x}-{:04x}-4{:03x}-8000-{p:012x}",
+        p >> 16,
+        p & 0xfff
+    )
+}
+
+fn kv(pairs: &[(&str, String)]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
+}
+
+fn sandbox(round: usize, p: usize) -> api::PodSandbox {
+    let uid = uid(round, p);
+    let name = format!("web-{round}-{p}-7f9c6d5b8-x2k4q");
+    let ns = "bench".to_string();
+    let class = match qos(p) {
+        Qos::Guaranteed => "",
+        Qos::Burstable => "burstable/",
+        Qos::BestEffort => "besteffort/",
+    };
+    let id = format!("{:064x}", (round as u128) << 64 | p as u128);
+    let mut linux = api::LinuxPodSandbox::new();
+    linux.cgroup_parent = format!("/kubepods/{class}pod{uid}");
+    linux.cgroups_path = format!("/kubepods/{class}pod{uid}/{id}");
+    linux.namespaces = ["ipc", "uts", "network"]
+        .iter()
+        .map(|t| api::LinuxNamespace {
+            type_: t.to_string(),
+            path: format!("/var/run/netns/cni-{uid}"),
+            ..Default::default()
+        })
+        .collect();
+    api::PodSandbox {
+        id,
+        name: name.clone(),
+        uid: uid.clone(),
+        namespace: ns.clone(),
+        labels: kv(&[
+            ("app", "web".into()),
+            ("pod-template-hash", "7f9c6d5b8".into()),
+            ("io.kubernetes.pod.name", name.clone()),
+            ("io.kubernetes.pod.namespace", ns.clone()),
+            ("io.kubernetes.pod.uid", uid.clone()),
+        ]),
+        annotations: kv(&[
+            ("io.kubernetes.cri.container-type", "sandbox".into()),
+            ("io.kubernetes.cri.sandbox-name", name),
+            ("io.kubernetes.cri.sandbox-namespace", ns),
+            ("io.kubernetes.cri.sandbox-uid", uid),
+            (
+                "io.kubernetes.cri.sandbox-log-directory",
+                "/var/log/pods".into(),
+            ),
+            (
+                "kubernetes.io/config.seen",
+                "2026-11-29T13:00:00.000000000Z".into(),
+            ),
+            ("kubernetes.io/config.source", "api".into()),
+        ]),
+        runtime_handler: "runc".into(),
+        linux: MessageField::some(linux),
+        pid: 4000 + p as u32,
+        ..Default::default()
+    }
+}
+
+fn opt_u64(v: u64) -> MessageField<api::OptionalUInt64> {
+    MessageField::some(api::OptionalUInt64 {
+        value: v,
+        ..Default::default()
+    })
+}
+
+fn opt_i64(v: i64) -> MessageField<api::OptionalInt64> {
+    MessageField::some(api::OptionalInt64 {
+        value: v,
+        ..Default::default()
+    })
+}
+
+/// Container `k` (0 = app, 1 = sidecar) of `pod`, with the cgroup values the kubelet derives from
+/// the pod's QoS class (shares from requests, quota from limits, oom_score_adj by class).
+fn container(pod: &api::PodSandbox, k: usize, state: api::ContainerState) -> api::Container {
+    let p = pod.pid as usize - 4000;
+    let (name, image) = if k == 0 {
+        ("app", "registry.k8s.io/e2e-test-images/agnhost:2.53")
+    } else {
+        ("sidecar", "docker.io/library/busybox:1.36")
+    };
+    let (shares, quota, mem, oom) = match qos(p) {
+        Qos::Guaranteed => (512, 50_000, 256 << 20, -997),
+        Qos::Burstable => (102, 0, 512 << 20, 968),
+        Qos::BestEffort => (2, 0, 0, 1000),
+    };
+    let mut cpu = api::LinuxCPU::new();
+    cpu.shares = opt_u64(shares);
+    cpu.period = opt_u64(100_000);
+    if quota > 0 {
+        cpu.quota = opt_i64(quota);
+    }
+    let mut res = api::LinuxResources::new();
+    res.cpu = MessageField::some(cpu);
+    if mem > 0 {
+        let mut m = api::LinuxMemory::new();
+        m.limit = opt_i64(mem);
+        res.memory = MessageField::some(m);
+    }
+    let id = format!(
+        "{:064x}",
+        (pod.pid as u128) << 80 | (p as u128) << 8 | k as u128
+    );
+    let mut linux = api::LinuxContainer::new();
+    linux.resources = MessageField::some(res);
+    linux.oom_score_adj = MessageField::some(api::OptionalInt {
+        value: oom,
+        ..Default::default()
+    });
+    linux.cgroups_path = format!(
+        "{}/{id}",
+        pod.linux.as_ref().map_or("", |l| l.cgroup_parent.as_str())
+    );
+    linux.namespaces = ["pid", "ipc", "uts", "mount", "network"]
+        .iter()
+        .map(|t| api::LinuxNamespace {
+            type_: t.to_string(),
+            path: String::new(),
+            ..Default::default()
+        })
+        .collect();
+    let uid = &pod.uid;
+    let mounts = [
+        (
+            "/etc/hosts",
+            format!("/var/lib/kubelet/pods/{uid}/etc-hosts"),
+        ),
+        (
+            "/dev/termination-log",
+            format!("/var/lib/kubelet/pods/{uid}/containers/{name}/1a2b3c4d"),
+        ),
+        (
+            "/var/run/secrets/kubernetes.io/serviceaccount",
+            format!(
+                "/var/lib/kubelet/pods/{uid}/volumes/kubernetes.io~projected/kube-api-access-x2k4q"
+            ),
+        ),
+        (
+            "/etc/hostname",
+            format!(
+                "/var/lib/containerd/io.containerd.grpc.v1.cri/sandboxes/{}/hostname",
+                pod.id
+            ),
+        ),
+    ]
+    .into_iter()
+    .map(|(d, s)| api::Mount {
+        destination: d.into(),
+        type_: "bind".into(),
+        source: s,
+        options: vec!["rbind".into(), "rprivate".into(), "rw".into()],
+        ..Default::default()
+    })
+    .collect();
+    api::Container {
+        id,
+        pod_sandbox_id: pod.id.clone(),
+        name: name.into(),
+        state: state.into(),
+        labels: kv(&[
+            ("io.kubernetes.container.name", name.into()),
+            ("io.kubernetes.pod.name", pod.name.clone()),
+            ("io.kubernetes.pod.namespace", pod.namespace.clone()),
+            ("io.kubernetes.pod.uid", uid.clone()),
+        ]),
+        annotations: kv(&[
+            ("io.kubernetes.cri.container-name", name.into()),
+            ("io.kubernetes.cri.container-type", "container".into()),
+            ("io.kubernetes.cri.image-name", image.into()),
+            ("io.kubernetes.cri.sandbox-id", pod.id.clone()),
+            ("io.kubernetes.cri.sandbox-name", pod.name.clone()),
+            ("io.kubernetes.cri.sandbox-namespace", pod.namespace.clone()),
+            ("io.kubernetes.cri.sandbox-uid", uid.clone()),
+            ("io.kubernetes.container.hash", "5b3a9f1e".into()),
+            ("io.kubernetes.container.restartCount", "0".into()),
+            (
+                "io.kubernetes.container.terminationMessagePath",
+                "/dev/termination-log".into(),
+            ),
+        ]),
+        args: vec![
+            "/agnhost".into(),
+            "netexec".into(),
+            "--http-port=8080".into(),
+        ],
+        env: vec![
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
+            format!("HOSTNAME={}", pod.name),
+            "KUBERNETES_SERVICE_HOST=10.96.0.1".into(),
+            "KUBERNETES_SERVICE_PORT=443".into(),
+            "KUBERNETES_PORT=tcp://10.96.0.1:443".into(),
+        ],
+        mounts,
+        linux: MessageField::some(linux),
+        pid: if state == api::ContainerState::CONTAINER_RUNNING {
+            5000 + p as u32 * 2 + k as u32
+        } else {
+            0
+        },
+        ..Default::default()
+    }
+}

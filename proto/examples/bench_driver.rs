@@ -7,7 +7,9 @@
 //!   then N sequential CreateContainer requests with kubelet-shaped pods (Guaranteed / Burstable /
 //!   BestEffort mix, new pod every other container), each timed around the ttrpc call under the
 //!   NRI lock as containerd holds it. Appends per-request ns to FILE; with `--rss-pid-file`, reads
-//!   the VmRSS of the pid written in F (the plugin, started after the driver) after the last request. Prints `{"n","median_us","p99_us"[,"rss_mib"]}`.
+//!   the VmRSS of the pid written in F (the plugin, started after the driver) after the last
+//!   request. Prints `{"n","median_us","p99_us","adjusted"[,"rss_mib"]}` (`adjusted`: replies
+//!   carrying a Linux adjustment).
 //! * `sync --socket S --containers N`: one Synchronize of N running containers (2 per pod), paged
 //!   as containerd does when the request would exceed ttrpc's 4 MiB message limit. Prints
 //!   `{"containers","messages","sync_ms"}`.
@@ -123,6 +125,7 @@ async fn run_roundtrip(
     conn.synchronize(vec![], vec![], None).await?;
     let mut lat = Vec::with_capacity(n);
     let mut pod = None;
+    let mut adjusted = 0usize;
     for i in 0..n {
         // A new pod every other container (app + sidecar), announced first if subscribed.
         if i % 2 == 0 {
@@ -147,8 +150,8 @@ async fn run_roundtrip(
         let start = Instant::now();
         let resp = conn.create_container(&req).await?;
         lat.push(start.elapsed());
-        if i == 0 && resp.adjust.is_none() {
-            eprintln!("bench_driver: warning: plugin returned no adjustment");
+        if resp.adjust.as_ref().is_some_and(|a| a.linux.is_some()) {
+            adjusted += 1;
         }
     }
     if let Some(f) = samples {
@@ -164,6 +167,8 @@ async fn run_roundtrip(
     }
     let s = LatencyStats::from_samples(&lat).ok_or("no samples")?;
     let mut json = stats_json(&s);
+    json.pop();
+    json.push_str(&format!(",\"adjusted\":{adjusted}}}"));
     if let Some(f) = rss_pid_file {
         let pid = std::fs::read_to_string(f)?.trim().to_string();
         let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;

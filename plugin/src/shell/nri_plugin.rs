@@ -416,7 +416,7 @@ impl Plugin for TopoletPlugin {
             };
             match nri_view::view(pod, c, capacity) {
                 Ok(v) => {
-                    tracing::info!(pod = %v.pod_ref, container = %c.name, qos = %v.qos, cpus = ?v.current.cpuset_cpus.as_ref().map(ToString::to_string), "synchronize: container");
+                    tracing::debug!(pod = %v.pod_ref, container = %c.name, qos = %v.qos, cpus = ?v.current.cpuset_cpus.as_ref().map(ToString::to_string), "synchronize: container");
                     views.push(v);
                 }
                 Err(why) => {
@@ -447,11 +447,13 @@ impl Plugin for TopoletPlugin {
         for note in &outcome.notes {
             tracing::warn!(note = %note, "synchronize: reconciled");
         }
+        let mut by_id: HashMap<String, ContainerView> =
+            views.into_iter().map(|v| (v.id.clone(), v)).collect();
         node.containers = outcome
             .containers
             .into_iter()
             .filter_map(|(id, applied)| {
-                let view = views.iter().find(|v| v.id == id)?.clone();
+                let view = by_id.remove(&id)?;
                 Some((id, Managed { view, applied }))
             })
             .collect();

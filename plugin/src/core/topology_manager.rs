@@ -119,24 +119,11 @@ pub trait HintProvider {
     fn free_per_node(&self) -> FreePerNode;
 }
 
-/// `hugepages-2Mi` → 2097152; `None` for any other name or a malformed size.
+/// `hugepages-2Mi` → 2097152; `None` for any other name or a malformed size. The size is a
+/// Kubernetes quantity, read by the same parser as pod specs (`core::pod_input`).
 pub fn hugepage_size(resource: &str) -> Option<u64> {
-    let q = resource.strip_prefix("hugepages-")?;
-    let split = q.find(|c: char| !c.is_ascii_digit()).unwrap_or(q.len());
-    let (digits, suffix) = q.split_at(split);
-    let n: u64 = digits.parse().ok()?;
-    let unit: u64 = match suffix {
-        "" => 1,
-        "Ki" => 1 << 10,
-        "Mi" => 1 << 20,
-        "Gi" => 1 << 30,
-        "Ti" => 1 << 40,
-        "k" => 1_000,
-        "M" => 1_000_000,
-        "G" => 1_000_000_000,
-        _ => return None,
-    };
-    n.checked_mul(unit)
+    let size = resource.strip_prefix("hugepages-")?;
+    super::quantity::parse_value(size).ok().filter(|&s| s > 0)
 }
 
 /// The memory manager's view of an amounts map.

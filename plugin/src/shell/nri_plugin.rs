@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -92,6 +92,9 @@ pub struct TopoletPlugin {
     status: OnceLock<watch::Receiver<ConnectionStatus>>,
     state_path: PathBuf,
     flusher_started: AtomicBool,
+    /// The last state-file write failed (disk full, read-only, …): the flusher task writes it
+    /// again until it succeeds, so the file catches up without waiting for another event.
+    persist_failed: AtomicBool,
     metrics: Arc<Metrics>,
 }
 
@@ -140,6 +143,7 @@ impl TopoletPlugin {
             status: OnceLock::new(),
             state_path,
             flusher_started: AtomicBool::new(false),
+            persist_failed: AtomicBool::new(false),
             metrics: Arc::new(Metrics::new()),
         })
     }
@@ -158,10 +162,13 @@ impl TopoletPlugin {
         {
             let plugin = Arc::downgrade(self);
             tokio::spawn(async move {
-                loop {
+                for tick in 0u64.. {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     let Some(p) = plugin.upgrade() else { break };
                     p.flush_updates();
+                    if tick % 10 == 0 {
+                        p.retry_persist();
+                    }
                 }
             });
         }
@@ -278,10 +285,35 @@ impl TopoletPlugin {
         };
         let saved = state_file::save(&self.state_path, &state);
         self.metrics.state_write(saved.is_ok());
-        if let Err(e) = saved {
-            // Not fatal: the next Synchronize rebuilds from the runtime. Loud, though.
-            tracing::error!(error = %e, "state file not written");
+        let failed_before = self.persist_failed.swap(saved.is_err(), Ordering::SeqCst);
+        match saved {
+            // Not fatal: containers keep being placed from memory, the write is retried every
+            // second (`retry_persist`), and a restart rebuilds from the runtime's view anyway.
+            // Loud once, quiet while the retries keep failing.
+            Err(e) if !failed_before => tracing::error!(
+                error = %e,
+                "state file not written; placing from memory and retrying every second"
+            ),
+            Err(e) => tracing::debug!(error = %e, "state file still not written"),
+            Ok(()) if failed_before => {
+                tracing::info!(path = %self.state_path.display(), "state file written again")
+            }
+            Ok(()) => {}
         }
+    }
+
+    /// Writes the state file again if the last write failed; a no-op otherwise. Called every
+    /// second by the flusher task.
+    pub fn retry_persist(&self) {
+        if self.persist_failed.load(Ordering::SeqCst) {
+            let node = self.lock();
+            self.persist(&node);
+        }
+    }
+
+    /// True while the last state-file write failed.
+    pub fn persist_pending(&self) -> bool {
+        self.persist_failed.load(Ordering::SeqCst)
     }
 
     /// Queues every managed shared container whose cpuset differs from the current shared

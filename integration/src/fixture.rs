@@ -18,6 +18,8 @@ pub struct WithTopolet {
     pub work: PathBuf,
     /// Node memory capacity, for kubelet-shaped oom_score_adj.
     pub mem_capacity: u64,
+    /// The configuration topolet was started with.
+    pub config: TopoletConfig,
 }
 
 impl WithTopolet {
@@ -44,7 +46,18 @@ impl WithTopolet {
             stack,
             work,
             mem_capacity: observe::mem_capacity()?,
+            config: config.clone(),
         })
+    }
+
+    /// topolet's state file (`<state dir>/assignments.json`).
+    pub fn state_file(&self) -> PathBuf {
+        self.config.state_dir.join("assignments.json")
+    }
+
+    /// Where the books read topolet's side: its state file and admin socket.
+    pub fn books_side(&self) -> (PathBuf, PathBuf) {
+        (self.state_file(), self.config.admin_socket.clone())
     }
 
     /// A kubelet-shaped one-container pod of `requirements`' class.

@@ -14,6 +14,8 @@
 //! The suite fails, never skips, when the stack cannot be started: every helper returns an error
 //! with context naming the command or path, and tests propagate it.
 
+pub mod books;
+pub mod churn;
 pub mod cri;
 pub mod fixture;
 pub mod kube;

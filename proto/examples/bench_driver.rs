@@ -13,10 +13,21 @@
 //! * `sync --socket S --containers N`: one Synchronize of N running containers (2 per pod), paged
 //!   as containerd does when the request would exceed ttrpc's 4 MiB message limit. Prints
 //!   `{"containers","messages","sync_ms"}`.
+//! * `events --socket S --live N --churn M --metrics-log FILE`: the plugin's own per-event handling
+//!   time at N live containers. Brings the plugin to N live containers (N/2 pods of app + sidecar,
+//!   each announced, created and started as containerd does), scrapes the plugin's
+//!   `topolet_nri_event_duration_seconds` histogram from its `/metrics` (address read from the
+//!   `metrics endpoint listening` line in the plugin's log FILE), then drives M churn pods through
+//!   their whole life (RunPodSandbox, CreateContainer, PostStartContainer, StopContainer,
+//!   RemoveContainer, StopPodSandbox, RemovePodSandbox; each only if the plugin subscribed) while the
+//!   N stay live, scrapes again and reports quantiles of the difference of the two histograms:
+//!   only the churn events count. Quantiles are computed as Prometheus' `histogram_quantile` does
+//!   (linear interpolation inside the bucket that holds the rank). Prints
+//!   `{"live","churn_pods","managed_containers","all":{"n","median_us","p99_us"},"by_event":{…}}`.
 //! * `stats FILE...`: median and p99 over the ns samples in FILEs (`{"n","median_us","p99_us"}`).
 
-use std::collections::HashMap;
-use std::io::Write;
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use topolet_nri::api::{self, Event};
@@ -65,7 +76,7 @@ fn main() -> Res<()> {
             println!("{}", stats_json(&s));
             Ok(())
         }
-        "roundtrip" | "sync" => {
+        "roundtrip" | "sync" | "events" => {
             let socket = opts.get("socket").ok_or("--socket is required")?.clone();
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -78,6 +89,11 @@ fn main() -> Res<()> {
                 let mask = setup(&conn).await?;
                 if cmd == "sync" {
                     run_sync(&conn, num("containers", 1000)?).await
+                } else if cmd == "events" {
+                    let log = opts
+                        .get("metrics-log")
+                        .ok_or("events: --metrics-log is required")?;
+                    run_events(&conn, mask, num("live", 10)?, num("churn", 1000)?, log).await
                 } else {
                     let rss_pid = opts.get("rss-pid-file").cloned();
                     let samples = opts.get("samples").cloned();
@@ -92,7 +108,7 @@ fn main() -> Res<()> {
 
 fn usage() -> Box<dyn std::error::Error> {
     "usage: bench_driver roundtrip|sync --socket S [--n N --round R --samples F --rss-pid-file F \
-     | --containers N] | stats FILE..."
+     | --containers N | --live N --churn M --metrics-log F] | stats FILE..."
         .into()
 }
 
@@ -209,6 +225,245 @@ async fn run_sync(conn: &PluginConn, n: usize) -> Res<()> {
     let (_, messages) = conn.synchronize(pods, ctrs, page).await?;
     let ms = start.elapsed().as_secs_f64() * 1e3;
     println!("{{\"containers\":{n},\"messages\":{messages},\"bytes\":{size},\"sync_ms\":{ms:.2}}}");
+    Ok(())
+}
+
+/// One event of a pod's or container's life, sent as containerd sends it (a request for
+/// CreateContainer and StopContainer, a state change for the rest), only if `mask` subscribes it.
+async fn send(
+    conn: &PluginConn,
+    mask: EventMask,
+    event: Event,
+    pod: &api::PodSandbox,
+    ctr: Option<&api::Container>,
+) -> Res<()> {
+    if !mask.contains(event) {
+        return Ok(());
+    }
+    match event {
+        Event::CREATE_CONTAINER => {
+            let req = api::CreateContainerRequest {
+                pod: MessageField::some(pod.clone()),
+                container: MessageField::from_option(ctr.cloned()),
+                ..Default::default()
+            };
+            conn.create_container(&req).await?;
+        }
+        Event::STOP_CONTAINER => {
+            let req = api::StopContainerRequest {
+                pod: MessageField::some(pod.clone()),
+                container: MessageField::from_option(ctr.cloned()),
+                ..Default::default()
+            };
+            conn.locked(conn.client().stop_container(conn.ctx(), &req))
+                .await?;
+        }
+        _ => {
+            let ev = api::StateChangeEvent {
+                event: event.into(),
+                pod: MessageField::some(pod.clone()),
+                container: MessageField::from_option(ctr.cloned()),
+                ..Default::default()
+            };
+            conn.state_change(&ev).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Announces, creates and starts `ctr` of `pod`, as containerd does.
+async fn start_container(
+    conn: &PluginConn,
+    mask: EventMask,
+    pod: &api::PodSandbox,
+    mut ctr: api::Container,
+) -> Res<()> {
+    send(conn, mask, Event::CREATE_CONTAINER, pod, Some(&ctr)).await?;
+    ctr.state = api::ContainerState::CONTAINER_CREATED.into();
+    send(conn, mask, Event::POST_CREATE_CONTAINER, pod, Some(&ctr)).await?;
+    send(conn, mask, Event::START_CONTAINER, pod, Some(&ctr)).await?;
+    ctr.state = api::ContainerState::CONTAINER_RUNNING.into();
+    send(conn, mask, Event::POST_START_CONTAINER, pod, Some(&ctr)).await
+}
+
+/// Cumulative bucket counts per `event` label, by upper bound (`f64::INFINITY` for `+Inf`).
+type Buckets = BTreeMap<String, Vec<(f64, f64)>>;
+
+/// GET /metrics from `addr`; returns the event histograms and the `topolet_managed_containers`
+/// gauge.
+fn scrape(addr: &str) -> Res<(Buckets, Option<f64>)> {
+    let mut s = std::net::TcpStream::connect(addr).map_err(|e| format!("metrics {addr}: {e}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("metrics {addr}: no HTTP header"))?;
+    if !head.starts_with("HTTP/1.1 200") {
+        return Err(format!("metrics {addr}: {}", head.lines().next().unwrap_or("")).into());
+    }
+    let mut out = Buckets::new();
+    let mut managed = None;
+    for line in body.lines() {
+        if let Some(v) = line.strip_prefix("topolet_managed_containers ") {
+            managed = Some(v.trim().parse::<f64>()?);
+        }
+        let Some(rest) = line.strip_prefix("topolet_nri_event_duration_seconds_bucket{") else {
+            continue;
+        };
+        let (labels, value) = rest
+            .rsplit_once("} ")
+            .ok_or_else(|| format!("metrics {addr}: bad bucket line {line:?}"))?;
+        let label = |name: &str| {
+            labels
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(&format!("{name}=\"")))
+                .and_then(|v| v.strip_suffix('"'))
+                .ok_or_else(|| format!("metrics {addr}: no {name} label in {line:?}"))
+        };
+        let le = match label("le")? {
+            "+Inf" => f64::INFINITY,
+            v => v.parse()?,
+        };
+        out.entry(label("event")?.to_string())
+            .or_default()
+            .push((le, value.trim().parse()?));
+    }
+    Ok((out, managed))
+}
+
+/// Prometheus' `histogram_quantile(q, …)` over cumulative `buckets` sorted by bound: linear
+/// interpolation inside the bucket holding rank q×count (lower bound 0 for the first bucket; the
+/// highest finite bound when the rank falls into `+Inf`). `None` without observations.
+fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
+    let total = buckets.last()?.1;
+    if total <= 0.0 {
+        return None;
+    }
+    let rank = q * total;
+    let (mut lower, mut below) = (0.0, 0.0);
+    for &(le, cum) in buckets {
+        if cum >= rank {
+            if le.is_infinite() {
+                return Some(lower);
+            }
+            if cum == below {
+                return Some(le);
+            }
+            return Some(lower + (le - lower) * (rank - below) / (cum - below));
+        }
+        (lower, below) = (le, cum);
+    }
+    Some(lower)
+}
+
+/// Reads the metrics address from the plugin's log (`metrics endpoint listening … address=A`).
+async fn metrics_address(log: &str) -> Res<String> {
+    let deadline = Instant::now() + ACCEPT_TIMEOUT;
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let found = text
+            .lines()
+            .filter(|l| l.contains("metrics endpoint listening"))
+            .find_map(|l| {
+                l.split_whitespace()
+                    .find_map(|w| w.strip_prefix("address="))
+            });
+        if let Some(a) = found {
+            return Ok(a.trim_matches('"').to_string());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{log}: no \"metrics endpoint listening\" line").into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn quantiles_json(n: f64, buckets: &[(f64, f64)]) -> String {
+    let us =
+        |q| histogram_quantile(q, buckets).map_or("null".into(), |s| format!("{:.1}", s * 1e6));
+    format!(
+        "{{\"n\":{n},\"median_us\":{},\"p99_us\":{}}}",
+        us(0.5),
+        us(0.99)
+    )
+}
+
+async fn run_events(
+    conn: &PluginConn,
+    mask: EventMask,
+    live: usize,
+    churn: usize,
+    log: &str,
+) -> Res<()> {
+    conn.synchronize(vec![], vec![], None).await?;
+    let addr = metrics_address(log).await?;
+    for p in 0..live.div_ceil(2) {
+        let pod = sandbox(1, p);
+        send(conn, mask, Event::RUN_POD_SANDBOX, &pod, None).await?;
+        for k in 0..2.min(live - 2 * p) {
+            let ctr = container(&pod, k, api::ContainerState::CONTAINER_UNKNOWN);
+            start_container(conn, mask, &pod, ctr).await?;
+        }
+    }
+    let (before, managed) = scrape(&addr)?;
+    for j in 0..churn {
+        let pod = sandbox(2, 1_000_000 + j);
+        send(conn, mask, Event::RUN_POD_SANDBOX, &pod, None).await?;
+        let mut ctr = container(&pod, 0, api::ContainerState::CONTAINER_UNKNOWN);
+        start_container(conn, mask, &pod, ctr.clone()).await?;
+        ctr.state = api::ContainerState::CONTAINER_RUNNING.into();
+        send(conn, mask, Event::STOP_CONTAINER, &pod, Some(&ctr)).await?;
+        ctr.state = api::ContainerState::CONTAINER_STOPPED.into();
+        send(conn, mask, Event::REMOVE_CONTAINER, &pod, Some(&ctr)).await?;
+        send(conn, mask, Event::STOP_POD_SANDBOX, &pod, None).await?;
+        send(conn, mask, Event::REMOVE_POD_SANDBOX, &pod, None).await?;
+    }
+    let (after, _) = scrape(&addr)?;
+    // Churn-only histograms: after − before, per event; pooled over events for "all".
+    let mut all: Vec<(f64, f64)> = Vec::new();
+    let mut by_event = Vec::new();
+    for (event, b) in &after {
+        let a = before.get(event);
+        let diff: Vec<(f64, f64)> = b
+            .iter()
+            .enumerate()
+            .map(|(i, &(le, c))| (le, c - a.and_then(|a| a.get(i)).map_or(0.0, |x| x.1)))
+            .collect();
+        let n = diff.last().map_or(0.0, |x| x.1);
+        if n <= 0.0 {
+            continue;
+        }
+        if all.is_empty() {
+            all = diff.iter().map(|&(le, _)| (le, 0.0)).collect();
+        }
+        if all.len() != diff.len() {
+            return Err(format!(
+                "event {event}: {} buckets, others {}",
+                diff.len(),
+                all.len()
+            )
+            .into());
+        }
+        for (x, d) in all.iter_mut().zip(&diff) {
+            x.1 += d.1;
+        }
+        by_event.push(format!("\"{event}\":{}", quantiles_json(n, &diff)));
+    }
+    let n = all.last().map_or(0.0, |x| x.1);
+    if n <= 0.0 {
+        return Err("the plugin's histogram recorded no churn event".into());
+    }
+    let managed = managed.map_or("null".into(), |m| m.to_string());
+    println!(
+        "{{\"live\":{live},\"churn_pods\":{churn},\"managed_containers\":{managed},\"all\":{},\"by_event\":{{{}}}}}",
+        quantiles_json(n, &all),
+        by_event.join(",")
+    );
     Ok(())
 }
 

@@ -714,7 +714,9 @@ impl TopoletPlugin {
     /// Returns a stopped or removed container's exclusive resources (idempotent: a second call,
     /// or a call for a container we never saw, changes nothing).
     fn release(&self, id: &str, what: &str) {
-        let mut node = self.lock();
+        // A StopContainer / RemoveContainer event: the runtime is busy (e.g. tearing pods down),
+        // so the shared-pool updates this queues must wait for a lull like any other event's.
+        let mut node = self.event_lock();
         let Some(key) = node.containers.get(id).map(|m| m.view.key.clone()) else {
             return;
         };

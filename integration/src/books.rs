@@ -275,3 +275,48 @@ pub fn admitted_in_log(log: &str) -> BTreeSet<String> {
         .filter_map(|p| p.split_once('/').map(|(_, name)| name.to_string()))
         .collect()
 }
+
+/// Every container key (`pod_uid/container`) in topolet's state file, whatever it holds, plus
+/// the containers it left alone.
+pub fn state_file_keys(path: &Path) -> anyhow::Result<BTreeSet<String>> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let nl = bytes
+        .iter()
+        .position(|&b| b == b'\n')
+        .with_context(|| format!("{} has no header line", path.display()))?;
+    let payload: Value = serde_json::from_slice(&bytes[nl + 1..])
+        .with_context(|| format!("{}: payload is not JSON", path.display()))?;
+    let mut keys = BTreeSet::new();
+    for a in payload["assignments"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(payload["left_alone"].as_array().into_iter().flatten())
+    {
+        keys.insert(format!(
+            "{}/{}",
+            a["pod_uid"].as_str().unwrap_or("?"),
+            a["container"].as_str().unwrap_or("?")
+        ));
+    }
+    Ok(keys)
+}
+
+/// `managed_containers` of `topolet status -o json`.
+pub fn status_managed(admin_socket: &Path) -> anyhow::Result<u64> {
+    let bin = crate::topolet::binary()?;
+    let out = Command::new(&bin)
+        .args(["status", "-o", "json", "--admin-socket"])
+        .arg(admin_socket)
+        .output()
+        .with_context(|| format!("running {} status", bin.display()))?;
+    ensure!(
+        out.status.success(),
+        "topolet status failed ({})",
+        out.status
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).context("parsing topolet status -o json")?;
+    v["managed_containers"]
+        .as_u64()
+        .context("topolet status has no managed_containers")
+}

@@ -517,7 +517,8 @@ impl Tmpfs {
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        // The stack's own clean-up may have unmounted it already: quiet either way.
+        let _ = Command::new("umount").arg("-l").arg(&self.0).output();
     }
 }
 

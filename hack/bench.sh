@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
-# hack/bench.sh — topolet against a minimal Go NRI plugin, over the real NRI wire protocol.
+# hack/bench.sh — topolet's benchmarks, each figure measured side by side with its baseline in one run.
 #
-# Usage: hack/bench.sh            (no root, no containerd needed; ~3–5 min on 2 CPUs)
+# Usage: hack/bench.sh            (as root, after hack/install-deps.sh; ~12–15 min on 2 CPUs)
+#        BENCH_PARTS="wire events" hack/bench.sh    (only those parts; wire and events need no root)
 #
-# Prints one table and writes target/bench/bench.json with:
-#   nri_roundtrip_us  {"topolet"|"go_baseline": {"median","p99"}}   CreateContainer round trip
-#   sync_ms           {"1000","10000"}                               topolet Synchronize
+# Prints one table and writes target/bench/bench.json (ms / µs / MiB as the key says):
+#   nri_roundtrip_us  {"topolet"|"go_baseline": {"median","p99"}}      CreateContainer round trip [wire]
+#   sync_ms           {"1000","10000"}                                 topolet Synchronize        [wire]
 #   sync_ms_go_baseline {"1000","10000"}  the same Synchronize into the Go baseline (which ignores it:
-#                     the wire + decode floor, including the driver's own encoding, for comparison)
-#   rss_mib           {"topolet","go_baseline"}                      VmRSS after 1,000 containers
-# Not measured here (keys of issue #7 absent from bench.json): create_start_ms (needs containerd's CRI;
-# see hack/nri-latency.sh), event_us, eviction_loop_ms_per_interval, eviction_reaction_s.
+#                     the wire + decode floor, including the driver's own encoding)           [wire]
+#   rss_mib           {"topolet","go_baseline"}                        VmRSS after 1,000 containers [wire]
+#   event_us          {"10"|"100"|"1000": {"median","p99"}}            topolet's own handling time per
+#                     NRI event at that many live containers                                  [events]
+#   create_start_ms   {"none"|"topolet"|"go_baseline": {"median","p99"}}  CRI CreateContainer +
+#                     StartContainer through real containerd; create_start_overhead_ms
+#                     {"topolet"|"go_baseline": {"median_diff","ci95_lo","ci95_hi"}} vs none  [create_start]
+#   eviction_loop_ms_per_interval {"idle","evicting_interval_est"}  eviction loop CPU per interval
+#   eviction_reaction_s {"pid.available","memory.available"}  threshold crossed -> pod's cgroup empty,
+#                     with eviction_reaction_bound_s (interval + grace the config implies)   [eviction]
+#   event_us_by_kind  {N: {event: {"median","p99"}}}  the same per NRI event kind            [events]
+#   plus the raw figures each part measured (event_runs, create_start_detail, eviction_tests) and meta.
+# A part left out by BENCH_PARTS leaves its keys out.
 #
-# Method: the runtime side is proto/examples/bench_driver.rs, the project's fake runtime
+# Method.
+# [wire] The runtime side is proto/examples/bench_driver.rs, the project's fake runtime
 # (topolet_nri::fake_runtime: the real mux + ttrpc protocol, configuring the plugin as containerd
 # v2.2.7 / NRI v0.11.0). For every measurement the driver binds a fresh socket, this script starts a
 # fresh plugin process on it (topolet release build with a temp config and state dir, or the Go
@@ -25,12 +36,49 @@
 # Sync: BENCH_SYNC_REPEATS Synchronize calls of 1,000 and 10,000 running containers (2 per pod,
 # paged like containerd when the request exceeds ttrpc's 4 MiB limit), each into a fresh plugin,
 # alternating; the median per plugin is reported. The timing spans the driver's own encoding too,
-# so the Go baseline's figure (it ignores Synchronize) is the floor topolet's is to be read against. RSS: VmRSS from /proc/<pid>/status right after 1,000 CreateContainer.
+# so the Go baseline's figure (it ignores Synchronize) is the floor topolet's is to be read against.
+# RSS: VmRSS from /proc/<pid>/status right after 1,000 CreateContainer.
+# [events] The driver (mode `events`) brings a fresh topolet (metrics on 127.0.0.1:0, address read
+# from its log) to N live containers, scrapes topolet's own topolet_nri_event_duration_seconds
+# histogram from /metrics, drives BENCH_EVENT_CHURN churn pods through their whole life
+# (RunPodSandbox, CreateContainer, PostStartContainer, StopContainer, RemoveContainer,
+# RemovePodSandbox: 6 events each) while the N stay live, scrapes again, and takes median and p99
+# of the difference (churn events only, all kinds pooled) as Prometheus' histogram_quantile does:
+# linear interpolation inside the bucket holding the rank (buckets in plugin/src/shell/metrics.rs,
+# 2.5µs..2.5s, fine steps below 100µs, so a figure is exact to its bucket's width). The driver also
+# checks the plugin reports N managed containers. BENCH_EVENT_REPEATS rounds, each over all sizes in
+# rotating order; reported: the median over rounds of each round's median and p99.
+# [create_start] One isolated containerd (hack/containerd.sh, line CONTAINERD_VERSION) and the Go CRI
+# client hack/nri-latency/ (k8s.io/cri-api, in-process gRPC, built offline from .deps) timing
+# CreateContainer + StartContainer together (StopContainer and RemoveContainer untimed, one warm-up
+# per block discarded) of a BestEffort container in a kubelet-shaped pod
+# (<base>/kubepods/besteffort/pod…). Three conditions, BENCH_CS_ROUNDS blocks of BENCH_CS_BLOCK
+# each, interleaved in rotating order: none (no NRI plugin), topolet (release build, computing its
+# real adjustment), go_baseline (the Go baseline on the same NRI socket, its fixed adjustment made
+# valid here: the host's online CPUs and NUMA nodes, oom_score_adj 1000 as the kubelet sets for
+# BestEffort and runc cannot lower without CAP_SYS_RESOURCE). Toggling a plugin waits for
+# containerd's own "connected and synchronized" / "closed" log lines. Reported: median, p99 per
+# condition; overhead = median(condition) − median(none) with a 95% bootstrap interval.
+# [eviction] integration/tests/eviction.rs (the pid.available and memory.available eviction tests,
+# real containerd + runc + cgroups) with TOPOLET_BENCH_OUT set: each appends its figures (see that
+# file's header). idle = the loop's CPU per interval (process-wide, its own stats line) over the
+# first ≥ 11 intervals with nothing to do; evicting_interval_est = the CPU of the window from then
+# to the eviction's stats line minus idle for its other intervals (pod start-up NRI events fall in
+# that window too, so it is an upper estimate). Reaction is compared with interval + grace.
+# Both lines in one table; figures are means over the two tests where one number is shown.
 #
 # Environment:
-#   BENCH_ROUNDS        rounds per plugin (default 5)
-#   BENCH_N             CreateContainer requests per round (default 2000)
-#   BENCH_SYNC_REPEATS  Synchronize runs per size (default 3)
+#   BENCH_PARTS         parts to run (default "wire events create_start eviction")
+#   BENCH_ROUNDS        [wire] rounds per plugin (default 5)
+#   BENCH_N             [wire] CreateContainer requests per round (default 2000)
+#   BENCH_SYNC_REPEATS  [wire] Synchronize runs per size (default 3)
+#   BENCH_EVENT_LIVE    [events] live container counts (default "10 100 1000")
+#   BENCH_EVENT_CHURN   [events] churn pods per run (default 2000, 6 events each)
+#   BENCH_EVENT_REPEATS [events] rounds (default 3)
+#   BENCH_CS_ROUNDS     [create_start] blocks per condition (default 12)
+#   BENCH_CS_BLOCK      [create_start] timed create+starts per block (default 25; 12x25 = 300)
+#   CONTAINERD_VERSION / TOPOLET_CONTAINERD_VERSION  [create_start, eviction] line (default as in
+#                       hack/lib/common.sh)
 #   GO                  go binary (default: go on PATH, else /usr/local/go/bin/go)
 #   GOPROXY             used only for Go modules missing from .deps/go (default proxy.golang.org)
 set -euo pipefail
@@ -39,52 +87,77 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=hack/lib/common.sh
 source "$HACK_DIR/lib/common.sh"
 
+PARTS=" ${BENCH_PARTS:-wire events create_start eviction} "
 ROUNDS="${BENCH_ROUNDS:-5}"
 N="${BENCH_N:-2000}"
 SYNC_REPEATS="${BENCH_SYNC_REPEATS:-3}"
+EVENT_LIVE="${BENCH_EVENT_LIVE:-10 100 1000}"
+EVENT_CHURN="${BENCH_EVENT_CHURN:-2000}"
+EVENT_REPEATS="${BENCH_EVENT_REPEATS:-3}"
+CS_ROUNDS="${BENCH_CS_ROUNDS:-12}"
+CS_BLOCK="${BENCH_CS_BLOCK:-25}"
+VERSION="${CONTAINERD_VERSION:-${TOPOLET_CONTAINERD_VERSION:-$DEFAULT_CONTAINERD_VERSION}}"
 OUT_DIR="$REPO_ROOT/target/bench"
 
 die() { echo "bench: error: $*" >&2; exit 1; }
 say() { echo "bench: $*" >&2; }
+part() { [[ "$PARTS" == *" $1 "* ]]; }
+
+for p in $PARTS; do
+  case "$p" in wire | events | create_start | eviction) ;; *) die "BENCH_PARTS: unknown part $p (wire events create_start eviction)" ;; esac
+done
+for v in ROUNDS N SYNC_REPEATS EVENT_CHURN EVENT_REPEATS CS_ROUNDS CS_BLOCK; do
+  [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || die "BENCH_$v=${!v}: want a positive integer"
+done
+for n in $EVENT_LIVE; do [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "BENCH_EVENT_LIVE: $n is not a positive integer"; done
+if part create_start || part eviction; then
+  [[ $EUID -eq 0 ]] || die "parts create_start and eviction need root (BENCH_PARTS=\"wire events\" runs without)"
+  validate_containerd_version "$VERSION" || exit 1
+  [[ -x "$(containerd_bin_dir "$VERSION")/containerd" ]] || die "containerd $VERSION is not installed (run hack/install-deps.sh)"
+fi
 
 WORK="$(mktemp -d /tmp/topolet-bench.XXXXXX)"
 PLUGIN_PID=""
 DRIVER_PID=""
+STACK=""
 cleanup() {
   local rc=$?
   for p in "$DRIVER_PID" "$PLUGIN_PID"; do
     [[ -z "$p" ]] || { kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; }
   done
+  [[ -z "$STACK" ]] || "$HACK_DIR/containerd.sh" stop "$STACK" >/dev/null 2>&1 || echo "bench: stop of $STACK failed" >&2
   ((rc == 0)) || echo "bench: logs kept in $WORK" >&2
   ((rc != 0)) || rm -rf "$WORK"
   exit "$rc"
 }
 trap cleanup EXIT
+mkdir -p "$WORK/parts"
+T0=$SECONDS
 
 GO="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
 [[ -x "$GO" ]] || die "go not found (set GO=/path/to/go)"
+go_build() { # go_build DIR OUT: offline-first build with the private module cache of .deps
+  (cd "$1" && env GOPATH="$DEPS/go/path" GOMODCACHE="$DEPS/go/path/pkg/mod" \
+    GOCACHE="$DEPS/go/cache" GOTOOLCHAIN=local GOPROXY="${GOPROXY:-https://proxy.golang.org}" \
+    GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0 "$GO" build -trimpath -o "$2" .)
+}
 
-say "building topolet, bench_driver (release) and the Go baseline"
+say "building topolet, bench_driver (release), the Go baseline and the CRI client"
 (cd "$REPO_ROOT" && cargo build -q --release -p topolet --bin topolet) || die "cargo build -p topolet failed"
 (cd "$REPO_ROOT" && cargo build -q --release -p topolet-nri --features test-support --example bench_driver) ||
   die "cargo build of the bench_driver example failed"
 TOPOLET="$REPO_ROOT/target/release/topolet"
 DRIVER="$REPO_ROOT/target/release/examples/bench_driver"
 GO_BASELINE="$WORK/go-baseline"
-(cd "$HACK_DIR/bench/go-baseline" && env GOPATH="$DEPS/go/path" GOMODCACHE="$DEPS/go/path/pkg/mod" \
-  GOCACHE="$DEPS/go/cache" GOTOOLCHAIN=local GOPROXY="${GOPROXY:-https://proxy.golang.org}" \
-  GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0 "$GO" build -trimpath -o "$GO_BASELINE" .) ||
-  die "building hack/bench/go-baseline failed"
+go_build "$HACK_DIR/bench/go-baseline" "$GO_BASELINE" || die "building hack/bench/go-baseline failed"
+CLIENT="$WORK/cri-client"
+go_build "$HACK_DIR/nri-latency" "$CLIENT" || die "building hack/nri-latency (the CRI client) failed"
 
-RUN=0
-J=""
-# start_plugin NAME SOCKET: a fresh plugin process connecting to SOCKET; sets PLUGIN_PID.
-start_plugin() {
-  local dir="$WORK/run$RUN"
-  mkdir -p "$dir"
-  case "$1" in
-    topolet)
-      cat >"$dir/topolet.toml" <<EOT
+# topolet_config FILE SOCKET DIR METRICS: a topolet config; METRICS "on" serves /metrics on a free port.
+topolet_config() {
+  local enabled=false
+  [[ "$4" != on ]] || enabled=true
+  cat >"$1" <<EOT
 [nri]
 socket = "$2"
 name = "topolet"
@@ -98,14 +171,27 @@ reserved_cpus = "0"
 pids_limit = 1024
 
 [state]
-dir = "$dir/state"
+dir = "$3/state"
 
 [admin]
-socket = "$dir/admin.sock"
+socket = "$3/admin.sock"
 
 [metrics]
-enabled = false
+enabled = $enabled
+address = "127.0.0.1:0"
 EOT
+}
+
+RUN=0
+J=""
+METRICS=off
+# start_plugin NAME SOCKET: a fresh plugin process connecting to SOCKET; sets PLUGIN_PID.
+start_plugin() {
+  local dir="$WORK/run$RUN"
+  mkdir -p "$dir"
+  case "$1" in
+    topolet)
+      topolet_config "$dir/topolet.toml" "$2" "$dir" "$METRICS"
       "$TOPOLET" run --config "$dir/topolet.toml" --log-file "$dir/topolet.log" 2>"$dir/stderr" &
       ;;
     go_baseline) "$GO_BASELINE" --socket "$2" --idx 60 >"$dir/stderr" 2>&1 & ;;
@@ -116,7 +202,8 @@ EOT
 
 # drive PLUGIN MODE ARGS...: runs the driver against a fresh PLUGIN; sets J to the driver's JSON line.
 # (Not called in $(...), so RUN and the pids stay visible to cleanup.)
-# The plugin's pid is written to $WORK/pid-<run> (the driver's --rss-pid-file reads it at the end).
+# The plugin's pid is written to $WORK/pid-<run> (the driver's --rss-pid-file reads it at the end);
+# its log is $WORK/run<run>/topolet.log (the driver's --metrics-log reads it).
 drive() {
   local plugin="$1" mode="$2"; shift 2
   RUN=$((RUN + 1))
@@ -144,52 +231,49 @@ field() { sed -E "s/.*\"$2\":([0-9.]+).*/\1/" <<<"$1"; }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 PLUGINS=(topolet go_baseline)
-say "NRI round trip: $ROUNDS rounds x $N CreateContainer per plugin, alternating"
-for ((r = 0; r < ROUNDS; r++)); do
-  for ((k = 0; k < 2; k++)); do
-    p="${PLUGINS[(r + k) % 2]}"
-    drive "$p" roundtrip --n "$N" --round "$r" --samples "$WORK/samples-$p"
-    j="$J"
-    say "  round $((r + 1)) $p: $j"
-  done
-done
-declare -A MED P99
-for p in "${PLUGINS[@]}"; do
-  j="$("$DRIVER" stats "$WORK/samples-$p")"
-  MED[$p]="$(field "$j" median_us)"
-  P99[$p]="$(field "$j" p99_us)"
-done
-
-say "Synchronize: $SYNC_REPEATS x {1000, 10000} containers into a fresh plugin, alternating"
-declare -A SYNC
-for size in 1000 10000; do
-  declare -A runs=([topolet]="" [go_baseline]="")
-  for ((i = 0; i < SYNC_REPEATS; i++)); do
+if part wire; then
+  T=$SECONDS
+  say "[wire] NRI round trip: $ROUNDS rounds x $N CreateContainer per plugin, alternating"
+  for ((r = 0; r < ROUNDS; r++)); do
     for ((k = 0; k < 2; k++)); do
-      p="${PLUGINS[(i + k) % 2]}"
-      drive "$p" sync --containers "$size"
-      j="$J"
-      say "  $size $p: $j"
-      runs[$p]+=" $(field "$j" sync_ms)"
+      p="${PLUGINS[(r + k) % 2]}"
+      drive "$p" roundtrip --n "$N" --round "$r" --samples "$WORK/samples-$p"
+      say "  round $((r + 1)) $p: $J"
     done
   done
+  declare -A MED P99
   for p in "${PLUGINS[@]}"; do
-    # shellcheck disable=SC2086 # word-split the run list on purpose
-    SYNC[$p,$size]="$(median ${runs[$p]})"
+    j="$("$DRIVER" stats "$WORK/samples-$p")"
+    MED[$p]="$(field "$j" median_us)"
+    P99[$p]="$(field "$j" p99_us)"
   done
-done
 
-say "RSS after 1000 CreateContainer"
-declare -A RSS
-for p in "${PLUGINS[@]}"; do
-  drive "$p" roundtrip --n 1000 --round 99 --rss-pid-file "$WORK/pid-$((RUN + 1))"
-  j="$J"
-  say "  $p: $j"
-  RSS[$p]="$(field "$j" rss_mib)"
-done
+  say "[wire] Synchronize: $SYNC_REPEATS x {1000, 10000} containers into a fresh plugin, alternating"
+  declare -A SYNC
+  for size in 1000 10000; do
+    declare -A runs=([topolet]="" [go_baseline]="")
+    for ((i = 0; i < SYNC_REPEATS; i++)); do
+      for ((k = 0; k < 2; k++)); do
+        p="${PLUGINS[(i + k) % 2]}"
+        drive "$p" sync --containers "$size"
+        say "  $size $p: $J"
+        runs[$p]+=" $(field "$J" sync_ms)"
+      done
+    done
+    for p in "${PLUGINS[@]}"; do
+      # shellcheck disable=SC2086 # word-split the run list on purpose
+      SYNC[$p,$size]="$(median ${runs[$p]})"
+    done
+  done
 
-mkdir -p "$OUT_DIR"
-cat >"$OUT_DIR/bench.json" <<EOT
+  say "[wire] RSS after 1000 CreateContainer"
+  declare -A RSS
+  for p in "${PLUGINS[@]}"; do
+    drive "$p" roundtrip --n 1000 --round 99 --rss-pid-file "$WORK/pid-$((RUN + 1))"
+    say "  $p: $J"
+    RSS[$p]="$(field "$J" rss_mib)"
+  done
+  cat >"$WORK/parts/wire.json" <<EOT
 {
   "nri_roundtrip_us": {
     "topolet": {"median": ${MED[topolet]}, "p99": ${P99[topolet]}},
@@ -198,15 +282,201 @@ cat >"$OUT_DIR/bench.json" <<EOT
   "sync_ms": {"1000": ${SYNC[topolet,1000]}, "10000": ${SYNC[topolet,10000]}},
   "sync_ms_go_baseline": {"1000": ${SYNC[go_baseline,1000]}, "10000": ${SYNC[go_baseline,10000]}},
   "rss_mib": {"topolet": ${RSS[topolet]}, "go_baseline": ${RSS[go_baseline]}},
-  "meta": {"rounds": $ROUNDS, "requests_per_round": $N, "sync_repeats": $SYNC_REPEATS, "cpus": $(nproc),
-           "runtime": "fake containerd v2.2.7 / NRI v0.11.0 (topolet_nri::fake_runtime)"}
+  "meta": {"wire": {"rounds": $ROUNDS, "requests_per_round": $N, "sync_repeats": $SYNC_REPEATS,
+           "runtime": "fake containerd v2.2.7 / NRI v0.11.0 (topolet_nri::fake_runtime)", "seconds": $((SECONDS - T))}}
 }
 EOT
+fi
 
-printf '\n%-34s %12s %12s\n' "measurement" "topolet" "go_baseline"
-printf '%-34s %12s %12s\n' "NRI round trip median (us)" "${MED[topolet]}" "${MED[go_baseline]}"
-printf '%-34s %12s %12s\n' "NRI round trip p99 (us)" "${P99[topolet]}" "${P99[go_baseline]}"
-printf '%-34s %12s %12s\n' "Synchronize 1,000 ctrs (ms)" "${SYNC[topolet,1000]}" "${SYNC[go_baseline,1000]}"
-printf '%-34s %12s %12s\n' "Synchronize 10,000 ctrs (ms)" "${SYNC[topolet,10000]}" "${SYNC[go_baseline,10000]}"
-printf '%-34s %12s %12s\n' "RSS after 1,000 ctrs (MiB)" "${RSS[topolet]}" "${RSS[go_baseline]}"
-echo "($((ROUNDS * N)) requests per plugin, $(nproc) CPUs; written to ${OUT_DIR#"$REPO_ROOT"/}/bench.json)"
+if part events; then
+  T=$SECONDS
+  read -r -a SIZES <<<"$EVENT_LIVE"
+  say "[events] $EVENT_REPEATS rounds x {${SIZES[*]}} live containers, $EVENT_CHURN churn pods each, rotating"
+  METRICS=on
+  : >"$WORK/events.jsonl"
+  for ((r = 0; r < EVENT_REPEATS; r++)); do
+    for ((k = 0; k < ${#SIZES[@]}; k++)); do
+      live="${SIZES[(r + k) % ${#SIZES[@]}]}"
+      drive topolet events --live "$live" --churn "$EVENT_CHURN" --metrics-log "$WORK/run$((RUN + 1))/topolet.log"
+      say "  round $((r + 1)) live $live: $J"
+      echo "$J" >>"$WORK/events.jsonl"
+    done
+  done
+  METRICS=off
+  python3 - "$WORK/events.jsonl" "$EVENT_CHURN" "$EVENT_REPEATS" $((SECONDS - T)) >"$WORK/parts/events.json" <<'EOT'
+import json, statistics, sys
+runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+by = {}
+for r in runs:
+    if r["managed_containers"] != r["live"]:
+        sys.exit(f"bench: events: plugin reported {r['managed_containers']} managed containers, want {r['live']}")
+    by.setdefault(str(r["live"]), []).append(r)
+ev = {k: {"median": round(statistics.median(x["all"]["median_us"] for x in v), 1),
+          "p99": round(statistics.median(x["all"]["p99_us"] for x in v), 1),
+          "events_per_run": v[0]["all"]["n"]} for k, v in by.items()}
+kinds = {k: {e: {"median": round(statistics.median(x["by_event"][e]["median_us"] for x in v), 1),
+                 "p99": round(statistics.median(x["by_event"][e]["p99_us"] for x in v), 1)}
+             for e in v[0]["by_event"]} for k, v in by.items()}
+print(json.dumps({"event_us": ev, "event_us_by_kind": kinds, "event_runs": runs,
+                  "meta": {"events": {"churn_pods": int(sys.argv[2]), "rounds": int(sys.argv[3]),
+                                      "seconds": int(sys.argv[4]),
+                                      "quantiles": "histogram_quantile of the churn-only histogram delta"}}}))
+EOT
+fi
+
+if part create_start; then
+  T=$SECONDS
+  STACK="$WORK/stack"
+  say "[create_start] starting containerd $VERSION"
+  CONTAINERD_VERSION="$VERSION" "$HACK_DIR/containerd.sh" start "$STACK" >/dev/null || die "containerd.sh start failed"
+  # shellcheck disable=SC1091
+  source "$STACK/env"
+  LOG="$CONTAINERD_LOG"
+  CS_SAMPLES="$WORK/create-start.txt"
+  : >"$CS_SAMPLES"
+  mkdir -p "$WORK/cs/ids" "$WORK/cs/logs" "$WORK/cs/topolet"
+  topolet_config "$WORK/cs/topolet/topolet.toml" "$NRI_SOCKET" "$WORK/cs/topolet" off
+  HOST_CPUS="$(cat /sys/devices/system/cpu/online)"
+  HOST_MEMS="$(cat /sys/devices/system/node/online 2>/dev/null || echo 0)"
+
+  count() { grep -cF -- "$1" "$LOG" || true; }
+  wait_count() { # wait_count PATTERN N: until PATTERN occurs N times in containerd's log
+    local deadline=$((SECONDS + 20))
+    until (($(count "$1") >= $2)); do
+      ((SECONDS < deadline)) || die "timed out waiting for containerd to log: $1"
+      sleep 0.05
+    done
+  }
+  CS_PLUGIN=""  # the condition whose plugin is connected
+  declare -A CS_NAME=([topolet]="50-topolet" [go_baseline]="60-go-baseline")
+  plugin_off() {
+    [[ -n "$CS_PLUGIN" ]] || return 0
+    local closed="connection to plugin \\\"${CS_NAME[$CS_PLUGIN]}\\\" closed" n
+    n=$(count "$closed")
+    kill -TERM "$PLUGIN_PID"; wait "$PLUGIN_PID" 2>/dev/null || true
+    PLUGIN_PID="" CS_PLUGIN=""
+    wait_count "$closed" $((n + 1))
+  }
+  plugin_on() { # plugin_on topolet|go_baseline
+    [[ "$CS_PLUGIN" != "$1" ]] || return 0
+    plugin_off
+    local connected="plugin \\\"${CS_NAME[$1]}\\\" connected and synchronized" n
+    n=$(count "$connected")
+    case "$1" in
+      topolet) "$TOPOLET" run --config "$WORK/cs/topolet/topolet.toml" --log-file "$WORK/cs/topolet/topolet.log" \
+        2>>"$WORK/cs/topolet/stderr" & ;;
+      go_baseline) "$GO_BASELINE" --socket "$NRI_SOCKET" --idx 60 --cpuset "$HOST_CPUS" --mems "$HOST_MEMS" \
+        --oom-score-adj 1000 >>"$WORK/cs/go-baseline.log" 2>&1 & ;;
+    esac
+    PLUGIN_PID=$! CS_PLUGIN="$1"
+    wait_count "$connected" $((n + 1))
+  }
+  CS_CONDS=(none topolet go_baseline)
+  say "[create_start] $CS_ROUNDS rounds x $CS_BLOCK create+start per condition (${CS_CONDS[*]}), rotating"
+  for ((r = 0; r < CS_ROUNDS; r++)); do
+    for ((k = 0; k < ${#CS_CONDS[@]}; k++)); do
+      c="${CS_CONDS[(r + k) % ${#CS_CONDS[@]}]}"
+      if [[ "$c" == none ]]; then plugin_off; else plugin_on "$c"; fi
+      "$CLIENT" run -mode create-start -endpoint "${CRI_ENDPOINT#unix://}" -state "$WORK/cs/ids" -label "$c" \
+        -pod cs-be -cgroup-parent "$CGROUP_PARENT_BASE/kubepods/besteffort/podcs-be" -logdir "$WORK/cs/logs" \
+        -image "$TEST_IMAGE" -n "$CS_BLOCK" -out "$CS_SAMPLES" || die "CRI client failed in condition $c"
+    done
+    say "  round $((r + 1)) of $CS_ROUNDS done"
+  done
+  plugin_off
+  grep -q "container placed" "$WORK/cs/topolet/topolet.log" ||
+    die "topolet placed no container in its create_start blocks (log: $WORK/cs/topolet/topolet.log)"
+  "$CLIENT" stats "$CS_SAMPLES" >&2
+  CS_JSON="$("$CLIENT" json "$CS_SAMPLES")"
+  RUNC_V="$(runc --version | head -n1 | awk '{print $3}')"
+  "$HACK_DIR/containerd.sh" stop "$STACK" >/dev/null || die "containerd.sh stop $STACK failed"
+  STACK=""
+  python3 - "$CS_JSON" "$VERSION" "$RUNC_V" "$CS_ROUNDS" "$CS_BLOCK" $((SECONDS - T)) >"$WORK/parts/create_start.json" <<'EOT'
+import json, sys
+d = json.loads(sys.argv[1])
+r2 = lambda x: round(x, 2)
+print(json.dumps({
+    "create_start_ms": {k: {"median": r2(v["median"]), "p99": r2(v["p99"])} for k, v in d["conditions"].items()},
+    "create_start_overhead_ms": {k: {kk: r2(vv) for kk, vv in v.items()} for k, v in d["overhead"].items()},
+    "create_start_detail": d,
+    "meta": {"create_start": {"containerd": sys.argv[2], "runc": sys.argv[3], "rounds": int(sys.argv[4]),
+                              "block": int(sys.argv[5]), "seconds": int(sys.argv[6]),
+                              "pod": "BestEffort, kubepods/besteffort cgroup parent"}}}))
+EOT
+fi
+
+if part eviction; then
+  T=$SECONDS
+  say "[eviction] integration/tests/eviction.rs (pid.available, memory.available) on containerd $VERSION"
+  (cd "$REPO_ROOT" && TOPOLET_BENCH_OUT="$WORK/eviction.jsonl" TOPOLET_CONTAINERD_VERSION="$VERSION" \
+    cargo test -q -p topolet-integration --test eviction evicts -- --test-threads=1 --nocapture \
+    >"$WORK/eviction-test.log" 2>&1) || die "the eviction tests failed: $(tail -n 30 "$WORK/eviction-test.log")"
+  python3 - "$WORK/eviction.jsonl" $((SECONDS - T)) >"$WORK/parts/eviction.json" <<'EOT'
+import json, statistics, sys
+tests = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+if len(tests) != 2:
+    sys.exit(f"bench: eviction: {sys.argv[1]} has {len(tests)} figure lines, want 2 (pid, memory)")
+mean = lambda k: round(statistics.mean(t[k] for t in tests), 3)
+print(json.dumps({
+    "eviction_loop_ms_per_interval": {"idle": mean("idle_cpu_ms_per_interval"),
+                                      "evicting_interval_est": mean("eviction_interval_cpu_ms_est")},
+    "eviction_reaction_s": {t["signal"]: round(t["reaction_s"], 3) for t in tests},
+    "eviction_reaction_bound_s": {t["signal"]: t["implied_bound_s"] for t in tests},
+    "eviction_tests": tests,
+    "meta": {"eviction": {"seconds": int(sys.argv[2])}}}))
+EOT
+fi
+
+mkdir -p "$OUT_DIR"
+python3 - "$WORK/parts" "$OUT_DIR/bench.json" "$(nproc)" $((SECONDS - T0)) <<'EOT'
+import glob, json, os, sys
+out = {"meta": {"cpus": int(sys.argv[3]), "seconds": int(sys.argv[4])}}
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    d = json.load(open(f))
+    out["meta"].update(d.pop("meta", {}))
+    out.update(d)
+json.dump(out, open(sys.argv[2], "w"), indent=2)
+rows = []
+def row(name, a, b="", c=""):
+    rows.append((name, str(a), str(b), str(c)))
+g = out.get
+if "nri_roundtrip_us" in out:
+    rows.append(("[wire] fake runtime", "topolet", "go_baseline", "ratio"))
+    rt = out["nri_roundtrip_us"]
+    for q in ("median", "p99"):
+        t, b = rt["topolet"][q], rt["go_baseline"][q]
+        row(f"NRI round trip {q} (us)", t, b, f"{t / b:.2f}x")
+    for n in ("1000", "10000"):
+        t, b = out["sync_ms"][n], out["sync_ms_go_baseline"][n]
+        row(f"Synchronize {int(n):,} ctrs (ms)", t, b, f"{t / b:.2f}x")
+    t, b = out["rss_mib"]["topolet"], out["rss_mib"]["go_baseline"]
+    row("RSS after 1,000 ctrs (MiB)", t, b, f"{t / b:.2f}x")
+if "event_us" in out:
+    rows.append(("[events] topolet histogram", "median", "p99", "median vs smallest"))
+    ev = out["event_us"]
+    sizes = sorted(ev, key=int)
+    for n in sizes:
+        row(f"event at {int(n):,} live ctrs (us)", ev[n]["median"], ev[n]["p99"],
+            f"{ev[n]['median'] / ev[sizes[0]]['median']:.2f}x")
+if "create_start_ms" in out:
+    rows.append(("[create_start] real CRI", "median", "p99", "overhead vs none (95% CI)"))
+    cs, ov = out["create_start_ms"], out["create_start_overhead_ms"]
+    for k in ("none", "topolet", "go_baseline"):
+        o = ov.get(k)
+        extra = f"{o['median_diff']:+.2f} ms [{o['ci95_lo']:+.2f}, {o['ci95_hi']:+.2f}]" if o else "(baseline)"
+        row(f"create+start, {k} (ms)", cs[k]["median"], cs[k]["p99"], extra)
+if "eviction_loop_ms_per_interval" in out:
+    rows.append(("[eviction] real stack", "value", "baseline", "ratio"))
+    lp = out["eviction_loop_ms_per_interval"]
+    row("loop CPU, evicting interval (ms)", lp["evicting_interval_est"], lp["idle"],
+        f"{lp['evicting_interval_est'] / lp['idle']:.1f}x idle" if lp["idle"] else "")
+    row("loop CPU, idle interval (ms)", lp["idle"], "", "")
+    for sig, s in out["eviction_reaction_s"].items():
+        bound = out["eviction_reaction_bound_s"][sig]
+        row(f"reaction {sig} (s)", s, f"{bound} (interval+grace)", f"{s / bound:.2f}x")
+w = [max(len(r[i]) for r in rows) for i in range(4)]
+print()
+for r in rows:
+    print(f"{r[0]:<{w[0]}}  {r[1]:>{w[1]}}  {r[2]:>{w[2]}}  {r[3]}")
+print(f"({out['meta']['cpus']} CPUs, {out['meta']['seconds']} s; written to {sys.argv[2]})")
+EOT

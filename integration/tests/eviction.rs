@@ -11,7 +11,17 @@
 //! Reaction time (threshold crossed, as this test observes the signal by polling every 50 ms,
 //! until the evicted container's cgroup has no process) is printed; the loop's own CPU cost is
 //! printed from topolet's `eviction loop` stats line. No timing assertions.
+//!
+//! With `TOPOLET_BENCH_OUT=<file>` (hack/bench.sh), the two evicting tests also append one JSON
+//! line each with their figures: the reaction time against the interval + grace period the config
+//! implies, and the loop's own CPU per interval (topolet's cumulative `eviction loop` stats lines,
+//! which it logs every 10th iteration: the idle average over the first ≥ 11 intervals, before the
+//! pods start, then the average over the window from there to the first stats line after the
+//! eviction — pod start-up, pressure and one eviction — and that window minus the idle average of
+//! its other intervals: the estimated cost of the interval that evicted). To get the idle figure
+//! the test waits ~10 s for the 11th interval before starting the pods.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -69,12 +79,124 @@ fn memory_available() -> anyhow::Result<u64> {
     Ok((total_kib * 1024).saturating_sub(usage.saturating_sub(inactive)))
 }
 
+/// The eviction interval of every test, in seconds.
+const INTERVAL_S: u64 = 1;
+
 /// The `[eviction]` section of a test: 1 s interval, short transition period, the stack's CRI.
 fn eviction_toml(stack: &Stack, action: &str, hard: &str) -> anyhow::Result<String> {
     Ok(format!(
-        "[eviction]\naction = {action:?}\ninterval = \"1s\"\npressure_transition_period = \"5s\"\ncri_endpoint = {:?}\nhard = {{ {hard} }}\n",
+        "[eviction]\naction = {action:?}\ninterval = \"{INTERVAL_S}s\"\npressure_transition_period = \"5s\"\ncri_endpoint = {:?}\nhard = {{ {hard} }}\n",
         stack.env("CRI_ENDPOINT")?
     ))
+}
+
+/// Where the benchmark figures go (`TOPOLET_BENCH_OUT`, set by hack/bench.sh); `None` in a plain
+/// test run, which then neither waits nor writes.
+fn bench_out() -> Option<PathBuf> {
+    std::env::var_os("TOPOLET_BENCH_OUT").map(PathBuf::from)
+}
+
+/// (iterations, cumulative average CPU µs per iteration) of an `eviction loop` stats line.
+fn loop_stats(line: &str) -> anyhow::Result<(u64, u64)> {
+    let num = |k: &str| -> anyhow::Result<u64> {
+        field(line, k)
+            .and_then(|v| v.parse().ok())
+            .with_context(|| format!("no numeric {k} in {line:?}"))
+    };
+    Ok((num("iterations")?, num("cpu_us_per_iteration")?))
+}
+
+/// The first `eviction loop` stats line (`eviction loop iterations=…`) at byte offset ≥ `after` of topolet's log with at least
+/// `min_iterations`, waited for.
+fn wait_loop_stats(
+    t: &WithTopolet,
+    after: usize,
+    min_iterations: u64,
+) -> anyhow::Result<(u64, u64)> {
+    // Stats lines come every 10 intervals; allow two rounds on a loaded host.
+    let timeout = Duration::from_secs(25 * INTERVAL_S);
+    let mut found = None;
+    wait::until_true(
+        &format!("an eviction loop stats line with iterations >= {min_iterations}"),
+        timeout,
+        || {
+            for l in t.topolet.lines("eviction loop iterations=", after) {
+                let s = loop_stats(&l)?;
+                if s.0 >= min_iterations {
+                    found = Some(s);
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        },
+    )?;
+    found.context("stats line vanished")
+}
+
+/// Idle loop figures before any pod starts: waits for the stats line of the 11th interval.
+fn bench_idle(t: &WithTopolet) -> anyhow::Result<Option<(u64, u64)>> {
+    if bench_out().is_none() {
+        return Ok(None);
+    }
+    wait_loop_stats(t, 0, 11).map(Some)
+}
+
+/// Appends this test's figures to `TOPOLET_BENCH_OUT` (no-op without it): `idle` from
+/// [`bench_idle`], `after` the log offset the pods were started at, the measured times.
+fn bench_record(
+    t: &WithTopolet,
+    signal: &str,
+    idle: Option<(u64, u64)>,
+    after: usize,
+    to_cross: Duration,
+    reaction: Duration,
+) -> anyhow::Result<()> {
+    let (Some(out), Some((i_a, c_a))) = (bench_out(), idle) else {
+        return Ok(());
+    };
+    let log = std::fs::read_to_string(t.topolet.log_path())
+        .with_context(|| format!("reading {}", t.topolet.log_path().display()))?;
+    let evicted_at = log
+        .get(after..)
+        .and_then(|rest| rest.find("pod evicted"))
+        .map(|i| after + i)
+        .context("no \"pod evicted\" line in topolet's log")?;
+    let met = t
+        .topolet
+        .lines("threshold met; evicting one pod", after)
+        .into_iter()
+        .next()
+        .context("no \"threshold met; evicting one pod\" line in topolet's log")?;
+    let grace_s: u64 = field(&met, "grace_period_s")
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("no grace_period_s in {met:?}"))?;
+    let (i_b, c_b) = wait_loop_stats(t, evicted_at, i_a + 1)?;
+    let idle_ms = c_a as f64 / 1e3;
+    let window_intervals = i_b - i_a;
+    let window_ms = (c_b * i_b).saturating_sub(c_a * i_a) as f64 / 1e3;
+    let implied_s = (INTERVAL_S + grace_s) as f64;
+    let line = serde_json::json!({
+        "signal": signal,
+        "interval_s": INTERVAL_S,
+        "grace_period_s": grace_s,
+        "crossed_after_s": to_cross.as_secs_f64(),
+        "reaction_s": reaction.as_secs_f64(),
+        "implied_bound_s": implied_s,
+        "reaction_over_bound": reaction.as_secs_f64() / implied_s,
+        "idle_intervals": i_a,
+        "idle_cpu_ms_per_interval": idle_ms,
+        "window_intervals": window_intervals,
+        "window_cpu_ms": window_ms,
+        "window_cpu_ms_per_interval": window_ms / window_intervals as f64,
+        "eviction_interval_cpu_ms_est": window_ms - (window_intervals - 1) as f64 * idle_ms,
+    });
+    println!("bench figures: {line}");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&out)
+        .with_context(|| format!("opening TOPOLET_BENCH_OUT {}", out.display()))?;
+    writeln!(f, "{line}").with_context(|| format!("writing {}", out.display()))
 }
 
 /// Starts topolet with `extra` appended to the usual test config.
@@ -179,6 +301,7 @@ fn pid_pressure_evicts_the_forking_best_effort_pod_not_the_guaranteed_one() -> a
     let extra = eviction_toml(&stack, "cri", &hard)?;
     let mut t = start(stack, extra)?;
     let script = "i=0; while [ $i -lt 600 ]; do sleep 3600 & i=$((i+1)); done; wait";
+    let idle = bench_idle(&t)?;
     let mark = t.topolet.log_mark();
     let (g, hog) = guaranteed_and_hog(&t, script)?;
     let (to_cross, reaction) =
@@ -189,6 +312,7 @@ fn pid_pressure_evicts_the_forking_best_effort_pod_not_the_guaranteed_one() -> a
             && field(&line, "signal").as_deref() == Some("pid.available"),
         "{line}"
     );
+    bench_record(&t, "pid.available", idle, mark, to_cross, reaction)?;
     println!(
         "pid.available threshold {threshold}: crossed {to_cross:?} after start, pod gone {reaction:?} after crossing"
     );
@@ -207,6 +331,7 @@ fn memory_pressure_evicts_the_allocating_best_effort_pod_not_the_guaranteed_one(
     // `sleep` never reads: 3 GiB resident in the pod's cgroup until it is killed.
     let script = "dd if=/dev/zero bs=1500M count=1 2>/dev/null | sleep 3600 & \
                   dd if=/dev/zero bs=1500M count=1 2>/dev/null | sleep 3600 & wait";
+    let idle = bench_idle(&t)?;
     let mark = t.topolet.log_mark();
     let (g, hog) = guaranteed_and_hog(&t, script)?;
     let (to_cross, reaction) =
@@ -217,6 +342,7 @@ fn memory_pressure_evicts_the_allocating_best_effort_pod_not_the_guaranteed_one(
             && field(&line, "signal").as_deref() == Some("memory.available"),
         "{line}"
     );
+    bench_record(&t, "memory.available", idle, mark, to_cross, reaction)?;
     println!(
         "memory.available threshold {threshold}: crossed {to_cross:?} after start, pod gone {reaction:?} after crossing"
     );

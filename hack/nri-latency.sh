@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # hack/nri-latency.sh — round-trip cost of a no-op CreateContainer through a real containerd + NRI.
+# (CreateContainer + StartContainer against no plugin / topolet / the Go baseline: hack/bench.sh.)
 #
 # Usage: hack/nri-latency.sh        (as root, after hack/install-deps.sh; builds topolet and the client)
 #
@@ -14,7 +15,7 @@
 #            answers CreateContainer with an empty adjustment: the pure NRI round trip
 #   managed  topolet connected; a BestEffort pod (<base>/kubepods/besteffort/pod…): topolet
 #            computes and returns a real adjustment (cpuset, pids, …)
-# Reported: per condition n, median, p10, p90, mean; the NRI cost is median(noop) − median(none).
+# Reported: per condition n, median, p10, p90, p99, mean; the NRI cost is median(noop) − median(none).
 # Toggling the plugin between blocks waits for containerd's own log lines ("… connected and
 # synchronized" / "connection to plugin … closed"), so no block runs half-connected.
 #

@@ -393,6 +393,9 @@ fn run_with_sysfs(config: &Path, root: &Path, log: &Path) -> anyhow::Result<(Opt
     Ok((status.code(), err))
 }
 
+/// Breaks one path of a sysfs copy.
+type Breaker = fn(&Path) -> std::io::Result<()>;
+
 #[test]
 fn unreadable_sysfs_refuses_to_start_and_containerd_carries_on() -> anyhow::Result<()> {
     let stack = Stack::start()?;
@@ -418,7 +421,7 @@ fn unreadable_sysfs_refuses_to_start_and_containerd_carries_on() -> anyhow::Resu
         String::from_utf8_lossy(&check.stderr)
     );
 
-    let cases: [(&str, &str, fn(&Path) -> std::io::Result<()>); 3] = [
+    let cases: [(&str, &str, Breaker); 3] = [
         ("garbled", "devices/system/cpu/online", |p| {
             std::fs::write(p, "0-x\n")
         }),

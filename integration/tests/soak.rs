@@ -263,7 +263,7 @@ fn check_after(t: &WithTopolet, residents: &[Tracked]) -> anyhow::Result<()> {
 fn soak_create_stop_remove_cycles_leave_nothing_behind() -> anyhow::Result<()> {
     let total = cycles()?;
     ensure!(
-        total >= 2 * SAMPLE_EVERY && total % ROUND == 0,
+        total >= 2 * SAMPLE_EVERY && total.is_multiple_of(ROUND),
         "TOPOLET_SOAK_CYCLES: at least {} and a multiple of {ROUND}",
         2 * SAMPLE_EVERY
     );
@@ -326,7 +326,7 @@ fn soak_create_stop_remove_cycles_leave_nothing_behind() -> anyhow::Result<()> {
         )
         .with_context(|| format!("topolet log:\n{}", log_tail()))?;
         let done = first + ROUND;
-        if done % SAMPLE_EVERY == 0 {
+        if done.is_multiple_of(SAMPLE_EVERY) {
             samples.push((done, churn::vm_rss_kib(pid)?));
         }
     }

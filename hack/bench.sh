@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # hack/bench.sh — topolet's benchmarks, each figure measured side by side with its baseline in one run.
 #
-# Usage: hack/bench.sh            (as root, after hack/install-deps.sh; ~12–15 min on 2 CPUs)
+# Usage: hack/bench.sh            (as root, after hack/install-deps.sh; ~10 min on 2 CPUs)
 #        BENCH_PARTS="wire events" hack/bench.sh    (only those parts; wire and events need no root)
 #
 # Prints one table and writes target/bench/bench.json (ms / µs / MiB as the key says):
@@ -75,8 +75,8 @@
 #   BENCH_EVENT_LIVE    [events] live container counts (default "10 100 1000")
 #   BENCH_EVENT_CHURN   [events] churn pods per run (default 2000, 6 events each)
 #   BENCH_EVENT_REPEATS [events] rounds (default 3)
-#   BENCH_CS_ROUNDS     [create_start] blocks per condition (default 12)
-#   BENCH_CS_BLOCK      [create_start] timed create+starts per block (default 25; 12x25 = 300)
+#   BENCH_CS_ROUNDS     [create_start] blocks per condition (default 20)
+#   BENCH_CS_BLOCK      [create_start] timed create+starts per block (default 25; 20x25 = 500)
 #   CONTAINERD_VERSION / TOPOLET_CONTAINERD_VERSION  [create_start, eviction] line (default as in
 #                       hack/lib/common.sh)
 #   GO                  go binary (default: go on PATH, else /usr/local/go/bin/go)
@@ -94,7 +94,7 @@ SYNC_REPEATS="${BENCH_SYNC_REPEATS:-3}"
 EVENT_LIVE="${BENCH_EVENT_LIVE:-10 100 1000}"
 EVENT_CHURN="${BENCH_EVENT_CHURN:-2000}"
 EVENT_REPEATS="${BENCH_EVENT_REPEATS:-3}"
-CS_ROUNDS="${BENCH_CS_ROUNDS:-12}"
+CS_ROUNDS="${BENCH_CS_ROUNDS:-20}"
 CS_BLOCK="${BENCH_CS_BLOCK:-25}"
 VERSION="${CONTAINERD_VERSION:-${TOPOLET_CONTAINERD_VERSION:-$DEFAULT_CONTAINERD_VERSION}}"
 OUT_DIR="$REPO_ROOT/target/bench"
@@ -458,6 +458,11 @@ if "event_us" in out:
     for n in sizes:
         row(f"event at {int(n):,} live ctrs (us)", ev[n]["median"], ev[n]["p99"],
             f"{ev[n]['median'] / ev[sizes[0]]['median']:.2f}x")
+    kinds, small, big = out.get("event_us_by_kind", {}), sizes[0], sizes[-1]
+    for kind in sorted(kinds.get(big, {})):
+        k, k0 = kinds[big][kind], kinds.get(small, {}).get(kind)
+        row(f"  {kind} at {int(big):,} (us)", k["median"], k["p99"],
+            f"{k['median'] / k0['median']:.2f}x vs {int(small):,} live" if k0 and k0["median"] else "")
 if "create_start_ms" in out:
     rows.append(("[create_start] real CRI", "median", "p99", "overhead vs none (95% CI)"))
     cs, ov = out["create_start_ms"], out["create_start_overhead_ms"]

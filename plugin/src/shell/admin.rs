@@ -8,11 +8,12 @@
 //! Requests are read-only; a request line is at most [`MAX_REQUEST`] bytes and must arrive within
 //! [`IO_TIMEOUT`].
 //!
-//! Access control is the file mode: the socket is created 0600 (bound under a temporary name,
-//! chmod-ed, then renamed into place, so it is never reachable with looser permissions). A
-//! missing parent directory is created 0700; an existing one is left as it is. A stale socket
-//! (nobody listening) is replaced; a live one (another topolet) or a non-socket file at the path
-//! is an error.
+//! Access control is the file mode: the socket is created 0600 (bound inside a fresh 0700
+//! directory next to it, chmod-ed, then renamed into place, so it is never reachable with looser
+//! permissions, whatever the umask). A missing parent directory is created 0700; an existing one
+//! is left as it is, unless everyone may write to it (then anyone could replace the socket with
+//! their own): that is refused. A stale socket (nobody listening) is replaced; a live one
+//! (another topolet) or a non-socket file at the path is an error.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
@@ -47,6 +48,12 @@ pub enum AdminError {
     InUse { path: PathBuf },
     #[error("admin socket {path}: exists and is not a socket; not replacing it")]
     NotSocket { path: PathBuf },
+    #[error("admin socket {path}: its directory {} is writable by everyone (mode {mode:o}), so anyone could replace the socket; use a root-only directory", dir.display())]
+    InsecureDirectory {
+        path: PathBuf,
+        dir: PathBuf,
+        mode: u32,
+    },
     #[error("admin socket {path}: {what}: {source}")]
     Io {
         path: PathBuf,
@@ -131,6 +138,17 @@ pub fn bind(path: &Path) -> Result<AdminSocket, AdminError> {
                     source: e,
                 })?;
         }
+        let mode = std::fs::metadata(dir)
+            .map_err(|e| err("inspecting its directory", e))?
+            .permissions()
+            .mode();
+        if mode & 0o002 != 0 {
+            return Err(AdminError::InsecureDirectory {
+                path: path.to_path_buf(),
+                dir: dir.to_path_buf(),
+                mode: mode & 0o7777,
+            });
+        }
     }
     match std::fs::symlink_metadata(path) {
         Ok(m) if !m.file_type().is_socket() => {
@@ -157,17 +175,24 @@ pub fn bind(path: &Path) -> Result<AdminSocket, AdminError> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let _ = std::fs::remove_file(&tmp);
-    let std_listener =
-        std::os::unix::net::UnixListener::bind(&tmp).map_err(|e| err("binding", e))?;
-    let placed = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| err("setting mode 0600", e))
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| err("moving into place", e)));
-    if let Err(e) = placed {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
+    // Bound inside a private directory: until the chmod, the socket's mode comes from the umask,
+    // and nobody else may reach it meanwhile.
+    let tmp_dir = path.with_file_name(format!(".{name}.{}.d", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp_dir);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&tmp_dir)
+        .map_err(|e| err("creating its temporary directory", e))?;
+    let tmp = tmp_dir.join("admin.sock");
+    let bound = std::os::unix::net::UnixListener::bind(&tmp).map_err(|e| err("binding", e));
+    let placed = bound.and_then(|l| {
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| err("setting mode 0600", e))?;
+        std::fs::rename(&tmp, path).map_err(|e| err("moving into place", e))?;
+        Ok(l)
+    });
+    let _ = std::fs::remove_dir_all(&tmp_dir);
+    let std_listener = placed?;
     let ino = std::fs::symlink_metadata(path)
         .map_err(|e| err("inspecting", e))?
         .ino();

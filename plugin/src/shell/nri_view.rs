@@ -151,7 +151,7 @@ pub fn with_resources(
     }
     let container = estimate_container(&view.container().name, view.qos, &current, memory_capacity);
     let mut next = view.clone();
-    next.pod.containers = vec![container];
+    next.pod.containers = pod_containers(view.qos, container);
     next.current = current;
     next
 }
@@ -182,11 +182,31 @@ pub fn view(
             namespace: pod.namespace.clone(),
             name: pod.name.clone(),
             uid,
-            containers: vec![container],
+            containers: pod_containers(info.qos, container),
             ..Pod::default()
         },
         current,
     })
+}
+
+/// The containers of the pod one NRI container stands for, in the class its cgroup path names.
+///
+/// A Burstable pod's container may itself have requests equal to its limits (another container
+/// makes the pod Burstable): read back alone it would look Guaranteed and be given exclusive CPUs
+/// and oom_score_adj −997, more than the kubelet gave it. An empty container then stands for the
+/// rest of the pod, so that `qos::class` agrees with the path. It carries no resources, so no
+/// hint, allocation or oom_score_adj changes because of it; it is never admitted (the NRI path
+/// admits app container 0 only).
+fn pod_containers(class: QosClass, container: Container) -> Vec<Container> {
+    let mut containers = vec![container];
+    let alone = Pod {
+        containers: containers.clone(),
+        ..Pod::default()
+    };
+    if class == QosClass::Burstable && qos::class(&alone) == QosClass::Guaranteed {
+        containers.push(Container::default());
+    }
+    containers
 }
 
 /// The requests and limits the kubelet must have started from to produce `cur`.

@@ -5,11 +5,12 @@
 //! Format: one header line of JSON
 //! `{"format":"topolet-state","version":1,"length":N,"crc32":"xxxxxxxx"}` followed by exactly `N`
 //! bytes of JSON payload whose CRC-32 (IEEE) is `crc32`. Writes go to a temporary file in the same
-//! directory (mode 0600), which is fsynced, renamed over the target, and the directory fsynced.
+//! directory (mode 0600), which is fsynced, renamed over the target, and the directory fsynced. A
+//! missing state directory is created 0700.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
@@ -72,12 +73,21 @@ pub fn save<T: Serialize>(path: &Path, payload: &T) -> Result<(), StateFileError
     bytes.extend_from_slice(&body);
 
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    fs::create_dir_all(dir).map_err(io("create directory", dir))?;
+    // A missing state directory is created root-only (0700, whatever the umask); an existing one
+    // is left as it is.
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(io("create directory", dir))?;
     let file_name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "state".into());
     let tmp = dir.join(format!(".{file_name}.tmp.{}", std::process::id()));
+    // `mode` applies only when the file is created: a leftover temporary file (a crash between
+    // create and rename) would keep its mode, so it is removed first.
+    let _ = fs::remove_file(&tmp);
     let mut f = OpenOptions::new()
         .write(true)
         .create(true)

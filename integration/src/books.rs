@@ -160,13 +160,14 @@ pub fn status_exclusive(admin_socket: &Path) -> anyhow::Result<(BTreeMap<String,
 ///   task's `Cpus_allowed_list` equals `cpuset.cpus`), on a valid set of online CPUs;
 /// - at most one container holds [`EXCLUSIVE_CPU`], and it is Guaranteed; every other running
 ///   container is exactly on the shared pool (so nobody else can run on the granted CPU);
-/// - a Guaranteed container `admitted(name)` by topolet (it logged the placement) holds the CPU;
+/// - a running container that was created on [`EXCLUSIVE_CPU`] alone (its bundle `config.json`,
+///   what runc was given, says so: topolet's create-time grant reached the runtime) still holds
+///   it: an exclusive grant is never taken back while the container runs;
 /// - when `topolet` is given: the state file's exclusive assignments are exactly the holder's
 ///   (none stale), and `topolet status` reports the same holder and the same shared pool.
 pub fn check(
     cri: &Cri,
     tracked: &[Tracked],
-    admitted: &dyn Fn(&str) -> bool,
     topolet: Option<TopoletSide>,
 ) -> anyhow::Result<Balance> {
     let running = running_ids(cri)?;
@@ -219,9 +220,18 @@ pub fn check(
         if Some(name) == holder.as_ref() {
             continue;
         }
-        if qos_of(name) == Some(Qos::Guaranteed) && admitted(name) {
+        let t = tracked.iter().find(|t| &t.name == name);
+        let created_on = match t {
+            Some(t) => {
+                observe::bundle_resources(&observe::bundle_spec(cri.stack(), &t.created.id)?)?
+                    .cpus
+                    .unwrap_or_default()
+            }
+            None => String::new(),
+        };
+        if created_on == EXCLUSIVE_CPU {
             wrong.push(format!(
-                "Guaranteed {name} was admitted by topolet but runs on {c}, not on CPU {EXCLUSIVE_CPU} alone"
+                "{name} was created on CPU {EXCLUSIVE_CPU} alone (bundle config.json) but runs on {c}"
             ));
         } else if c != pool {
             wrong.push(format!("{name} runs on {c}; the shared pool is {pool}"));
@@ -265,15 +275,6 @@ pub fn check(
         );
     }
     Ok(Balance { holder, cpusets })
-}
-
-/// Names of the containers topolet logged as placed or refused (`pod=<ns>/<pod> `) in `log`.
-pub fn admitted_in_log(log: &str) -> BTreeSet<String> {
-    log.lines()
-        .filter(|l| l.contains("container placed") || l.contains("container refused"))
-        .filter_map(|l| crate::logs::field(l, "pod"))
-        .filter_map(|p| p.split_once('/').map(|(_, name)| name.to_string()))
-        .collect()
 }
 
 /// Every container key (`pod_uid/container`) in topolet's state file, whatever it holds, plus

@@ -31,6 +31,11 @@ impl<'a> Cri<'a> {
         Cri { stack }
     }
 
+    /// The stack this talks to.
+    pub fn stack(&self) -> &'a Stack {
+        self.stack
+    }
+
     fn spec_dir(&self) -> anyhow::Result<PathBuf> {
         let d = self.stack.dir().join("specs");
         std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;

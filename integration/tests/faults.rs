@@ -20,7 +20,6 @@
 //!   directory-replaced-by-a-file sysfs entry: exit 1 naming the path; containerd keeps creating.
 //! - `full_disk_keeps_serving_and_the_state_catches_up`: the state dir on a full tmpfs.
 
-use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -44,18 +43,13 @@ const KILL_TRIALS: usize = 20;
 const BURST: usize = 6;
 
 /// Checks the books until they balance (or `SETTLE` passes), with topolet's side.
-fn settle(
-    t: &WithTopolet,
-    tracked: &[Tracked],
-    admitted: &BTreeSet<String>,
-) -> anyhow::Result<Balance> {
+fn settle(t: &WithTopolet, tracked: &[Tracked]) -> anyhow::Result<Balance> {
     let (state, admin) = t.books_side();
     let cri = t.stack.cri();
     wait::until("the books to balance", SETTLE, || {
         books::check(
             &cri,
             tracked,
-            &|n| admitted.contains(n),
             Some(TopoletSide {
                 state_file: &state,
                 admin_socket: &admin,
@@ -68,7 +62,7 @@ fn settle(
 /// Every pod removed, then: nothing runs, CPU 1 is free, and topolet's state and status agree.
 fn remove_all_and_check(t: &WithTopolet) -> anyhow::Result<()> {
     churn::remove_all_pods(&t.stack.cri())?;
-    let b = settle(t, &[], &BTreeSet::new()).context("after removing every pod")?;
+    let b = settle(t, &[]).context("after removing every pod")?;
     ensure!(b.cpusets.is_empty(), "containers still run: {b:?}");
     Ok(())
 }
@@ -129,9 +123,8 @@ fn sigkill_at_random_points_during_parallel_creates() -> anyhow::Result<()> {
         t.topolet.wait_registered(restart_mark)?;
         t.topolet.wait_synchronized(restart_mark)?;
         let log = t.topolet.log();
-        let admitted = books::admitted_in_log(log.get(mark..).unwrap_or(&log));
         let tracked = tracked_of(&outcomes);
-        let balance = settle(&t, &tracked, &admitted).with_context(|| {
+        let balance = settle(&t, &tracked).with_context(|| {
             let summaries: Vec<String> = outcomes.iter().map(Outcome::summary).collect();
             format!(
                 "seed {seed}, trial {trial}, killed at {point:?}\ncreates:\n{}\ntopolet log since the trial:\n{}",
@@ -167,7 +160,7 @@ fn containerd_restart_mid_burst() -> anyhow::Result<()> {
     for o in &resident_outcomes {
         ensure!(o.error.is_none(), "resident {}", o.summary());
     }
-    let before = settle(&t, &tracked_of(&resident_outcomes), &BTreeSet::new())?;
+    let before = settle(&t, &tracked_of(&resident_outcomes))?;
     ensure!(
         before.holder.is_some(),
         "the Guaranteed resident holds CPU 1: {before:?}"
@@ -201,9 +194,7 @@ fn containerd_restart_mid_burst() -> anyhow::Result<()> {
     let reconnects = t.topolet.lines(" synchronized", mark).len();
     let mut tracked = tracked_of(&resident_outcomes);
     tracked.extend(tracked_of(&outcomes));
-    let log = t.topolet.log();
-    let admitted = books::admitted_in_log(log.get(mark..).unwrap_or(&log));
-    let after = settle(&t, &tracked, &admitted).with_context(|| {
+    let after = settle(&t, &tracked).with_context(|| {
         let summaries: Vec<String> = outcomes.iter().map(Outcome::summary).collect();
         format!("creates:\n{}", summaries.join("\n"))
     })?;
@@ -234,7 +225,7 @@ fn containerd_restart_mid_burst() -> anyhow::Result<()> {
         container: c.name.clone(),
         created: late,
     });
-    settle(&t, &tracked, &admitted)?;
+    settle(&t, &tracked)?;
     remove_all_and_check(&t)
 }
 
@@ -287,8 +278,7 @@ fn corrupt_state_file_is_quarantined_and_rebuilt() -> anyhow::Result<()> {
         ensure!(o.error.is_none(), "{}", o.summary());
     }
     let tracked = tracked_of(&outcomes);
-    let all: BTreeSet<String> = tracked.iter().map(|t| t.name.clone()).collect();
-    let before = settle(&t, &tracked, &all)?;
+    let before = settle(&t, &tracked)?;
     ensure!(
         before.holder.is_some(),
         "the Guaranteed pod holds CPU 1: {before:?}"
@@ -325,8 +315,7 @@ fn corrupt_state_file_is_quarantined_and_rebuilt() -> anyhow::Result<()> {
             bad.display()
         );
         // Rebuilt from Synchronize: every container keeps its cpuset, the new file is valid.
-        let after =
-            settle(&t, &tracked, &all).with_context(|| format!("after a {kind} state file"))?;
+        let after = settle(&t, &tracked).with_context(|| format!("after a {kind} state file"))?;
         ensure!(
             after == before,
             "{kind}: cpusets changed:\n before {before:?}\n after  {after:?}"
@@ -593,7 +582,6 @@ fn full_disk_keeps_serving_and_the_state_catches_up() -> anyhow::Result<()> {
         ensure!(o.error.is_none(), "on a full disk: {}", o.summary());
     }
     let tracked = tracked_of(&outcomes);
-    let all: BTreeSet<String> = tracked.iter().map(|t| t.name.clone()).collect();
     let failed = t
         .topolet
         .wait_for_log("state file not written", mark, LOG_TIMEOUT)?;
@@ -608,7 +596,7 @@ fn full_disk_keeps_serving_and_the_state_catches_up() -> anyhow::Result<()> {
     );
     // The containers are placed (CPU 1 to the Guaranteed one) though nothing could be saved.
     let cgroups_only = wait::until("the books (cgroups) to balance", SETTLE, || {
-        books::check(&cri, &tracked, &|n| all.contains(n), None).map(Some)
+        books::check(&cri, &tracked, None).map(Some)
     })?;
     ensure!(
         cgroups_only.holder.is_some(),
@@ -625,7 +613,7 @@ fn full_disk_keeps_serving_and_the_state_catches_up() -> anyhow::Result<()> {
     std::fs::remove_file(config.state_dir.join("filler"))?;
     t.topolet
         .wait_for_log("state file written again", mark, LOG_TIMEOUT)?;
-    let after = settle(&t, &tracked, &all)?;
+    let after = settle(&t, &tracked)?;
     ensure!(
         after == cgroups_only,
         "cpusets changed: {cgroups_only:?} -> {after:?}"

@@ -213,7 +213,6 @@ fn residents_on(residents: &[Tracked], pids: &[i32], cpus: &str, when: &str) -> 
 fn check_after(t: &WithTopolet, residents: &[Tracked]) -> anyhow::Result<()> {
     let cri = t.stack.cri();
     let (state, admin) = t.books_side();
-    let all: BTreeSet<String> = residents.iter().map(|r| r.name.clone()).collect();
     let balance = wait::until(
         "the books to balance after the soak",
         Duration::from_secs(15),
@@ -221,7 +220,6 @@ fn check_after(t: &WithTopolet, residents: &[Tracked]) -> anyhow::Result<()> {
             books::check(
                 &cri,
                 residents,
-                &|n: &str| all.contains(n),
                 Some(TopoletSide {
                     state_file: &state,
                     admin_socket: &admin,

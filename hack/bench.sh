@@ -131,6 +131,7 @@ cleanup() {
   exit "$rc"
 }
 trap cleanup EXIT
+trap 'echo "bench: error: line $LINENO: $BASH_COMMAND failed" >&2' ERR
 mkdir -p "$WORK/parts"
 T0=$SECONDS
 
@@ -388,7 +389,7 @@ if part create_start; then
     die "topolet placed no container in its create_start blocks (log: $WORK/cs/topolet/topolet.log)"
   "$CLIENT" stats "$CS_SAMPLES" >&2
   CS_JSON="$("$CLIENT" json "$CS_SAMPLES")"
-  RUNC_V="$(runc --version | head -n1 | awk '{print $3}')"
+  RUNC_V="$(runc --version | awk 'NR == 1 {print $3}')"  # awk reads it all: no SIGPIPE under pipefail
   "$HACK_DIR/containerd.sh" stop "$STACK" >/dev/null || die "containerd.sh stop $STACK failed"
   STACK=""
   python3 - "$CS_JSON" "$VERSION" "$RUNC_V" "$CS_ROUNDS" "$CS_BLOCK" $((SECONDS - T)) >"$WORK/parts/create_start.json" <<'EOT'

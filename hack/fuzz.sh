@@ -12,7 +12,8 @@
 #
 # Steps: installs cargo-fuzz $CARGO_FUZZ_VERSION into .deps/cargo (idempotent, `cargo install
 # --locked`), builds every target with the nightly toolchain, optimized with debug assertions and
-# overflow checks (an overflow is a crash), without a sanitizer (the fuzzed code has no `unsafe`,
+# overflow checks (an overflow is a crash), 16 codegen units (cargo-fuzz defaults to 1, which
+# serializes code generation of every crate in the cold build), without a sanitizer (the fuzzed code has no `unsafe`,
 # so ASan would only slow it down), then runs each target for FUZZ_SECONDS on its
 # working corpus target/fuzz/corpus/<target> (kept between runs) plus the committed seeds
 # fuzz/seeds/<target>. Writes target/fuzz/fuzz.json:
@@ -59,7 +60,8 @@ install_cargo_fuzz() {
     return
   fi
   say "installing cargo-fuzz $CARGO_FUZZ_VERSION into $CARGO_ROOT"
-  cargo install --locked --quiet --force "cargo-fuzz@$CARGO_FUZZ_VERSION" --root "$CARGO_ROOT"
+  # --debug: cargo-fuzz only drives cargo and libFuzzer; an optimized build of it saves nothing.
+  cargo install --locked --quiet --force --debug "cargo-fuzz@$CARGO_FUZZ_VERSION" --root "$CARGO_ROOT"
   "$CARGO_FUZZ" --version | grep -qx "cargo-fuzz $CARGO_FUZZ_VERSION" \
     || die "cargo-fuzz $CARGO_FUZZ_VERSION did not install"
 }
@@ -77,7 +79,7 @@ main() {
   local start=$SECONDS
   mkdir -p "$OUT_DIR"
   say "building every target with $(rustup run "$FUZZ_TOOLCHAIN" rustc --version)"
-  (cd "$FUZZ_DIR" && rustup run "$FUZZ_TOOLCHAIN" "$CARGO_FUZZ" build --sanitizer none --debug-assertions \
+  (cd "$FUZZ_DIR" && rustup run "$FUZZ_TOOLCHAIN" "$CARGO_FUZZ" build --sanitizer none --debug-assertions --codegen-units 16 \
     --target-dir "$BUILD_DIR")
   say "build: $((SECONDS - start))s"
 
@@ -90,7 +92,7 @@ main() {
     local t0=$SECONDS
     rc=0
     # Seeds are read-only inputs; new units go to the working corpus (the first directory).
-    (cd "$FUZZ_DIR" && rustup run "$FUZZ_TOOLCHAIN" "$CARGO_FUZZ" run --sanitizer none --debug-assertions \
+    (cd "$FUZZ_DIR" && rustup run "$FUZZ_TOOLCHAIN" "$CARGO_FUZZ" run --sanitizer none --debug-assertions --codegen-units 16 \
       --target-dir "$BUILD_DIR" "$t" "$corpus" "$FUZZ_DIR/seeds/$t" -- \
       -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
       -artifact_prefix="$artifacts/") >"$log" 2>&1 || rc=$?

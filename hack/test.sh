@@ -9,13 +9,16 @@
 #   2. cargo fmt --all --check
 #   3. cargo clippy --workspace --all-targets -- -D warnings
 #   4. cargo test --workspace --exclude topolet-integration          (unit tests)
-#   5. hack/validate-deploy.sh                                       (deploy/ manifests, unit, snippets)
-#   6. hack/smoke-stack.sh                                           (the containerd test stack itself)
-#   7. for each line: TOPOLET_CONTAINERD_VERSION=<v> cargo test -p topolet-integration -- --test-threads=1
+#   5. hack/fuzz.sh                                                  (cargo-fuzz, FUZZ_SECONDS per target;
+#                                                                     installs cargo-fuzz, needs nightly)
+#   6. hack/validate-deploy.sh                                       (deploy/ manifests, unit, snippets)
+#   7. hack/smoke-stack.sh                                           (the containerd test stack itself)
+#   8. for each line: TOPOLET_CONTAINERD_VERSION=<v> cargo test -p topolet-integration -- --test-threads=1
 #
 # Environment:
 #   TEST_CONTAINERD_VERSIONS   lines to install and test (default "v2.2.7 v2.3.4")
 #   GO                         go binary for install-deps (default: go on PATH, else /usr/local/go/bin/go)
+#   FUZZ_SECONDS               seconds each fuzz target runs (default 20; see hack/fuzz.sh)
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -55,6 +58,7 @@ main() {
   step "cargo fmt" cargo fmt --all --check
   step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
   step "unit tests" cargo test --workspace --exclude topolet-integration
+  step "fuzzing" "$HACK_DIR/fuzz.sh"
   step "deployment artifacts" "$HACK_DIR/validate-deploy.sh"
   step "containerd stack smoke test" env SMOKE_VERSIONS="$VERSIONS" "$HACK_DIR/smoke-stack.sh"
   for v in $VERSIONS; do step "integration tests (containerd $v)" integration_line "$v"; done

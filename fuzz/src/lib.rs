@@ -671,10 +671,16 @@ fn sysfs_tree_base() -> &'static Mutex<SysfsTree> {
     static TREE: OnceLock<Mutex<SysfsTree>> = OnceLock::new();
     TREE.get_or_init(|| {
         let src = sysfs_fixture("ci-host-captured");
-        let dir = tempfile::Builder::new()
-            .prefix("topolet-fuzz-sysfs")
-            .tempdir()
-            .expect("temp dir for the sysfs tree");
+        // tmpfs when there is one: every input rewrites and restores files.
+        let shm = Path::new("/dev/shm");
+        let mut builder = tempfile::Builder::new();
+        builder.prefix("topolet-fuzz-sysfs");
+        let dir = if shm.is_dir() {
+            builder.tempdir_in(shm)
+        } else {
+            builder.tempdir()
+        }
+        .expect("temp dir for the sysfs tree");
         let mut original = BTreeMap::new();
         for rel in sysfs_files() {
             if let Ok(bytes) = std::fs::read(src.join(rel)) {

@@ -376,7 +376,7 @@ fn exclusive_grants_under_continuous_churn() -> anyhow::Result<()> {
     let image = t.stack.test_image()?.to_string();
     // Worker 0's Guaranteed pod asks for a whole CPU: every third of its cycles is a grant.
     let cast = cast(&t, &|w| if w == 0 { 1000 } else { 500 })?;
-    parallel_cycles(&t.stack, &image, cap, &cast.shared, 0..300).with_context(|| {
+    parallel_cycles(&t.stack, &image, cap, &cast.shared, 0..1000).with_context(|| {
         format!(
             "topolet log:\n{}",
             topolet_integration::logs::tail(&t.topolet.log(), 40)

@@ -7,6 +7,13 @@
 //! bytes of JSON payload whose CRC-32 (IEEE) is `crc32`. Writes go to a temporary file in the same
 //! directory (mode 0600), which is fsynced, renamed over the target, and the directory fsynced. A
 //! missing state directory is created 0700.
+//!
+//! A write that fails (disk full, read-only filesystem) leaves the previous file intact and no
+//! temporary behind. The plugin keeps placing containers from memory, counts the failure
+//! (`topolet_state_file_writes_total{result="error"}`), logs it once, and retries every second
+//! until the write succeeds (`TopoletPlugin::retry_persist`): the file only breaks ties at a
+//! restart, where assignments come back from what the containers actually run on, so refusing
+//! containers because it cannot be written would be the wrong trade.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;

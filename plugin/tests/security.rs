@@ -779,3 +779,71 @@ async fn a_burstable_container_with_requests_equal_to_limits_stays_burstable() {
     assert_eq!(cpus, before.shared.to_string(), "shared pool");
     node.remove(&p, &c).await;
 }
+
+/// The family that broke it, and its neighbours: under a Burstable or BestEffort path, cgroup
+/// values whose read-back requests equal their limits exactly (memory limit at the lowest byte
+/// of its oom_score_adj step, CPU limit equal to a whole-CPU request) never get exclusive CPUs
+/// or an oom_score_adj below the path's class. Handlers called directly (no socket): many cases.
+#[test]
+fn no_cgroup_values_lift_a_pod_above_its_path_class() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugin = TopoletPlugin::new(base_config(dir.path()), small_machine()).expect("plugin");
+    let cap = u128::from(small_machine().memory_capacity());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let mut runner = TestRunner::new(ProptestConfig {
+        cases: 2000,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    });
+    let strategy = (
+        prop_oneof![Just("burstable"), Just("besteffort")],
+        1u64..=7,      // whole CPUs
+        1u128..=996,   // oom step k: oom_score_adj 1000 - k
+        -2i64..=2,     // bytes around the step's first byte
+        any::<bool>(), // CPU limit set (= request) or not
+    );
+    let case = std::cell::Cell::new(0usize);
+    let result = runner.run(&strategy, |(class, cpus, k, delta, limited)| {
+        case.set(case.get() + 1);
+        let uid = format!("v{}", case.get());
+        let p = pod(&uid, class);
+        let mem = i64::try_from((k * cap).div_ceil(1000)).expect("fits") + delta;
+        let oom = 1000 - i64::try_from(k).expect("fits");
+        let quota = if limited {
+            i64::try_from(cpus).expect("fits") * 100_000
+        } else {
+            0
+        };
+        let c = ctr(&p, "app", cpus * 1024, quota, mem, oom);
+        let req = create(&p, &c);
+        let resp = rt
+            .block_on(plugin.create_container(req.clone()))
+            .map_err(|e| TestCaseError::fail(format!("refused: {e}")))?;
+        let (snap, _) = plugin.snapshot();
+        let held = snap.exclusive.iter().any(|e| e.key.pod_uid == uid);
+        rt.block_on(plugin.remove_container(p.clone(), c.clone()))
+            .expect("removed");
+        prop_assert!(!held, "{} pod got exclusive cpus", class);
+        let set = resp
+            .adjust
+            .as_ref()
+            .and_then(|a| a.linux.as_ref())
+            .and_then(|l| l.oom_score_adj.as_ref())
+            .map(|o| o.value);
+        let effective = set.unwrap_or(oom);
+        let lowest = if class == "burstable" { 3 } else { 1000 };
+        prop_assert!(
+            effective >= lowest,
+            "{} container gets oom_score_adj {} (lowest allowed {})",
+            class,
+            effective,
+            lowest
+        );
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}

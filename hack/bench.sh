@@ -60,7 +60,8 @@
 # containerd's own "connected and synchronized" / "closed" log lines. Reported: median, p99 per
 # condition; overhead = median(condition) − median(none) with a 95% bootstrap interval.
 # [eviction] integration/tests/eviction.rs (the pid.available and memory.available eviction tests,
-# real containerd + runc + cgroups) with TOPOLET_BENCH_OUT set: each appends its figures (see that
+# real containerd + runc + cgroups; built at the start with everything else, run with TOPOLET_BIN =
+# the release topolet) with TOPOLET_BENCH_OUT set: each appends its figures (see that
 # file's header). idle = the loop's CPU per interval (process-wide, its own stats line) over the
 # first ≥ 11 intervals with nothing to do; evicting_interval_est = the CPU of the window from then
 # to the eviction's stats line minus idle for its other intervals (pod start-up NRI events fall in
@@ -143,7 +144,7 @@ go_build() { # go_build DIR OUT: offline-first build with the private module cac
     GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0 "$GO" build -trimpath -o "$2" .)
 }
 
-say "building topolet, bench_driver (release), the Go baseline and the CRI client"
+say "building topolet, bench_driver (release), the Go baseline, the CRI client and the eviction test"
 (cd "$REPO_ROOT" && cargo build -q --release -p topolet --bin topolet) || die "cargo build -p topolet failed"
 (cd "$REPO_ROOT" && cargo build -q --release -p topolet-nri --features test-support --example bench_driver) ||
   die "cargo build of the bench_driver example failed"
@@ -153,6 +154,18 @@ GO_BASELINE="$WORK/go-baseline"
 go_build "$HACK_DIR/bench/go-baseline" "$GO_BASELINE" || die "building hack/bench/go-baseline failed"
 CLIENT="$WORK/cri-client"
 go_build "$HACK_DIR/nri-latency" "$CLIENT" || die "building hack/nri-latency (the CRI client) failed"
+EVICTION_TEST=""
+if part eviction; then
+  # Built now, with everything else, and run as a binary later: one snapshot of the tree for the run.
+  EVICTION_TEST="$(cd "$REPO_ROOT" && cargo test -q -p topolet-integration --test eviction --no-run \
+    --message-format=json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "eviction" and m.get("executable"):
+        print(m["executable"])')" || die "building integration/tests/eviction.rs failed"
+  [[ -x "$EVICTION_TEST" ]] || die "no executable for integration/tests/eviction.rs from cargo"
+fi
 
 # topolet_config FILE SOCKET DIR METRICS: a topolet config; METRICS "on" serves /metrics on a free port.
 topolet_config() {
@@ -409,8 +422,9 @@ fi
 if part eviction; then
   T=$SECONDS
   say "[eviction] integration/tests/eviction.rs (pid.available, memory.available) on containerd $VERSION"
-  (cd "$REPO_ROOT" && TOPOLET_BENCH_OUT="$WORK/eviction.jsonl" TOPOLET_CONTAINERD_VERSION="$VERSION" \
-    cargo test -q -p topolet-integration --test eviction evicts -- --test-threads=1 --nocapture \
+  # The release topolet the other parts measured (TOPOLET_BIN), cwd as cargo test sets it.
+  (cd "$REPO_ROOT/integration" && TOPOLET_BENCH_OUT="$WORK/eviction.jsonl" TOPOLET_CONTAINERD_VERSION="$VERSION" \
+    TOPOLET_BIN="$TOPOLET" "$EVICTION_TEST" evicts --test-threads=1 --nocapture \
     >"$WORK/eviction-test.log" 2>&1) || die "the eviction tests failed: $(tail -n 30 "$WORK/eviction-test.log")"
   python3 - "$WORK/eviction.jsonl" $((SECONDS - T)) >"$WORK/parts/eviction.json" <<'EOT'
 import json, statistics, sys

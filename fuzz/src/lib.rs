@@ -5,7 +5,8 @@
 //! (`fuzz/regressions/<target>/`) through the same functions in the normal `cargo test`.
 //!
 //! Targets and their properties:
-//! - [`mux_frames`]: bytes as a trunk read by `topolet_nri::mux`; each logical conn receives
+//! - [`mux_frames`]: bytes as a trunk read by `topolet_nri::mux` in chunks of a fuzzed size; each
+//!   logical conn receives
 //!   exactly the payloads a reference decoder finds for it, in order, and the trunk ends `Failed`
 //!   exactly when the reference finds an oversized or truncated frame.
 //! - [`nri_messages`]: a sequence of NRI requests (every request type the plugin side decodes),
@@ -99,12 +100,47 @@ fn reference_decode(data: &[u8], open: &[u32]) -> Expected {
     }
 }
 
-/// Feeds `data` as the trunk (conns 1 and 2 open, as in the plugin) and compares every conn's
-/// bytes and the trunk's end with [`reference_decode`].
+/// A reader handing out at most `chunk` bytes per read (0: everything at once), so frame
+/// headers and payloads arrive split the ways a socket may split them.
+struct Chunked {
+    data: Vec<u8>,
+    pos: usize,
+    chunk: usize,
+}
+
+impl tokio::io::AsyncRead for Chunked {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let left = self.data.len() - self.pos;
+        let mut n = left.min(buf.remaining());
+        if self.chunk > 0 {
+            n = n.min(self.chunk);
+        }
+        let start = self.pos;
+        buf.put_slice(&self.data[start..start + n]);
+        self.pos += n;
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// Input: one byte choosing the read size (`b % 32`, 0 = unlimited), then the trunk's bytes
+/// (conns 1 and 2 open, as in the plugin). Every conn's bytes and the trunk's end must match
+/// [`reference_decode`].
 pub fn mux_frames(data: &[u8]) {
     const OPEN: [u32; 2] = [1, 2];
+    let Some((&chunk, data)) = data.split_first() else {
+        return;
+    };
     let want = reference_decode(data, &OPEN);
-    let trunk = tokio::io::join(std::io::Cursor::new(data.to_vec()), tokio::io::sink());
+    let reader = Chunked {
+        data: data.to_vec(),
+        pos: 0,
+        chunk: usize::from(chunk % 32),
+    };
+    let trunk = tokio::io::join(reader, tokio::io::sink());
     runtime().block_on(async {
         use tokio::io::AsyncReadExt;
         let (mux, conns) = Mux::new(trunk, &OPEN).expect("mux over an in-memory trunk");

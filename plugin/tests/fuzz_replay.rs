@@ -243,18 +243,24 @@ fn mux_seeds() -> BTreeMap<String, Vec<u8>> {
     let nri = nri_seeds();
     let payload = &nri["lifecycle"];
     let mut seeds = BTreeMap::new();
-    let mut mixed = encode_frames(1, &payload[..payload.len() / 2]);
+    // The first byte of a mux input is the read size (`% 32`, 0 = unlimited).
+    let mut mixed = vec![0u8];
+    mixed.extend(encode_frames(1, &payload[..payload.len() / 2]));
     mixed.extend(encode_frames(2, b"runtime service bytes"));
     mixed.extend(topolet_nri::mux::encode_header(1, 0));
     mixed.extend(encode_frames(7, b"nobody listens on conn 7"));
     mixed.extend(encode_frames(0, b"conn 0 is reserved"));
     mixed.extend(encode_frames(1, &payload[payload.len() / 2..]));
     seeds.insert("mixed".to_string(), mixed.clone());
+    let mut split = mixed.clone();
+    split[0] = 3; // headers and payloads split across reads
+    seeds.insert("mixed_read_by_3".to_string(), split);
     let mut truncated = mixed.clone();
     truncated.extend(&topolet_nri::mux::encode_header(2, 100));
     truncated.extend(b"short");
     seeds.insert("truncated".to_string(), truncated);
-    let mut oversized = encode_frames(1, b"before");
+    let mut oversized = vec![5u8];
+    oversized.extend(encode_frames(1, b"before"));
     oversized.extend(topolet_nri::mux::encode_header(
         2,
         u32::try_from(topolet_nri::mux::MAX_FRAME_PAYLOAD + 1).expect("limit fits u32"),

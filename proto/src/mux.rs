@@ -273,14 +273,114 @@ fn open_conn(
     })
 }
 
-async fn read_loop<R: AsyncRead + Unpin>(mut rd: R, shared: Arc<Shared>) {
-    let end = loop {
-        let mut hdr = [0u8; HEADER_LEN];
-        match read_header(&mut rd, &mut hdr).await {
-            Ok(false) => break TrunkState::Eof,
-            Ok(true) => {}
-            Err(e) => break TrunkState::Failed(e.kind(), format!("mux trunk read failed: {e}")),
+/// Bytes the trunk reader asks the socket for at once: a whole NRI request or reply (a few KiB)
+/// and its header arrive in one `recv`, and a short read tells tokio the socket is drained, so
+/// no extra `recv` ends in `EAGAIN`.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Buffered reader of the trunk: frames are cut out of `buf[start..end]`.
+struct TrunkReader<R> {
+    rd: R,
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+}
+
+impl<R: AsyncRead + Unpin> TrunkReader<R> {
+    fn new(rd: R) -> Self {
+        TrunkReader {
+            rd,
+            buf: vec![0u8; READ_CHUNK].into_boxed_slice(),
+            start: 0,
+            end: 0,
         }
+    }
+
+    fn buffered(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Reads more bytes after the buffered ones; returns how many (0 at EOF).
+    async fn fill(&mut self) -> io::Result<usize> {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.end == self.buf.len() {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        let n = self.rd.read(&mut self.buf[self.end..]).await?;
+        self.end += n;
+        Ok(n)
+    }
+
+    /// Reads a header; `Ok(false)` on clean EOF before its first byte.
+    async fn header(&mut self) -> io::Result<Option<[u8; HEADER_LEN]>> {
+        while self.buffered() < HEADER_LEN {
+            if self.fill().await? == 0 {
+                if self.buffered() == 0 {
+                    return Ok(None);
+                }
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "mux trunk ended inside a frame header",
+                ));
+            }
+        }
+        let mut h = [0u8; HEADER_LEN];
+        h.copy_from_slice(&self.buf[self.start..self.start + HEADER_LEN]);
+        self.start += HEADER_LEN;
+        Ok(Some(h))
+    }
+
+    /// Reads `len` payload bytes into a new buffer (large payloads are read straight into it).
+    async fn payload(&mut self, len: usize) -> io::Result<Vec<u8>> {
+        let have = self.buffered().min(len);
+        let mut out = Vec::with_capacity(len);
+        out.extend_from_slice(&self.buf[self.start..self.start + have]);
+        self.start += have;
+        if out.len() < len {
+            if len - out.len() >= self.buf.len() {
+                out.resize(len, 0);
+                self.rd.read_exact(&mut out[have..]).await?;
+            } else {
+                while out.len() < len {
+                    if self.fill().await? == 0 {
+                        return Err(io::ErrorKind::UnexpectedEof.into());
+                    }
+                    let take = self.buffered().min(len - out.len());
+                    out.extend_from_slice(&self.buf[self.start..self.start + take]);
+                    self.start += take;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Skips `len` payload bytes; returns how many were there before EOF.
+    async fn skip(&mut self, len: usize) -> io::Result<usize> {
+        let mut skipped = 0;
+        while skipped < len {
+            if self.buffered() == 0 && self.fill().await? == 0 {
+                break;
+            }
+            let take = self.buffered().min(len - skipped);
+            self.start += take;
+            skipped += take;
+        }
+        Ok(skipped)
+    }
+}
+
+async fn read_loop<R: AsyncRead + Unpin>(rd: R, shared: Arc<Shared>) {
+    let mut rd = TrunkReader::new(rd);
+    let end = loop {
+        let hdr = match rd.header().await {
+            Ok(None) => break TrunkState::Eof,
+            Ok(Some(h)) => h,
+            Err(e) => break TrunkState::Failed(e.kind(), format!("mux trunk read failed: {e}")),
+        };
         let (conn, len) = match decode_header(&hdr) {
             Ok(v) => v,
             Err(e) => break TrunkState::Failed(io::ErrorKind::InvalidData, e.to_string()),
@@ -292,9 +392,8 @@ async fn read_loop<R: AsyncRead + Unpin>(mut rd: R, shared: Arc<Shared>) {
         };
         let Some(tx) = target else {
             // Drop the payload without keeping it.
-            let mut sink = tokio::io::sink();
-            match tokio::io::copy(&mut (&mut rd).take(len as u64), &mut sink).await {
-                Ok(n) if n == len as u64 => continue,
+            match rd.skip(len).await {
+                Ok(n) if n == len => continue,
                 Ok(_) => {
                     break TrunkState::Failed(
                         io::ErrorKind::UnexpectedEof,
@@ -306,14 +405,22 @@ async fn read_loop<R: AsyncRead + Unpin>(mut rd: R, shared: Arc<Shared>) {
                 }
             }
         };
-        let mut payload = vec![0u8; len];
-        if let Err(e) = rd.read_exact(&mut payload).await {
-            break TrunkState::Failed(
-                e.kind(),
-                format!("mux trunk ended inside a frame for conn {conn}: {e}"),
-            );
-        }
-        if tx.send(payload).await.is_err() {
+        let payload = match rd.payload(len).await {
+            Ok(p) => p,
+            Err(e) => {
+                break TrunkState::Failed(
+                    e.kind(),
+                    format!("mux trunk ended inside a frame for conn {conn}: {e}"),
+                )
+            }
+        };
+        // Fast path: room in the conn's queue (the usual case) needs no await.
+        let sent = match tx.try_send(payload) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(p)) => tx.send(p).await.map_err(|_| ()),
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(()),
+        };
+        if sent.is_err() {
             // Receiver dropped: the conn was closed locally; forget it.
             if let Ok(mut c) = shared.conns.lock() {
                 c.remove(&conn);
@@ -325,28 +432,6 @@ async fn read_loop<R: AsyncRead + Unpin>(mut rd: R, shared: Arc<Shared>) {
         _ => tracing::debug!("nri mux trunk reached eof"),
     }
     shared.finish(end);
-}
-
-/// Reads a header; `Ok(false)` on clean EOF before the first byte.
-async fn read_header<R: AsyncRead + Unpin>(
-    rd: &mut R,
-    hdr: &mut [u8; HEADER_LEN],
-) -> io::Result<bool> {
-    let mut got = 0;
-    while got < HEADER_LEN {
-        let n = rd.read(&mut hdr[got..]).await?;
-        if n == 0 {
-            if got == 0 {
-                return Ok(false);
-            }
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "mux trunk ended inside a frame header",
-            ));
-        }
-        got += n;
-    }
-    Ok(true)
 }
 
 async fn write_loop<W: AsyncWrite + Unpin>(
@@ -482,6 +567,20 @@ impl AsyncWrite for MuxConn {
             Ok(ws) => ws,
             Err(p) => p.into_inner(),
         };
+        if ws.reserve.is_none() {
+            // Fast path: room in the write queue (the usual case) needs no boxed future.
+            let closed = match ws.tx.try_reserve() {
+                Ok(permit) => {
+                    permit.send(encode_frames(id, buf));
+                    return Poll::Ready(Ok(buf.len()));
+                }
+                Err(mpsc::error::TrySendError::Closed(())) => true,
+                Err(mpsc::error::TrySendError::Full(())) => false,
+            };
+            if closed {
+                return Poll::Ready(Err(this.closed_error()));
+            }
+        }
         let fut = ws
             .reserve
             .get_or_insert_with(|| Box::pin(ws.tx.clone().reserve_owned()));

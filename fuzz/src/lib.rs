@@ -238,21 +238,37 @@ fn nri_topology() -> &'static Topology {
 /// Floor of the NRI target's config: no floor, so the class values themselves are checked.
 const NRI_FLOOR: i32 = -1000;
 
+/// A scratch directory of this process, `topolet-fuzz-<what>-<pid>` on tmpfs when there is one
+/// (inputs write files all the time). A fuzzing process ends with `exit`, so nothing drops it:
+/// instead, creating one removes those of processes that no longer exist.
+fn scratch_dir(what: &str) -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    let base = if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    let prefix = format!("topolet-fuzz-{what}-");
+    if let Ok(entries) = std::fs::read_dir(&base) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name.strip_prefix(&prefix) else {
+                continue;
+            };
+            if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+    let dir = base.join(format!("{prefix}{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch directory for the fuzz harness");
+    dir
+}
+
 fn nri_state_dir() -> &'static Path {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| {
-        // tmpfs when there is one: the plugin fsyncs its state file on every change.
-        let shm = Path::new("/dev/shm");
-        let made = if shm.is_dir() {
-            tempfile::Builder::new()
-                .prefix("topolet-fuzz")
-                .tempdir_in(shm)
-        } else {
-            tempfile::Builder::new().prefix("topolet-fuzz").tempdir()
-        };
-        made.expect("state directory for the fuzz harness")
-    })
-    .path()
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| scratch_dir("state"))
 }
 
 fn nri_plugin() -> TopoletPlugin {
@@ -699,7 +715,7 @@ fn sysfs_files() -> &'static [String] {
 }
 
 struct SysfsTree {
-    dir: tempfile::TempDir,
+    dir: PathBuf,
     original: BTreeMap<String, Vec<u8>>,
 }
 
@@ -707,20 +723,11 @@ fn sysfs_tree_base() -> &'static Mutex<SysfsTree> {
     static TREE: OnceLock<Mutex<SysfsTree>> = OnceLock::new();
     TREE.get_or_init(|| {
         let src = sysfs_fixture("ci-host-captured");
-        // tmpfs when there is one: every input rewrites and restores files.
-        let shm = Path::new("/dev/shm");
-        let mut builder = tempfile::Builder::new();
-        builder.prefix("topolet-fuzz-sysfs");
-        let dir = if shm.is_dir() {
-            builder.tempdir_in(shm)
-        } else {
-            builder.tempdir()
-        }
-        .expect("temp dir for the sysfs tree");
+        let dir = scratch_dir("sysfs");
         let mut original = BTreeMap::new();
         for rel in sysfs_files() {
             if let Ok(bytes) = std::fs::read(src.join(rel)) {
-                let dst = dir.path().join(rel);
+                let dst = dir.join(rel);
                 if let Some(parent) = dst.parent() {
                     std::fs::create_dir_all(parent).expect("sysfs tree dir");
                 }
@@ -758,7 +765,7 @@ pub fn sysfs_tree(data: &[u8]) {
     }
     let files = sysfs_files();
     let tree = sysfs_tree_base().lock().unwrap_or_else(|p| p.into_inner());
-    let root = tree.dir.path();
+    let root = tree.dir.as_path();
     let mut touched: BTreeSet<&String> = BTreeSet::new();
     while rest.len() >= 2 {
         let file = &files[usize::from(rest[0]) % files.len()];

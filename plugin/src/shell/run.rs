@@ -15,8 +15,14 @@ use crate::shell::nri_plugin::TopoletPlugin;
 /// Runs the plugin with `config`, reading the machine from `sysfs_root`. `config_path`: the file
 /// `config` came from (or will come from), reloaded on SIGHUP and when it changes.
 pub fn run(config: Config, config_path: Option<&Path>, sysfs_root: &Path) -> anyhow::Result<()> {
+    // One worker: an NRI request crosses five tasks (mux reader, ttrpc reader, handler, ttrpc
+    // writer, mux writer); on one worker each hop is a local queue push, with two every hop can be
+    // a cross-thread wake-up (futex + eventfd). Measured with hack/bench.sh's driver: 4x fewer
+    // context switches, NRI round trip median 0.78x, CPU per request 0.74x. Nothing here needs a
+    // second worker: handlers are short, and the other loops (eviction interval, admin socket,
+    // metrics, reload check) wake rarely and briefly.
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(1)
         .enable_all()
         .thread_name("topolet")
         .build()

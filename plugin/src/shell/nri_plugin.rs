@@ -461,11 +461,14 @@ impl Plugin for TopoletPlugin {
         let running: BTreeSet<ContainerKey> = views.iter().map(|v| v.key.clone()).collect();
         node.left_alone.retain(|k| running.contains(k));
         views.retain(|v| !node.left_alone.contains(&v.key));
-        node.sandboxes = pods
-            .iter()
+        let (n_pods, n_containers) = (pods.len(), containers.len());
+        // The runtime's pods move into the book (no copy of their labels and annotations).
+        let sandboxes = pods
+            .into_iter()
             .filter(|p| nri_view::pod_qos(p).is_ok())
-            .map(|p| (p.id.clone(), p.clone()))
+            .map(|p| (p.id.clone(), p))
             .collect();
+        let old_sandboxes = std::mem::replace(&mut node.sandboxes, sandboxes);
         let floor = node.oom_floor.unwrap_or(0);
         let running: Vec<RunningContainer> = views
             .iter()
@@ -481,7 +484,7 @@ impl Plugin for TopoletPlugin {
         }
         let mut by_id: HashMap<String, ContainerView> =
             views.into_iter().map(|v| (v.id.clone(), v)).collect();
-        node.containers = outcome
+        let managed = outcome
             .containers
             .into_iter()
             .filter_map(|(id, applied)| {
@@ -489,6 +492,7 @@ impl Plugin for TopoletPlugin {
                 Some((id, Managed { view, applied }))
             })
             .collect();
+        let old_containers = std::mem::replace(&mut node.containers, managed);
         let created: BTreeSet<&str> = containers
             .iter()
             .filter(|c| c.state.enum_value() == Ok(api::ContainerState::CONTAINER_CREATED))
@@ -515,13 +519,21 @@ impl Plugin for TopoletPlugin {
         node.reapply = reapply;
         self.persist(&node);
         tracing::info!(
-            pods = pods.len(),
-            containers = containers.len(),
+            pods = n_pods,
+            containers = n_containers,
             managed = node.containers.len(),
             updates = updates.len(),
             shared = %node.placement.shared_pool(),
             "synchronized"
         );
+        drop(node);
+        // Freeing the runtime's request and the previous books (tens of MB on a 10,000-container
+        // node) is left to a blocking-pool thread, so the reply does not wait for it.
+        drop((by_id, created));
+        let garbage = (containers, old_sandboxes, old_containers);
+        if tokio::runtime::Handle::try_current().is_ok() {
+            tokio::task::spawn_blocking(move || drop(garbage));
+        }
         Ok(updates)
     }
 

@@ -313,11 +313,25 @@ impl Running {
     /// Creates `c` and returns the cpuset of its adjustment (must be set, with the mems of
     /// those CPUs).
     async fn create_on(&self, pod: &api::PodSandbox, c: &api::Container) -> CpuSet {
+        self.create_moving(pod, c).await.0
+    }
+
+    /// Creates `c`: the cpuset of its adjustment, and the other containers its reply moves
+    /// (`id → cpus`, every update with failures ignored and never for `c` itself).
+    async fn create_moving(
+        &self,
+        pod: &api::PodSandbox,
+        c: &api::Container,
+    ) -> (CpuSet, BTreeMap<String, String>) {
         let r = self.create(pod, c).await.expect("create");
         let cpu = adj_cpu(&r).expect("cpu adjusted");
         let cpus = set(&cpu.cpus);
         assert_eq!(cpu.mems, mems_of(&cpus), "{}: mems of {cpus}", c.id);
-        cpus
+        assert!(r
+            .update
+            .iter()
+            .all(|u| u.ignore_failure && u.container_id != c.id));
+        (cpus, moved(&r.update))
     }
 
     async fn update(
@@ -343,7 +357,8 @@ impl Running {
         .map_err(|e| rpc_message(&e))
     }
 
-    async fn stop(&self, pod: &api::PodSandbox, c: &api::Container) {
+    /// StopContainer; returns the other containers its reply moves (`id → cpus`).
+    async fn stop(&self, pod: &api::PodSandbox, c: &api::Container) -> BTreeMap<String, String> {
         let req = api::StopContainerRequest {
             pod: Some(pod.clone()).into(),
             container: Some(c.clone()).into(),
@@ -358,7 +373,11 @@ impl Running {
         .await
         .expect("stop answered in time")
         .expect("stop");
-        assert!(r.update.is_empty(), "StopContainer replies without updates");
+        assert!(r
+            .update
+            .iter()
+            .all(|u| u.ignore_failure && u.container_id != c.id));
+        moved(&r.update)
     }
 
     /// RemoveContainer the way containerd sends it (StateChange).
@@ -630,21 +649,17 @@ async fn foreign_sandbox_and_preset_cpuset_containers_are_left_alone() {
     let bc = besteffort(&be, "app");
     assert_eq!(p.create_on(&be, &bc).await, set("0-1"));
     let g1 = pod("g1", "");
-    assert_eq!(
-        p.create_on(&g1, &guaranteed(&g1, "app", 1000)).await,
-        set("1")
-    );
-    let u = p.next_update().await;
-    assert_eq!(moved(&u.update), map(&[("be-app", "0")]));
+    let (cpus, moves) = p.create_moving(&g1, &guaranteed(&g1, "app", 1000)).await;
+    assert_eq!(cpus, set("1"));
+    assert_eq!(moves, map(&[("be-app", "0")]));
 
-    // Their removal is a no-op too: the next update is the release of g1's CPU.
+    // Their removal is a no-op too: the release of g1's CPU moves only the shared container.
     p.remove(&foreign, &fc).await;
     p.remove(&g, &pause).await;
     p.remove(&other, &oc).await;
     p.remove_pod(&foreign).await;
-    p.stop(&g1, &guaranteed(&g1, "app", 1000)).await;
-    let u = p.next_update().await;
-    assert_eq!(moved(&u.update), map(&[("be-app", "0-1")]));
+    let moves = p.stop(&g1, &guaranteed(&g1, "app", 1000)).await;
+    assert_eq!(moves, map(&[("be-app", "0-1")]));
     p.kill().await;
 }
 
@@ -699,14 +714,14 @@ async fn shared_pool_follows_grants_and_releases_whatever_the_event_order() {
     assert_eq!(p.create_on(&be, &besteffort(&be, "a")).await, set("0-1"));
     assert_eq!(p.create_on(&bu, &burstable(&bu, "b")).await, set("0-1"));
 
-    // Grant: one batched request moving both, failures ignored (they may have exited).
+    // Grant: the reply moves both, failures ignored (they may have exited).
     let x = pod("x", "");
     let xc = guaranteed(&x, "app", 1000);
-    assert_eq!(p.create_on(&x, &xc).await, set("1"));
-    let u = p.next_update().await;
-    assert_eq!(moved(&u.update), map(&[("be-a", "0"), ("bu-b", "0")]));
-    assert!(u.update.iter().all(|u| u.ignore_failure));
-    for upd in &u.update {
+    let r = p.create(&x, &xc).await.expect("create x");
+    assert_eq!(adj_cpu(&r).map(|c| c.cpus.as_str()), Some("1"));
+    assert_eq!(moved(&r.update), map(&[("be-a", "0"), ("bu-b", "0")]));
+    assert!(r.update.iter().all(|u| u.ignore_failure));
+    for upd in &r.update {
         assert_eq!(update_cpu(upd).mems, "0");
     }
     // A shared container created while x runs starts on the reduced pool.
@@ -715,42 +730,42 @@ async fn shared_pool_follows_grants_and_releases_whatever_the_event_order() {
 
     // Events for unknown containers, a remove before anything, unknown pods: nothing.
     let ghost = pod("ghost", "");
-    p.stop(&ghost, &guaranteed(&ghost, "app", 1000)).await;
+    assert!(p
+        .stop(&ghost, &guaranteed(&ghost, "app", 1000))
+        .await
+        .is_empty());
     p.remove(&ghost, &guaranteed(&ghost, "app", 1000)).await;
     p.remove_pod(&ghost).await;
 
-    // Stop: released, everyone moves back.
-    p.stop(&x, &xc).await;
-    let u = p.next_update().await;
+    // Stop: released, the reply moves everyone back.
     assert_eq!(
-        moved(&u.update),
+        p.stop(&x, &xc).await,
         map(&[("be-a", "0-1"), ("be2-c", "0-1"), ("bu-b", "0-1")])
     );
     // Twice, then remove, then remove again, then the pod: nothing more is sent ...
-    p.stop(&x, &xc).await;
+    assert!(p.stop(&x, &xc).await.is_empty());
     p.remove(&x, &xc).await;
     p.remove(&x, &xc).await;
     p.remove_pod(&x).await;
     p.remove_pod(&x).await;
 
-    // ... which the next grant proves: CPU 1 is free again and its update is the next one.
+    // ... which the next grant proves: CPU 1 is free again and its reply moves exactly the
+    // shared containers.
     let y = pod("y", "");
     let yc = guaranteed(&y, "app", 1000);
-    assert_eq!(p.create_on(&y, &yc).await, set("1"));
-    let u = p.next_update().await;
-    assert_eq!(
-        moved(&u.update),
-        map(&[("be-a", "0"), ("be2-c", "0"), ("bu-b", "0")])
-    );
+    let (cpus, moves) = p.create_moving(&y, &yc).await;
+    assert_eq!(cpus, set("1"));
+    assert_eq!(moves, map(&[("be-a", "0"), ("be2-c", "0"), ("bu-b", "0")]));
 
-    // Out of order: the pod goes first (its container never saw Stop or Remove).
+    // Out of order: the pod goes first (its container never saw Stop or Remove). Its event
+    // has no reply to carry updates: they go out unsolicited once the runtime is quiet.
     p.remove_pod(&y).await;
     let u = p.next_update().await;
     assert_eq!(
         moved(&u.update),
         map(&[("be-a", "0-1"), ("be2-c", "0-1"), ("bu-b", "0-1")])
     );
-    p.stop(&y, &yc).await;
+    assert!(p.stop(&y, &yc).await.is_empty());
     p.remove(&y, &yc).await;
 
     // RemoveContainer without StopContainer releases too; a removed shared container is no
@@ -758,17 +773,39 @@ async fn shared_pool_follows_grants_and_releases_whatever_the_event_order() {
     p.remove(&bu, &burstable(&bu, "b")).await;
     let z = pod("z", "");
     let zc = guaranteed(&z, "app", 1000);
-    assert_eq!(p.create_on(&z, &zc).await, set("1"));
-    let u = p.next_update().await;
-    assert_eq!(moved(&u.update), map(&[("be-a", "0"), ("be2-c", "0")]));
+    let (cpus, moves) = p.create_moving(&z, &zc).await;
+    assert_eq!(cpus, set("1"));
+    assert_eq!(moves, map(&[("be-a", "0"), ("be2-c", "0")]));
     p.remove(&z, &zc).await;
     let u = p.next_update().await;
     assert_eq!(moved(&u.update), map(&[("be-a", "0-1"), ("be2-c", "0-1")]));
+
+    // A release whose event cannot carry updates, followed by one that can before the runtime
+    // went quiet: the queued moves ride on that reply instead.
+    let (_, moves) = p.create_moving(&z, &zc).await;
+    assert_eq!(moves, map(&[("be-a", "0"), ("be2-c", "0")]));
+    p.remove(&z, &zc).await;
+    let w = pod("w", "besteffort");
+    let r = p.create(&w, &besteffort(&w, "d")).await.expect("create w");
+    assert_eq!(adj_cpu(&r).map(|c| c.cpus.as_str()), Some("0-1"));
+    assert_eq!(moved(&r.update), map(&[("be-a", "0-1"), ("be2-c", "0-1")]));
     p.kill().await;
 }
 
 // ------------------------------------------------------------------------------------------------
 // UpdateContainer (in-place resize)
+
+/// The other containers a resize's reply moves (`id → cpus`), all with failures ignored.
+fn others_moved(r: &api::UpdateContainerResponse, id: &str) -> BTreeMap<String, String> {
+    let others: Vec<_> = r
+        .update
+        .iter()
+        .filter(|u| u.container_id != id)
+        .cloned()
+        .collect();
+    assert!(others.iter().all(|u| u.ignore_failure));
+    moved(&others)
+}
 
 fn resize_update(r: &api::UpdateContainerResponse, id: &str) -> api::ContainerUpdate {
     let mine: Vec<_> = r.update.iter().filter(|u| u.container_id == id).collect();
@@ -789,16 +826,19 @@ async fn resize_grows_and_shrinks_keeping_the_cpus_it_has() {
     assert_eq!(p.create_on(&be, &besteffort(&be, "a")).await, set("0-7"));
     let g = pod("g", "");
     let gc = guaranteed(&g, "app", 1000);
-    let one = p.create_on(&g, &gc).await;
+    let (one, moves) = p.create_moving(&g, &gc).await;
     assert_eq!(one.len(), 1);
-    let u = p.next_update().await;
     assert_eq!(
-        moved(&u.update),
+        moves,
         map(&[("be-a", &set("0-7").difference(&one).to_string())])
     );
 
     // Grow 1 → 2: keeps its CPU.
     let r = p.update(&g, &gc, resize_to(2000)).await.expect("grow");
+    assert_eq!(
+        r.update.last().map(|u| u.container_id.as_str()),
+        Some(gc.id.as_str())
+    );
     let up = resize_update(&r, &gc.id);
     let two = set(&update_cpu(&up).cpus);
     assert_eq!(two.len(), 2);
@@ -810,9 +850,8 @@ async fn resize_grows_and_shrinks_keeping_the_cpus_it_has() {
         Some(-1),
         "an exclusive container's quota stays removed after a resize"
     );
-    let u = p.next_update().await;
     assert_eq!(
-        moved(&u.update),
+        others_moved(&r, &gc.id),
         map(&[("be-a", &set("0-7").difference(&two).to_string())])
     );
 
@@ -821,18 +860,16 @@ async fn resize_grows_and_shrinks_keeping_the_cpus_it_has() {
     let four = set(&update_cpu(&resize_update(&r, &gc.id)).cpus);
     assert_eq!(four.len(), 4);
     assert!(two.is_subset(&four), "{two} ⊄ {four}");
-    let u = p.next_update().await;
     assert_eq!(
-        moved(&u.update),
+        others_moved(&r, &gc.id),
         map(&[("be-a", &set("0-7").difference(&four).to_string())])
     );
     let r = p.update(&g, &gc, resize_to(1000)).await.expect("shrink");
     let back = set(&update_cpu(&resize_update(&r, &gc.id)).cpus);
     assert_eq!(back.len(), 1);
     assert!(back.is_subset(&four), "{back} ⊄ {four}");
-    let u = p.next_update().await;
     assert_eq!(
-        moved(&u.update),
+        others_moved(&r, &gc.id),
         map(&[("be-a", &set("0-7").difference(&back).to_string())])
     );
     assert_eq!(
@@ -855,7 +892,6 @@ async fn infeasible_resize_is_refused_and_changes_nothing() {
     let g = pod("g", "");
     let gc = guaranteed(&g, "app", 1000);
     assert_eq!(p.create_on(&g, &gc).await, set("1"));
-    let _ = p.next_update().await;
     let before = env.saved();
 
     let err = p
@@ -868,10 +904,8 @@ async fn infeasible_resize_is_refused_and_changes_nothing() {
     let h = pod("h", "");
     let hc = guaranteed(&h, "app", 1000);
     assert!(p.create(&h, &hc).await.is_err());
-    // ... and once g stops, it is the next grant, with the next update being its release.
-    p.stop(&g, &gc).await;
-    let u = p.next_update().await;
-    assert_eq!(moved(&u.update), map(&[("be-a", "0-1")]));
+    // ... and once g stops, it is the next grant; the stop's reply moves `be` back.
+    assert_eq!(p.stop(&g, &gc).await, map(&[("be-a", "0-1")]));
     assert_eq!(p.create_on(&h, &hc).await, set("1"));
     p.kill().await;
 }
@@ -950,9 +984,7 @@ async fn build_scene(env: &Env, p: &Running) -> Scene {
     let tc = burstable(&t, "app");
     assert_eq!(p.create_on(&s, &sc).await, set("0-7"));
     let a_cpus = p.create_on(&a, &ac).await;
-    let _ = p.next_update().await;
     let b_cpus = p.create_on(&b, &bc).await;
-    let _ = p.next_update().await;
     let shared = set("0-7").difference(&a_cpus).difference(&b_cpus);
     assert_eq!(p.create_on(&t, &tc).await, shared);
     assert_eq!(env.saved().containers.len(), 2);
@@ -1058,7 +1090,6 @@ async fn restart_reconciles_disagreements_vanished_and_doubly_claimed_cpus() {
     // A third exclusive container that will vanish while topolet is down.
     let v = pod("v", "");
     let v_cpus = p.create_on(&v, &guaranteed(&v, "app", 1000)).await;
-    let _ = p.next_update().await;
     assert_eq!(env.saved().containers.len(), 3);
     p.kill().await;
 
@@ -1158,16 +1189,16 @@ async fn restarted_container_keeps_its_cpu_when_the_old_instance_ends_late() {
     assert_eq!(p.create_on(&be, &besteffort(&be, "a")).await, set("0-1"));
     let x = pod("x", "");
     let old = guaranteed(&x, "app", 1000);
-    assert_eq!(p.create_on(&x, &old).await, set("1"));
-    let u = p.next_update().await;
-    assert_eq!(moved(&u.update), map(&[("be-a", "0")]));
+    let (cpus, moves) = p.create_moving(&x, &old).await;
+    assert_eq!(cpus, set("1"));
+    assert_eq!(moves, map(&[("be-a", "0")]));
 
     // The kubelet restarts the container: same pod and name, a new id, before the old
     // instance's Stop and Remove arrive.
     let mut new = guaranteed(&x, "app", 1000);
     new.id = "x-app-restart-1".into();
-    assert_eq!(p.create_on(&x, &new).await, set("1"));
-    p.stop(&x, &old).await;
+    assert_eq!(p.create_moving(&x, &new).await, (set("1"), BTreeMap::new()));
+    assert!(p.stop(&x, &old).await.is_empty());
     p.remove(&x, &old).await;
     assert_eq!(
         env.saved()
@@ -1176,10 +1207,8 @@ async fn restarted_container_keeps_its_cpu_when_the_old_instance_ends_late() {
         Some(set("1")),
         "the new instance still holds CPU 1"
     );
-    // No update was sent for the old instance: the next one is the new instance's release.
-    p.stop(&x, &new).await;
-    let u = p.next_update().await;
-    assert_eq!(moved(&u.update), map(&[("be-a", "0-1")]));
+    // No update was sent for the old instance: the new instance's release moves `be` back.
+    assert_eq!(p.stop(&x, &new).await, map(&[("be-a", "0-1")]));
     p.kill().await;
 }
 
@@ -1230,9 +1259,61 @@ async fn a_container_still_being_created_at_synchronize_gets_its_cpuset_again_on
         .post_start_container(p.conn.ctx(), &post_start(&g, &gc))
         .await
         .expect("post start g again");
-    p.stop(&g, &gc).await;
+    let w = pod("w", "besteffort");
+    let r = p
+        .create(&w, &besteffort(&w, "app"))
+        .await
+        .expect("create w");
+    assert!(
+        r.update.is_empty(),
+        "nothing queued: {:?}",
+        moved(&r.update)
+    );
+    assert_eq!(
+        p.stop(&g, &gc).await,
+        map(&[("be-app", "0-1"), ("w-app", "0-1")])
+    );
+    p.kill().await;
+}
+
+fn post_start_request(pod: &api::PodSandbox, c: &api::Container) -> api::PostStartContainerRequest {
+    api::PostStartContainerRequest {
+        pod: Some(pod.clone()).into(),
+        container: Some(c.clone()).into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_moved_before_it_started_gets_its_cpuset_again_once_it_runs() {
+    // `early` is created and started before the grant; `late` is created before the grant but
+    // starts after it: the grant's reply moves both, and only `late` (whose task may have
+    // started from the old spec) is sent its cpuset again, once it runs.
+    let env = Env::new();
+    let p = env.start_synced(env.config(), two_cpu()).await;
+    let e = pod("early", "besteffort");
+    let ec = besteffort(&e, "app");
+    assert_eq!(p.create_on(&e, &ec).await, set("0-1"));
+    p.conn
+        .client()
+        .post_start_container(p.conn.ctx(), &post_start_request(&e, &ec))
+        .await
+        .expect("post start early");
+    let l = pod("late", "burstable");
+    let lc = burstable(&l, "app");
+    assert_eq!(p.create_on(&l, &lc).await, set("0-1"));
+    let g = pod("g", "");
+    let gc = guaranteed(&g, "app", 1000);
+    let (cpus, moves) = p.create_moving(&g, &gc).await;
+    assert_eq!(cpus, set("1"));
+    assert_eq!(moves, map(&[("early-app", "0"), ("late-app", "0")]));
+    p.conn
+        .client()
+        .post_start_container(p.conn.ctx(), &post_start_request(&l, &lc))
+        .await
+        .expect("post start late");
     let u = p.next_update().await;
-    assert_eq!(moved(&u.update), map(&[("be-app", "0-1")]));
+    assert_eq!(moved(&u.update), map(&[("late-app", "0")]));
     p.kill().await;
 }
 

@@ -3,8 +3,13 @@
 //!
 //! Every handler is short: it looks the container up, asks `core::placement` for a decision,
 //! persists the assignments (one state-file write per event that changed them) and answers.
-//! Shared-pool changes are pushed to the other containers with UpdateContainers from a separate
-//! task, batched, never awaited inside a handler (containerd holds its NRI lock while it calls us).
+//! Shared-pool changes reach the other containers in the reply to the event that caused them
+//! (CreateContainer, UpdateContainer and StopContainer replies carry updates), or, when the
+//! event's reply cannot (RemoveContainer, RemovePodSandbox, PostStartContainer, a reload), in
+//! the next reply that can or in one unsolicited UpdateContainers once the runtime is quiet —
+//! never during activity: see `shell::update_outbox` for the containerd deadlock that rule
+//! avoids. Nothing is ever awaited inside a handler (containerd holds its NRI lock while it
+//! calls us).
 //!
 //! Restart and reconnect: on every Synchronize the runtime's view is the truth. Exclusive sets
 //! are restored from the containers' actual cpusets (assignments from the state file only break
@@ -64,6 +69,9 @@ struct Managed {
     view: ContainerView,
     /// The cgroup values we last asked the runtime for.
     applied: ContainerResources,
+    /// Seen running (PostStartContainer, or running at Synchronize). Until then an update may
+    /// reach only the stored spec while the task starts from the old one.
+    started: bool,
 }
 
 struct Node {
@@ -76,8 +84,9 @@ struct Node {
     oom_floor: Option<i32>,
     /// Kubernetes containers whose cpuset another party set at creation.
     left_alone: BTreeSet<ContainerKey>,
-    /// Containers that were still being created when Synchronize sent them an update: containerd
-    /// may start their task from the old spec, so the update is sent again once they run.
+    /// Containers sent an update before they were seen running (at Synchronize, or a pool
+    /// change between their creation and their start): containerd may start their task from
+    /// the old spec, so the update is sent again once they run.
     reapply: BTreeSet<String>,
     /// Containers waiting for an unsolicited update.
     outbox: Outbox,
@@ -183,17 +192,7 @@ impl TopoletPlugin {
                 return;
             }
             let ids = node.outbox.take();
-            let updates: Vec<api::ContainerUpdate> = ids
-                .iter()
-                .filter_map(|id| {
-                    let m = node.containers.get(id)?;
-                    Some(if m.applied.exclusive {
-                        nri_adjust::resize_update(&m.view, &m.applied)
-                    } else {
-                        nri_adjust::cpuset_update(id, &m.applied.cpuset, &m.applied.mems, true)
-                    })
-                })
-                .collect();
+            let updates = updates_for(&mut node, &ids);
             (ids, updates)
         };
         let Some(updater) = self.updater.get() else {
@@ -223,7 +222,7 @@ impl TopoletPlugin {
                             }
                         }
                         Err(e) => {
-                            let given_up = node.outbox.failed(&ids, Instant::now());
+                            let given_up = node.outbox.failed(&ids);
                             if given_up.is_empty() {
                                 tracing::warn!(error = %e, containers = n, "container updates not applied; will retry");
                             } else {
@@ -236,7 +235,7 @@ impl TopoletPlugin {
             Err(e) => {
                 tracing::warn!(error = %e, "container updates not queued");
                 let mut node = self.lock();
-                node.outbox.failed(&ids, Instant::now());
+                node.outbox.failed(&ids);
             }
         }
     }
@@ -317,12 +316,25 @@ impl TopoletPlugin {
     }
 
     /// Queues every managed shared container whose cpuset differs from the current shared
-    /// pool for an update (sent batched by the outbox, off the event path).
+    /// pool for an update (carried by the next reply that can, or sent after a lull).
     fn push_shared_pool(&self, node: &mut Node, skip: Option<&str>) {
-        let now = Instant::now();
         for id in shared_changes(node, skip) {
-            node.outbox.queue(&id, now);
+            node.outbox.queue(&id);
         }
+    }
+
+    /// The queued updates of every container but `skip`, for the reply to an event about
+    /// `skip`.
+    fn reply_updates(&self, node: &mut Node, skip: &str) -> Vec<api::ContainerUpdate> {
+        let ids = node.outbox.take_except(skip);
+        let updates = updates_for(node, &ids);
+        if !updates.is_empty() {
+            tracing::debug!(
+                containers = updates.len(),
+                "container updates carried in the reply"
+            );
+        }
+        updates
     }
 
     /// Locks the node for an event handler: the runtime is busy now.
@@ -361,6 +373,29 @@ impl TopoletPlugin {
             }
         }
     }
+}
+
+/// Each of `ids`' current target as an update (failures ignored: a container may have exited
+/// meanwhile), sorted by id; a container not yet seen running is marked to get it again once it
+/// runs.
+fn updates_for(node: &mut Node, ids: &[String]) -> Vec<api::ContainerUpdate> {
+    let mut updates = Vec::with_capacity(ids.len());
+    for id in ids {
+        let Some(m) = node.containers.get(id) else {
+            continue;
+        };
+        let mut update = if m.applied.exclusive {
+            nri_adjust::resize_update(&m.view, &m.applied)
+        } else {
+            nri_adjust::cpuset_update(id, &m.applied.cpuset, &m.applied.mems, true)
+        };
+        update.ignore_failure = true;
+        if !m.started {
+            node.reapply.insert(id.clone());
+        }
+        updates.push(update);
+    }
+    updates
 }
 
 /// True when the runtime's `cpuset.mems` (list syntax) is `want`; an empty `want` (no NUMA
@@ -484,20 +519,30 @@ impl Plugin for TopoletPlugin {
         }
         let mut by_id: HashMap<String, ContainerView> =
             views.into_iter().map(|v| (v.id.clone(), v)).collect();
-        let managed = outcome
-            .containers
-            .into_iter()
-            .filter_map(|(id, applied)| {
-                let view = by_id.remove(&id)?;
-                Some((id, Managed { view, applied }))
-            })
-            .collect();
-        let old_containers = std::mem::replace(&mut node.containers, managed);
         let created: BTreeSet<&str> = containers
             .iter()
             .filter(|c| c.state.enum_value() == Ok(api::ContainerState::CONTAINER_CREATED))
             .map(|c| c.id.as_str())
             .collect();
+        let managed = outcome
+            .containers
+            .into_iter()
+            .filter_map(|(id, applied)| {
+                let view = by_id.remove(&id)?;
+                let started = !created.contains(id.as_str());
+                Some((
+                    id,
+                    Managed {
+                        view,
+                        applied,
+                        started,
+                    },
+                ))
+            })
+            .collect();
+        let old_containers = std::mem::replace(&mut node.containers, managed);
+        // This reply carries every container's update: nothing queued before still applies.
+        node.outbox.clear();
         let mut updates: Vec<api::ContainerUpdate> = Vec::new();
         let mut reapply = BTreeSet::new();
         for (id, m) in &node.containers {
@@ -546,14 +591,16 @@ impl Plugin for TopoletPlugin {
     ) -> PluginResult<()> {
         let _timer = self.metrics.time(event::POST_START_CONTAINER);
         let mut node = self.event_lock();
+        let Some(m) = node.containers.get_mut(&ctr.id) else {
+            return Ok(());
+        };
+        m.started = true;
+        let (pod_ref, cpus) = (m.view.pod_ref.clone(), m.applied.cpuset.clone());
         if !node.reapply.remove(&ctr.id) {
             return Ok(());
         }
-        let Some(m) = node.containers.get(&ctr.id) else {
-            return Ok(());
-        };
-        tracing::info!(pod = %m.view.pod_ref, container = %ctr.name, cpus = %m.applied.cpuset, "started after synchronize: cpuset will be sent again");
-        node.outbox.queue(&ctr.id, Instant::now());
+        tracing::info!(pod = %pod_ref, container = %ctr.name, cpus = %cpus, "started after its cpuset changed: it will be sent again");
+        node.outbox.queue(&ctr.id);
         Ok(())
     }
 
@@ -641,14 +688,17 @@ impl Plugin for TopoletPlugin {
             Managed {
                 view,
                 applied: decision,
+                started: false,
             },
         );
         if exclusive {
             self.persist(&node);
             self.push_shared_pool(&mut node, Some(&ctr.id));
         }
+        let update = self.reply_updates(&mut node, &ctr.id);
         Ok(api::CreateContainerResponse {
             adjust: protobuf::MessageField::some(adjust),
+            update,
             ..Default::default()
         })
     }
@@ -679,20 +729,24 @@ impl Plugin for TopoletPlugin {
         let changed_pool =
             decision.exclusive != m.applied.exclusive || decision.cpuset != m.applied.cpuset;
         tracing::info!(pod = %m.view.pod_ref, container = %ctr.name, cpus = %decision.cpuset, exclusive = decision.exclusive, "container resized");
-        let update = nri_adjust::resize_update(&view, &decision);
+        let own = nri_adjust::resize_update(&view, &decision);
         node.containers.insert(
             ctr.id.clone(),
             Managed {
                 view,
                 applied: decision,
+                started: m.started,
             },
         );
         if changed_pool {
             self.persist(&node);
             self.push_shared_pool(&mut node, Some(&ctr.id));
         }
+        // The others first: containerd takes the last update as the resized container's own.
+        let mut update = self.reply_updates(&mut node, &ctr.id);
+        update.push(own);
         Ok(api::UpdateContainerResponse {
-            update: vec![update],
+            update,
             ..Default::default()
         })
     }
@@ -703,8 +757,9 @@ impl Plugin for TopoletPlugin {
         ctr: api::Container,
     ) -> PluginResult<Vec<api::ContainerUpdate>> {
         let _timer = self.metrics.time(event::STOP_CONTAINER);
-        self.release(&ctr.id, "stopped");
-        Ok(Vec::new())
+        let mut node = self.event_lock();
+        self.release(&mut node, &ctr.id, "stopped");
+        Ok(self.reply_updates(&mut node, &ctr.id))
     }
 
     async fn remove_container(
@@ -713,8 +768,8 @@ impl Plugin for TopoletPlugin {
         ctr: api::Container,
     ) -> PluginResult<()> {
         let _timer = self.metrics.time(event::REMOVE_CONTAINER);
-        self.release(&ctr.id, "removed");
         let mut node = self.event_lock();
+        self.release(&mut node, &ctr.id, "removed");
         node.containers.remove(&ctr.id);
         node.reapply.remove(&ctr.id);
         node.outbox.remove(&ctr.id);
@@ -725,10 +780,7 @@ impl Plugin for TopoletPlugin {
 impl TopoletPlugin {
     /// Returns a stopped or removed container's exclusive resources (idempotent: a second call,
     /// or a call for a container we never saw, changes nothing).
-    fn release(&self, id: &str, what: &str) {
-        // A StopContainer / RemoveContainer event: the runtime is busy (e.g. tearing pods down),
-        // so the shared-pool updates this queues must wait for a lull like any other event's.
-        let mut node = self.event_lock();
+    fn release(&self, node: &mut Node, id: &str, what: &str) {
         let Some(key) = node.containers.get(id).map(|m| m.view.key.clone()) else {
             return;
         };
@@ -749,8 +801,8 @@ impl TopoletPlugin {
                 m.applied.exclusive = false;
             }
             tracing::info!(container = %key, shared = %node.placement.shared_pool(), "container {what}: exclusive cpus released");
-            self.persist(&node);
-            self.push_shared_pool(&mut node, Some(id));
+            self.persist(node);
+            self.push_shared_pool(node, Some(id));
         }
     }
 }

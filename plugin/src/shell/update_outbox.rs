@@ -1,22 +1,32 @@
-//! `Outbox`: when to send unsolicited updates (UpdateContainers) to the runtime.
+//! `Outbox`: the containers that must be sent their current target, and when an unsolicited
+//! update (UpdateContainers) may carry them.
 //!
 //! Containers whose cpuset must change (the shared pool moved, a container started from a
-//! stale spec, an earlier update failed) are queued by id, and the queue is sent as one batched
-//! request once the runtime has been quiet for [`QUIET`] — or at the latest [`MAX_DEFER`] after
-//! the first id was queued. Sending in the middle of a burst of container creations is what
-//! wedged containerd's NRI in our tests (its plugin-initiated update path competes with the
-//! creations for its locks until our request times out), so updates wait for a lull. What is
-//! sent is always each container's *current* target, computed at send time, never a stale
-//! request. Failed sends are queued again, up to [`MAX_ATTEMPTS`]; after that the next
-//! Synchronize corrects the containers.
+//! stale spec, an earlier update failed) are queued by id. The queue leaves in one of two ways:
+//! - in the reply to the next event that can carry updates (CreateContainer, UpdateContainer,
+//!   StopContainer): [`Outbox::take_except`]. This is the normal path, and the only one during
+//!   churn;
+//! - as one batched unsolicited request, but only once the runtime has been quiet for
+//!   [`QUIET`] ([`Outbox::due`]), never in the middle of activity however long it lasts.
+//!
+//! Why never during activity: in containerd up to at least v2.3.4 (NRI v0.12.0), a plugin's
+//! UpdateContainers takes NRI's adaptation lock and then containerd's NRI lock, while CRI
+//! lifecycle events take them in the opposite order; when the two meet, containerd deadlocks
+//! for good (containerd/containerd#13733, fixed in containerd/nri#301). Our real-containerd
+//! soak reproduced it whenever an update was forced out during churn. Replies are applied by
+//! containerd under the locks the event already holds, so they cannot deadlock; an unsolicited
+//! request after a lull can only meet an event that starts within the few milliseconds it
+//! takes, and the lull makes that rare.
+//!
+//! What is sent is always each container's *current* target, computed at send time, never a
+//! stale request. Failed unsolicited sends are queued again, up to [`MAX_ATTEMPTS`]; after that
+//! the next Synchronize corrects the containers.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-/// How long the runtime must have sent no event before queued updates go out.
+/// How long the runtime must have sent no event before queued updates go out unsolicited.
 pub const QUIET: Duration = Duration::from_millis(300);
-/// The longest an update waits for a lull.
-pub const MAX_DEFER: Duration = Duration::from_secs(5);
 /// Sends per container before giving up until the next Synchronize.
 pub const MAX_ATTEMPTS: u32 = 5;
 
@@ -24,7 +34,6 @@ pub const MAX_ATTEMPTS: u32 = 5;
 #[derive(Debug, Clone)]
 pub struct Outbox {
     ids: BTreeSet<String>,
-    since: Option<Instant>,
     last_event: Instant,
     attempts: BTreeMap<String, u32>,
 }
@@ -33,7 +42,6 @@ impl Outbox {
     pub fn new(now: Instant) -> Outbox {
         Outbox {
             ids: BTreeSet::new(),
-            since: None,
             last_event: now,
             attempts: BTreeMap::new(),
         }
@@ -45,37 +53,47 @@ impl Outbox {
     }
 
     /// `id` must be sent its current target.
-    pub fn queue(&mut self, id: &str, now: Instant) {
+    pub fn queue(&mut self, id: &str) {
         self.ids.insert(id.to_string());
-        self.since.get_or_insert(now);
     }
 
     /// Forgets `id` (removed container).
     pub fn remove(&mut self, id: &str) {
         self.ids.remove(id);
         self.attempts.remove(id);
-        if self.ids.is_empty() {
-            self.since = None;
-        }
+    }
+
+    /// Forgets everything queued (a Synchronize computes every container's update afresh).
+    pub fn clear(&mut self) {
+        self.ids.clear();
+        self.attempts.clear();
     }
 
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
     }
 
-    /// Whether the queue should be sent now.
+    /// Whether the queue should be sent unsolicited now: something is queued and the runtime
+    /// has been quiet for [`QUIET`].
     pub fn due(&self, now: Instant) -> bool {
-        let Some(since) = self.since else {
-            return false;
-        };
-        now.saturating_duration_since(self.last_event) >= QUIET
-            || now.saturating_duration_since(since) >= MAX_DEFER
+        !self.ids.is_empty() && now.saturating_duration_since(self.last_event) >= QUIET
     }
 
-    /// Empties the queue for sending.
+    /// Empties the queue for an unsolicited request.
     pub fn take(&mut self) -> Vec<String> {
-        self.since = None;
         std::mem::take(&mut self.ids).into_iter().collect()
+    }
+
+    /// Takes every queued id but `skip` (the container the event is about: a container cannot
+    /// be updated while it is being created, and a stopping one needs no new cpuset) for the
+    /// reply to an event. The runtime applies a reply's updates before it answers the event, so
+    /// they count as delivered.
+    pub fn take_except(&mut self, skip: &str) -> Vec<String> {
+        let kept = self.ids.take(skip);
+        let ids: Vec<String> = std::mem::take(&mut self.ids).into_iter().collect();
+        self.ids.extend(kept);
+        self.sent(&ids);
+        ids
     }
 
     /// The runtime took the update of `ids`.
@@ -87,7 +105,7 @@ impl Outbox {
 
     /// The update of `ids` did not reach the runtime: they are queued again unless they have
     /// had [`MAX_ATTEMPTS`]; returns those given up on.
-    pub fn failed(&mut self, ids: &[String], now: Instant) -> Vec<String> {
+    pub fn failed(&mut self, ids: &[String]) -> Vec<String> {
         let mut given_up = Vec::new();
         for id in ids {
             let n = self.attempts.entry(id.clone()).or_insert(0);
@@ -96,7 +114,7 @@ impl Outbox {
                 self.attempts.remove(id);
                 given_up.push(id.clone());
             } else {
-                self.queue(id, now);
+                self.queue(id);
             }
         }
         given_up
@@ -108,51 +126,84 @@ mod tests {
     use super::*;
 
     #[test]
-    fn waits_for_a_lull_but_not_forever() {
+    fn waits_for_a_lull_however_long_the_activity() {
         let t0 = Instant::now();
         let mut o = Outbox::new(t0);
-        assert!(!o.due(t0 + MAX_DEFER * 2), "nothing queued");
-        o.queue("a", t0);
+        assert!(!o.due(t0 + QUIET * 100), "nothing queued");
+        o.queue("a");
         assert!(!o.due(t0), "events just happened");
         assert!(o.due(t0 + QUIET));
-        // A burst keeps it waiting...
+        // Continuous activity keeps it waiting, for ever: a forced send is what deadlocks
+        // containerd.
         let mut now = t0;
-        while now < t0 + MAX_DEFER - QUIET {
+        for _ in 0..1000 {
             now += QUIET / 2;
             o.event(now);
             assert!(!o.due(now));
         }
-        // ...but not beyond MAX_DEFER.
-        o.event(t0 + MAX_DEFER);
-        assert!(o.due(t0 + MAX_DEFER));
+        assert!(o.due(now + QUIET));
         assert_eq!(o.take(), vec!["a".to_string()]);
-        assert!(o.is_empty() && !o.due(t0 + MAX_DEFER * 3));
+        assert!(o.is_empty() && !o.due(now + QUIET * 3));
+    }
+
+    #[test]
+    fn a_reply_takes_everything_but_the_event_s_own_container() {
+        let t0 = Instant::now();
+        let mut o = Outbox::new(t0);
+        o.queue("a");
+        o.queue("self");
+        o.queue("b");
+        assert_eq!(
+            o.take_except("self"),
+            vec!["a".to_string(), "b".to_string()]
+        );
+        assert_eq!(o.take(), vec!["self".to_string()]);
+        assert!(o.take_except("x").is_empty());
+    }
+
+    #[test]
+    fn a_reply_resets_the_attempts_of_what_it_carried() {
+        let t0 = Instant::now();
+        let mut o = Outbox::new(t0);
+        o.queue("a");
+        let ids = o.take();
+        for _ in 1..MAX_ATTEMPTS {
+            assert!(o.failed(&ids).is_empty());
+            let _ = o.take();
+        }
+        o.queue("a");
+        assert_eq!(o.take_except("x"), ids);
+        // Delivered by the reply: a later failure starts counting afresh.
+        assert!(o.failed(&ids).is_empty());
     }
 
     #[test]
     fn coalesces_and_retries_a_bounded_number_of_times() {
         let t0 = Instant::now();
         let mut o = Outbox::new(t0);
-        o.queue("a", t0);
-        o.queue("b", t0);
-        o.queue("a", t0);
+        o.queue("a");
+        o.queue("b");
+        o.queue("a");
         let ids = o.take();
         assert_eq!(ids, vec!["a".to_string(), "b".to_string()]);
         o.sent(&ids[1..]);
         for attempt in 1..MAX_ATTEMPTS {
-            assert!(o.failed(&ids[..1], t0).is_empty(), "attempt {attempt}");
+            assert!(o.failed(&ids[..1]).is_empty(), "attempt {attempt}");
             assert_eq!(o.take(), vec!["a".to_string()]);
         }
-        assert_eq!(o.failed(&ids[..1], t0), vec!["a".to_string()]);
+        assert_eq!(o.failed(&ids[..1]), vec!["a".to_string()]);
         assert!(o.is_empty());
     }
 
     #[test]
-    fn removed_containers_are_forgotten() {
+    fn removed_and_cleared_containers_are_forgotten() {
         let t0 = Instant::now();
         let mut o = Outbox::new(t0);
-        o.queue("a", t0);
+        o.queue("a");
         o.remove("a");
-        assert!(o.is_empty() && !o.due(t0 + MAX_DEFER));
+        assert!(o.is_empty() && !o.due(t0 + QUIET));
+        o.queue("b");
+        o.clear();
+        assert!(o.is_empty() && !o.due(t0 + QUIET));
     }
 }

@@ -8,19 +8,18 @@
 //! prints which it runs. `TOPOLET_SOAK_CYCLES=N` overrides both.
 //!
 //! Load, in rounds of [`ROUND`] cycles: three workers cycle shared containers in parallel, each
-//! inside its own three long-lived pods (Guaranteed 500m, Burstable, BestEffort); then one cycle
-//! of an exclusive container (Guaranteed, one whole CPU, in its own long-lived pod) runs alone:
+//! inside its own three long-lived pods (Guaranteed 500m, Burstable, BestEffort), and, while they
+//! do, one cycle of an exclusive container (Guaranteed, one whole CPU, in its own long-lived pod):
 //! it must get CPU 1, the two resident containers (alive through the whole soak) must be moved
 //! off CPU 1 and, once it is stopped and removed, back onto the whole pool.
 //!
-//! Why the exclusive cycle runs alone: a grant or release moves the shared containers with an
-//! unsolicited NRI UpdateContainers, and on both containerd lines an UpdateContainers that meets
-//! a concurrent CRI lifecycle event deadlocks containerd for good (lock-order inversion between
+//! Why the exclusive cycle runs during the churn: a grant or release moves the shared
+//! containers, and a plugin-initiated NRI UpdateContainers that meets a concurrent CRI lifecycle
+//! event deadlocks containerd for good on both lines tested (lock-order inversion between
 //! containerd's NRI lock and the NRI adaptation lock, containerd/containerd#13733, fixed upstream
-//! in containerd/nri#301). topolet waits for a 300 ms lull before sending, but gives up waiting
-//! after 5 s, so under continuous churn it sends mid-burst and wedges containerd.
-//! `exclusive_grants_under_continuous_churn` (ignored: it fails today) reproduces that; run it
-//! with `--ignored`.
+//! in containerd/nri#301). This soak wedged containerd within about 1.5 minutes while topolet
+//! still forced such requests out after 5 s of activity; topolet now carries the moves in its
+//! replies to the events (`shell::update_outbox`), and this is the test that proves it.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -106,7 +105,7 @@ fn long_pod(t: &WithTopolet, cri: &Cri, name: &str, req: Requirements) -> anyhow
     })
 }
 
-fn cast(t: &WithTopolet, g_cpu_m_of_worker: &dyn Fn(usize) -> u64) -> anyhow::Result<Cast> {
+fn cast(t: &WithTopolet) -> anyhow::Result<Cast> {
     let cri = t.stack.cri();
     let residents: Vec<Tracked> = [
         ("resident-be", Requirements::best_effort()),
@@ -135,7 +134,7 @@ fn cast(t: &WithTopolet, g_cpu_m_of_worker: &dyn Fn(usize) -> u64) -> anyhow::Re
                 t,
                 &cri,
                 &format!("w{w}-g"),
-                Requirements::guaranteed(g_cpu_m_of_worker(w), 32 * MIB),
+                Requirements::guaranteed(500, 32 * MIB),
             )?,
             long_pod(
                 t,
@@ -209,6 +208,41 @@ fn residents_on(residents: &[Tracked], pids: &[i32], cpus: &str, when: &str) -> 
     )
 }
 
+/// One exclusive cycle (number `n`): it gets CPU 1 while it runs, the residents leave CPU 1 and
+/// come back once it is gone.
+fn exclusive_cycle(
+    stack: &topolet_integration::Stack,
+    image: &str,
+    cap: u64,
+    cast: &Cast,
+    rpids: &[i32],
+    n: usize,
+) -> anyhow::Result<()> {
+    let cri = stack.cri();
+    let x = &cast.exclusive;
+    let ctr = ContainerSpec::sleeper(image, &format!("c{n}"), x.req, cap);
+    let c = cri.create(&x.id, &x.spec, &ctr)?;
+    cri.start(&c.id)?;
+    let cpus = observe::cgroup_cpuset(&c)?;
+    ensure!(
+        cpus == books::EXCLUSIVE_CPU,
+        "exclusive c{n} runs on {cpus}"
+    );
+    residents_on(
+        &cast.residents,
+        rpids,
+        books::POOL_WITHOUT_EXCLUSIVE,
+        &format!("while c{n} holds CPU 1"),
+    )?;
+    cri.rm(&c.id)?;
+    residents_on(
+        &cast.residents,
+        rpids,
+        books::POOL_FULL,
+        &format!("after c{n} released CPU 1"),
+    )
+}
+
 /// After the soak: only the residents remain, on the whole pool; state file, status and cgroups
 /// agree; nothing stale in the state file; topolet manages exactly the residents.
 fn check_after(t: &WithTopolet, residents: &[Tracked]) -> anyhow::Result<()> {
@@ -275,7 +309,7 @@ fn soak_create_stop_remove_cycles_leave_nothing_behind() -> anyhow::Result<()> {
     let cri = t.stack.cri();
     let cap = t.mem_capacity;
     let image = t.stack.test_image()?.to_string();
-    let cast = cast(&t, &|_| 500)?;
+    let cast = cast(&t)?;
     let rpids: Vec<i32> = cast
         .residents
         .iter()
@@ -289,41 +323,17 @@ fn soak_create_stop_remove_cycles_leave_nothing_behind() -> anyhow::Result<()> {
     let log_tail = || topolet_integration::logs::tail(&t.topolet.log(), 40);
     for round in 0..total / ROUND {
         let first = round * ROUND;
-        parallel_cycles(
-            &t.stack,
-            &image,
-            cap,
-            &cast.shared,
-            first..first + ROUND - 1,
-        )
-        .with_context(|| format!("round {round}; topolet log:\n{}", log_tail()))?;
-        // The exclusive cycle, alone: grant moves the residents off CPU 1, release back.
         let n = first + ROUND - 1;
-        let x = &cast.exclusive;
-        let ctr = ContainerSpec::sleeper(&image, &format!("c{n}"), x.req, cap);
-        let c = cri.create(&x.id, &x.spec, &ctr)?;
-        cri.start(&c.id)?;
-        let cpus = observe::cgroup_cpuset(&c)?;
-        ensure!(
-            cpus == books::EXCLUSIVE_CPU,
-            "exclusive c{n} runs on {cpus}"
-        );
-        residents_on(
-            &cast.residents,
-            &rpids,
-            books::POOL_WITHOUT_EXCLUSIVE,
-            &format!("while c{n} holds CPU 1"),
-        )
-        .with_context(|| format!("topolet log:\n{}", log_tail()))?;
-        cri.stop(&c.id)?;
-        cri.rm(&c.id)?;
-        residents_on(
-            &cast.residents,
-            &rpids,
-            books::POOL_FULL,
-            &format!("after c{n} released CPU 1"),
-        )
-        .with_context(|| format!("topolet log:\n{}", log_tail()))?;
+        std::thread::scope(|s| -> anyhow::Result<()> {
+            // The exclusive cycle, during the shared churn: the grant moves the residents off
+            // CPU 1, the release back.
+            let exclusive = s.spawn(|| exclusive_cycle(&t.stack, &image, cap, &cast, &rpids, n));
+            parallel_cycles(&t.stack, &image, cap, &cast.shared, first..n)?;
+            exclusive
+                .join()
+                .map_err(|_| anyhow::anyhow!("the exclusive cycle panicked"))?
+        })
+        .with_context(|| format!("round {round}; topolet log:\n{}", log_tail()))?;
         let done = first + ROUND;
         if done.is_multiple_of(SAMPLE_EVERY) {
             samples.push((done, churn::vm_rss_kib(pid)?));
@@ -359,31 +369,4 @@ fn soak_create_stop_remove_cycles_leave_nothing_behind() -> anyhow::Result<()> {
          more than {RSS_SLACK_KIB} KiB: samples {text:?}"
     );
     Ok(())
-}
-
-/// Reproducer (ignored: it fails today): exclusive grants and releases while other workers keep
-/// creating and removing containers. topolet's unsolicited UpdateContainers meets a CRI lifecycle
-/// event and containerd deadlocks (containerd/containerd#13733): creates fail with
-/// DeadlineExceeded and containerd never recovers. Fixing it needs topolet to move the shared
-/// containers in its replies to the events that change the pool (CreateContainer,
-/// StopContainer, UpdateContainer responses carry updates) instead of unsolicited requests, or
-/// a containerd with containerd/nri#301.
-#[test]
-#[ignore = "reproduces containerd/containerd#13733 (containerd deadlocks); run with --ignored"]
-fn exclusive_grants_under_continuous_churn() -> anyhow::Result<()> {
-    let t = WithTopolet::start()?;
-    let cap = t.mem_capacity;
-    let image = t.stack.test_image()?.to_string();
-    // Worker 0's Guaranteed pod asks for a whole CPU: every third of its cycles is a grant.
-    let cast = cast(&t, &|w| if w == 0 { 1000 } else { 500 })?;
-    parallel_cycles(&t.stack, &image, cap, &cast.shared, 0..1000).with_context(|| {
-        format!(
-            "topolet log:\n{}",
-            topolet_integration::logs::tail(&t.topolet.log(), 40)
-        )
-    })?;
-    for p in cast.shared.iter().flatten().chain([&cast.exclusive]) {
-        t.stack.cri().remove_pod(&p.id)?;
-    }
-    check_after(&t, &cast.residents)
 }

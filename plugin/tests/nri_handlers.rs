@@ -236,7 +236,21 @@ impl Env {
 
     /// Starts a plugin with `config` on `topology`, accepts, registers and configures it.
     async fn start(&self, config: Config, topology: Topology) -> Running {
-        let plugin = Arc::new(TopoletPlugin::new(config, topology).expect("plugin"));
+        self.start_with_proc(config, topology, None).await
+    }
+
+    /// `start`, reading process information from `proc_root` instead of `/proc`.
+    async fn start_with_proc(
+        &self,
+        config: Config,
+        topology: Topology,
+        proc_root: Option<&Path>,
+    ) -> Running {
+        let mut plugin = TopoletPlugin::new(config, topology).expect("plugin");
+        if let Some(root) = proc_root {
+            plugin.set_proc_root(root.to_path_buf());
+        }
+        let plugin = Arc::new(plugin);
         let cfg = StubConfig::new("topolet", "50", self.dir.path().join("nri.sock"))
             .expect("stub config");
         let stub = Arc::new(Stub::new(plugin.clone(), cfg).expect("stub"));
@@ -1345,5 +1359,67 @@ async fn synchronize_fixes_stale_mems_of_shared_containers() {
         .map(|u| (u.container_id.clone(), update_cpu(u).mems.clone()))
         .collect();
     assert_eq!(mems, map(&[("s-app", "0")]), "{:?}", moved(&r.update));
+    p.kill().await;
+}
+
+/// `c` as a running container whose init process is `pid`.
+fn with_pid(mut c: api::Container, pid: u32) -> api::Container {
+    c.state = api::ContainerState::CONTAINER_RUNNING.into();
+    c.pid = pid;
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_a_container_running_outside_its_cpuset_is_sent_it_again() {
+    // Before the restart, g's grant moved `be` off CPU 1 in a reply that reached only be's
+    // stored spec (its task was starting from the old one), and topolet was killed before be's
+    // PostStartContainer: the runtime reports be on CPU 0, its process may run on 0-1. `bu` and
+    // `g` really run where their specs say.
+    let env = Env::new();
+    let proc = tempfile::tempdir().expect("tempdir");
+    for (pid, cpus) in [(101, "0-1"), (102, "0"), (103, "1")] {
+        let d = proc.path().join(pid.to_string());
+        std::fs::create_dir_all(&d).expect("mkdir");
+        std::fs::write(
+            d.join("status"),
+            format!("Name:\tsleep\nCpus_allowed_list:\t{cpus}\n"),
+        )
+        .expect("status");
+    }
+    let p = env
+        .start_with_proc(env.config(), two_cpu(), Some(proc.path()))
+        .await;
+    let g = pod("g", "");
+    let gc = with_pid(running_on(guaranteed(&g, "app", 1000), &set("1")), 103);
+    let be = pod("be", "besteffort");
+    let bc = with_pid(running_on(besteffort(&be, "app"), &set("0")), 101);
+    let bu = pod("bu", "burstable");
+    let uc = with_pid(running_on(burstable(&bu, "app"), &set("0")), 102);
+    // A running container whose process is gone by now: nothing to send.
+    let gone = pod("gone", "besteffort");
+    let xc = with_pid(running_on(besteffort(&gone, "app"), &set("0")), 104);
+    let (r, _) = p
+        .conn
+        .synchronize(
+            vec![g.clone(), be.clone(), bu.clone(), gone.clone()],
+            vec![gc, bc, uc, xc],
+            None,
+        )
+        .await
+        .expect("sync");
+    assert!(
+        r.update.is_empty(),
+        "the specs agree: {:?}",
+        moved(&r.update)
+    );
+    let u = p.next_update().await;
+    assert_eq!(moved(&u.update), map(&[("be-app", "0")]));
+    // Nothing else was queued: the next reply carries no update.
+    let w = pod("w", "besteffort");
+    let r = p
+        .create(&w, &besteffort(&w, "app"))
+        .await
+        .expect("create w");
+    assert!(r.update.is_empty(), "{:?}", moved(&r.update));
     p.kill().await;
 }

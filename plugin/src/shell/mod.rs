@@ -11,6 +11,7 @@ pub mod nri_adjust;
 pub mod nri_plugin;
 pub mod nri_view;
 pub mod oom_floor;
+pub mod proc_affinity;
 pub mod reload;
 pub mod run;
 pub mod signals;

@@ -45,6 +45,7 @@ use crate::shell::metrics::{self, event, Metrics};
 use crate::shell::nri_adjust;
 use crate::shell::nri_view::{self, ContainerView};
 use crate::shell::oom_floor;
+use crate::shell::proc_affinity;
 use crate::shell::reload::ReloadOutcome;
 use crate::shell::state_file;
 use crate::shell::update_outbox::Outbox;
@@ -88,8 +89,11 @@ struct Node {
     /// change between their creation and their start): containerd may start their task from
     /// the old spec, so the update is sent again once they run.
     reapply: BTreeSet<String>,
-    /// Containers waiting for an unsolicited update.
+    /// Containers waiting for an update.
     outbox: Outbox,
+    /// Running containers (id, init pid) whose task is to be checked against their cpuset after
+    /// a Synchronize (`shell::proc_affinity`).
+    verify: Vec<(String, u32)>,
 }
 
 /// The topolet NRI plugin.
@@ -104,6 +108,8 @@ pub struct TopoletPlugin {
     /// The last state-file write failed (disk full, read-only, …): the flusher task writes it
     /// again until it succeeds, so the file catches up without waiting for another event.
     persist_failed: AtomicBool,
+    /// Where process information lives (`/proc`; a fake tree in tests).
+    proc_root: PathBuf,
     metrics: Arc<Metrics>,
 }
 
@@ -124,6 +130,7 @@ impl TopoletPlugin {
             left_alone: BTreeSet::new(),
             reapply: BTreeSet::new(),
             outbox: Outbox::new(Instant::now()),
+            verify: Vec::new(),
         };
         match state_file::load::<NodeState>(&state_path) {
             Ok(Some(saved)) => {
@@ -153,8 +160,14 @@ impl TopoletPlugin {
             state_path,
             flusher_started: AtomicBool::new(false),
             persist_failed: AtomicBool::new(false),
+            proc_root: PathBuf::from("/proc"),
             metrics: Arc::new(Metrics::new()),
         })
+    }
+
+    /// Reads process information from `root` instead of `/proc` (tests).
+    pub fn set_proc_root(&mut self, root: PathBuf) {
+        self.proc_root = root;
     }
 
     /// Connects the plugin to its stub's update queue and status.
@@ -174,6 +187,7 @@ impl TopoletPlugin {
                 for tick in 0u64.. {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     let Some(p) = plugin.upgrade() else { break };
+                    p.verify_running();
                     p.flush_updates();
                     if tick % 10 == 0 {
                         p.retry_persist();
@@ -181,6 +195,42 @@ impl TopoletPlugin {
                 }
             });
         }
+    }
+
+    /// Checks the running containers Synchronize listed against their cpusets, off the event
+    /// path: a container whose task may run outside its target (an update that reached only
+    /// its stored spec while it started, before a topolet restart) is queued to be sent it again.
+    fn verify_running(self: &Arc<Self>) {
+        let checks = std::mem::take(&mut self.lock().verify);
+        if checks.is_empty() {
+            return;
+        }
+        let plugin = Arc::downgrade(self);
+        let proc_root = self.proc_root.clone();
+        tokio::task::spawn_blocking(move || {
+            let seen: Vec<(String, Result<CpuSet, _>)> = checks
+                .into_iter()
+                .map(|(id, pid)| (id, proc_affinity::cpus_allowed(&proc_root, pid)))
+                .collect();
+            let Some(p) = plugin.upgrade() else { return };
+            let mut node = p.lock();
+            for (id, allowed) in seen {
+                let Some(m) = node.containers.get(&id) else {
+                    continue;
+                };
+                match allowed {
+                    Ok(allowed) if !allowed.is_subset(&m.applied.cpuset) => {
+                        tracing::warn!(pod = %m.view.pod_ref, container = %m.view.key.container, runs_on = %allowed, cpus = %m.applied.cpuset, "container runs outside its cpuset (an update reached only its spec); sending it again");
+                        node.outbox.queue(&id);
+                    }
+                    Ok(_) => {}
+                    // Exited since, or not ours to see: the next Synchronize looks again.
+                    Err(e) => {
+                        tracing::debug!(container = %id, error = %e, "cannot check where the container runs")
+                    }
+                }
+            }
+        });
     }
 
     /// Sends the queued containers their current targets in one UpdateContainers request, if
@@ -562,6 +612,21 @@ impl Plugin for TopoletPlugin {
         }
         updates.sort_by(|a, b| a.container_id.cmp(&b.container_id));
         node.reapply = reapply;
+        let updated: BTreeSet<&str> = updates.iter().map(|u| u.container_id.as_str()).collect();
+        let running: HashMap<&str, u32> = containers
+            .iter()
+            .filter(|c| c.state.enum_value() == Ok(api::ContainerState::CONTAINER_RUNNING))
+            .filter(|c| c.pid > 0)
+            .map(|c| (c.id.as_str(), c.pid))
+            .collect();
+        let mut verify: Vec<(String, u32)> = node
+            .containers
+            .keys()
+            .filter(|id| !updated.contains(id.as_str()))
+            .filter_map(|id| Some((id.clone(), *running.get(id.as_str())?)))
+            .collect();
+        verify.sort();
+        node.verify = verify;
         self.persist(&node);
         tracing::info!(
             pods = n_pods,

@@ -26,6 +26,11 @@ use topolet_nri::api::{self, Event};
 use topolet_nri::fake_runtime::{FakeRuntime, PluginConn};
 use topolet_nri::{Stub, StubConfig};
 
+#[allow(dead_code)]
+#[path = "../../fuzz/src/lib.rs"]
+mod fuzz;
+use fuzz::shapes::{besteffort, burstable, ctr, guaranteed, pod, pod_with_parent};
+
 /// Guard against hangs only (a deadlock or a missing update fails the test), never a timing
 /// assertion.
 const GUARD: Duration = Duration::from_secs(20);
@@ -68,101 +73,8 @@ fn set(s: &str) -> CpuSet {
 // ------------------------------------------------------------------------------------------------
 // Kubelet-shaped NRI messages
 
-fn pod(uid: &str, class: &str) -> api::PodSandbox {
-    let parent = match class {
-        "" => format!("/kubepods/pod{uid}"),
-        c => format!("/kubepods/{c}/pod{uid}"),
-    };
-    pod_with_parent(uid, &parent)
-}
-
-fn pod_with_parent(uid: &str, parent: &str) -> api::PodSandbox {
-    let mut linux = api::LinuxPodSandbox::new();
-    linux.cgroup_parent = parent.into();
-    api::PodSandbox {
-        id: format!("sb-{uid}"),
-        uid: uid.into(),
-        name: format!("pod-{uid}"),
-        namespace: "default".into(),
-        linux: Some(linux).into(),
-        ..Default::default()
-    }
-}
-
-/// A container the way containerd hands it over: `quota` / `mem` 0 mean unset.
-fn ctr(
-    pod: &api::PodSandbox,
-    name: &str,
-    shares: u64,
-    quota: i64,
-    mem: i64,
-    oom: i64,
-) -> api::Container {
-    let mut cpu = api::LinuxCPU::new();
-    cpu.shares = Some(api::OptionalUInt64 {
-        value: shares,
-        ..Default::default()
-    })
-    .into();
-    if quota > 0 {
-        cpu.quota = Some(api::OptionalInt64 {
-            value: quota,
-            ..Default::default()
-        })
-        .into();
-    }
-    cpu.period = Some(api::OptionalUInt64 {
-        value: 100_000,
-        ..Default::default()
-    })
-    .into();
-    let mut res = api::LinuxResources::new();
-    res.cpu = Some(cpu).into();
-    if mem > 0 {
-        let mut m = api::LinuxMemory::new();
-        m.limit = Some(api::OptionalInt64 {
-            value: mem,
-            ..Default::default()
-        })
-        .into();
-        res.memory = Some(m).into();
-    }
-    let mut linux = api::LinuxContainer::new();
-    linux.resources = Some(res).into();
-    linux.oom_score_adj = Some(api::OptionalInt {
-        value: oom,
-        ..Default::default()
-    })
-    .into();
-    api::Container {
-        id: format!("{}-{name}", pod.uid),
-        pod_sandbox_id: pod.id.clone(),
-        name: name.into(),
-        linux: Some(linux).into(),
-        ..Default::default()
-    }
-}
-
-/// Guaranteed, `millis` CPU, 1 GiB: what the kubelet sends (oom_score_adj −997).
-fn guaranteed(pod: &api::PodSandbox, name: &str, millis: u64) -> api::Container {
-    ctr(
-        pod,
-        name,
-        millis * 1024 / 1000,
-        millis as i64 * 100,
-        GIB,
-        -997,
-    )
-}
-
-/// Burstable: 500m request, no limit, 1 GiB memory request on the CI host (oom 881).
-fn burstable(pod: &api::PodSandbox, name: &str) -> api::Container {
-    ctr(pod, name, 512, 0, 0, 881)
-}
-
-fn besteffort(pod: &api::PodSandbox, name: &str) -> api::Container {
-    ctr(pod, name, 2, 0, 0, 1000)
-}
+// The pod and container builders are shared with the fuzz targets and the security tests
+// (`fuzz/src/lib.rs`, module `shapes`).
 
 /// The memory nodes of `cpus` on both machines (node 0 = CPUs 0,1,4,5; node 1 = 2,3,6,7).
 fn mems_of(cpus: &CpuSet) -> String {

@@ -5,7 +5,7 @@
 //! YAML may hold several `---` documents, each of those shapes. So `kubectl get pods -o json` (or
 //! `-o yaml`) output works unchanged. The input is given as text: reading the file is the shell's job.
 //!
-//! Fields used: `metadata.{name, namespace (default "default"), uid, annotations}`,
+//! Fields used: `metadata.{name, namespace (default "default"), uid (default: namespace/name; unique), annotations}`,
 //! `spec.{priority, priorityClassName, resources, terminationGracePeriodSeconds}`, and for `spec.containers[]` and
 //! `spec.initContainers[]`: `name`, `restartPolicy`, `resources.{requests, limits}` with `cpu`,
 //! `memory`, `hugepages-<size>`, `ephemeral-storage` (kept for disk-pressure eviction ranking),
@@ -20,7 +20,7 @@
 //! Errors name the pod, the container and the field, e.g.
 //! `pod default/web: container "app": resources.limits.cpu: invalid quantity "abc"`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 use thiserror::Error;
@@ -58,6 +58,13 @@ pub enum PodInputError {
     /// The same namespace/name appears twice.
     #[error("pod {0}: listed twice")]
     DuplicatePod(String),
+    /// Two pods share a uid (placement keys containers by pod uid and name).
+    #[error("pod {second}: metadata.uid {uid:?} is also the uid of pod {first}")]
+    DuplicateUid {
+        uid: String,
+        first: String,
+        second: String,
+    },
 }
 
 /// Parse the `--pods` input: JSON (when it starts with `{` or `[`) or YAML; see the module docs.
@@ -84,10 +91,18 @@ pub fn parse_pods(input: &str) -> Result<Vec<Pod>, PodInputError> {
     }
     let mut pods = Vec::with_capacity(objects.len());
     let mut seen = BTreeSet::new();
+    let mut uids: BTreeMap<String, String> = BTreeMap::new();
     for (index, obj) in objects.into_iter().enumerate() {
         let pod = parse_pod(index, &obj)?;
         if !seen.insert(pod.key()) {
             return Err(PodInputError::DuplicatePod(pod.key()));
+        }
+        if let Some(first) = uids.insert(pod.uid.clone(), pod.key()) {
+            return Err(PodInputError::DuplicateUid {
+                uid: pod.uid.clone(),
+                first,
+                second: pod.key(),
+            });
         }
         pods.push(pod);
     }
@@ -147,8 +162,10 @@ fn parse_pod(index: usize, v: &Value) -> Result<Pod, PodInputError> {
         field: field.to_string(),
         message,
     };
+    // Without a uid (hand-written input), the pod is identified by namespace/name: containers
+    // are placed by pod uid and container name, so uid-less pods must not share one.
     let uid = match meta.and_then(|m| m.get("uid")) {
-        None | Some(Value::Null) => String::new(),
+        None | Some(Value::Null) => key.clone(),
         Some(Value::String(s)) => s.clone(),
         Some(other) => {
             return Err(pod_err(
@@ -508,7 +525,10 @@ spec:
         assert_eq!(pods.len(), 1);
         let p = &pods[0];
         assert_eq!(p.key(), "default/lim-only");
-        assert_eq!(p.uid, "");
+        assert_eq!(
+            p.uid, "default/lim-only",
+            "namespace/name stands in for a missing uid"
+        );
         let c = &p.containers[0];
         assert_eq!(c.requests.cpu_millis, Some(2000)); // defaulted from the limit
         assert_eq!(c.requests.memory_bytes, Some(1_610_612_736));
@@ -612,5 +632,34 @@ spec:
         assert!(err(r#"{"metadata": "#).starts_with("invalid json: "));
         assert!(err("a: [b\n").starts_with("invalid yaml: "));
         assert!(err("just text").starts_with("item 0: expected a Pod object"));
+    }
+
+    #[test]
+    fn pods_without_a_uid_are_told_apart_and_uids_are_unique() {
+        // Two hand-written pods without uids used to share the empty uid, so their `main`
+        // containers were one container to placement (found by fuzzing `plan`: one CPU granted
+        // to both).
+        let pods = parse_pods(
+            "- metadata: {name: a, namespace: t}\n  spec: {containers: [{name: main}]}\n\
+             - metadata: {name: b, namespace: t}\n  spec: {containers: [{name: main}]}\n",
+        )
+        .expect("valid");
+        assert_eq!(pods[0].uid, "t/a");
+        assert_eq!(pods[1].uid, "t/b");
+        let e = parse_pods(
+            "- metadata: {name: a, namespace: t, uid: u1}\n  spec: {containers: [{name: main}]}\n\
+             - metadata: {name: b, namespace: t, uid: u1}\n  spec: {containers: [{name: main}]}\n",
+        )
+        .expect_err("duplicate uid")
+        .to_string();
+        assert_eq!(e, "pod t/b: metadata.uid \"u1\" is also the uid of pod t/a");
+        // A uid-less pod's stand-in cannot collide with a real uid unnoticed either.
+        let e = parse_pods(
+            "- metadata: {name: a, namespace: t}\n  spec: {containers: [{name: main}]}\n\
+             - metadata: {name: b, namespace: t, uid: t/a}\n  spec: {containers: [{name: main}]}\n",
+        )
+        .expect_err("duplicate uid")
+        .to_string();
+        assert!(e.contains("\"t/a\" is also the uid of pod t/a"), "{e}");
     }
 }

@@ -1150,11 +1150,17 @@ async fn a_container_still_being_created_at_synchronize_gets_its_cpuset_again_on
     gc.state = api::ContainerState::CONTAINER_CREATED.into();
     let be = pod("be", "besteffort");
     let bc = running_on(besteffort(&be, "app"), &set("0-1"));
+    // Also being created, and its spec already says what it should: no update now, but its
+    // task may be starting from an older spec (an update that reached only the stored spec
+    // before topolet's restart), so it too gets its cpuset once it runs.
+    let c = pod("c", "besteffort");
+    let mut cc = running_on(besteffort(&c, "app"), &set("0"));
+    cc.state = api::ContainerState::CONTAINER_CREATED.into();
     let (r, _) = p
         .conn
         .synchronize(
-            vec![g.clone(), be.clone()],
-            vec![gc.clone(), bc.clone()],
+            vec![g.clone(), be.clone(), c.clone()],
+            vec![gc.clone(), bc.clone(), cc.clone()],
             None,
         )
         .await
@@ -1177,8 +1183,13 @@ async fn a_container_still_being_created_at_synchronize_gets_its_cpuset_again_on
         .post_start_container(p.conn.ctx(), &post_start(&g, &gc))
         .await
         .expect("post start g");
+    p.conn
+        .client()
+        .post_start_container(p.conn.ctx(), &post_start(&c, &cc))
+        .await
+        .expect("post start c");
     let u = p.next_update().await;
-    assert_eq!(moved(&u.update), map(&[("g-app", "1")]));
+    assert_eq!(moved(&u.update), map(&[("c-app", "0"), ("g-app", "1")]));
     // Once only.
     p.conn
         .client()
@@ -1197,7 +1208,7 @@ async fn a_container_still_being_created_at_synchronize_gets_its_cpuset_again_on
     );
     assert_eq!(
         p.stop(&g, &gc).await,
-        map(&[("be-app", "0-1"), ("w-app", "0-1")])
+        map(&[("be-app", "0-1"), ("c-app", "0-1"), ("w-app", "0-1")])
     );
     p.kill().await;
 }

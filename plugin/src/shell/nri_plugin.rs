@@ -596,12 +596,15 @@ impl Plugin for TopoletPlugin {
         let mut updates: Vec<api::ContainerUpdate> = Vec::new();
         let mut reapply = BTreeSet::new();
         for (id, m) in &node.containers {
+            // A container still being created may be starting its task right now, from a spec
+            // older than the one reported (an update that reached only the stored spec before a
+            // restart): it gets its cpuset again once it runs, whether or not it needs one now.
+            if created.contains(id.as_str()) {
+                reapply.insert(id.clone());
+            }
             if m.view.current.cpuset_cpus.as_ref() != Some(&m.applied.cpuset)
                 || !mems_match(m.view.current.cpuset_mems.as_deref(), &m.applied.mems)
             {
-                if created.contains(id.as_str()) {
-                    reapply.insert(id.clone());
-                }
                 updates.push(nri_adjust::cpuset_update(
                     id,
                     &m.applied.cpuset,

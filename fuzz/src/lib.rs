@@ -948,15 +948,9 @@ pub mod shapes {
         }
     }
 
-    /// A container as containerd hands it over: `quota` / `mem` 0 mean unset.
-    pub fn ctr(
-        pod: &api::PodSandbox,
-        name: &str,
-        shares: u64,
-        quota: i64,
-        mem: i64,
-        oom: i64,
-    ) -> api::Container {
+    /// The Linux resources the kubelet asks for: CFS shares, period 100ms, and the quota and
+    /// memory limit when set (`quota` / `mem` 0 mean unset).
+    pub fn resources(shares: u64, quota: i64, mem: i64) -> api::LinuxResources {
         let mut cpu = api::LinuxCPU::new();
         cpu.shares = Some(api::OptionalUInt64 {
             value: shares,
@@ -986,6 +980,19 @@ pub mod shapes {
             .into();
             res.memory = Some(m).into();
         }
+        res
+    }
+
+    /// A container as containerd hands it over: `quota` / `mem` 0 mean unset.
+    pub fn ctr(
+        pod: &api::PodSandbox,
+        name: &str,
+        shares: u64,
+        quota: i64,
+        mem: i64,
+        oom: i64,
+    ) -> api::Container {
+        let res = resources(shares, quota, mem);
         let mut linux = api::LinuxContainer::new();
         linux.resources = Some(res).into();
         linux.oom_score_adj = Some(api::OptionalInt {

@@ -98,25 +98,7 @@ fn running_on(mut c: api::Container, cpus: &CpuSet) -> api::Container {
 
 /// The resources of an in-place resize to `millis` CPU (Guaranteed: limit = request).
 fn resize_to(millis: u64) -> api::LinuxResources {
-    let mut cpu = api::LinuxCPU::new();
-    cpu.shares = Some(api::OptionalUInt64 {
-        value: millis * 1024 / 1000,
-        ..Default::default()
-    })
-    .into();
-    cpu.quota = Some(api::OptionalInt64 {
-        value: millis as i64 * 100,
-        ..Default::default()
-    })
-    .into();
-    cpu.period = Some(api::OptionalUInt64 {
-        value: 100_000,
-        ..Default::default()
-    })
-    .into();
-    let mut res = api::LinuxResources::new();
-    res.cpu = Some(cpu).into();
-    res
+    fuzz::shapes::resources(millis * 1024 / 1000, millis as i64 * 100, 0)
 }
 
 // ------------------------------------------------------------------------------------------------

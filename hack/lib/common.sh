@@ -16,6 +16,15 @@ PAUSE_IMAGE=registry.k8s.io/pause:3.10.1
 TEST_IMAGE=localhost/topolet/busybox:latest
 PAUSE_TAR="$DEPS/images/pause.tar"
 TEST_TAR="$DEPS/images/busybox.tar"
+# Built binaries and Go's module and build caches live outside the clone (CI clones afresh every run):
+# a second run on the same machine reuses them. Binaries there are keyed by version and verified
+# (their --version output, and the wrapper's go.sum hash for the Kubernetes stack) before use.
+TOPOLET_CACHE="${TOPOLET_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/topolet}"
+KUBE_GO_CACHE="$TOPOLET_CACHE/go"
+# The Kubernetes test stack (hack/install-kube.sh): kubelet, kube-apiserver, kube-scheduler, kubectl
+# at KUBE_VERSION and the etcd its go.mod pairs with.
+KUBE_VERSION=v1.37.2
+ETCD_VERSION=v3.7.0
 
 # containerd_bin_dir VERSION: where install-deps puts containerd, its shim and ctr for VERSION.
 containerd_bin_dir() { echo "$DEPS/containerd-$1/bin"; }

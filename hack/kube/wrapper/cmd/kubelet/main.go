@@ -1,0 +1,16 @@
+// Command kubelet runs k8s.io/kubernetes' own kubelet command, built from topolet's wrapper module
+// (see hack/kube/gen-wrapper.sh for why a wrapper is needed).
+package main
+
+import (
+	"context"
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/kubernetes/cmd/kubelet/app"
+)
+
+func main() { os.Exit(cli.Run(app.NewKubeletCommand(context.Background()))) }

@@ -13,7 +13,10 @@
 #                                                                     installs cargo-fuzz, needs nightly)
 #   6. hack/validate-deploy.sh                                       (deploy/ manifests, unit, snippets)
 #   7. hack/smoke-stack.sh                                           (the containerd test stack itself)
-#   8. for each line: TOPOLET_CONTAINERD_VERSION=<v> cargo test -p topolet-integration -- --test-threads=1
+#   8. for each line: the NRI suites (every integration/tests/*.rs but kubelet.rs):
+#      TOPOLET_CONTAINERD_VERSION=<v> cargo test -p topolet-integration --test ... -- --test-threads=1
+#   9. hack/install-kube.sh, then the kubelet suite (integration/tests/kubelet.rs: a real kubelet,
+#      API server and scheduler, hack/kube-node.sh) on the newest line
 #
 # Environment:
 #   TEST_CONTAINERD_VERSIONS   lines to install and test (default "v2.2.7 v2.3.4")
@@ -48,13 +51,28 @@ require_tools() {
 }
 
 install_line() { CONTAINERD_VERSION="$1" "$HACK_DIR/install-deps.sh"; }
-integration_line() { TOPOLET_CONTAINERD_VERSION="$1" cargo test -p topolet-integration -- --test-threads=1; }
+# The NRI suites: every test target of integration/ except the kubelet suite (run once, below).
+nri_suites() {
+  local f args=()
+  for f in "$REPO_ROOT"/integration/tests/*.rs; do
+    f="$(basename "$f" .rs)"
+    [[ "$f" == kubelet ]] || args+=(--test "$f")
+  done
+  echo "${args[@]}"
+}
+integration_line() {
+  # shellcheck disable=SC2046
+  TOPOLET_CONTAINERD_VERSION="$1" cargo test -p topolet-integration $(nri_suites) -- --test-threads=1
+}
+kubelet_suite() { TOPOLET_CONTAINERD_VERSION="$1" cargo test -p topolet-integration --test kubelet -- --test-threads=1; }
+newest_line() { printf '%s\n' $VERSIONS | sort -V | tail -n1; }
 
 main() {
   cd "$REPO_ROOT"
   require_tools
   local v
   for v in $VERSIONS; do step "install deps (containerd $v)" install_line "$v"; done
+  step "install the Kubernetes stack" "$HACK_DIR/install-kube.sh"
   step "cargo fmt" cargo fmt --all --check
   step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
   step "unit tests" cargo test --workspace --exclude topolet-integration
@@ -62,6 +80,7 @@ main() {
   step "deployment artifacts" "$HACK_DIR/validate-deploy.sh"
   step "containerd stack smoke test" env SMOKE_VERSIONS="$VERSIONS" "$HACK_DIR/smoke-stack.sh"
   for v in $VERSIONS; do step "integration tests (containerd $v)" integration_line "$v"; done
+  step "kubelet suite (containerd $(newest_line))" kubelet_suite "$(newest_line)"
   section "all tests passed in $((SECONDS - RUN_START))s"
 }
 

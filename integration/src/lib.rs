@@ -1,6 +1,8 @@
 //! Harness for topolet's end-to-end tests against a real containerd + runc on real cgroups.
 //!
 //! One concept per module:
+//! - [`cluster`]: a real single-node Kubernetes (`hack/kube-node.sh`) driving a stack, and the
+//!   API as users reach it (kube-rs): pods created, resized, deleted, their containers observed;
 //! - [`fixture`]: the usual set-up, a stack with topolet registered on it;
 //! - [`stack`]: an isolated containerd started with `hack/containerd.sh` (start, restart, stop on drop);
 //! - [`topolet`]: the plugin process under test (config, spawn, log lines, SIGKILL, restart);
@@ -16,6 +18,7 @@
 
 pub mod books;
 pub mod churn;
+pub mod cluster;
 pub mod cri;
 pub mod fixture;
 pub mod kube;

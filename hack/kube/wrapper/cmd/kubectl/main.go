@@ -14,7 +14,7 @@ import (
 
 func main() {
 	// Verbosity is read before the command is built, as upstream does, so klog works during construction.
-	_ = logs.GlogSetter(cmd.GetLogVerbosity(os.Args))
+	_, _ = logs.GlogSetter(cmd.GetLogVerbosity(os.Args))
 	if err := cli.RunNoErrOutput(cmd.NewDefaultKubectlCommand()); err != nil {
 		util.CheckErr(err)
 	}

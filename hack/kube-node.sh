@@ -1,0 +1,538 @@
+#!/usr/bin/env bash
+# hack/kube-node.sh — an isolated single-node Kubernetes on loopback, beside a hack/containerd.sh stack.
+#
+# Usage:
+#   hack/kube-node.sh start DIR            etcd -> kube-apiserver -> kube-scheduler -> kubelet, all under
+#                                          DIR, against the running containerd stack KUBE_CONTAINERD_DIR;
+#                                          returns when the node is Ready (fails with the log tails)
+#   hack/kube-node.sh stop DIR             stop the kubelet, scheduler, API server and etcd; leaves no
+#                                          process, mount or listener (the pods' containers and cgroups
+#                                          belong to the containerd stack: hack/containerd.sh stop)
+#   hack/kube-node.sh restart-kubelet DIR  stop the kubelet only and start it again (pods keep running)
+#   hack/kube-node.sh stop-apiserver DIR   stop kube-apiserver only (an API outage)
+#   hack/kube-node.sh start-apiserver DIR  start it again and wait for /readyz
+#
+# Start order is the one of a real node: etcd, kube-apiserver (--advertise-address=127.0.0.1), the
+# scheduler, then the kubelet; containerd with NRI and topolet are started by the caller before.
+#
+# Files in DIR (fixed names others rely on):
+#   DIR/env                 shell syntax (`export K=V`, %q-escaped): KUBECONFIG (admin), KUBE_NODE_NAME,
+#                           KUBE_API_URL, KUBE_CA_FILE, KUBE_ADMIN_TOKEN, KUBE_TOPOLET_TOKEN,
+#                           KUBE_TOPOLET_KUBECONFIG, KUBELET_PID_FILE, KUBELET_LOG, KUBE_APISERVER_LOG,
+#                           KUBE_CGROUP_ROOT, KUBE_POD_LOGS_DIR, KUBECACHEDIR (kubectl's cache, not
+#                           ~/.kube), PATH (.deps/bin first)
+#   DIR/admin.kubeconfig    system:masters (kubectl, the tests)
+#   DIR/topolet.kubeconfig  user `topolet` (group topolet:nodes): RBAC grants it what deploy/ grants
+#   DIR/*.log               etcd, kube-apiserver, kube-scheduler, kubelet logs (appended across restarts)
+#   DIR/pki/                a throwaway CA, the API server's serving cert, the service-account key
+#
+# Isolation (the host is left exactly as it was):
+#   - every listener on 127.0.0.1, on ports chosen free at start and kept in DIR/ports;
+#   - the kubelet runs in a private mount namespace (unshare -m --propagation private) where
+#     /proc/sys entries it insists on (vm.overcommit_memory, vm.panic_on_oom, kernel.panic,
+#     kernel.panic_on_oops, kernel.keys.root_maxkeys/root_maxbytes) are files holding the values it
+#     wants, bind-mounted over the real ones, /var/log is a tmpfs (it symlinks container logs under
+#     /var/log/containers) and so is /var/lib (its device-plugin socket dir is a constant under
+#     /var/lib/kubelet, bound to DIR/var-lib-kubelet); with protectKernelDefaults it never writes a sysctl, and
+#     makeIPTablesUtilChains: false keeps it off iptables. The namespace dies with the kubelet.
+#     Cost: tmpfs volumes it mounts (secrets, projected tokens) don't reach containerd, so pods use
+#     automountServiceAccountToken: false and no secret volumes;
+#   - the kubelet's cgroupRoot is the containerd stack's CGROUP_PARENT_BASE, created here in every
+#     cgroup v1 hierarchy (cpuset.cpus/mems copied from the root); hack/containerd.sh stop removes it;
+#   - --root-dir, --cert-dir, podLogsDir, volumePluginDir all under DIR.
+# No controller-manager runs: no ServiceAccount tokens (the ServiceAccount admission plugin is off),
+# no node lifecycle controller to lift the not-ready taint (TaintNodesByCondition is off, so the node
+# is never tainted), no garbage collector, no namespace deletion, no PDB status (tests write it).
+# --client-ca-file makes the API server publish kube-system/extension-apiserver-authentication,
+# which the scheduler's delegated authentication reads (no client certificates are issued).
+#
+# Environment:
+#   KUBE_CONTAINERD_DIR     the DIR of a running `hack/containerd.sh start DIR` (required for start)
+#   KUBE_NODE_NAME          node name (default topolet-node)
+#   KUBE_CPU_MANAGER_POLICY kubelet cpuManagerPolicy: none (default) or static
+#   KUBE_RESERVED_CPUS      kubelet reservedSystemCPUs (default: none; static needs some: use "0")
+#   KUBE_START_TIMEOUT      seconds to wait for each component (default 60)
+#   KUBE_MAX_PODS           kubelet maxPods (default 110)
+set -euo pipefail
+
+HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=hack/lib/common.sh
+source "$HACK_DIR/lib/common.sh"
+
+NODE_NAME="${KUBE_NODE_NAME:-topolet-node}"
+CPU_MANAGER_POLICY="${KUBE_CPU_MANAGER_POLICY:-none}"
+RESERVED_CPUS="${KUBE_RESERVED_CPUS:-}"
+TIMEOUT="${KUBE_START_TIMEOUT:-60}"
+MAX_PODS="${KUBE_MAX_PODS:-110}"
+BIN="$DEPS/bin"
+
+die() { echo "kube-node.sh: error: $*" >&2; exit 1; }
+say() { echo "kube-node.sh: $*"; }
+usage() { die "usage: kube-node.sh start|stop|restart-kubelet|stop-apiserver|start-apiserver DIR"; }
+
+set_paths() {
+  mkdir -p "$1"
+  DIR="$(cd "$1" && pwd -P)"
+  PKI="$DIR/pki"
+  ENV_FILE="$DIR/env"
+  PORTS_FILE="$DIR/ports"
+  # kubectl keeps a discovery cache in ~/.kube/cache unless told otherwise.
+  export KUBECACHEDIR="$DIR/kubectl-cache"
+}
+
+# ---------------------------------------------------------------- processes
+
+pid_alive() { kill -0 "$1" 2>/dev/null; }
+
+# component_pid NAME: pid of this node's NAME (DIR/NAME.pid), if it runs and is ours.
+component_pid() {
+  local pid args
+  pid="$(cat "$DIR/$1.pid" 2>/dev/null)" || return 1
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  args="$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline")" || return 1
+  [[ "$args" == *"$DIR"* ]] || return 1
+  echo "$pid"
+}
+
+# stop_component NAME: TERM, then KILL after 15 s; waits until it is gone.
+stop_component() {
+  local pid deadline
+  pid="$(component_pid "$1")" || { rm -f "$DIR/$1.pid"; return 0; }
+  kill -TERM "$pid" 2>/dev/null || true
+  deadline=$((SECONDS + 15))
+  while pid_alive "$pid"; do
+    if ((SECONDS >= deadline)); then kill -KILL "$pid" 2>/dev/null || true; fi
+    ((SECONDS < deadline + 10)) || die "$1 (pid $pid) does not exit"
+    sleep 0.05
+  done
+  rm -f "$DIR/$1.pid"
+}
+
+# launch NAME CMD...: start CMD detached (own session, no inherited fds), log to DIR/NAME.log.
+launch() {
+  local name="$1"; shift
+  echo "=== kube-node.sh: starting $name at $(date -u +%FT%TZ) ===" >>"$DIR/$name.log"
+  setsid "$@" </dev/null >>"$DIR/$name.log" 2>&1 &
+  echo "$!" >"$DIR/$name.pid"
+}
+
+# wait_for NAME DESCRIPTION CMD...: poll CMD until it succeeds; fail with NAME's log tail when NAME
+# exits or TIMEOUT passes.
+wait_for() {
+  local name="$1" what="$2" deadline=$((SECONDS + TIMEOUT)) pid; shift 2
+  pid="$(cat "$DIR/$name.pid")"
+  until "$@" >/dev/null 2>&1; do
+    if ! pid_alive "$pid"; then
+      tail -n 40 "$DIR/$name.log" >&2
+      die "$name exited while waiting for $what (log: $DIR/$name.log)"
+    fi
+    if ((SECONDS >= deadline)); then
+      tail -n 40 "$DIR/$name.log" >&2
+      die "timed out after ${TIMEOUT}s waiting for $what (log: $DIR/$name.log)"
+    fi
+    sleep 0.1
+  done
+}
+
+# ---------------------------------------------------------------- ports
+
+# free_port: a TCP port on 127.0.0.1 nobody listens on, not already handed out by this script.
+TAKEN=" "
+free_port() {
+  local p listening
+  listening=" $(ss -Htln 2>/dev/null | awk '{n=split($4,a,":"); printf "%s ", a[n]}') "
+  while :; do
+    p=$((20000 + RANDOM % 30000))
+    [[ "$listening" != *" $p "* && "$TAKEN" != *" $p "* ]] || continue
+    TAKEN+="$p "
+    echo "$p"
+    return 0
+  done
+}
+
+choose_ports() {
+  ETCD_CLIENT_PORT=$(free_port); ETCD_PEER_PORT=$(free_port); API_PORT=$(free_port)
+  SCHED_PORT=$(free_port); KUBELET_PORT=$(free_port); KUBELET_HEALTHZ_PORT=$(free_port)
+  cat >"$PORTS_FILE" <<EOF
+ETCD_CLIENT_PORT=$ETCD_CLIENT_PORT
+ETCD_PEER_PORT=$ETCD_PEER_PORT
+API_PORT=$API_PORT
+SCHED_PORT=$SCHED_PORT
+KUBELET_PORT=$KUBELET_PORT
+KUBELET_HEALTHZ_PORT=$KUBELET_HEALTHZ_PORT
+EOF
+}
+
+load_ports() {
+  [[ -f "$PORTS_FILE" ]] || die "$PORTS_FILE is missing: was the node started in $DIR?"
+  # shellcheck disable=SC1090
+  source "$PORTS_FILE"
+}
+
+# ---------------------------------------------------------------- credentials
+
+make_pki() {
+  mkdir -p "$PKI"
+  [[ -f "$PKI/apiserver.crt" ]] && return 0
+  local log="$DIR/pki.log"
+  {
+    openssl ecparam -name prime256v1 -genkey -noout -out "$PKI/ca.key"
+    openssl req -x509 -new -key "$PKI/ca.key" -subj "/CN=topolet-test-ca" -days 2 -out "$PKI/ca.crt"
+    openssl ecparam -name prime256v1 -genkey -noout -out "$PKI/apiserver.key"
+    openssl req -new -key "$PKI/apiserver.key" -subj "/CN=kube-apiserver" -out "$PKI/apiserver.csr"
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n' \
+      >"$PKI/apiserver.ext"
+    openssl x509 -req -in "$PKI/apiserver.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
+      -days 2 -extfile "$PKI/apiserver.ext" -out "$PKI/apiserver.crt"
+    openssl ecparam -name prime256v1 -genkey -noout -out "$PKI/sa.key"
+    openssl ec -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub"
+  } >"$log" 2>&1 || { cat "$log" >&2; die "generating certificates with openssl failed"; }
+  chmod 600 "$PKI"/*.key
+}
+
+token() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+
+make_tokens() {
+  [[ -f "$PKI/tokens.csv" ]] && { load_tokens; return 0; }
+  ADMIN_TOKEN=$(token); NODE_TOKEN=$(token); SCHED_TOKEN=$(token); TOPOLET_TOKEN=$(token)
+  # token,user,uid,"group1,group2"
+  cat >"$PKI/tokens.csv" <<EOF
+$ADMIN_TOKEN,admin,admin,"system:masters"
+$NODE_TOKEN,system:node:$NODE_NAME,node,"system:nodes"
+$SCHED_TOKEN,system:kube-scheduler,scheduler,""
+$TOPOLET_TOKEN,topolet,topolet,"topolet:nodes"
+EOF
+  chmod 600 "$PKI/tokens.csv"
+}
+
+load_tokens() {
+  ADMIN_TOKEN="$(awk -F, '$2=="admin"{print $1}' "$PKI/tokens.csv")"
+  NODE_TOKEN="$(awk -F, '$3=="node"{print $1}' "$PKI/tokens.csv")"
+  SCHED_TOKEN="$(awk -F, '$2=="system:kube-scheduler"{print $1}' "$PKI/tokens.csv")"
+  TOPOLET_TOKEN="$(awk -F, '$2=="topolet"{print $1}' "$PKI/tokens.csv")"
+}
+
+# kubeconfig FILE USER TOKEN
+kubeconfig() {
+  cat >"$1" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: topolet-test
+  cluster:
+    server: https://127.0.0.1:$API_PORT
+    certificate-authority: $PKI/ca.crt
+users:
+- name: $2
+  user:
+    token: $3
+contexts:
+- name: $2@topolet-test
+  context:
+    cluster: topolet-test
+    user: $2
+current-context: $2@topolet-test
+EOF
+  chmod 600 "$1"
+}
+
+# ---------------------------------------------------------------- components
+
+start_etcd() {
+  mkdir -p "$DIR/etcd"
+  chmod 700 "$DIR/etcd"
+  # A throwaway single-member cluster: --unsafe-no-fsync keeps a busy CI disk from slowing the API.
+  launch etcd "$BIN/etcd" --name "$NODE_NAME" --data-dir "$DIR/etcd" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" \
+    --advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "$NODE_NAME=http://127.0.0.1:$ETCD_PEER_PORT" \
+    --unsafe-no-fsync --log-level warn
+  wait_for etcd "etcd /health" curl -fsS "http://127.0.0.1:$ETCD_CLIENT_PORT/health"
+}
+
+apiserver_ready() {
+  curl -fsS --cacert "$PKI/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" "https://127.0.0.1:$API_PORT/readyz"
+}
+
+start_apiserver() {
+  mkdir -p "$DIR/apiserver"
+  launch kube-apiserver "$BIN/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$ETCD_CLIENT_PORT" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
+    --cert-dir "$DIR/apiserver" --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+    --token-auth-file "$PKI/tokens.csv" --client-ca-file "$PKI/ca.crt" --authorization-mode Node,RBAC \
+    --service-account-issuer https://kubernetes.default.svc \
+    --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+    --service-cluster-ip-range 10.0.0.0/24 --endpoint-reconciler-type none \
+    --disable-admission-plugins ServiceAccount,TaintNodesByCondition --allow-privileged=true --profiling=false
+  wait_for kube-apiserver "kube-apiserver /readyz" apiserver_ready
+}
+
+start_scheduler() {
+  kubeconfig "$DIR/scheduler.kubeconfig" system:kube-scheduler "$SCHED_TOKEN"
+  launch kube-scheduler "$BIN/kube-scheduler" --kubeconfig "$DIR/scheduler.kubeconfig" \
+    --authentication-kubeconfig "$DIR/scheduler.kubeconfig" --authorization-kubeconfig "$DIR/scheduler.kubeconfig" \
+    --leader-elect=false --bind-address 127.0.0.1 --secure-port "$SCHED_PORT" --profiling=false
+  wait_for kube-scheduler "kube-scheduler /healthz" curl -fsSk "https://127.0.0.1:$SCHED_PORT/healthz"
+}
+
+# The containerd stack this node drives: its CRI socket and cgroup base.
+load_containerd_stack() {
+  local cdir="${KUBE_CONTAINERD_DIR:-}"
+  [[ -n "$cdir" && -f "$cdir/env" ]] || die "KUBE_CONTAINERD_DIR must name a started hack/containerd.sh stack (no $cdir/env)"
+  CRI_ENDPOINT="$(bash -c 'source "$1"; echo "$CRI_ENDPOINT"' _ "$cdir/env")"
+  CGROUP_ROOT="$(bash -c 'source "$1"; echo "$CGROUP_PARENT_BASE"' _ "$cdir/env")"
+  CONTAINERD_DIR="$(cd "$cdir" && pwd -P)"
+  [[ -n "$CRI_ENDPOINT" && "$CGROUP_ROOT" == /topolet-test-* ]] || die "$cdir/env lacks CRI_ENDPOINT or CGROUP_PARENT_BASE"
+}
+
+# The kubelet's cgroupRoot must exist in every v1 hierarchy (cpuset with cpus and mems set).
+make_cgroup_root() {
+  local h
+  for h in /sys/fs/cgroup/*/; do
+    [[ -f "${h}cgroup.procs" ]] || continue
+    mkdir -p "$h${CGROUP_ROOT#/}"
+    if [[ -f "${h}cpuset.cpus" ]]; then
+      cat "${h}cpuset.cpus" >"$h${CGROUP_ROOT#/}/cpuset.cpus"
+      cat "${h}cpuset.mems" >"$h${CGROUP_ROOT#/}/cpuset.mems"
+    fi
+  done
+}
+
+# A loopback CNI network so containerd reports NetworkReady and the node turns Ready (pods use
+# hostNetwork: nothing else is wired).
+write_cni_config() {
+  ln -sfn "$DEPS/cni/bin/loopback" "$CONTAINERD_DIR/cni/bin/loopback"
+  cat >"$CONTAINERD_DIR/cni/net.d/10-loopback.conflist" <<'EOF'
+{"cniVersion": "1.0.0", "name": "topolet-loopback", "plugins": [{"type": "loopback"}]}
+EOF
+}
+
+write_kubelet_config() {
+  local reserved="" cpu_opts=""
+  [[ -z "$RESERVED_CPUS" ]] || reserved="reservedSystemCPUs: \"$RESERVED_CPUS\""
+  if [[ "$CPU_MANAGER_POLICY" == static ]]; then
+    [[ -n "$RESERVED_CPUS" ]] || die "KUBE_CPU_MANAGER_POLICY=static needs KUBE_RESERVED_CPUS"
+    cpu_opts="cpuManagerReconcilePeriod: 5s"
+  fi
+  cat >"$DIR/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: $KUBELET_PORT
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: $KUBELET_HEALTHZ_PORT
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}
+authorization:
+  mode: AlwaysAllow
+containerRuntimeEndpoint: $CRI_ENDPOINT
+cgroupDriver: cgroupfs
+cgroupRoot: $CGROUP_ROOT
+cgroupsPerQOS: true
+failCgroupV1: false
+failSwapOn: false
+cpuManagerPolicy: $CPU_MANAGER_POLICY
+$cpu_opts
+$reserved
+memoryManagerPolicy: None
+topologyManagerPolicy: none
+protectKernelDefaults: true
+makeIPTablesUtilChains: false
+oomScoreAdj: 0
+maxPods: $MAX_PODS
+podLogsDir: $DIR/pod-logs
+volumePluginDir: $DIR/volume-plugins
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard:
+  memory.available: "100Mi"
+  nodefs.available: "1%"
+  nodefs.inodesFree: "1%"
+  imagefs.available: "1%"
+  imagefs.inodesFree: "1%"
+evictionPressureTransitionPeriod: 5s
+nodeStatusUpdateFrequency: 2s
+nodeStatusReportFrequency: 10s
+syncFrequency: 10s
+fileCheckFrequency: 5s
+serializeImagePulls: false
+resolvConf: ""
+staticPodPath: ""
+EOF
+}
+
+# The values setupKernelTunables wants (pkg/kubelet/cm/container_manager_linux.go).
+KUBELET_SYSCTLS="vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel/panic_on_oops=1 kernel/keys/root_maxkeys=1000000 kernel/keys/root_maxbytes=25000000"
+
+write_kubelet_wrapper() {
+  mkdir -p "$DIR/sysctl"
+  local kv k v mounts=""
+  for kv in $KUBELET_SYSCTLS; do
+    k="${kv%%=*}"; v="${kv#*=}"
+    [[ "$(cat "/proc/sys/$k")" != "$v" ]] || continue
+    echo "$v" >"$DIR/sysctl/${k//\//.}"
+    mounts+="mount --bind $(printf %q "$DIR/sysctl/${k//\//.}") /proc/sys/$k"$'\n'
+  done
+  cat >"$DIR/kubelet-ns.sh" <<EOF
+#!/usr/bin/env bash
+# generated by hack/kube-node.sh: runs inside the kubelet's private mount namespace.
+set -euo pipefail
+mount -t tmpfs -o mode=0755,size=16m tmpfs /var/log
+# The device manager's socket dir is a constant (/var/lib/kubelet/device-plugins), whatever --root-dir
+# says: /var/lib is a tmpfs here too, with /var/lib/kubelet bound to DIR/var-lib-kubelet.
+mount -t tmpfs -o mode=0755,size=16m tmpfs /var/lib
+mkdir -p /var/lib/kubelet
+mount --bind $(printf %q "$DIR/var-lib-kubelet") /var/lib/kubelet
+$mounts
+exec $(printf %q "$BIN/kubelet") --config $(printf %q "$DIR/kubelet.yaml") \\
+  --kubeconfig $(printf %q "$DIR/kubelet.kubeconfig") --root-dir $(printf %q "$DIR/kubelet") \\
+  --cert-dir $(printf %q "$DIR/kubelet/pki") --hostname-override $(printf %q "$NODE_NAME") \\
+  --node-ip 127.0.0.1 --v 2
+EOF
+  chmod +x "$DIR/kubelet-ns.sh"
+}
+
+node_ready() {
+  local s
+  s="$("$BIN/kubectl" --kubeconfig "$DIR/admin.kubeconfig" get node "$NODE_NAME" \
+        -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" || return 1
+  [[ "$s" == True ]]
+}
+
+start_kubelet() {
+  mkdir -p "$DIR/kubelet" "$DIR/pod-logs" "$DIR/volume-plugins" "$DIR/var-lib-kubelet"
+  launch kubelet unshare --mount --propagation private "$DIR/kubelet-ns.sh"
+  wait_for kubelet "node $NODE_NAME Ready" node_ready
+}
+
+# RBAC for the `topolet` user: what deploy/ grants the DaemonSet's ServiceAccount.
+apply_topolet_rbac() {
+  local rbac="$REPO_ROOT/deploy/kubernetes/rbac.yaml"
+  [[ -f "$rbac" ]] || return 0
+  "$BIN/kubectl" --kubeconfig "$DIR/admin.kubeconfig" apply -f "$rbac" >>"$DIR/kubectl.log" 2>&1 ||
+    { tail -n 20 "$DIR/kubectl.log" >&2; die "applying $rbac failed"; }
+  "$BIN/kubectl" --kubeconfig "$DIR/admin.kubeconfig" create clusterrolebinding topolet-test-user \
+    --clusterrole topolet --group topolet:nodes --dry-run=client -o yaml |
+    "$BIN/kubectl" --kubeconfig "$DIR/admin.kubeconfig" apply -f - >>"$DIR/kubectl.log" 2>&1 ||
+    { tail -n 20 "$DIR/kubectl.log" >&2; die "binding the topolet ClusterRole failed"; }
+}
+
+write_env() {
+  local tmp="$ENV_FILE.tmp" k
+  declare -A v=(
+    [KUBECONFIG]="$DIR/admin.kubeconfig" [KUBE_NODE_NAME]="$NODE_NAME"
+    [KUBE_API_URL]="https://127.0.0.1:$API_PORT" [KUBE_CA_FILE]="$PKI/ca.crt"
+    [KUBE_ADMIN_TOKEN]="$ADMIN_TOKEN" [KUBE_TOPOLET_TOKEN]="$TOPOLET_TOKEN"
+    [KUBE_TOPOLET_KUBECONFIG]="$DIR/topolet.kubeconfig" [KUBELET_PID_FILE]="$DIR/kubelet.pid"
+    [KUBELET_LOG]="$DIR/kubelet.log" [KUBE_APISERVER_LOG]="$DIR/kube-apiserver.log"
+    [KUBE_CGROUP_ROOT]="$CGROUP_ROOT" [KUBE_POD_LOGS_DIR]="$DIR/pod-logs" [KUBECACHEDIR]="$KUBECACHEDIR"
+    [PATH]="$BIN:$PATH"
+  )
+  {
+    echo "# generated by hack/kube-node.sh start $DIR"
+    for k in "${!v[@]}"; do printf 'export %s=%q\n' "$k" "${v[$k]}"; done | sort
+  } >"$tmp"
+  mv "$tmp" "$ENV_FILE"
+}
+
+save_start_env() {
+  printf 'NODE_NAME=%q\nCPU_MANAGER_POLICY=%q\nRESERVED_CPUS=%q\nKUBE_CONTAINERD_DIR=%q\n' \
+    "$NODE_NAME" "$CPU_MANAGER_POLICY" "$RESERVED_CPUS" "$KUBE_CONTAINERD_DIR" >"$DIR/start.env"
+}
+
+load_start_env() {
+  [[ -f "$DIR/start.env" ]] || die "$DIR/start.env is missing: was the node started in $DIR?"
+  # shellcheck disable=SC1091
+  source "$DIR/start.env"
+  export KUBE_CONTAINERD_DIR
+}
+
+require_binaries() {
+  local b
+  for b in etcd kube-apiserver kube-scheduler kubelet kubectl; do
+    [[ -x "$BIN/$b" ]] || die "$BIN/$b is missing: run hack/install-kube.sh"
+  done
+  [[ -x "$DEPS/cni/bin/loopback" ]] || die "$DEPS/cni/bin/loopback is missing: run hack/install-kube.sh"
+  command -v openssl >/dev/null || die "openssl not found"
+  command -v unshare >/dev/null || die "unshare not found"
+}
+
+cmd_start() {
+  require_binaries
+  load_containerd_stack
+  if component_pid kubelet >/dev/null || component_pid kube-apiserver >/dev/null; then
+    die "a node already runs in $DIR; stop it first"
+  fi
+  local start=$SECONDS
+  save_start_env
+  choose_ports
+  make_pki
+  make_tokens
+  kubeconfig "$DIR/admin.kubeconfig" admin "$ADMIN_TOKEN"
+  kubeconfig "$DIR/kubelet.kubeconfig" "system:node:$NODE_NAME" "$NODE_TOKEN"
+  kubeconfig "$DIR/topolet.kubeconfig" topolet "$TOPOLET_TOKEN"
+  start_etcd
+  start_apiserver
+  apply_topolet_rbac
+  start_scheduler
+  make_cgroup_root
+  write_cni_config
+  write_kubelet_config
+  write_kubelet_wrapper
+  write_env
+  start_kubelet
+  say "node $NODE_NAME Ready in $((SECONDS - start))s (API https://127.0.0.1:$API_PORT, KUBECONFIG=$DIR/admin.kubeconfig)"
+}
+
+cmd_stop() {
+  stop_component kubelet
+  stop_component kube-scheduler
+  stop_component kube-apiserver
+  stop_component etcd
+  local p left=""
+  if [[ -f "$PORTS_FILE" ]]; then
+    load_ports
+    for p in $ETCD_CLIENT_PORT $ETCD_PEER_PORT $API_PORT $SCHED_PORT $KUBELET_PORT $KUBELET_HEALTHZ_PORT; do
+      if ss -Htln "sport = :$p" 2>/dev/null | grep -q .; then left+=" $p"; fi
+    done
+  fi
+  [[ -z "$left" ]] || die "ports still listened on after stop:$left"
+}
+
+cmd_restart_kubelet() {
+  load_start_env
+  load_ports
+  load_tokens
+  stop_component kubelet
+  start_kubelet
+}
+
+cmd_start_apiserver() {
+  load_ports
+  load_tokens
+  component_pid kube-apiserver >/dev/null && die "kube-apiserver already runs for $DIR"
+  start_apiserver
+}
+
+main() {
+  (($# == 2)) || usage
+  [[ $EUID -eq 0 ]] || die "must run as root"
+  local cmd="$1"
+  if [[ "$cmd" == stop && ! -d "$2" ]]; then return 0; fi
+  set_paths "$2"
+  case "$cmd" in
+    start) cmd_start ;;
+    stop) cmd_stop ;;
+    restart-kubelet) cmd_restart_kubelet ;;
+    stop-apiserver) stop_component kube-apiserver ;;
+    start-apiserver) cmd_start_apiserver ;;
+    *) usage ;;
+  esac
+}
+
+main "$@"

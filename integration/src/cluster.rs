@@ -1,0 +1,578 @@
+//! A real single-node Kubernetes (etcd, kube-apiserver, kube-scheduler, kubelet) beside a
+//! [`Stack`], started by `hack/kube-node.sh`, and the API as users reach it: pods created, watched,
+//! resized and deleted through kube-rs, every container then found in containerd and its cgroups.
+//!
+//! [`KubeNode`] is the usual set-up: stack, topolet, cluster. Its fields drop in order, so the
+//! kubelet stops before topolet and containerd (a kubelet left running would restart its pods).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::Client;
+use serde_json::Value;
+
+use crate::cri::Created;
+use crate::fixture::WithTopolet;
+use crate::paths;
+use crate::stack::Stack;
+use crate::topolet::TopoletConfig;
+use crate::wait;
+
+/// How long the API-driven waits allow (pod start, deletion, status updates). Generous: a busy CI
+/// machine is slow, and these are deadlines, not assertions about speed.
+pub const POD_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How the kubelet is configured.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// `cpuManagerPolicy`: `none` (what topolet needs) or `static`.
+    pub cpu_manager_policy: String,
+    /// `reservedSystemCPUs` (required by the static policy).
+    pub reserved_cpus: Option<String>,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        ClusterOptions {
+            cpu_manager_policy: "none".into(),
+            reserved_cpus: None,
+        }
+    }
+}
+
+/// The single-node cluster.
+pub struct Cluster {
+    dir: tempfile::TempDir,
+    env: HashMap<String, String>,
+    rt: tokio::runtime::Runtime,
+    client: Client,
+    node: String,
+    cgroup_root: String,
+    stopped: bool,
+}
+
+/// A container of a pod, found through the API and in containerd.
+#[derive(Debug, Clone)]
+pub struct KubeContainer {
+    /// containerd's container id (from `containerStatuses[].containerID`).
+    pub id: String,
+    /// The pod cgroup, as the kubelet names it: `<cgroupRoot>/kubepods[/burstable|/besteffort]/pod<uid>`.
+    pub cgroup_parent: String,
+}
+
+impl KubeContainer {
+    /// As a [`Created`], for the `observe` readers.
+    pub fn created(&self) -> Created {
+        Created {
+            id: self.id.clone(),
+            pod_id: String::new(),
+            cgroup_parent: self.cgroup_parent.clone(),
+            create_time: Duration::ZERO,
+        }
+    }
+}
+
+fn script() -> PathBuf {
+    paths::repo_root().join("hack/kube-node.sh")
+}
+
+impl Cluster {
+    /// Starts the control plane and a kubelet driving `stack`'s containerd; returns when the node
+    /// is Ready and the API answers this client.
+    pub fn start(stack: &Stack, opts: &ClusterOptions) -> anyhow::Result<Cluster> {
+        let dir = paths::scratch_dir("k")?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("building a tokio runtime for the kube client")?;
+        let mut cmd = Command::new(script());
+        cmd.arg("start")
+            .arg(dir.path())
+            .env("KUBE_CONTAINERD_DIR", stack.dir())
+            .env("KUBE_CPU_MANAGER_POLICY", &opts.cpu_manager_policy);
+        if let Some(r) = &opts.reserved_cpus {
+            cmd.env("KUBE_RESERVED_CPUS", r);
+        }
+        let started = Instant::now();
+        // Whatever part of the start succeeded is stopped if the rest fails.
+        let guard = StopOnDrop(dir.path().to_path_buf());
+        run_script(cmd, "start", dir.path())?;
+        std::mem::forget(guard);
+        eprintln!("[cluster] node Ready in {:.1?}", started.elapsed());
+        let env = read_env(&dir.path().join("env"))?;
+        let kubeconfig = PathBuf::from(get(&env, "KUBECONFIG")?);
+        let client = rt.block_on(client_from(&kubeconfig))?;
+        let node = get(&env, "KUBE_NODE_NAME")?.to_string();
+        let cgroup_root = get(&env, "KUBE_CGROUP_ROOT")?.to_string();
+        Ok(Cluster {
+            dir,
+            env,
+            rt,
+            client,
+            node,
+            cgroup_root,
+            stopped: false,
+        })
+    }
+
+    fn sh(&self, action: &str) -> anyhow::Result<()> {
+        let mut cmd = Command::new(script());
+        cmd.arg(action).arg(self.dir.path());
+        run_script(cmd, action, self.dir.path())
+    }
+
+    /// Stops the kubelet and starts it again (pods keep running); returns when the node is Ready.
+    pub fn restart_kubelet(&self) -> anyhow::Result<()> {
+        self.sh("restart-kubelet")
+    }
+
+    /// Stops kube-apiserver (an API outage).
+    pub fn stop_apiserver(&self) -> anyhow::Result<()> {
+        self.sh("stop-apiserver")
+    }
+
+    /// Starts kube-apiserver again; returns when it is ready.
+    pub fn start_apiserver(&self) -> anyhow::Result<()> {
+        self.sh("start-apiserver")
+    }
+
+    /// Stops every component. Also done on drop.
+    pub fn stop(&mut self) -> anyhow::Result<()> {
+        if self.stopped {
+            return Ok(());
+        }
+        self.stopped = true;
+        self.sh("stop")
+    }
+
+    /// The node's name.
+    pub fn node_name(&self) -> &str {
+        &self.node
+    }
+
+    /// The kubelet's `cgroupRoot` (the stack's cgroup base).
+    pub fn cgroup_root(&self) -> &str {
+        &self.cgroup_root
+    }
+
+    /// A variable of `DIR/env` (hack/kube-node.sh).
+    pub fn env(&self, key: &str) -> anyhow::Result<&str> {
+        get(&self.env, key)
+    }
+
+    /// The cluster's directory.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The kubelet's log so far.
+    pub fn kubelet_log(&self) -> String {
+        crate::logs::read_lossy(&self.dir().join("kubelet.log"))
+    }
+
+    /// Runs `kubectl ARGS` as the admin; returns stdout, fails with stderr.
+    pub fn kubectl(&self, args: &[&str]) -> anyhow::Result<String> {
+        let out = Command::new(paths::repo_root().join(".deps/bin/kubectl"))
+            .args(args)
+            .env("KUBECONFIG", self.env("KUBECONFIG")?)
+            .env("KUBECACHEDIR", self.env("KUBECACHEDIR")?)
+            .output()
+            .with_context(|| format!("running kubectl {}", args.join(" ")))?;
+        if !out.status.success() {
+            bail!(
+                "kubectl {} failed ({}): {}",
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Runs a future of the kube client to completion.
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
+    }
+
+    /// The admin client.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// Pods of the `default` namespace.
+    pub fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client(), "default")
+    }
+
+    /// The node object.
+    pub fn node(&self) -> anyhow::Result<Node> {
+        let api: Api<Node> = Api::all(self.client());
+        self.block_on(api.get(&self.node))
+            .with_context(|| format!("getting node {}", self.node))
+    }
+
+    /// Creates a pod from a manifest (JSON); `spec.nodeName` is left to the scheduler.
+    pub fn create_pod(&self, manifest: Value) -> anyhow::Result<Pod> {
+        let pod: Pod = serde_json::from_value(manifest).context("a test manifest is not a Pod")?;
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        self.block_on(self.pods().create(&PostParams::default(), &pod))
+            .with_context(|| format!("creating pod {name}"))
+    }
+
+    /// Gets a pod.
+    pub fn get_pod(&self, name: &str) -> anyhow::Result<Pod> {
+        self.block_on(self.pods().get(name))
+            .with_context(|| format!("getting pod {name}"))
+    }
+
+    /// Polls pod `name` until `done` holds; returns it.
+    pub fn wait_pod(
+        &self,
+        name: &str,
+        what: &str,
+        done: impl Fn(&Pod) -> bool,
+    ) -> anyhow::Result<Pod> {
+        wait::until(&format!("pod {name}: {what}"), POD_TIMEOUT, || {
+            let pod = self.get_pod(name)?;
+            Ok(done(&pod).then_some(pod))
+        })
+        .with_context(|| self.pod_summary(name))
+    }
+
+    /// Waits until every container of pod `name` runs and is ready.
+    pub fn wait_running(&self, name: &str) -> anyhow::Result<Pod> {
+        self.wait_pod(name, "all containers running and ready", all_ready)
+    }
+
+    /// One line on a pod's state for error messages: phase, conditions, container states.
+    pub fn pod_summary(&self, name: &str) -> String {
+        match self.get_pod(name) {
+            Ok(p) => {
+                let st = p.status.unwrap_or_default();
+                let conds: Vec<String> = st
+                    .conditions
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|c| {
+                        format!(
+                            "{}={} {} {}",
+                            c.type_,
+                            c.status,
+                            c.reason.clone().unwrap_or_default(),
+                            c.message.clone().unwrap_or_default()
+                        )
+                    })
+                    .collect();
+                let ctrs: Vec<String> = st
+                    .container_statuses
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|c| format!("{}: {:?}", c.name, c.state))
+                    .collect();
+                format!(
+                    "pod {name}: phase {:?}; conditions [{}]; containers [{}]",
+                    st.phase,
+                    conds.join("; "),
+                    ctrs.join("; ")
+                )
+            }
+            Err(e) => format!("pod {name}: {e:#}"),
+        }
+    }
+
+    /// Deletes pod `name` and waits until it is gone from the API (the kubelet has killed its
+    /// containers and confirmed).
+    pub fn delete_pod(&self, name: &str) -> anyhow::Result<()> {
+        self.block_on(self.pods().delete(name, &DeleteParams::default()))
+            .with_context(|| format!("deleting pod {name}"))?;
+        wait::until_true(&format!("pod {name} gone"), POD_TIMEOUT, || {
+            match self.block_on(self.pods().get_opt(name)) {
+                Ok(p) => Ok(p.is_none()),
+                Err(e) => Err(anyhow::Error::new(e).context(format!("getting pod {name}"))),
+            }
+        })
+    }
+
+    /// Patches the `resize` subresource (in-place resize) with a strategic merge patch.
+    pub fn resize(&self, name: &str, patch: Value) -> anyhow::Result<Pod> {
+        self.block_on(self.pods().patch_subresource(
+            "resize",
+            name,
+            &PatchParams::default(),
+            &Patch::Strategic(patch),
+        ))
+        .with_context(|| format!("resizing pod {name}"))
+    }
+
+    /// Events whose involved object is pod `name`, oldest first.
+    pub fn pod_events(&self, name: &str) -> anyhow::Result<Vec<Event>> {
+        let api: Api<Event> = Api::namespaced(self.client(), "default");
+        let lp = ListParams::default().fields(&format!("involvedObject.name={name}"));
+        let mut events = self
+            .block_on(api.list(&lp))
+            .with_context(|| format!("listing events of pod {name}"))?
+            .items;
+        events.sort_by_key(|e| e.metadata.creation_timestamp.clone().map(|t| t.0));
+        Ok(events)
+    }
+
+    /// Container `cname` of `pod` (it must have been created: it has a containerID).
+    pub fn container(&self, pod: &Pod, cname: &str) -> anyhow::Result<KubeContainer> {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let uid = pod.metadata.uid.clone().context("pod without uid")?;
+        let status = pod.status.clone().unwrap_or_default();
+        let qos = status
+            .qos_class
+            .clone()
+            .with_context(|| format!("pod {name} has no status.qosClass"))?;
+        let all = status
+            .container_statuses
+            .unwrap_or_default()
+            .into_iter()
+            .chain(status.init_container_statuses.unwrap_or_default());
+        let cs = all
+            .into_iter()
+            .find(|c| c.name == cname)
+            .with_context(|| format!("pod {name} has no status for container {cname}"))?;
+        let cid = cs
+            .container_id
+            .with_context(|| format!("container {cname} of pod {name} has no containerID yet"))?;
+        let id = cid
+            .strip_prefix("containerd://")
+            .with_context(|| format!("containerID {cid:?} is not containerd://…"))?
+            .to_string();
+        Ok(KubeContainer {
+            id,
+            cgroup_parent: kubelet_pod_cgroup(&self.cgroup_root, &qos, &uid)?,
+        })
+    }
+}
+
+/// The kubelet's pod cgroup name (cgroupfs driver, cgroupsPerQOS): `pod_container_manager_linux.go`
+/// puts Guaranteed pods directly under `kubepods`, the others under their class's directory.
+pub fn kubelet_pod_cgroup(root: &str, qos_class: &str, uid: &str) -> anyhow::Result<String> {
+    let class = match qos_class {
+        "Guaranteed" => "",
+        "Burstable" => "/burstable",
+        "BestEffort" => "/besteffort",
+        other => bail!("unknown QoS class {other:?}"),
+    };
+    Ok(format!("{root}/kubepods{class}/pod{uid}"))
+}
+
+/// Every container (and restartable init container) of the pod runs and is ready.
+pub fn all_ready(pod: &Pod) -> bool {
+    let Some(st) = &pod.status else { return false };
+    let Some(cs) = &st.container_statuses else {
+        return false;
+    };
+    !cs.is_empty()
+        && cs
+            .iter()
+            .all(|c| c.ready && c.state.as_ref().is_some_and(|s| s.running.is_some()))
+}
+
+/// The waiting reason and message of container `cname`, if it waits.
+pub fn waiting(pod: &Pod, cname: &str) -> Option<(String, String)> {
+    let st = pod.status.as_ref()?;
+    let c = st
+        .container_statuses
+        .iter()
+        .flatten()
+        .find(|c| c.name == cname)?;
+    let w = c.state.as_ref()?.waiting.as_ref()?;
+    Some((
+        w.reason.clone().unwrap_or_default(),
+        w.message.clone().unwrap_or_default(),
+    ))
+}
+
+/// The condition `type_` of the pod: (status, reason, message).
+pub fn condition(pod: &Pod, type_: &str) -> Option<(String, String, String)> {
+    let c = pod
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == type_)?;
+    Some((
+        c.status.clone(),
+        c.reason.clone().unwrap_or_default(),
+        c.message.clone().unwrap_or_default(),
+    ))
+}
+
+async fn client_from(kubeconfig: &Path) -> anyhow::Result<Client> {
+    let kc = Kubeconfig::read_from(kubeconfig)
+        .with_context(|| format!("reading {}", kubeconfig.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .with_context(|| format!("loading {}", kubeconfig.display()))?;
+    Client::try_from(config).context("building the kube client")
+}
+
+fn run_script(mut cmd: Command, action: &str, dir: &Path) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let out = cmd
+        .output()
+        .with_context(|| format!("running {} {action} {}", script().display(), dir.display()))?;
+    if !out.status.success() {
+        bail!(
+            "hack/kube-node.sh {action} {} failed ({}) after {:.1?}:\n{}{}",
+            dir.display(),
+            out.status,
+            started.elapsed(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    eprintln!(
+        "[cluster] hack/kube-node.sh {action}: {:.1?}",
+        started.elapsed()
+    );
+    Ok(())
+}
+
+fn get<'a>(env: &'a HashMap<String, String>, key: &str) -> anyhow::Result<&'a str> {
+    env.get(key)
+        .map(String::as_str)
+        .with_context(|| format!("hack/kube-node.sh's env does not export {key}"))
+}
+
+/// Reads DIR/env (shell syntax) by letting bash evaluate it.
+fn read_env(path: &Path) -> anyhow::Result<HashMap<String, String>> {
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg("set -a; source \"$1\"; env -0")
+        .arg("bash")
+        .arg(path)
+        .env_clear()
+        .output()
+        .with_context(|| format!("sourcing {} with bash", path.display()))?;
+    if !out.status.success() {
+        bail!(
+            "sourcing {} failed: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(out
+        .stdout
+        .split(|b| *b == 0)
+        .filter_map(|e| {
+            let e = String::from_utf8_lossy(e);
+            let (k, v) = e.split_once('=')?;
+            (k.starts_with("KUBE") || k == "PATH").then(|| (k.to_string(), v.to_string()))
+        })
+        .collect())
+}
+
+/// Stops a half-started node.
+struct StopOnDrop(PathBuf);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        let _ = Command::new(script()).arg("stop").arg(&self.0).output();
+    }
+}
+
+fn keep_logs(dir: &Path) {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    let dest = paths::target_dir().join("it-logs").join(name);
+    if std::fs::create_dir_all(&dest).is_err() {
+        return;
+    }
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            let keep = p
+                .extension()
+                .is_some_and(|x| x == "log" || x == "yaml" || x == "sh");
+            if keep {
+                let _ = std::fs::copy(&p, dest.join(e.file_name()));
+            }
+        }
+    }
+    eprintln!("[cluster] logs kept in {}", dest.display());
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if !self.stopped {
+            keep_logs(self.dir.path());
+        }
+        if let Err(e) = self.stop() {
+            eprintln!("cluster cleanup: {e:#}");
+        }
+    }
+}
+
+/// The usual set-up of the kubelet suite: a containerd stack with topolet registered, and a
+/// single-node cluster whose kubelet drives that containerd. Drops the cluster first.
+pub struct KubeNode {
+    pub cluster: Cluster,
+    pub t: WithTopolet,
+}
+
+impl KubeNode {
+    /// Stack, topolet (static policy, CPU 0 reserved, `[memory]` as given in `extra_toml`), cluster.
+    pub fn start(extra_toml: &str, opts: &ClusterOptions) -> anyhow::Result<KubeNode> {
+        let stack = Stack::start()?;
+        let work = stack.work_dir("topolet")?;
+        let mut config = TopoletConfig::for_stack(&stack, &work);
+        config.extra_toml = extra_toml.to_string();
+        let t = WithTopolet::start_with(stack, work, &config)?;
+        let cluster = Cluster::start(&t.stack, opts)?;
+        Ok(KubeNode { cluster, t })
+    }
+
+    /// What a container of a pod really got: (cgroup values, process values).
+    pub fn observe(
+        &self,
+        pod: &Pod,
+        cname: &str,
+    ) -> anyhow::Result<(crate::observe::CgroupValues, crate::observe::ProcValues)> {
+        let c = self.cluster.container(pod, cname)?;
+        let cg = crate::observe::cgroup_values(&c.created())?;
+        let pid = self.t.stack.cri().pid(&c.id)?;
+        check_process_cgroup(pid, &c)?;
+        Ok((cg, crate::observe::proc_values(pid)?))
+    }
+}
+
+/// The process of `c` really lives in the cgroup the kubelet's naming rule gives (cpu controller
+/// line of /proc/<pid>/cgroup): the harness's oracle is checked against the kernel, not assumed.
+pub fn check_process_cgroup(pid: i32, c: &KubeContainer) -> anyhow::Result<()> {
+    let p = format!("/proc/{pid}/cgroup");
+    let text = std::fs::read_to_string(&p).with_context(|| format!("reading {p}"))?;
+    let want = format!("{}/{}", c.cgroup_parent, c.id);
+    let found: BTreeMap<String, String> = text
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let _id = parts.next()?;
+            let ctrls = parts.next()?;
+            let path = parts.next()?;
+            Some((ctrls.to_string(), path.to_string()))
+        })
+        .collect();
+    let cpu = found
+        .iter()
+        .find(|(k, _)| k.split(',').any(|c| c == "cpu"))
+        .map(|(_, v)| v.clone())
+        .with_context(|| format!("{p} has no cpu controller line: {text}"))?;
+    if cpu != want {
+        bail!("container {} runs in cgroup {cpu}, not {want}", c.id);
+    }
+    Ok(())
+}

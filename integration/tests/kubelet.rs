@@ -1,0 +1,655 @@
+//! topolet beside a real kubelet (v1.37, cgroupfs, `cpuManagerPolicy: none`) and API server: every
+//! pod is created through the API as a user creates it, and each container's real cgroup files
+//! and process are checked. The hand-built CRI suites stay for protocol corner cases.
+//!
+//! The node has 2 CPUs; topolet reserves CPU 0, so CPU 1 is the one exclusive CPU.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use anyhow::{ensure, Context};
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{json, Value};
+use topolet_integration::books;
+use topolet_integration::cluster::{self, ClusterOptions, KubeNode};
+use topolet_integration::kube::{burstable_oom, BESTEFFORT_OOM};
+use topolet_integration::observe::{self, CgroupValues};
+use topolet_integration::wait;
+
+const MI: u64 = 1 << 20;
+const EXCLUSIVE_CPU: &str = "1";
+const SHARED_ALL: &str = "0-1";
+const SHARED_WITHOUT_EXCLUSIVE: &str = "0";
+
+/// A container running `sh` that exits at once on SIGTERM (deletion is quick) and records its
+/// CPUs as its termination message. `res` is the `resources` object (may be empty).
+fn ctr(name: &str, res: Value) -> Value {
+    json!({
+        "name": name,
+        "image": "localhost/topolet/busybox:latest",
+        "imagePullPolicy": "Never",
+        "command": ["sh", "-c",
+            "grep Cpus_allowed_list /proc/self/status > /dev/termination-log; trap 'exit 0' TERM; sleep 3600 & wait"],
+        "resources": res,
+    })
+}
+
+/// A short-lived init container recording its CPUs as its termination message.
+fn init_ctr(name: &str, res: Value) -> Value {
+    json!({
+        "name": name,
+        "image": "localhost/topolet/busybox:latest",
+        "imagePullPolicy": "Never",
+        "command": ["sh", "-c", "grep Cpus_allowed_list /proc/self/status > /dev/termination-log"],
+        "resources": res,
+    })
+}
+
+fn res(cpu_req: &str, cpu_lim: &str, mem_req: &str, mem_lim: &str) -> Value {
+    let mut r = json!({"requests": {}, "limits": {}});
+    for (k, v, which) in [
+        ("cpu", cpu_req, "requests"),
+        ("memory", mem_req, "requests"),
+        ("cpu", cpu_lim, "limits"),
+        ("memory", mem_lim, "limits"),
+    ] {
+        if !v.is_empty() {
+            r[which][k] = json!(v);
+        }
+    }
+    r
+}
+
+fn guaranteed(cpu: &str, mem: &str) -> Value {
+    res(cpu, cpu, mem, mem)
+}
+
+/// A host-network pod (the node's only network is loopback) without a service-account token
+/// (no controller-manager issues them, and the kubelet's tmpfs mounts are private to it).
+fn pod(name: &str, containers: Vec<Value>, init: Vec<Value>) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"suite": "kubelet"}},
+        "spec": {
+            "hostNetwork": true,
+            "automountServiceAccountToken": false,
+            "terminationGracePeriodSeconds": 5,
+            "containers": containers,
+            "initContainers": init,
+        }
+    })
+}
+
+fn start_node() -> anyhow::Result<KubeNode> {
+    KubeNode::start("", &ClusterOptions::default())
+}
+
+/// Waits until container `cname` of `pod` is on `cpus` (cgroup and process).
+fn wait_cpuset(node: &KubeNode, pod: &Pod, cname: &str, cpus: &str) -> anyhow::Result<()> {
+    let c = node.cluster.container(pod, cname)?;
+    wait::until_true(
+        &format!("container {cname} on CPUs {cpus}"),
+        cluster::POD_TIMEOUT,
+        || {
+            let cg = observe::cgroup_cpuset(&c.created())?;
+            let pid = node.t.stack.cri().pid(&c.id)?;
+            Ok(cg == cpus && observe::cpus_allowed_list(pid)? == cpus)
+        },
+    )
+}
+
+/// The pod cgroup's CFS quota (cgroup v1 `cpu.cfs_quota_us`), and its shares.
+fn pod_cgroup_cpu(cgroup_parent: &str) -> anyhow::Result<(i64, u64)> {
+    let dir = std::path::Path::new(observe::CGROUP_ROOT)
+        .join("cpu")
+        .join(cgroup_parent.trim_start_matches('/'));
+    let q = std::fs::read_to_string(dir.join("cpu.cfs_quota_us"))
+        .with_context(|| format!("reading {}/cpu.cfs_quota_us", dir.display()))?;
+    let s = std::fs::read_to_string(dir.join("cpu.shares"))
+        .with_context(|| format!("reading {}/cpu.shares", dir.display()))?;
+    Ok((q.trim().parse()?, s.trim().parse()?))
+}
+
+fn termination_message(pod: &Pod, cname: &str, init: bool) -> Option<String> {
+    let st = pod.status.as_ref()?;
+    let list = if init {
+        st.init_container_statuses.as_ref()
+    } else {
+        st.container_statuses.as_ref()
+    }?;
+    let c = list.iter().find(|c| c.name == cname)?;
+    let t = c
+        .state
+        .as_ref()
+        .and_then(|s| s.terminated.as_ref())
+        .or_else(|| c.last_state.as_ref().and_then(|s| s.terminated.as_ref()))?;
+    t.message.clone()
+}
+
+#[test]
+fn every_qos_class_gets_the_kubelets_values_and_exclusive_cpus_come_and_go() -> anyhow::Result<()> {
+    let node = start_node()?;
+    let k = &node.cluster;
+    let cap = observe::mem_capacity()?;
+
+    k.create_pod(pod("be", vec![ctr("main", json!({}))], vec![]))?;
+    k.create_pod(pod(
+        "bu",
+        vec![ctr("main", res("100m", "500m", "32Mi", "64Mi"))],
+        vec![],
+    ))?;
+    k.create_pod(pod(
+        "gf",
+        vec![ctr("main", guaranteed("500m", "64Mi"))],
+        vec![],
+    ))?;
+    let be = k.wait_running("be")?;
+    let bu = k.wait_running("bu")?;
+    let gf = k.wait_running("gf")?;
+
+    let expect = |cpus: &str, shares, quota, mem: Option<u64>| CgroupValues {
+        cpuset_cpus: cpus.into(),
+        cpuset_mems: "0".into(),
+        cpu_shares: shares,
+        cfs_quota_us: quota,
+        cfs_period_us: 100_000,
+        memory_limit: mem,
+        pids_max: Some(1024),
+    };
+    let (cg, pr) = node.observe(&be, "main")?;
+    assert_eq!(cg, expect(SHARED_ALL, 2, -1, None), "BestEffort cgroup");
+    assert_eq!(pr.oom_score_adj, BESTEFFORT_OOM, "BestEffort oom_score_adj");
+    let (cg, pr) = node.observe(&bu, "main")?;
+    assert_eq!(
+        cg,
+        expect(SHARED_ALL, 102, 50_000, Some(64 * MI)),
+        "Burstable cgroup"
+    );
+    assert_eq!(
+        pr.oom_score_adj,
+        burstable_oom(32 * MI, cap),
+        "Burstable oom_score_adj (capacity {cap} B, /proc/meminfo as the kubelet's cadvisor)"
+    );
+    let (cg, pr) = node.observe(&gf, "main")?;
+    assert_eq!(
+        cg,
+        expect(SHARED_ALL, 512, 50_000, Some(64 * MI)),
+        "fractional Guaranteed: shared pool"
+    );
+    // The kubelet asks -997; containerd (restrict_oom_score_adj) clamps it to its own 0.
+    assert_eq!(pr.oom_score_adj, 0, "Guaranteed oom_score_adj, clamped");
+
+    // An integer Guaranteed pod: exclusive CPU 1, no CFS quota (container and pod level), and
+    // everybody else leaves CPU 1.
+    k.create_pod(pod(
+        "gx",
+        vec![ctr("main", guaranteed("1", "64Mi"))],
+        vec![],
+    ))?;
+    let gx = k.wait_running("gx")?;
+    let (cg, pr) = node.observe(&gx, "main")?;
+    assert_eq!(
+        cg,
+        expect(EXCLUSIVE_CPU, 1024, -1, Some(64 * MI)),
+        "exclusive"
+    );
+    assert_eq!(pr.cpus_allowed_list, EXCLUSIVE_CPU);
+    let gx_ctr = k.container(&gx, "main")?;
+    let (pod_quota, pod_shares) = pod_cgroup_cpu(&gx_ctr.cgroup_parent)?;
+    assert_eq!(
+        (pod_quota, pod_shares),
+        (-1, 1024),
+        "the exclusive pod's own cgroup has no quota (as the kubelet's static policy leaves it)"
+    );
+    for (p, name) in [(&be, "be"), (&bu, "bu"), (&gf, "gf")] {
+        wait_cpuset(&node, p, "main", SHARED_WITHOUT_EXCLUSIVE)
+            .with_context(|| format!("pod {name} leaves the exclusive CPU"))?;
+    }
+    let (ex, shared) = books::status_exclusive(&node.t.config.admin_socket)?;
+    assert_eq!(ex.get(&gx_ctr.id).map(String::as_str), Some(EXCLUSIVE_CPU));
+    assert_eq!(shared, SHARED_WITHOUT_EXCLUSIVE);
+
+    // A second integer pod is refused: the kubelet shows CreateContainerError with topolet's
+    // reason in `kubectl describe pod`.
+    k.create_pod(pod(
+        "gx2",
+        vec![ctr("main", guaranteed("1", "64Mi"))],
+        vec![],
+    ))?;
+    let gx2 = k.wait_pod("gx2", "CreateContainerError", |p| {
+        cluster::waiting(p, "main").is_some_and(|(r, _)| r == "CreateContainerError")
+    })?;
+    let (_, msg) = cluster::waiting(&gx2, "main").context("gx2 waits")?;
+    ensure!(
+        msg.contains("topolet") && msg.contains("exclusive"),
+        "the refusal names topolet and what it could not give: {msg:?}"
+    );
+    let describe = k.kubectl(&["describe", "pod", "gx2"])?;
+    ensure!(
+        describe.contains("CreateContainerError") && describe.contains("topolet"),
+        "kubectl describe pod gx2 shows the refusal:\n{describe}"
+    );
+
+    // Deleting the holder releases CPU 1: the shared pods get it back, and the refused pod is
+    // created on the kubelet's next retry with CPU 1.
+    k.delete_pod("gx")?;
+    for (p, name) in [(&be, "be"), (&bu, "bu"), (&gf, "gf")] {
+        // After gx2 starts the pool is "0" again; before, "0-1". Either proves CPU 1 moved on.
+        let c = k.container(p, "main")?;
+        wait::until_true(
+            &format!("pod {name} back on the whole pool or gx2 holding CPU 1"),
+            cluster::POD_TIMEOUT,
+            || {
+                let cg = observe::cgroup_cpuset(&c.created())?;
+                Ok(cg == SHARED_ALL || cg == SHARED_WITHOUT_EXCLUSIVE)
+            },
+        )?;
+    }
+    let gx2 = k.wait_pod("gx2", "created on a retry", cluster::all_ready)?;
+    wait_cpuset(&node, &gx2, "main", EXCLUSIVE_CPU)?;
+    k.delete_pod("gx2")?;
+    for (p, name) in [(&be, "be"), (&bu, "bu"), (&gf, "gf")] {
+        wait_cpuset(&node, p, "main", SHARED_ALL)
+            .with_context(|| format!("pod {name} back on CPU 1"))?;
+    }
+    let (ex, shared) = books::status_exclusive(&node.t.config.admin_socket)?;
+    assert!(ex.is_empty(), "no exclusive grant left: {ex:?}");
+    assert_eq!(shared, SHARED_ALL);
+    Ok(())
+}
+
+#[test]
+fn init_containers_hand_their_cpus_to_the_app_and_sidecars_keep_theirs() -> anyhow::Result<()> {
+    let node = start_node()?;
+    let k = &node.cluster;
+
+    // A classic init container: exclusive while it runs, then the app gets the same CPU.
+    k.create_pod(pod(
+        "init",
+        vec![ctr("app", guaranteed("1", "64Mi"))],
+        vec![init_ctr("setup", guaranteed("1", "64Mi"))],
+    ))?;
+    let p = k.wait_running("init")?;
+    let msg = termination_message(&p, "setup", true).context("init container message")?;
+    assert_eq!(
+        msg.split_whitespace().last(),
+        Some(EXCLUSIVE_CPU),
+        "the init container ran on the exclusive CPU: {msg:?}"
+    );
+    wait_cpuset(&node, &p, "app", EXCLUSIVE_CPU)?;
+    k.delete_pod("init")?;
+
+    // A sidecar (restartable init container) keeps its exclusive CPU beside a fractional app.
+    let mut sidecar = ctr("proxy", guaranteed("1", "64Mi"));
+    sidecar["restartPolicy"] = json!("Always");
+    k.create_pod(pod(
+        "sidecar",
+        vec![ctr("app", guaranteed("500m", "64Mi"))],
+        vec![sidecar],
+    ))?;
+    let p = k.wait_running("sidecar")?;
+    wait_cpuset(&node, &p, "proxy", EXCLUSIVE_CPU)?;
+    wait_cpuset(&node, &p, "app", SHARED_WITHOUT_EXCLUSIVE)?;
+    k.delete_pod("sidecar")?;
+    let (ex, _) = books::status_exclusive(&node.t.config.admin_socket)?;
+    assert!(ex.is_empty(), "no exclusive grant left: {ex:?}");
+    Ok(())
+}
+
+/// Waits until the pod's resize is done: the kubelet reports the new resources as allocated and
+/// no PodResizePending/PodResizeInProgress condition remains.
+fn wait_resized(node: &KubeNode, name: &str, cname: &str, cpu_limit: &str) -> anyhow::Result<Pod> {
+    node.cluster
+        .wait_pod(name, &format!("resized to cpu limit {cpu_limit}"), |p| {
+            let st = p.status.as_ref();
+            let actual = st
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.name == cname))
+                .and_then(|c| c.resources.as_ref())
+                .and_then(|r| r.limits.as_ref())
+                .and_then(|l| l.get("cpu"))
+                .map(|q| q.0.clone());
+            actual.as_deref() == Some(cpu_limit)
+                && cluster::condition(p, "PodResizeInProgress").is_none()
+                && cluster::condition(p, "PodResizePending").is_none()
+        })
+}
+
+#[test]
+fn in_place_resize_of_burstable_and_guaranteed_pods_and_a_refused_one() -> anyhow::Result<()> {
+    let node = start_node()?;
+    let k = &node.cluster;
+
+    let mut c = ctr("main", res("100m", "500m", "32Mi", "64Mi"));
+    c["resizePolicy"] = json!([{"resourceName": "cpu", "restartPolicy": "NotRequired"}]);
+    k.create_pod(pod("bu", vec![c], vec![]))?;
+    let mut c = ctr("main", guaranteed("500m", "64Mi"));
+    c["resizePolicy"] = json!([{"resourceName": "cpu", "restartPolicy": "NotRequired"}]);
+    k.create_pod(pod("gf", vec![c], vec![]))?;
+    let bu = k.wait_running("bu")?;
+    let gf = k.wait_running("gf")?;
+
+    k.resize(
+        "bu",
+        json!({"spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "200m"}, "limits": {"cpu": "800m"}}}]}}),
+    )?;
+    wait_resized(&node, "bu", "main", "800m")?;
+    let (cg, _) = node.observe(&bu, "main")?;
+    assert_eq!(
+        (cg.cpu_shares, cg.cfs_quota_us, cg.cpuset_cpus.as_str()),
+        (204, 80_000, SHARED_ALL),
+        "Burstable resized in place"
+    );
+
+    k.resize(
+        "gf",
+        json!({"spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "700m"}, "limits": {"cpu": "700m"}}}]}}),
+    )?;
+    wait_resized(&node, "gf", "main", "700m")?;
+    let (cg, _) = node.observe(&gf, "main")?;
+    assert_eq!(
+        (cg.cpu_shares, cg.cfs_quota_us, cg.cpuset_cpus.as_str()),
+        (716, 70_000, SHARED_ALL),
+        "fractional Guaranteed resized in place, still shared"
+    );
+    k.delete_pod("gf")?;
+    k.delete_pod("bu")?;
+
+    // An exclusive pod asked to grow to 2 CPUs on a node with one exclusive CPU: refused. The
+    // user sees why on the pod, and reverting the resize leaves the pod as it was.
+    let mut c = ctr("main", guaranteed("1", "64Mi"));
+    c["resizePolicy"] = json!([{"resourceName": "cpu", "restartPolicy": "NotRequired"}]);
+    k.create_pod(pod("gx", vec![c], vec![]))?;
+    let gx = k.wait_running("gx")?;
+    wait_cpuset(&node, &gx, "main", EXCLUSIVE_CPU)?;
+    let gx_ctr = k.container(&gx, "main")?;
+    let before = pod_cgroup_cpu(&gx_ctr.cgroup_parent)?;
+    k.resize(
+        "gx",
+        json!({"spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}}]}}),
+    )?;
+    let refused = k.wait_pod("gx", "resize refused (PodResizeInProgress, Error)", |p| {
+        cluster::condition(p, "PodResizeInProgress").is_some_and(|(_, r, _)| r == "Error")
+    })?;
+    let (_, _, msg) = cluster::condition(&refused, "PodResizeInProgress").context("condition")?;
+    ensure!(
+        msg.contains("topolet"),
+        "the refused resize names topolet's reason: {msg:?}"
+    );
+    let (cg, _) = node.observe(&gx, "main")?;
+    assert_eq!(
+        (cg.cpuset_cpus.as_str(), cg.cfs_quota_us, cg.cpu_shares),
+        (EXCLUSIVE_CPU, -1, 1024),
+        "the container keeps what it had"
+    );
+    k.resize(
+        "gx",
+        json!({"spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}]}}),
+    )?;
+    wait_resized(&node, "gx", "main", "1")?;
+    let gx_ctr_after = k.container(&k.get_pod("gx")?, "main")?;
+    assert_eq!(
+        gx_ctr_after.id, gx_ctr.id,
+        "resized in place, not restarted"
+    );
+    wait::until_true(
+        "the pod cgroup back to its pre-resize values",
+        cluster::POD_TIMEOUT,
+        || Ok(pod_cgroup_cpu(&gx_ctr.cgroup_parent)? == before),
+    )?;
+    wait_cpuset(&node, &gx, "main", EXCLUSIVE_CPU)?;
+    Ok(())
+}
+
+/// Container ids of the pods, each with its cpuset.
+fn cpusets(node: &KubeNode, pods: &[(&str, &str)]) -> anyhow::Result<Vec<(String, String)>> {
+    pods.iter()
+        .map(|(name, cname)| {
+            let p = node.cluster.get_pod(name)?;
+            let c = node.cluster.container(&p, cname)?;
+            Ok((c.id.clone(), observe::cgroup_cpuset(&c.created())?))
+        })
+        .collect()
+}
+
+#[test]
+fn restarts_of_topolet_containerd_and_kubelet_and_a_pod_created_while_topolet_is_down(
+) -> anyhow::Result<()> {
+    let mut node = start_node()?;
+
+    // topolet down: the kubelet's pod starts without it (NRI lets the container through) and is
+    // taken over at the next Synchronize: exclusive CPU, no quota, others moved off CPU 1.
+    node.cluster.create_pod(pod(
+        "bu",
+        vec![ctr("main", res("100m", "", "", ""))],
+        vec![],
+    ))?;
+    node.cluster.wait_running("bu")?;
+    node.t.topolet.terminate(Duration::from_secs(10))?;
+    node.cluster.create_pod(pod(
+        "gx",
+        vec![ctr("main", guaranteed("1", "64Mi"))],
+        vec![],
+    ))?;
+    let gx = node.cluster.wait_running("gx")?;
+    let mark = node.t.topolet.log_mark();
+    node.t.topolet.restart()?;
+    node.t.topolet.wait_synchronized(mark)?;
+    wait_cpuset(&node, &gx, "main", EXCLUSIVE_CPU)?;
+    let (cg, _) = node.observe(&gx, "main")?;
+    assert_eq!(
+        cg.cfs_quota_us, -1,
+        "taken over at Synchronize: quota removed"
+    );
+    let bu = node.cluster.get_pod("bu")?;
+    wait_cpuset(&node, &bu, "main", SHARED_WITHOUT_EXCLUSIVE)?;
+
+    let pods = [("bu", "main"), ("gx", "main")];
+    let want = cpusets(&node, &pods)?;
+    let restarts = |node: &KubeNode| -> anyhow::Result<BTreeSet<i32>> {
+        Ok(pods
+            .iter()
+            .map(|(n, c)| {
+                let p = node.cluster.get_pod(n)?;
+                let cs = p
+                    .status
+                    .and_then(|s| s.container_statuses)
+                    .unwrap_or_default();
+                Ok(cs
+                    .iter()
+                    .find(|s| s.name == *c)
+                    .map(|s| s.restart_count)
+                    .unwrap_or(-1))
+            })
+            .collect::<anyhow::Result<_>>()?)
+    };
+    assert_eq!(restarts(&node)?, BTreeSet::from([0]));
+
+    // topolet restart: same containers, same cpusets.
+    let mark = node.t.topolet.log_mark();
+    node.t.topolet.kill9()?;
+    node.t.topolet.restart()?;
+    node.t.topolet.wait_synchronized(mark)?;
+    assert_eq!(cpusets(&node, &pods)?, want, "after a topolet restart");
+
+    // containerd restart: topolet re-registers and re-synchronizes; nothing moves.
+    let mark = node.t.topolet.log_mark();
+    node.t.stack.restart_containerd()?;
+    node.t.topolet.wait_synchronized(mark)?;
+    node.cluster.wait_running("gx")?;
+    assert_eq!(cpusets(&node, &pods)?, want, "after a containerd restart");
+
+    // kubelet restart: it adopts the running containers; nothing is recreated or moved.
+    node.cluster.restart_kubelet()?;
+    node.cluster.wait_running("gx")?;
+    node.cluster.wait_running("bu")?;
+    assert_eq!(cpusets(&node, &pods)?, want, "after a kubelet restart");
+    assert_eq!(
+        restarts(&node)?,
+        BTreeSet::from([0]),
+        "no container restarted"
+    );
+
+    node.cluster.delete_pod("gx")?;
+    wait_cpuset(&node, &bu, "main", SHARED_ALL)?;
+    node.cluster.stop()?;
+    Ok(())
+}
+
+#[test]
+fn a_kubelet_with_the_static_cpu_manager_keeps_its_pins_and_topolet_leaves_them_alone(
+) -> anyhow::Result<()> {
+    let node = KubeNode::start(
+        "",
+        &ClusterOptions {
+            cpu_manager_policy: "static".into(),
+            reserved_cpus: Some("0".into()),
+        },
+    )?;
+    let k = &node.cluster;
+    k.create_pod(pod(
+        "bu",
+        vec![ctr("main", res("100m", "", "", ""))],
+        vec![],
+    ))?;
+    k.create_pod(pod(
+        "gx",
+        vec![ctr("main", guaranteed("1", "64Mi"))],
+        vec![],
+    ))?;
+    let gx = k.wait_running("gx")?;
+    let bu = k.wait_running("bu")?;
+    // The kubelet's static policy pinned gx to CPU 1 and the shared pod to the rest.
+    wait_cpuset(&node, &gx, "main", EXCLUSIVE_CPU)?;
+    wait_cpuset(&node, &bu, "main", SHARED_WITHOUT_EXCLUSIVE)?;
+    let state = std::fs::read_to_string(k.dir().join("kubelet/cpu_manager_state"))
+        .context("reading the kubelet's cpu_manager_state")?;
+    let gx_uid = gx.metadata.uid.clone().unwrap_or_default();
+    ensure!(
+        state.contains(&gx_uid),
+        "the kubelet's own CPU manager holds gx: {state}"
+    );
+    // topolet granted nothing: the kubelet owns the cpusets here.
+    let (ex, _) = books::status_exclusive(&node.t.config.admin_socket)?;
+    assert!(ex.is_empty(), "topolet granted nothing: {ex:?}");
+    let log = node.t.topolet.log();
+    ensure!(
+        log.contains("left alone") || log.contains("left_alone"),
+        "topolet says it leaves the kubelet-pinned containers alone"
+    );
+    Ok(())
+}
+
+/// The kubelet must not change the host: sysctls it would write, mounts, iptables, listeners.
+#[test]
+fn the_cluster_leaves_the_host_as_it_found_it() -> anyhow::Result<()> {
+    let before = host_snapshot()?;
+    {
+        let node = start_node()?;
+        node.cluster
+            .create_pod(pod("be", vec![ctr("main", json!({}))], vec![]))?;
+        node.cluster.wait_running("be")?;
+        // While it runs, the kubelet's view is the one it wanted, the host's is unchanged.
+        let during = host_snapshot()?;
+        assert_eq!(
+            during.sysctls, before.sysctls,
+            "sysctls while the kubelet runs"
+        );
+        assert_eq!(
+            during.iptables, before.iptables,
+            "iptables tables while the kubelet runs"
+        );
+    }
+    let after = host_snapshot()?;
+    assert_eq!(after.sysctls, before.sysctls, "sysctls");
+    assert_eq!(after.mounts, before.mounts, "mount table");
+    assert_eq!(after.iptables, before.iptables, "iptables tables");
+    assert_eq!(after.listeners, before.listeners, "TCP listeners");
+    assert_eq!(after.cgroups, before.cgroups, "top-level cgroups");
+    for p in [
+        "/var/log/containers",
+        "/var/lib/kubelet",
+        "/usr/libexec/kubernetes",
+        "/root/.kube",
+    ] {
+        assert_eq!(
+            std::path::Path::new(p).exists(),
+            before.paths.contains(p),
+            "{p} untouched"
+        );
+    }
+    Ok(())
+}
+
+#[derive(Debug)]
+struct HostSnapshot {
+    sysctls: Vec<(String, String)>,
+    mounts: BTreeSet<String>,
+    iptables: String,
+    listeners: BTreeSet<String>,
+    cgroups: BTreeSet<String>,
+    paths: BTreeSet<&'static str>,
+}
+
+fn host_snapshot() -> anyhow::Result<HostSnapshot> {
+    let sysctls = [
+        "vm/overcommit_memory",
+        "vm/panic_on_oom",
+        "kernel/panic",
+        "kernel/panic_on_oops",
+        "kernel/keys/root_maxkeys",
+        "kernel/keys/root_maxbytes",
+    ]
+    .iter()
+    .map(|k| {
+        let v = std::fs::read_to_string(format!("/proc/sys/{k}"))
+            .with_context(|| format!("reading /proc/sys/{k}"))?;
+        Ok((k.to_string(), v.trim().to_string()))
+    })
+    .collect::<anyhow::Result<_>>()?;
+    // Mount points (field 5 of mountinfo), without the ones test stacks make under the target
+    // dir, which come and go with every containerd stack.
+    let target = topolet_integration::paths::target_dir();
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo")?
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
+        .filter(|m| !m.starts_with(&*target.to_string_lossy()) && !m.starts_with("/run/containerd"))
+        .collect();
+    let iptables = std::fs::read_to_string("/proc/net/ip_tables_names").unwrap_or_default()
+        + &std::fs::read_to_string("/proc/net/ip6_tables_names").unwrap_or_default();
+    let listeners = std::fs::read_to_string("/proc/net/tcp")?
+        .lines()
+        .skip(1)
+        .filter(|l| l.split_whitespace().nth(3) == Some("0A"))
+        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
+        .collect();
+    let mut cgroups = BTreeSet::new();
+    for h in std::fs::read_dir(observe::CGROUP_ROOT)? {
+        let h = h?.path();
+        if let Ok(entries) = std::fs::read_dir(&h) {
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    cgroups.insert(e.path().to_string_lossy().into_owned());
+                }
+            }
+        }
+    }
+    let paths = [
+        "/var/log/containers",
+        "/var/lib/kubelet",
+        "/usr/libexec/kubernetes",
+        "/root/.kube",
+    ]
+    .into_iter()
+    .filter(|p| std::path::Path::new(p).exists())
+    .collect();
+    Ok(HostSnapshot {
+        sysctls,
+        mounts,
+        iptables,
+        listeners,
+        cgroups,
+        paths,
+    })
+}

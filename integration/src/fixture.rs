@@ -39,8 +39,7 @@ impl WithTopolet {
         config: &TopoletConfig,
     ) -> anyhow::Result<WithTopolet> {
         let mut topolet = Topolet::start(&work, config)?;
-        topolet.wait_registered(0)?;
-        topolet.wait_synchronized(0)?;
+        topolet.wait_nri_synchronized(1)?;
         Ok(WithTopolet {
             topolet,
             stack,

@@ -1,16 +1,22 @@
 //! The plugin under test: its binary (built once per test run, or `TOPOLET_BIN`), a generated
-//! config, the process (spawn, SIGKILL, restart) and its log (wait for a line, read fields).
+//! config, the process (spawn, SIGKILL, restart), its state as `topolet status -o json` reports
+//! it over the admin socket (wait for NRI to be synchronized, for the metrics endpoint), its
+//! `/metrics` text, and its log (wait for a line, read fields).
 //!
-//! Log lines are matched by substring; fields follow the message as `key=value`.
+//! Log lines are matched by substring; fields follow the message as `key=value`. Where the state
+//! a test waits for is in the status, wait on the status rather than on a log line.
 
 use std::fmt::Write as _;
 use std::fs::OpenOptions;
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::{bail, ensure, Context};
+use serde_json::Value;
 
 use crate::logs::{find_line, lines_matching, read_lossy, strip_ansi, tail};
 use crate::paths;
@@ -72,8 +78,8 @@ pub struct TopoletConfig {
     pub pids_limit: Option<i64>,
     /// `[admin] socket`: per test, `work/admin.sock`.
     pub admin_socket: PathBuf,
-    /// `[metrics] address`: per test, `127.0.0.1:0` (a free port, logged by topolet as
-    /// `metrics endpoint listening address=…`).
+    /// `[metrics] address`: per test, `127.0.0.1:0` (a free port: the bound address is the
+    /// status's `metrics_address`, see [`Topolet::wait_metrics_address`]).
     pub metrics_address: String,
     /// TOML appended verbatim (e.g. an `[eviction]` section); empty by default.
     pub extra_toml: String,
@@ -135,6 +141,7 @@ impl TopoletConfig {
 pub struct Topolet {
     bin: PathBuf,
     config_path: PathBuf,
+    admin_socket: PathBuf,
     log_path: PathBuf,
     stderr_path: PathBuf,
     child: Option<Child>,
@@ -143,7 +150,7 @@ pub struct Topolet {
 impl Topolet {
     /// Writes `config` to `work/topolet.toml` and starts `topolet run` with its log in
     /// `work/topolet.log` (stderr, e.g. a panic, in `work/topolet.stderr`). Does not wait for
-    /// registration: see [`Topolet::wait_registered`].
+    /// registration: see [`Topolet::wait_nri_synchronized`].
     pub fn start(work: &Path, config: &TopoletConfig) -> anyhow::Result<Topolet> {
         let bin = binary()?;
         std::fs::create_dir_all(work).with_context(|| format!("creating {}", work.display()))?;
@@ -152,6 +159,7 @@ impl Topolet {
         let mut t = Topolet {
             bin,
             config_path,
+            admin_socket: config.admin_socket.clone(),
             log_path: work.join("topolet.log"),
             stderr_path: work.join("topolet.stderr"),
             child: None,
@@ -297,6 +305,89 @@ impl Topolet {
     pub fn wait_synchronized(&mut self, after: usize) -> anyhow::Result<String> {
         self.wait_for_log(" synchronized", after, LOG_TIMEOUT)
     }
+
+    /// `topolet status -o json` over the admin socket.
+    pub fn status(&self) -> anyhow::Result<Value> {
+        let out = Command::new(&self.bin)
+            .args(["status", "-o", "json", "--admin-socket"])
+            .arg(&self.admin_socket)
+            .output()
+            .with_context(|| format!("running {} status", self.bin.display()))?;
+        ensure!(
+            out.status.success(),
+            "topolet status --admin-socket {} failed ({}): {}",
+            self.admin_socket.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        serde_json::from_slice(&out.stdout).context("parsing topolet status -o json")
+    }
+
+    /// Polls the status until `probe` returns `Some`; returns that. Fails early if the process
+    /// exited. A status request that fails (the socket not bound yet) is retried.
+    pub fn wait_status<T>(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        mut probe: impl FnMut(&Value) -> Option<T>,
+    ) -> anyhow::Result<T> {
+        let r = wait::until(&format!("topolet status: {what}"), timeout, || {
+            if !self.is_running() {
+                bail!("topolet exited");
+            }
+            Ok(probe(&self.status()?))
+        });
+        r.with_context(|| format!("topolet log:\n{}", tail(&self.log(), 40)))
+    }
+
+    /// Waits until the status says NRI is synchronized on connection number `connects` or a
+    /// later one (1: the first; the status's `nri.connects` before a containerd restart, plus
+    /// one, for the reconnection); returns the status.
+    pub fn wait_nri_synchronized(&mut self, connects: u64) -> anyhow::Result<Value> {
+        self.wait_status(
+            &format!("NRI synchronized, connection {connects} or later"),
+            LOG_TIMEOUT,
+            |s| {
+                let nri = &s["nri"];
+                (nri["synchronized"] == true && nri["connects"].as_u64() >= Some(connects))
+                    .then(|| s.clone())
+            },
+        )
+    }
+
+    /// NRI connections made so far (the status's `nri.connects`): before a containerd restart,
+    /// for [`Topolet::wait_nri_synchronized`] after it.
+    pub fn nri_connects(&self) -> anyhow::Result<u64> {
+        let status = self.status()?;
+        status["nri"]["connects"]
+            .as_u64()
+            .with_context(|| format!("no nri.connects in the status: {status}"))
+    }
+
+    /// The address `/metrics` is served on, once it listens (the status's `metrics_address`).
+    pub fn wait_metrics_address(&mut self) -> anyhow::Result<String> {
+        self.wait_status("the metrics endpoint listening", LOG_TIMEOUT, |s| {
+            s["metrics_address"].as_str().map(str::to_string)
+        })
+    }
+}
+
+/// One `GET /metrics` of the endpoint at `addr`; returns the body (Prometheus text format).
+pub fn metrics_text(addr: &str) -> anyhow::Result<String> {
+    let mut s = TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n")?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw)
+        .with_context(|| format!("reading GET /metrics from {addr}"))?;
+    let (head, body) = raw
+        .split_once("\r\n\r\n")
+        .with_context(|| format!("GET /metrics: no header end in {raw:?}"))?;
+    ensure!(
+        head.starts_with("HTTP/1.1 200"),
+        "GET /metrics answered {head:?}"
+    );
+    Ok(body.to_string())
 }
 
 impl Drop for Topolet {

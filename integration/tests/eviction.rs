@@ -26,11 +26,12 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context};
+use topolet::shell::metrics::text::{parse_exposition, value};
 use topolet_integration::cri::Created;
 use topolet_integration::fixture::pod_for;
 use topolet_integration::kube::Requirements;
 use topolet_integration::observe;
-use topolet_integration::topolet::LOG_TIMEOUT;
+use topolet_integration::topolet::{metrics_text, LOG_TIMEOUT};
 use topolet_integration::{field, wait, Stack, TopoletConfig, WithTopolet};
 
 const GIB: u64 = 1 << 30;
@@ -366,8 +367,18 @@ fn dry_run_decides_and_logs_but_touches_nothing() -> anyhow::Result<()> {
         field(&line, "pod").as_deref() == Some("topolet-it/be-hog"),
         "{line}"
     );
-    // Let a few more intervals decide (and not act).
-    std::thread::sleep(Duration::from_secs(3));
+    // A few more intervals decide again (and do not act): in dry run every decision counts in
+    // topolet_evictions_total, so wait for two more.
+    let addr = t.topolet.wait_metrics_address()?;
+    let decided = || -> anyhow::Result<f64> {
+        let samples = parse_exposition(&metrics_text(&addr)?).map_err(anyhow::Error::msg)?;
+        let labels = [("signal", "pid.available")];
+        Ok(value(&samples, "topolet_evictions_total", &labels).unwrap_or(0.0))
+    };
+    let first = decided()?;
+    wait::until_true("two more dry-run decisions", EVICT_TIMEOUT, || {
+        Ok(decided()? >= first + 2.0)
+    })?;
     t.topolet.kill9()?;
     let cri = t.stack.cri();
     for c in [&g, &hog] {

@@ -97,7 +97,7 @@ fn sigkill_at_random_points_during_parallel_creates() -> anyhow::Result<()> {
         let mark = t.topolet.log_mark();
         let stack = &t.stack;
         let topolet = &mut t.topolet;
-        let (outcomes, restart_mark, kill_time) = std::thread::scope(|s| -> anyhow::Result<_> {
+        let (outcomes, kill_time) = std::thread::scope(|s| -> anyhow::Result<_> {
             let begun = Instant::now();
             let handles = churn::spawn_burst(s, stack, &burst);
             let waited = match point {
@@ -114,14 +114,12 @@ fn sigkill_at_random_points_during_parallel_creates() -> anyhow::Result<()> {
             topolet.kill9()?;
             let kill_time = Instant::now();
             waited.with_context(|| format!("trial {trial} ({point:?})"))?;
-            let restart_mark = topolet.log_mark();
             topolet.restart()?;
-            Ok((churn::join_burst(handles)?, restart_mark, kill_time))
+            Ok((churn::join_burst(handles)?, kill_time))
         })?;
         let after_kill = outcomes.iter().filter(|o| o.finished > kill_time).count();
         after_kill_total += after_kill;
-        t.topolet.wait_registered(restart_mark)?;
-        t.topolet.wait_synchronized(restart_mark)?;
+        t.topolet.wait_nri_synchronized(1)?;
         let log = t.topolet.log();
         let tracked = tracked_of(&outcomes);
         let balance = settle(&t, &tracked).with_context(|| {
@@ -167,6 +165,7 @@ fn containerd_restart_mid_burst() -> anyhow::Result<()> {
     );
 
     let burst = churn::mixed_burst(&t, "burst", 8)?;
+    let connects = t.topolet.nri_connects()?;
     let mark = t.topolet.log_mark();
     let cd_mark = t.stack.containerd_log_mark();
     let stack = &t.stack;
@@ -185,7 +184,7 @@ fn containerd_restart_mid_burst() -> anyhow::Result<()> {
         Ok(outcomes)
     })?;
     // topolet reconnects by itself.
-    t.topolet.wait_synchronized(mark)?;
+    t.topolet.wait_nri_synchronized(connects + 1)?;
     ensure!(
         t.topolet.is_running(),
         "topolet exited after containerd's restart:\n{}",
@@ -292,8 +291,7 @@ fn corrupt_state_file_is_quarantined_and_rebuilt() -> anyhow::Result<()> {
         let spoiled = std::fs::read(&state)?;
         let mark = t.topolet.log_mark();
         t.topolet.restart()?;
-        t.topolet.wait_registered(mark)?;
-        t.topolet.wait_synchronized(mark)?;
+        t.topolet.wait_nri_synchronized(1)?;
         let line = t
             .topolet
             .wait_for_log("state file unusable", mark, LOG_TIMEOUT)
@@ -565,10 +563,7 @@ fn full_disk_keeps_serving_and_the_state_catches_up() -> anyhow::Result<()> {
     let config = TopoletConfig::for_stack(&stack, &work);
     let _tmpfs = Tmpfs::mount(&config.state_dir, "256k")?;
     let mut t = WithTopolet::start_with(stack, work, &config)?;
-    let line = t
-        .topolet
-        .wait_for_log("metrics endpoint listening", 0, LOG_TIMEOUT)?;
-    let addr = field(&line, "address").with_context(|| format!("no address= in {line}"))?;
+    let addr = t.topolet.wait_metrics_address()?;
     let state = t.state_file();
     wait::until_true("the first state write", LOG_TIMEOUT, || Ok(state.exists()))?;
 
@@ -609,10 +604,9 @@ fn full_disk_keeps_serving_and_the_state_catches_up() -> anyhow::Result<()> {
     );
     ensure!(t.topolet.is_running(), "topolet exited on a full disk");
 
-    // Free the space: the state catches up by itself (no new event).
+    // Free the space: the state catches up by itself (no new event): the books, which wait
+    // for the state file to hold the exclusive grant the cgroups show, balance.
     std::fs::remove_file(config.state_dir.join("filler"))?;
-    t.topolet
-        .wait_for_log("state file written again", mark, LOG_TIMEOUT)?;
     let after = settle(&t, &tracked)?;
     ensure!(
         after == cgroups_only,

@@ -4,7 +4,7 @@
 //! is 200 once NRI is synchronized.
 //!
 //! The test config puts the admin socket in topolet's work directory and the metrics endpoint on
-//! `127.0.0.1:0`; the bound address is read from topolet's log.
+//! `127.0.0.1:0`; the bound address is the status's `metrics_address`.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -17,9 +17,8 @@ use anyhow::{bail, ensure, Context};
 use topolet::shell::metrics::text::{parse_exposition, value, Sample};
 use topolet_integration::cri::Cri;
 use topolet_integration::kube::Requirements;
-use topolet_integration::logs::field;
 use topolet_integration::observe;
-use topolet_integration::topolet::{binary, LOG_TIMEOUT};
+use topolet_integration::topolet::binary;
 use topolet_integration::{wait, WithTopolet};
 
 const MIB: u64 = 1 << 20;
@@ -100,10 +99,7 @@ fn status_and_metrics_show_what_the_cgroups_hold() -> anyhow::Result<()> {
         meta.permissions().mode() & 0o777
     );
 
-    let line = t
-        .topolet
-        .wait_for_log("metrics endpoint listening", 0, LOG_TIMEOUT)?;
-    let addr = field(&line, "address").with_context(|| format!("no address= in {line}"))?;
+    let addr = t.topolet.wait_metrics_address()?;
 
     // Synchronized (WithTopolet waited for it): ready, and alive.
     let (code, body) = http_get(&addr, "/readyz")?;

@@ -443,8 +443,7 @@ fn sigkill_during_parallel_creates_then_books_balance_across_restarts() -> anyho
         );
         Ok((batch, restart_mark))
     })?;
-    t.topolet.wait_registered(restart_mark)?;
-    t.topolet.wait_synchronized(restart_mark)?;
+    t.topolet.wait_nri_synchronized(1)?;
 
     let log = t.topolet.log();
     let seen = |name: &str| {
@@ -495,9 +494,9 @@ fn sigkill_during_parallel_creates_then_books_balance_across_restarts() -> anyho
     eprintln!("after SIGKILL + restart: running {before:?}\nfailed creates: {failed:#?}");
 
     // containerd restart: topolet re-synchronizes and nothing moves.
-    let mark = t.topolet.log_mark();
+    let connects = t.topolet.nri_connects()?;
     t.stack.restart_containerd()?;
-    t.topolet.wait_synchronized(mark)?;
+    t.topolet.wait_nri_synchronized(connects + 1)?;
     let after = wait::until(
         "the books to balance after containerd's restart",
         MOVE_TIMEOUT,

@@ -15,7 +15,9 @@
 //!   a hand-made Guaranteed path with BestEffort resources (possible only for someone who talks to
 //!   containerd directly, i.e. root) gets the Guaranteed oom_score_adj but no exclusive CPUs.
 //!
-//! The test process runs with umask 0, so every mode checked here is one the code sets itself.
+//! The tests that check modes run each in a child process with umask 0 (this test binary
+//! re-executed on that one test), so every mode checked is one the code sets itself; the umask
+//! of this process, whose other tests run in parallel, is left alone.
 
 #[allow(dead_code)]
 #[path = "../../fuzz/src/lib.rs"]
@@ -25,7 +27,7 @@ use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::sync::{Arc, Once};
+use std::sync::Arc;
 use std::time::Duration;
 
 use fuzz::shapes::{besteffort, create, ctr, guaranteed, pod, pod_with_parent, GIB};
@@ -47,13 +49,36 @@ const FLOOR: i32 = -1000;
 /// The unprivileged user of the reachability checks.
 const NOBODY: u32 = 65534;
 
-fn umask_zero() {
-    static ONCE: Once = Once::new();
-    // SAFETY: umask(2) only sets the calling process's file mode creation mask; it touches no
-    // memory and cannot fail.
-    ONCE.call_once(|| unsafe {
-        libc::umask(0);
-    });
+/// Set, to the test's name, in the child process that runs one umask-sensitive test.
+const UMASK_ZERO_CHILD: &str = "TOPOLET_SECURITY_UMASK_ZERO_CHILD";
+
+/// Whether the body of the umask-sensitive test `name` runs in this process. The umask is the
+/// process's and the other tests of this binary run in parallel, creating files of their own, so
+/// it is not changed here: the test binary is re-executed on `name` alone, with umask 0 (set
+/// first thing in the child, where no other test runs), and this checks that it ran and passed.
+fn umask_zero_here(name: &str) -> bool {
+    if std::env::var_os(UMASK_ZERO_CHILD).is_some_and(|v| v == name) {
+        // SAFETY: umask(2) only sets the calling process's file mode creation mask; it touches
+        // no memory and cannot fail.
+        unsafe { libc::umask(0) };
+        return true;
+    }
+    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([name, "--exact", "--test-threads=1", "--nocapture"])
+        .env(UMASK_ZERO_CHILD, name)
+        .output()
+        .expect("run the test binary on one test");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    eprint!("{stderr}");
+    assert!(
+        out.status.success() && stdout.contains("test result: ok. 1 passed"),
+        "{name} with umask 0 in a child: {}\n{stdout}\n{stderr}",
+        out.status
+    );
+    false
 }
 
 fn mode(path: &Path) -> u32 {
@@ -89,7 +114,9 @@ fn status_as_nobody(socket: &Path) -> (Option<i32>, String) {
 
 #[tokio::test]
 async fn admin_socket_is_root_only_whatever_the_umask() {
-    umask_zero();
+    if !umask_zero_here("admin_socket_is_root_only_whatever_the_umask") {
+        return;
+    }
     let top = tempfile::tempdir().expect("tempdir");
     // Traversable by everyone, so only topolet's own modes keep others out.
     std::fs::set_permissions(top.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
@@ -140,7 +167,9 @@ async fn admin_socket_is_root_only_whatever_the_umask() {
 
 #[tokio::test]
 async fn admin_socket_refuses_a_directory_anyone_may_write() {
-    umask_zero();
+    if !umask_zero_here("admin_socket_refuses_a_directory_anyone_may_write") {
+        return;
+    }
     let top = tempfile::tempdir().expect("tempdir");
     for bits in [0o777, 0o1777, 0o703] {
         let dir = top.path().join(format!("d{bits:o}"));
@@ -195,7 +224,9 @@ fn base_config(state_dir: &Path) -> Config {
 
 #[tokio::test]
 async fn state_directory_and_file_are_root_only_whatever_the_umask() {
-    umask_zero();
+    if !umask_zero_here("state_directory_and_file_are_root_only_whatever_the_umask") {
+        return;
+    }
     let top = tempfile::tempdir().expect("tempdir");
     let state_dir = top.path().join("var/lib/topolet");
     let plugin =

@@ -507,9 +507,10 @@ fn node_subsets_are_ordered_narrowest_first() {
 }
 
 /// 8 NUMA nodes, 4 resources each offering every one of the 255 masks: the kubelet's cross
-/// product would be 255⁴ ≈ 4.2·10⁹ permutations.
+/// product would be 255⁴ ≈ 4.2·10⁹ permutations. Only the answer is checked here; how long the
+/// merge takes is measured by the `hints` benchmark (plugin/benches/hints.rs).
 #[test]
-fn merge_is_fast_on_eight_nodes() {
+fn merge_of_every_mask_on_eight_nodes() {
     let subsets = node_subsets(&N8);
     let hints: Vec<TopologyHint> = subsets
         .iter()
@@ -523,12 +524,8 @@ fn merge_is_fast_on_eight_nodes() {
         prefer_closest_numa_nodes: true,
         ..TopologyOptions::default()
     };
-    let start = std::time::Instant::now();
     let r = merge(TopologyPolicy::BestEffort, &N8, dist8, &options, &providers);
-    let took = start.elapsed();
-    eprintln!("merge of 4 × 255 hints on 8 nodes took {took:?}");
     assert_eq!(r.hint, h(&[0], true));
-    assert!(took.as_secs() < 2, "{took:?}");
 }
 
 /// A direct implementation of the kubelet's algorithm: every permutation of the cross product,

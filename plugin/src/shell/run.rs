@@ -35,7 +35,7 @@ async fn serve(
     config_path: Option<&Path>,
     sysfs_root: &Path,
 ) -> anyhow::Result<()> {
-    let topology = crate::shell::sysfs::discover(sysfs_root)
+    let topology = crate::shell::sysfs::discover_live(sysfs_root)
         .with_context(|| format!("reading the machine from {}", sysfs_root.display()))?;
     for w in topology.warnings() {
         tracing::warn!(warning = %w, "topology discovery");
@@ -46,6 +46,7 @@ async fn serve(
         sockets = topology.socket_ids().count(),
         numa_nodes = topology.numa_ids().count(),
         memory_bytes = topology.memory_capacity(),
+        numa_memory_bytes = topology.numa_memory_total(),
         "machine discovered"
     );
     let stub_config = StubConfig::from_env(

@@ -82,6 +82,11 @@ fn mems_of(cpus: &CpuSet) -> String {
     nodes.to_string()
 }
 
+/// A shared container as it runs now under topolet's default: its cpuset, no mems (never set).
+fn shared_on(c: api::Container, cpus: &CpuSet) -> api::Container {
+    with_mems(running_on(c, cpus), "")
+}
+
 /// `c` as it runs now: its cpuset and mems (those of the cpuset) as the runtime reports them.
 fn running_on(mut c: api::Container, cpus: &CpuSet) -> api::Container {
     let cpu = c
@@ -219,7 +224,7 @@ impl Running {
     }
 
     /// Creates `c` and returns the cpuset of its adjustment (must be set, with the mems of
-    /// those CPUs).
+    /// those CPUs, or none for a shared container: the kubelet's default leaves its mems alone).
     async fn create_on(&self, pod: &api::PodSandbox, c: &api::Container) -> CpuSet {
         self.create_moving(pod, c).await.0
     }
@@ -234,7 +239,12 @@ impl Running {
         let r = self.create(pod, c).await.expect("create");
         let cpu = adj_cpu(&r).expect("cpu adjusted");
         let cpus = set(&cpu.cpus);
-        assert_eq!(cpu.mems, mems_of(&cpus), "{}: mems of {cpus}", c.id);
+        assert!(
+            cpu.mems.is_empty() || cpu.mems == mems_of(&cpus),
+            "{}: mems {} of {cpus}",
+            c.id,
+            cpu.mems
+        );
         assert!(r
             .update
             .iter()
@@ -363,17 +373,18 @@ fn update_cpu(u: &api::ContainerUpdate) -> &api::LinuxCPU {
         .expect("update carries cpu")
 }
 
-/// `container id → cpus` of an update list (each with the mems of its cpus).
+/// `container id → cpus` of an update list (each with the mems of its cpus, or none: a shared
+/// container's mems are left alone by default).
 fn moved(updates: &[api::ContainerUpdate]) -> BTreeMap<String, String> {
     updates
         .iter()
         .map(|u| {
             let cpu = update_cpu(u);
-            assert_eq!(
-                cpu.mems,
-                mems_of(&set(&cpu.cpus)),
-                "{}: mems",
-                u.container_id
+            assert!(
+                cpu.mems.is_empty() || cpu.mems == mems_of(&set(&cpu.cpus)),
+                "{}: mems {}",
+                u.container_id,
+                cpu.mems
             );
             (u.container_id.clone(), cpu.cpus.clone())
         })
@@ -466,7 +477,10 @@ async fn create_shared_classes_get_the_shared_pool_and_keep_kubelet_values() {
         .expect("create");
     let cpu = adj_cpu(&r).expect("cpu adjusted");
     assert_eq!(cpu.cpus, "0-1");
-    assert_eq!(cpu.mems, "0");
+    assert_eq!(
+        cpu.mems, "",
+        "the kubelet never sets a shared container's mems"
+    );
     assert!(
         cpu.shares.is_none() && cpu.quota.is_none() && cpu.period.is_none(),
         "{cpu:?}"
@@ -630,7 +644,7 @@ async fn shared_pool_follows_grants_and_releases_whatever_the_event_order() {
     assert_eq!(moved(&r.update), map(&[("be-a", "0"), ("bu-b", "0")]));
     assert!(r.update.iter().all(|u| u.ignore_failure));
     for upd in &r.update {
-        assert_eq!(update_cpu(upd).mems, "0");
+        assert_eq!(update_cpu(upd).mems, "", "shared mems are left alone");
     }
     // A shared container created while x runs starts on the reduced pool.
     let be2 = pod("be2", "besteffort");
@@ -901,8 +915,8 @@ async fn build_scene(env: &Env, p: &Running) -> Scene {
         containers: vec![
             running_on(ac, &a_cpus),
             running_on(bc, &b_cpus),
-            running_on(sc, &shared),
-            running_on(tc, &shared),
+            shared_on(sc, &shared),
+            shared_on(tc, &shared),
         ],
     }
 }
@@ -1236,35 +1250,127 @@ async fn a_container_moved_before_it_started_gets_its_cpuset_again_once_it_runs(
     p.kill().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn synchronize_fixes_stale_mems_of_shared_containers() {
-    // a holds all of node 1; the shared pool is node 0's CPUs and its memory only. A shared
-    // container whose last update was lost runs on the right CPUs with both nodes' memory.
-    let env = Env::new();
-    let p = env.start(env.config(), two_socket()).await;
-    let a = pod("a", "");
-    let ac = running_on(guaranteed(&a, "app", 4000), &set("2-3,6-7"));
-    let s = pod("s", "besteffort");
-    let mut sc = running_on(besteffort(&s, "app"), &set("0-1,4-5"));
-    sc.linux
+/// `c` as the runtime reports it, with `mems` in its cpuset.
+fn with_mems(mut c: api::Container, mems: &str) -> api::Container {
+    c.linux
         .mut_or_insert_default()
         .resources
         .mut_or_insert_default()
         .cpu
         .mut_or_insert_default()
-        .mems = "0-1".into();
+        .mems = mems.into();
+    c
+}
+
+/// Container id → mems of each update.
+fn mems_sent(updates: &[api::ContainerUpdate]) -> BTreeMap<String, String> {
+    updates
+        .iter()
+        .map(|u| (u.container_id.clone(), update_cpu(u).mems.clone()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synchronize_gives_narrowed_shared_containers_every_node_again() {
+    // a holds all of node 1; the shared pool is node 0's CPUs. s was narrowed to node 0 by an
+    // earlier topolet (shared_pool_mems_follow_cpus, or before it existed): it gets both nodes
+    // back, as the kubelet would have left it. t already has both, u was never touched: nothing.
+    let env = Env::new();
+    let p = env.start(env.config(), two_socket()).await;
+    let a = pod("a", "");
+    let ac = running_on(guaranteed(&a, "app", 4000), &set("2-3,6-7"));
+    let s = pod("s", "besteffort");
+    let sc = running_on(besteffort(&s, "app"), &set("0-1,4-5"));
+    let t = pod("t", "burstable");
+    let tc = with_mems(running_on(burstable(&t, "app"), &set("0-1,4-5")), "0-1");
+    let u = pod("u", "besteffort");
+    let uc = with_mems(running_on(besteffort(&u, "app"), &set("0-1,4-5")), "");
+    let (r, _) = p
+        .conn
+        .synchronize(vec![a, s, t, u], vec![ac, sc, tc, uc], None)
+        .await
+        .expect("sync");
+    assert_eq!(mems_sent(&r.update), map(&[("s-app", "0-1")]));
+    p.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synchronize_narrows_stale_mems_with_shared_pool_mems_follow_cpus() {
+    // The opt-in keeps the former behaviour: shared mems follow the shared pool's CPUs.
+    let env = Env::new();
+    let mut cfg = env.config();
+    cfg.memory.shared_pool_mems_follow_cpus = true;
+    let p = env.start(cfg, two_socket()).await;
+    let a = pod("a", "");
+    let ac = running_on(guaranteed(&a, "app", 4000), &set("2-3,6-7"));
+    let s = pod("s", "besteffort");
+    let sc = with_mems(running_on(besteffort(&s, "app"), &set("0-1,4-5")), "0-1");
     let (r, _) = p
         .conn
         .synchronize(vec![a, s], vec![ac, sc], None)
         .await
         .expect("sync");
-    let mems: BTreeMap<String, String> = r
-        .update
-        .iter()
-        .map(|u| (u.container_id.clone(), update_cpu(u).mems.clone()))
-        .collect();
-    assert_eq!(mems, map(&[("s-app", "0")]), "{:?}", moved(&r.update));
+    assert_eq!(mems_sent(&r.update), map(&[("s-app", "0")]));
     p.kill().await;
+}
+
+/// Four NUMA nodes of 2 CPUs each (CPUs 0-1 node 0, 2-3 node 1, 4-5 node 2, 6-7 node 3).
+fn four_nodes() -> Topology {
+    SyntheticSpec {
+        sockets: 1,
+        numa_per_socket: 4,
+        l3_per_numa: 1,
+        cores_per_l3: 2,
+        threads_per_core: 1,
+        memory_per_node: 4 << 30,
+    }
+    .build()
+}
+
+/// The scene: once nodes 1 and 2 hold only exclusive containers, BestEffort and
+/// Burstable containers keep every memory node (no mems in their adjustments or moves), as
+/// with the kubelet; with `shared_pool_mems_follow_cpus` they shrink to nodes 0 and 3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_containers_keep_every_memory_node_unless_asked() {
+    for follow in [false, true] {
+        let env = Env::new();
+        let mut cfg = env.config();
+        cfg.memory.shared_pool_mems_follow_cpus = follow;
+        cfg.topology.policy = TopologyPolicyName::SingleNumaNode;
+        let p = env.start_synced(cfg, four_nodes()).await;
+        let be = pod("be", "besteffort");
+        let bu = pod("bu", "burstable");
+        let r = p.create(&be, &besteffort(&be, "a")).await.expect("be");
+        assert_eq!(
+            adj_cpu(&r).expect("cpu").mems,
+            if follow { "0-3" } else { "" }
+        );
+        let r = p.create(&bu, &burstable(&bu, "b")).await.expect("bu");
+        assert_eq!(
+            adj_cpu(&r).expect("cpu").mems,
+            if follow { "0-3" } else { "" }
+        );
+        let mut last = BTreeMap::new();
+        for (uid, cpus) in [("x1", "2-3"), ("x2", "4-5")] {
+            let x = pod(uid, "");
+            let r = p
+                .create(&x, &guaranteed(&x, "app", 2000))
+                .await
+                .expect("exclusive");
+            let cpu = adj_cpu(&r).expect("cpu");
+            assert_eq!(cpu.cpus, cpus);
+            // Exclusive containers' mems follow their CPUs either way.
+            assert_eq!(cpu.mems, if uid == "x1" { "1" } else { "2" });
+            last = mems_sent(&r.update);
+        }
+        let want = if follow { "0,3" } else { "" };
+        assert_eq!(
+            last,
+            map(&[("be-a", want), ("bu-b", want)]),
+            "follow {follow}"
+        );
+        p.kill().await;
+    }
 }
 
 /// `c` as a running container whose init process is `pid`.

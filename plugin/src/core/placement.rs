@@ -123,6 +123,8 @@ pub struct Placement {
     pub(crate) devices: DeviceHints,
     tm: TopologyManager,
     qos: QosSettings,
+    /// `[memory] shared_pool_mems_follow_cpus`.
+    shared_mems_follow_cpus: bool,
     /// Merged affinity per container (an assignment: persisted).
     pub(crate) affinity: BTreeMap<ContainerKey, NumaMask>,
     /// Pod-scope affinity per pod uid, decided at the pod's first admission.
@@ -223,6 +225,7 @@ impl Placement {
                         ExclusiveCpuQuota::Disable
                     },
                 },
+                shared_mems_follow_cpus: config.memory.shared_pool_mems_follow_cpus,
                 affinity: BTreeMap::new(),
                 pod_affinity: BTreeMap::new(),
                 saved: Assignments::default(),
@@ -244,9 +247,32 @@ impl Placement {
         self.cpu.shared_pool()
     }
 
-    /// Memory nodes of containers without exclusive CPUs: the nodes of the shared pool.
+    /// The `cpuset.mems` topolet sets on shared-pool containers (no exclusive CPUs, memory not
+    /// pinned): the nodes of the shared pool with `[memory] shared_pool_mems_follow_cpus`;
+    /// otherwise none (empty: the field is left alone, as the kubelet leaves it, and they keep
+    /// every node).
     pub fn shared_mems(&self) -> NumaMask {
-        self.nodes_of(&self.shared_pool())
+        if self.shared_mems_follow_cpus {
+            self.nodes_of(&self.shared_pool())
+        } else {
+            NumaMask::default()
+        }
+    }
+
+    /// The memory nodes shared-pool containers end up with: [`Placement::shared_mems`], or every
+    /// node when topolet leaves the field alone.
+    pub fn shared_mems_effective(&self) -> NumaMask {
+        let mems = self.shared_mems();
+        if mems.is_empty() {
+            self.all_mems()
+        } else {
+            mems
+        }
+    }
+
+    /// Every NUMA node.
+    pub fn all_mems(&self) -> NumaMask {
+        NumaMask::from_ids(self.topology.numa_ids()).unwrap_or_default()
     }
 
     pub(crate) fn nodes_of(&self, cpus: &CpuSet) -> NumaMask {

@@ -455,11 +455,23 @@ fn mems_match(actual: Option<&str>, want: &NumaMask) -> bool {
     want.is_empty() || actual.and_then(|a| CpuSet::parse(a).ok()) == Some(want)
 }
 
+/// The mems to send a container whose mems were `before` and are now to be `after`: an empty
+/// `after` leaves the field alone (the kubelet's way for shared containers), unless topolet (or
+/// someone) had narrowed it before: then every node, which is what the container would have had.
+fn widened(before: NumaMask, after: NumaMask, all: NumaMask) -> NumaMask {
+    if after.is_empty() && !before.is_empty() {
+        all
+    } else {
+        after
+    }
+}
+
 /// Moves every shared container (except `skip`) to the current shared pool and mems in the
 /// books; returns the ids whose cpuset or mems changed (to be sent the update).
 fn shared_changes(node: &mut Node, skip: Option<&str>) -> Vec<String> {
     let shared = node.placement.shared_pool();
     let mems = node.placement.shared_mems();
+    let all = node.placement.all_mems();
     let mut changed = Vec::new();
     for (id, m) in node.containers.iter_mut() {
         if Some(id.as_str()) == skip || m.applied.exclusive {
@@ -468,7 +480,7 @@ fn shared_changes(node: &mut Node, skip: Option<&str>) -> Vec<String> {
         let target_mems = if m.applied.memory_pinned {
             m.applied.mems
         } else {
-            mems
+            widened(m.applied.mems, mems, all)
         };
         if m.applied.cpuset == shared && m.applied.mems == target_mems {
             continue;
@@ -574,11 +586,21 @@ impl Plugin for TopoletPlugin {
             .filter(|c| c.state.enum_value() == Ok(api::ContainerState::CONTAINER_CREATED))
             .map(|c| c.id.as_str())
             .collect();
+        let all_mems = node.placement.all_mems();
         let managed = outcome
             .containers
             .into_iter()
-            .filter_map(|(id, applied)| {
+            .filter_map(|(id, mut applied)| {
                 let view = by_id.remove(&id)?;
+                // Mems someone narrowed (an earlier topolet with shared_pool_mems_follow_cpus, or
+                // a container that held exclusive cpus) go back to every node.
+                let reported = view
+                    .current
+                    .cpuset_mems
+                    .as_deref()
+                    .and_then(|m| CpuSet::parse(m).ok())
+                    .and_then(|m| NumaMask::from_ids(m.iter()));
+                applied.mems = widened(reported.unwrap_or_default(), applied.mems, all_mems);
                 let started = !created.contains(id.as_str());
                 Some((
                     id,
@@ -794,6 +816,8 @@ impl Plugin for TopoletPlugin {
             self.metrics.refused("resize", metrics::refusal_reason(&e));
             PluginError::Failed(format!("topolet: {e}"))
         })?;
+        let mut decision = decision;
+        decision.mems = widened(m.applied.mems, decision.mems, node.placement.all_mems());
         let changed_pool =
             decision.exclusive != m.applied.exclusive || decision.cpuset != m.applied.cpuset;
         tracing::info!(pod = %m.view.pod_ref, container = %ctr.name, cpus = %decision.cpuset, exclusive = decision.exclusive, "container resized");
@@ -989,7 +1013,7 @@ impl TopoletPlugin {
         let snapshot = Snapshot {
             reserved: p.reserved().clone(),
             shared: p.shared_pool(),
-            shared_mems: p.shared_mems(),
+            shared_mems: p.shared_mems_effective(),
             assignable: p.cpu.assignable(),
             exclusive,
             free: p.free_per_node(),

@@ -82,6 +82,28 @@ fn mems_of(cpus: &CpuSet) -> String {
     nodes.to_string()
 }
 
+/// An exclusive container as topolet created it: on `cpus` and their mems, CFS quota removed.
+fn exclusive_on(mut c: api::Container, cpus: &CpuSet) -> api::Container {
+    c = running_on(c, cpus);
+    c.linux
+        .mut_or_insert_default()
+        .resources
+        .mut_or_insert_default()
+        .cpu
+        .mut_or_insert_default()
+        .quota = Some(api::OptionalInt64 {
+        value: -1,
+        ..Default::default()
+    })
+    .into();
+    c
+}
+
+/// The CFS quota an update sets, if any.
+fn update_quota(u: &api::ContainerUpdate) -> Option<i64> {
+    update_cpu(u).quota.as_ref().map(|q| q.value)
+}
+
 /// A shared container as it runs now under topolet's default: its cpuset, no mems (never set).
 fn shared_on(c: api::Container, cpus: &CpuSet) -> api::Container {
     with_mems(running_on(c, cpus), "")
@@ -740,6 +762,84 @@ fn resize_update(r: &api::UpdateContainerResponse, id: &str) -> api::ContainerUp
     mine[0].clone()
 }
 
+/// Into and out of exclusive CPUs by resize: a fractional Guaranteed container resized to an
+/// integer request gets its own CPU and loses its CFS quota (as at creation); resized back to a
+/// fraction it returns to the shared pool with the kubelet's quota, which topolet then leaves to
+/// the kubelet. With `keep_cfs_quota_for_exclusive` the kubelet's quota stays throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resize_into_exclusive_cpus_drops_the_quota_and_out_of_them_restores_it() {
+    for keep in [false, true] {
+        let env = Env::new();
+        let mut cfg = env.config();
+        cfg.qos.keep_cfs_quota_for_exclusive = keep;
+        let p = env.start_synced(cfg, two_socket()).await;
+        let g = pod("g", "");
+        let gc = guaranteed(&g, "app", 1500);
+        assert_eq!(p.create_on(&g, &gc).await, set("0-7"));
+        let r = p
+            .update(&g, &gc, resize_to(2000))
+            .await
+            .expect("to exclusive");
+        let up = resize_update(&r, &gc.id);
+        assert_eq!(set(&update_cpu(&up).cpus).len(), 2);
+        assert_eq!(
+            update_quota(&up),
+            if keep { None } else { Some(-1) },
+            "keep {keep}"
+        );
+        let r = p.update(&g, &gc, resize_to(1500)).await.expect("to shared");
+        let up = resize_update(&r, &gc.id);
+        assert_eq!(update_cpu(&up).cpus, "0-7");
+        // The kubelet's request carries quota 150000: nothing to add.
+        assert_eq!(update_quota(&up), None, "keep {keep}");
+        // Its mems, narrowed while exclusive, are every node again.
+        assert_eq!(update_cpu(&up).mems, "0-1", "keep {keep}");
+        p.kill().await;
+    }
+}
+
+/// A Guaranteed integer container taken over at Synchronize (created before topolet, with the
+/// kubelet's quota) is sent its exclusive cpuset and quota −1 in one update, as a container
+/// created with topolet running gets at creation; not with `keep_cfs_quota_for_exclusive`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synchronize_takes_over_exclusive_containers_without_their_quota() {
+    for keep in [false, true] {
+        let env = Env::new();
+        let mut cfg = env.config();
+        cfg.qos.keep_cfs_quota_for_exclusive = keep;
+        let p = env.start(cfg, two_socket()).await;
+        let g = pod("g", "");
+        let gc = guaranteed(&g, "app", 1000);
+        let s = pod("s", "besteffort");
+        let sc = besteffort(&s, "app");
+        let (r, _) = p
+            .conn
+            .synchronize(vec![g, s], vec![gc.clone(), sc], None)
+            .await
+            .expect("sync");
+        let mine: Vec<_> = r
+            .update
+            .iter()
+            .filter(|u| u.container_id == gc.id)
+            .collect();
+        assert_eq!(mine.len(), 1, "{:?}", r.update);
+        assert_eq!(set(&update_cpu(mine[0]).cpus).len(), 1);
+        assert_eq!(
+            update_quota(mine[0]),
+            if keep { None } else { Some(-1) },
+            "keep {keep}"
+        );
+        for u in r.update.iter().filter(|u| u.container_id != gc.id) {
+            assert_eq!(
+                update_quota(u),
+                None,
+                "a shared container keeps the kubelet's quota"
+            );
+        }
+        p.kill().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resize_grows_and_shrinks_keeping_the_cpus_it_has() {
     let env = Env::new();
@@ -913,8 +1013,8 @@ async fn build_scene(env: &Env, p: &Running) -> Scene {
     Scene {
         pods: vec![a, b, s, t],
         containers: vec![
-            running_on(ac, &a_cpus),
-            running_on(bc, &b_cpus),
+            exclusive_on(ac, &a_cpus),
+            exclusive_on(bc, &b_cpus),
             shared_on(sc, &shared),
             shared_on(tc, &shared),
         ],
@@ -1089,7 +1189,7 @@ async fn corrupt_or_foreign_state_file_is_moved_aside_and_rebuilt() {
         let aside = PathBuf::from(format!("{}.bad", env.state_path().display()));
         assert_eq!(std::fs::read(&aside).expect("moved aside"), bytes, "{what}");
         let g = pod("g", "");
-        let gc = running_on(guaranteed(&g, "app", 2000), &set("2-3"));
+        let gc = exclusive_on(guaranteed(&g, "app", 2000), &set("2-3"));
         let (r, _) = p
             .conn
             .synchronize(vec![g], vec![gc], None)
@@ -1278,7 +1378,7 @@ async fn synchronize_gives_narrowed_shared_containers_every_node_again() {
     let env = Env::new();
     let p = env.start(env.config(), two_socket()).await;
     let a = pod("a", "");
-    let ac = running_on(guaranteed(&a, "app", 4000), &set("2-3,6-7"));
+    let ac = exclusive_on(guaranteed(&a, "app", 4000), &set("2-3,6-7"));
     let s = pod("s", "besteffort");
     let sc = running_on(besteffort(&s, "app"), &set("0-1,4-5"));
     let t = pod("t", "burstable");
@@ -1302,7 +1402,7 @@ async fn synchronize_narrows_stale_mems_with_shared_pool_mems_follow_cpus() {
     cfg.memory.shared_pool_mems_follow_cpus = true;
     let p = env.start(cfg, two_socket()).await;
     let a = pod("a", "");
-    let ac = running_on(guaranteed(&a, "app", 4000), &set("2-3,6-7"));
+    let ac = exclusive_on(guaranteed(&a, "app", 4000), &set("2-3,6-7"));
     let s = pod("s", "besteffort");
     let sc = with_mems(running_on(besteffort(&s, "app"), &set("0-1,4-5")), "0-1");
     let (r, _) = p
@@ -1401,7 +1501,7 @@ async fn after_a_restart_a_container_running_outside_its_cpuset_is_sent_it_again
         .start_with_proc(env.config(), two_cpu(), Some(proc.path()))
         .await;
     let g = pod("g", "");
-    let gc = with_pid(running_on(guaranteed(&g, "app", 1000), &set("1")), 103);
+    let gc = with_pid(exclusive_on(guaranteed(&g, "app", 1000), &set("1")), 103);
     let be = pod("be", "besteffort");
     let bc = with_pid(running_on(besteffort(&be, "app"), &set("0")), 101);
     let bu = pod("bu", "burstable");

@@ -624,15 +624,9 @@ impl Plugin for TopoletPlugin {
             if created.contains(id.as_str()) {
                 reapply.insert(id.clone());
             }
-            if m.view.current.cpuset_cpus.as_ref() != Some(&m.applied.cpuset)
-                || !mems_match(m.view.current.cpuset_mems.as_deref(), &m.applied.mems)
-            {
-                updates.push(nri_adjust::cpuset_update(
-                    id,
-                    &m.applied.cpuset,
-                    &m.applied.mems,
-                    true,
-                ));
+            let mems_ok = mems_match(m.view.current.cpuset_mems.as_deref(), &m.applied.mems);
+            if let Some(update) = nri_adjust::sync_update(&m.view, &m.applied, mems_ok) {
+                updates.push(update);
             }
         }
         updates.sort_by(|a, b| a.container_id.cmp(&b.container_id));

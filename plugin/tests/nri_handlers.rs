@@ -171,7 +171,11 @@ impl Env {
         if let Some(root) = proc_root {
             plugin.set_proc_root(root.to_path_buf());
         }
-        let plugin = Arc::new(plugin);
+        self.start_plugin(Arc::new(plugin)).await
+    }
+
+    /// Accepts, registers and configures `plugin`.
+    async fn start_plugin(&self, plugin: Arc<TopoletPlugin>) -> Running {
         let cfg = StubConfig::new("topolet", "50", self.dir.path().join("nri.sock"))
             .expect("stub config");
         let stub = Arc::new(Stub::new(plugin.clone(), cfg).expect("stub"));
@@ -1533,4 +1537,365 @@ async fn after_a_restart_a_container_running_outside_its_cpuset_is_sent_it_again
         .expect("create w");
     assert!(r.update.is_empty(), "{:?}", moved(&r.update));
     p.kill().await;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Refusals as the kubelet words them
+
+/// The refusal topolet returns is what `kubectl describe pod` shows (CreateContainerError, in
+/// containerd's wrapping): one line, the kubelet's admission reason first, then what was asked
+/// and what each NUMA node has free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_say_what_the_kubelets_admission_would() {
+    // single-numa-node on two sockets (node 0: CPUs 1,4,5 free, CPU 0 reserved; node 1: 2,3,6,7).
+    let env = Env::new();
+    let mut cfg = env.config();
+    cfg.topology.policy = TopologyPolicyName::SingleNumaNode;
+    let p = env.start_synced(cfg, two_socket()).await;
+    let x = pod("x", "");
+    let err = p
+        .create(&x, &guaranteed(&x, "main", 5000))
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        err,
+        "topolet: TopologyAffinityError: container main of pod default/pod-x asks 5 exclusive \
+         CPUs; free per NUMA node: node0 3, node1 4; topology manager policy single-numa-node \
+         cannot align them"
+    );
+    p.kill().await;
+
+    // Whole cores only: 1 CPU is not a multiple of 2 threads per core.
+    let env = Env::new();
+    let mut cfg = env.config();
+    cfg.cpu.full_pcpus_only = true;
+    let p = env.start_synced(cfg, two_socket()).await;
+    let err = p
+        .create(&x, &guaranteed(&x, "main", 1000))
+        .await
+        .expect_err("refused");
+    assert!(
+        err.starts_with(
+            "topolet: SMTAlignmentError: container main of pod default/pod-x asks 1 exclusive \
+             CPU; free per NUMA node: node0 3, node1 4; full_pcpus_only needs a multiple of 2 \
+             cpus per core"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains('\n'), "one line: {err}");
+    p.kill().await;
+
+    // Not enough CPUs (2 CPUs, CPU 0 reserved), at creation and at resize.
+    let env = Env::new();
+    let p = env.start_synced(env.config(), two_cpu()).await;
+    let err = p
+        .create(&x, &guaranteed(&x, "main", 2000))
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        err,
+        "topolet: UnexpectedAdmissionError (not enough cpus): container main of pod \
+         default/pod-x asks 2 exclusive CPUs; free per NUMA node: node0 1"
+    );
+    let g = pod("g", "");
+    let gc = guaranteed(&g, "main", 1000);
+    assert_eq!(p.create_on(&g, &gc).await, set("1"));
+    let err = p
+        .update(&g, &gc, resize_to(2000))
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        err,
+        "topolet: UnexpectedAdmissionError (not enough cpus): container main of pod \
+         default/pod-g asks 2 exclusive CPUs (in-place resize); free per NUMA node: node0 0"
+    );
+    p.kill().await;
+}
+
+/// The metric line of `name` with `labels` (its value), from the plugin's /metrics text.
+fn metric(plugin: &TopoletPlugin, name_and_labels: &str) -> Option<f64> {
+    let text = plugin
+        .metrics()
+        .render(&topolet::shell::metrics::Gauges::default());
+    text.lines()
+        .find_map(|l| l.strip_prefix(name_and_labels)?.trim().parse().ok())
+}
+
+// ------------------------------------------------------------------------------------------------
+// Pod cgroups (the one thing topolet writes outside NRI)
+
+/// A host-shaped tree for the plugin: `proc/self/mountinfo` naming the cpu controller under
+/// `/sys`, and `sys/fs/cgroup/...` with pod cgroups created by [`CgroupTree::pod`].
+struct CgroupTree {
+    _dir: tempfile::TempDir,
+    proc_root: PathBuf,
+    sysfs_root: PathBuf,
+    v2: bool,
+}
+
+impl CgroupTree {
+    fn new(v2: bool) -> CgroupTree {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let proc_root = dir.path().join("proc");
+        std::fs::create_dir_all(proc_root.join("self")).expect("proc");
+        let mounts = if v2 {
+            "26 25 0:24 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
+        } else {
+            "27 26 0:25 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n\
+             33 26 0:31 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n"
+        };
+        std::fs::write(proc_root.join("self/mountinfo"), mounts).expect("mountinfo");
+        let sysfs_root = dir.path().join("sys");
+        CgroupTree {
+            _dir: dir,
+            proc_root,
+            sysfs_root,
+            v2,
+        }
+    }
+
+    fn dir(&self, parent: &str) -> PathBuf {
+        let hierarchy = if self.v2 {
+            "fs/cgroup"
+        } else {
+            "fs/cgroup/cpu,cpuacct"
+        };
+        self.sysfs_root
+            .join(hierarchy)
+            .join(parent.trim_start_matches('/'))
+    }
+
+    /// Creates the pod cgroup of `pod` as the kubelet leaves it: `shares`, `quota` (µs, -1 none).
+    fn pod(&self, pod: &api::PodSandbox, shares: u64, quota: i64) {
+        let dir = self.dir(&pod.linux.cgroup_parent);
+        std::fs::create_dir_all(&dir).expect("pod cgroup");
+        self.set(pod, shares, quota);
+    }
+
+    /// What the kubelet writes on a resize.
+    fn set(&self, pod: &api::PodSandbox, shares: u64, quota: i64) {
+        let dir = self.dir(&pod.linux.cgroup_parent);
+        if self.v2 {
+            let q = if quota < 0 {
+                "max".into()
+            } else {
+                quota.to_string()
+            };
+            std::fs::write(dir.join("cpu.max"), format!("{q} 100000\n")).expect("cpu.max");
+            let weight = topolet::core::qos::cpu_shares_to_weight(shares);
+            std::fs::write(dir.join("cpu.weight"), format!("{weight}\n")).expect("weight");
+        } else {
+            std::fs::write(dir.join("cpu.cfs_quota_us"), format!("{quota}\n")).expect("quota");
+            std::fs::write(dir.join("cpu.cfs_period_us"), "100000\n").expect("period");
+            std::fs::write(dir.join("cpu.shares"), format!("{shares}\n")).expect("shares");
+        }
+    }
+
+    /// (shares, quota) as the pod cgroup holds them (v2: shares as the weight they convert to
+    /// is compared by the caller through `weight_of`).
+    fn get(&self, pod: &api::PodSandbox) -> (u64, i64) {
+        let dir = self.dir(&pod.linux.cgroup_parent);
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).expect("cgroup file");
+        if self.v2 {
+            let max = read("cpu.max");
+            let q = max.split_whitespace().next().unwrap_or("");
+            let quota = if q == "max" {
+                -1
+            } else {
+                q.parse().expect("quota")
+            };
+            (read("cpu.weight").trim().parse().expect("weight"), quota)
+        } else {
+            (
+                read("cpu.shares").trim().parse().expect("shares"),
+                read("cpu.cfs_quota_us").trim().parse().expect("quota"),
+            )
+        }
+    }
+
+    /// `shares` as this tree stores them (v2: the weight).
+    fn shares(&self, shares: u64) -> u64 {
+        if self.v2 {
+            topolet::core::qos::cpu_shares_to_weight(shares)
+        } else {
+            shares
+        }
+    }
+}
+
+/// A plugin reading the tree's mounts and writing its pod cgroups.
+async fn start_with_cgroups(
+    env: &Env,
+    cfg: Config,
+    topology: Topology,
+    tree: &CgroupTree,
+) -> (Running, Arc<TopoletPlugin>) {
+    let mut plugin = TopoletPlugin::new(cfg, topology).expect("plugin");
+    plugin.set_proc_root(tree.proc_root.clone());
+    plugin.set_sysfs_root(tree.sysfs_root.clone());
+    let plugin = Arc::new(plugin);
+    let r = env.start_plugin(plugin.clone()).await;
+    let (resp, _) = r
+        .conn
+        .synchronize(vec![], vec![], None)
+        .await
+        .expect("sync");
+    assert!(resp.update.is_empty());
+    (r, plugin)
+}
+
+/// Waits for the pod cgroup writer (a blocking wait, off the runtime's threads).
+async fn flushed(plugin: &Arc<TopoletPlugin>) {
+    let p = plugin.clone();
+    tokio::time::timeout(
+        GUARD,
+        tokio::task::spawn_blocking(move || p.flush_pod_cgroups()),
+    )
+    .await
+    .expect("pod cgroup writes done in time")
+    .expect("flush");
+}
+
+/// The pod cgroup of an exclusive pod loses its quota as the kubelet's static policy would
+/// have it (cgroup v1 and v2); resizes keep it so while the pod holds exclusive CPUs, and the
+/// kubelet's value comes back when a resize takes the last exclusive container back to the
+/// shared pool (written by topolet only if the kubelet has not written its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exclusive_pods_cgroup_quota_is_unlimited_and_restored_after_it() {
+    for v2 in [false, true] {
+        let tree = CgroupTree::new(v2);
+        let env = Env::new();
+        let (p, plugin) = start_with_cgroups(&env, env.config(), two_socket(), &tree).await;
+        let g = pod("g", "");
+        let gc = guaranteed(&g, "app", 2000);
+        tree.pod(&g, 2048, 200_000);
+        p.create_on(&g, &gc).await;
+        flushed(&plugin).await;
+        assert_eq!(tree.get(&g), (tree.shares(2048), -1), "v2 {v2}");
+        assert_eq!(
+            metric(&plugin, "topolet_pod_cgroup_writes_total{result=\"ok\"}"),
+            Some(1.0)
+        );
+
+        // Grow 2 → 3: the kubelet writes 300000 first; topolet makes it unlimited again.
+        tree.set(&g, 3072, 300_000);
+        p.update(&g, &gc, resize_to(3000)).await.expect("grow");
+        flushed(&plugin).await;
+        assert_eq!(tree.get(&g), (tree.shares(3072), -1), "v2 {v2}");
+
+        // Shrink to 1.5 (shared): the kubelet did not write (yet): topolet puts its quota back.
+        p.update(&g, &gc, resize_to(1500)).await.expect("to shared");
+        flushed(&plugin).await;
+        assert_eq!(tree.get(&g), (tree.shares(3072), 150_000), "v2 {v2}");
+
+        // Back to exclusive and out again, the kubelet writing its values first: kept as is.
+        tree.set(&g, 2048, 200_000);
+        p.update(&g, &gc, resize_to(2000))
+            .await
+            .expect("to exclusive");
+        flushed(&plugin).await;
+        assert_eq!(tree.get(&g).1, -1, "v2 {v2}");
+        tree.set(&g, 1126, 110_000);
+        p.update(&g, &gc, resize_to(1100)).await.expect("to shared");
+        flushed(&plugin).await;
+        assert_eq!(tree.get(&g), (tree.shares(1126), 110_000), "v2 {v2}");
+        p.kill().await;
+    }
+}
+
+/// With `keep_cfs_quota_for_exclusive` the pod cgroup is the kubelet's; a pod without exclusive
+/// CPUs is never touched; a pod cgroup that cannot be written is logged and counted, and the
+/// container is placed all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_cgroups_are_left_alone_unless_exclusive_and_failures_never_fail_a_container() {
+    let tree = CgroupTree::new(false);
+    let env = Env::new();
+    let mut cfg = env.config();
+    cfg.qos.keep_cfs_quota_for_exclusive = true;
+    let (p, plugin) = start_with_cgroups(&env, cfg, two_socket(), &tree).await;
+    let g = pod("g", "");
+    tree.pod(&g, 2048, 200_000);
+    p.create_on(&g, &guaranteed(&g, "app", 2000)).await;
+    let f = pod("f", "");
+    tree.pod(&f, 1536, 150_000);
+    p.create_on(&f, &guaranteed(&f, "app", 1500)).await;
+    flushed(&plugin).await;
+    assert_eq!(tree.get(&g), (2048, 200_000));
+    assert_eq!(tree.get(&f), (1536, 150_000));
+    p.kill().await;
+
+    let env = Env::new();
+    let (p, plugin) = start_with_cgroups(&env, env.config(), two_socket(), &tree).await;
+    let f = pod("f", "");
+    p.create_on(&f, &guaranteed(&f, "app", 1500)).await;
+    let gone = pod("nocgroup", "");
+    // No pod cgroup on disk: the container is placed, the write fails and is counted.
+    let cpus = p.create_on(&gone, &guaranteed(&gone, "app", 1000)).await;
+    assert_eq!(cpus.len(), 1);
+    flushed(&plugin).await;
+    assert_eq!(
+        tree.get(&f),
+        (1536, 150_000),
+        "shared pods are the kubelet's"
+    );
+    assert_eq!(
+        metric(&plugin, "topolet_pod_cgroup_writes_total{result=\"error\"}"),
+        Some(1.0)
+    );
+    p.kill().await;
+}
+
+/// A refused in-place resize: the kubelet resized the pod cgroup first (shares 2048, quota
+/// 200000 for 2 CPUs) and leaves it so when it gives up. topolet puts back the values of what
+/// the containers still run with (1.5 CPUs: 1536 / 150000; a pod holding exclusive CPUs:
+/// unlimited). The kubelet's retries, refused identically, are logged once and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_resize_puts_the_pod_cgroup_back_and_is_logged_once() {
+    for v2 in [false, true] {
+        let tree = CgroupTree::new(v2);
+        let env = Env::new();
+        let (p, plugin) = start_with_cgroups(&env, env.config(), two_cpu(), &tree).await;
+        // CPU 1 taken: a resize of f to 2 exclusive CPUs cannot be done.
+        let x = pod("x", "");
+        tree.pod(&x, 1024, 100_000);
+        p.create_on(&x, &guaranteed(&x, "app", 1000)).await;
+        let f = pod("f", "");
+        let fc = guaranteed(&f, "app", 1500);
+        tree.pod(&f, 1536, 150_000);
+        p.create_on(&f, &fc).await;
+        for retry in 0..3 {
+            tree.set(&f, 2048, 200_000);
+            p.update(&f, &fc, resize_to(2000))
+                .await
+                .expect_err("refused");
+            flushed(&plugin).await;
+            assert_eq!(
+                tree.get(&f),
+                (tree.shares(1536), 150_000),
+                "v2 {v2} retry {retry}"
+            );
+        }
+        assert_eq!(
+            metric(
+                &plugin,
+                "topolet_refusal_logs_suppressed_total{operation=\"resize\"}"
+            ),
+            Some(2.0)
+        );
+        // The exclusive pod grown beyond the node: back to unlimited and 1024 shares.
+        tree.set(&x, 2048, 200_000);
+        p.update(&x, &guaranteed(&x, "app", 1000), resize_to(2000))
+            .await
+            .expect_err("refused");
+        flushed(&plugin).await;
+        assert_eq!(tree.get(&x), (tree.shares(1024), -1), "v2 {v2}");
+        // Values topolet cannot account for (pod overhead, containers it does not see): kept.
+        tree.set(&f, 2100, 210_000);
+        p.update(&f, &fc, resize_to(2000))
+            .await
+            .expect_err("refused");
+        flushed(&plugin).await;
+        assert_eq!(tree.get(&f), (tree.shares(2100), 210_000), "v2 {v2}");
+        p.kill().await;
+    }
 }

@@ -53,6 +53,8 @@ pub struct ContainerView {
     /// `namespace/name` of the pod, for logs.
     pub pod_ref: String,
     pub qos: QosClass,
+    /// The pod sandbox's cgroup parent: the pod cgroup (`shell::pod_cgroup`).
+    pub cgroup_parent: String,
     /// A one-container pod with the requests and limits estimated from the cgroup values, for the
     /// core's rules.
     pub pod: Pod,
@@ -178,6 +180,11 @@ pub fn view(
         id: ctr.id.clone(),
         pod_ref: format!("{}/{}", pod.namespace, pod.name),
         qos: info.qos,
+        cgroup_parent: pod
+            .linux
+            .as_ref()
+            .map(|l| l.cgroup_parent.clone())
+            .unwrap_or_default(),
         pod: Pod {
             namespace: pod.namespace.clone(),
             name: pod.name.clone(),

@@ -58,7 +58,9 @@ async fn serve(
     let running = config.clone();
     let eviction = config.eviction().context("[eviction]")?;
     let (admin_config, metrics_config) = (config.admin.clone(), config.metrics.clone());
-    let plugin = Arc::new(TopoletPlugin::new(config, topology)?);
+    let mut plugin = TopoletPlugin::new(config, topology)?;
+    plugin.set_sysfs_root(sysfs_root.to_path_buf());
+    let plugin = Arc::new(plugin);
     let stub = Stub::new(plugin.clone(), stub_config).context("nri plugin settings")?;
     plugin.attach(stub.updater(), stub.status());
     // `topolet status` (admin socket) and /metrics, /healthz, /readyz: never fatal.

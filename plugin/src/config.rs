@@ -241,8 +241,8 @@ pub struct QosConfig {
     /// Lowest oom_score_adj the runtime can apply. Unset: detected at run time from the runtime's
     /// own oom_score_adj and capabilities.
     pub oom_score_adj_floor: Option<i32>,
-    /// Keep the CFS quota on containers with exclusive CPUs (kubelet's
-    /// `DisableCPUQuotaWithExclusiveCPUs=false`). Default: quota removed.
+    /// Keep the CFS quota on containers with exclusive CPUs and on their pod cgroups (kubelet's
+    /// `DisableCPUQuotaWithExclusiveCPUs=false`). Default: both removed (`shell::pod_cgroup`).
     pub keep_cfs_quota_for_exclusive: bool,
 }
 

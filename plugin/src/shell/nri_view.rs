@@ -11,7 +11,7 @@
 //! | CPU request | `cpu.shares` (`request·1024/1000`, min 2) | exact from 3m to 256 CPUs; shares 2 ⇒ 0 |
 //! | CPU limit | `cpu.quota / cpu.period` | exact above the 1 ms quota floor |
 //! | memory limit | `memory.limit` | exact |
-//! | memory request (Burstable) | `oom_score_adj = 1000 − 1000·request/capacity` | within one step (capacity/1000 bytes) |
+//! | memory request (Burstable) | `oom_score_adj = 1000 − 1000·request/capacity`, capacity = `/proc/meminfo` `MemTotal` | within one step (capacity/1000 bytes) |
 //! | memory request (Guaranteed) | = the memory limit | exact |
 //! | exclusive CPUs | Guaranteed and an integer CPU request | exact |
 //!

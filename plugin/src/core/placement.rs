@@ -917,6 +917,23 @@ mod tests {
         p.check_invariants().unwrap();
     }
 
+    /// A refusal naming more than CPUs lists each resource asked and, per node, each one free;
+    /// the device's shortage is the cause.
+    #[test]
+    fn refusal_message_names_every_resource_asked() {
+        let (mut p, _) = Placement::new(&machine(), &config()).unwrap();
+        p.admit(&pod("hog", vec![], vec![guaranteed("app", 1, 1)]), -1000)
+            .unwrap();
+        let web = pod("web", vec![], vec![guaranteed("main", 2, 1)]);
+        let err = p.admit(&web, -1000).unwrap_err();
+        assert_eq!(
+            p.refusal_message(&web, &err, false),
+            "topolet: UnexpectedAdmissionError (not enough example.com/nic): container main of \
+             pod ns/web asks 2 exclusive CPUs, example.com/nic 1; free per NUMA node: node0 cpu \
+             6 example.com/nic 0"
+        );
+    }
+
     /// `release` says whether it changed what is persisted: an entry holding only a topology
     /// affinity (pod scope under cpu policy none) counts.
     #[test]

@@ -208,6 +208,11 @@ pub struct MemoryConfig {
     pub policy: MemoryPolicyName,
     /// NUMA node id → quantity of memory kept out of exclusive NUMA-pinned allocations.
     pub reserved: BTreeMap<String, String>,
+    /// Narrow the shared-pool containers' `cpuset.mems` to the NUMA nodes of the shared pool's
+    /// CPUs (topolet's former behaviour). Default false, as the kubelet: it never sets
+    /// `cpuset.mems` on containers the memory manager does not pin, so they keep every node.
+    /// Opting in risks OOM kills of shared containers while other nodes have free memory.
+    pub shared_pool_mems_follow_cpus: bool,
 }
 
 impl Default for MemoryConfig {
@@ -215,6 +220,7 @@ impl Default for MemoryConfig {
         MemoryConfig {
             policy: MemoryPolicyName::None,
             reserved: BTreeMap::new(),
+            shared_pool_mems_follow_cpus: false,
         }
     }
 }
@@ -235,8 +241,8 @@ pub struct QosConfig {
     /// Lowest oom_score_adj the runtime can apply. Unset: detected at run time from the runtime's
     /// own oom_score_adj and capabilities.
     pub oom_score_adj_floor: Option<i32>,
-    /// Keep the CFS quota on containers with exclusive CPUs (kubelet's
-    /// `DisableCPUQuotaWithExclusiveCPUs=false`). Default: quota removed.
+    /// Keep the CFS quota on containers with exclusive CPUs and on their pod cgroups (kubelet's
+    /// `DisableCPUQuotaWithExclusiveCPUs=false`). Default: both removed (`shell::pod_cgroup`).
     pub keep_cfs_quota_for_exclusive: bool,
 }
 
@@ -543,6 +549,7 @@ oom_score_adj_floor = 0
             "prefer_closest_numa_nodes",
             "max_allowable_numa_nodes",
             "reserved",
+            "shared_pool_mems_follow_cpus",
             "pids_limit",
             "oom_score_adj_floor",
             "keep_cfs_quota_for_exclusive",

@@ -82,6 +82,33 @@ fn mems_of(cpus: &CpuSet) -> String {
     nodes.to_string()
 }
 
+/// An exclusive container as topolet created it: on `cpus` and their mems, CFS quota removed.
+fn exclusive_on(mut c: api::Container, cpus: &CpuSet) -> api::Container {
+    c = running_on(c, cpus);
+    c.linux
+        .mut_or_insert_default()
+        .resources
+        .mut_or_insert_default()
+        .cpu
+        .mut_or_insert_default()
+        .quota = Some(api::OptionalInt64 {
+        value: -1,
+        ..Default::default()
+    })
+    .into();
+    c
+}
+
+/// The CFS quota an update sets, if any.
+fn update_quota(u: &api::ContainerUpdate) -> Option<i64> {
+    update_cpu(u).quota.as_ref().map(|q| q.value)
+}
+
+/// A shared container as it runs now under topolet's default: its cpuset, no mems (never set).
+fn shared_on(c: api::Container, cpus: &CpuSet) -> api::Container {
+    with_mems(running_on(c, cpus), "")
+}
+
 /// `c` as it runs now: its cpuset and mems (those of the cpuset) as the runtime reports them.
 fn running_on(mut c: api::Container, cpus: &CpuSet) -> api::Container {
     let cpu = c
@@ -144,7 +171,11 @@ impl Env {
         if let Some(root) = proc_root {
             plugin.set_proc_root(root.to_path_buf());
         }
-        let plugin = Arc::new(plugin);
+        self.start_plugin(Arc::new(plugin)).await
+    }
+
+    /// Accepts, registers and configures `plugin`.
+    async fn start_plugin(&self, plugin: Arc<TopoletPlugin>) -> Running {
         let cfg = StubConfig::new("topolet", "50", self.dir.path().join("nri.sock"))
             .expect("stub config");
         let stub = Arc::new(Stub::new(plugin.clone(), cfg).expect("stub"));
@@ -219,7 +250,7 @@ impl Running {
     }
 
     /// Creates `c` and returns the cpuset of its adjustment (must be set, with the mems of
-    /// those CPUs).
+    /// those CPUs, or none for a shared container: the kubelet's default leaves its mems alone).
     async fn create_on(&self, pod: &api::PodSandbox, c: &api::Container) -> CpuSet {
         self.create_moving(pod, c).await.0
     }
@@ -234,7 +265,12 @@ impl Running {
         let r = self.create(pod, c).await.expect("create");
         let cpu = adj_cpu(&r).expect("cpu adjusted");
         let cpus = set(&cpu.cpus);
-        assert_eq!(cpu.mems, mems_of(&cpus), "{}: mems of {cpus}", c.id);
+        assert!(
+            cpu.mems.is_empty() || cpu.mems == mems_of(&cpus),
+            "{}: mems {} of {cpus}",
+            c.id,
+            cpu.mems
+        );
         assert!(r
             .update
             .iter()
@@ -363,17 +399,18 @@ fn update_cpu(u: &api::ContainerUpdate) -> &api::LinuxCPU {
         .expect("update carries cpu")
 }
 
-/// `container id → cpus` of an update list (each with the mems of its cpus).
+/// `container id → cpus` of an update list (each with the mems of its cpus, or none: a shared
+/// container's mems are left alone by default).
 fn moved(updates: &[api::ContainerUpdate]) -> BTreeMap<String, String> {
     updates
         .iter()
         .map(|u| {
             let cpu = update_cpu(u);
-            assert_eq!(
-                cpu.mems,
-                mems_of(&set(&cpu.cpus)),
-                "{}: mems",
-                u.container_id
+            assert!(
+                cpu.mems.is_empty() || cpu.mems == mems_of(&set(&cpu.cpus)),
+                "{}: mems {}",
+                u.container_id,
+                cpu.mems
             );
             (u.container_id.clone(), cpu.cpus.clone())
         })
@@ -466,7 +503,10 @@ async fn create_shared_classes_get_the_shared_pool_and_keep_kubelet_values() {
         .expect("create");
     let cpu = adj_cpu(&r).expect("cpu adjusted");
     assert_eq!(cpu.cpus, "0-1");
-    assert_eq!(cpu.mems, "0");
+    assert_eq!(
+        cpu.mems, "",
+        "the kubelet never sets a shared container's mems"
+    );
     assert!(
         cpu.shares.is_none() && cpu.quota.is_none() && cpu.period.is_none(),
         "{cpu:?}"
@@ -630,7 +670,7 @@ async fn shared_pool_follows_grants_and_releases_whatever_the_event_order() {
     assert_eq!(moved(&r.update), map(&[("be-a", "0"), ("bu-b", "0")]));
     assert!(r.update.iter().all(|u| u.ignore_failure));
     for upd in &r.update {
-        assert_eq!(update_cpu(upd).mems, "0");
+        assert_eq!(update_cpu(upd).mems, "", "shared mems are left alone");
     }
     // A shared container created while x runs starts on the reduced pool.
     let be2 = pod("be2", "besteffort");
@@ -724,6 +764,84 @@ fn resize_update(r: &api::UpdateContainerResponse, id: &str) -> api::ContainerUp
         r.update
     );
     mine[0].clone()
+}
+
+/// Into and out of exclusive CPUs by resize: a fractional Guaranteed container resized to an
+/// integer request gets its own CPU and loses its CFS quota (as at creation); resized back to a
+/// fraction it returns to the shared pool with the kubelet's quota, which topolet then leaves to
+/// the kubelet. With `keep_cfs_quota_for_exclusive` the kubelet's quota stays throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resize_into_exclusive_cpus_drops_the_quota_and_out_of_them_restores_it() {
+    for keep in [false, true] {
+        let env = Env::new();
+        let mut cfg = env.config();
+        cfg.qos.keep_cfs_quota_for_exclusive = keep;
+        let p = env.start_synced(cfg, two_socket()).await;
+        let g = pod("g", "");
+        let gc = guaranteed(&g, "app", 1500);
+        assert_eq!(p.create_on(&g, &gc).await, set("0-7"));
+        let r = p
+            .update(&g, &gc, resize_to(2000))
+            .await
+            .expect("to exclusive");
+        let up = resize_update(&r, &gc.id);
+        assert_eq!(set(&update_cpu(&up).cpus).len(), 2);
+        assert_eq!(
+            update_quota(&up),
+            if keep { None } else { Some(-1) },
+            "keep {keep}"
+        );
+        let r = p.update(&g, &gc, resize_to(1500)).await.expect("to shared");
+        let up = resize_update(&r, &gc.id);
+        assert_eq!(update_cpu(&up).cpus, "0-7");
+        // The kubelet's request carries quota 150000: nothing to add.
+        assert_eq!(update_quota(&up), None, "keep {keep}");
+        // Its mems, narrowed while exclusive, are every node again.
+        assert_eq!(update_cpu(&up).mems, "0-1", "keep {keep}");
+        p.kill().await;
+    }
+}
+
+/// A Guaranteed integer container taken over at Synchronize (created before topolet, with the
+/// kubelet's quota) is sent its exclusive cpuset and quota −1 in one update, as a container
+/// created with topolet running gets at creation; not with `keep_cfs_quota_for_exclusive`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synchronize_takes_over_exclusive_containers_without_their_quota() {
+    for keep in [false, true] {
+        let env = Env::new();
+        let mut cfg = env.config();
+        cfg.qos.keep_cfs_quota_for_exclusive = keep;
+        let p = env.start(cfg, two_socket()).await;
+        let g = pod("g", "");
+        let gc = guaranteed(&g, "app", 1000);
+        let s = pod("s", "besteffort");
+        let sc = besteffort(&s, "app");
+        let (r, _) = p
+            .conn
+            .synchronize(vec![g, s], vec![gc.clone(), sc], None)
+            .await
+            .expect("sync");
+        let mine: Vec<_> = r
+            .update
+            .iter()
+            .filter(|u| u.container_id == gc.id)
+            .collect();
+        assert_eq!(mine.len(), 1, "{:?}", r.update);
+        assert_eq!(set(&update_cpu(mine[0]).cpus).len(), 1);
+        assert_eq!(
+            update_quota(mine[0]),
+            if keep { None } else { Some(-1) },
+            "keep {keep}"
+        );
+        for u in r.update.iter().filter(|u| u.container_id != gc.id) {
+            assert_eq!(
+                update_quota(u),
+                None,
+                "a shared container keeps the kubelet's quota"
+            );
+        }
+        p.kill().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -899,10 +1017,10 @@ async fn build_scene(env: &Env, p: &Running) -> Scene {
     Scene {
         pods: vec![a, b, s, t],
         containers: vec![
-            running_on(ac, &a_cpus),
-            running_on(bc, &b_cpus),
-            running_on(sc, &shared),
-            running_on(tc, &shared),
+            exclusive_on(ac, &a_cpus),
+            exclusive_on(bc, &b_cpus),
+            shared_on(sc, &shared),
+            shared_on(tc, &shared),
         ],
     }
 }
@@ -1075,7 +1193,7 @@ async fn corrupt_or_foreign_state_file_is_moved_aside_and_rebuilt() {
         let aside = PathBuf::from(format!("{}.bad", env.state_path().display()));
         assert_eq!(std::fs::read(&aside).expect("moved aside"), bytes, "{what}");
         let g = pod("g", "");
-        let gc = running_on(guaranteed(&g, "app", 2000), &set("2-3"));
+        let gc = exclusive_on(guaranteed(&g, "app", 2000), &set("2-3"));
         let (r, _) = p
             .conn
             .synchronize(vec![g], vec![gc], None)
@@ -1236,35 +1354,127 @@ async fn a_container_moved_before_it_started_gets_its_cpuset_again_once_it_runs(
     p.kill().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn synchronize_fixes_stale_mems_of_shared_containers() {
-    // a holds all of node 1; the shared pool is node 0's CPUs and its memory only. A shared
-    // container whose last update was lost runs on the right CPUs with both nodes' memory.
-    let env = Env::new();
-    let p = env.start(env.config(), two_socket()).await;
-    let a = pod("a", "");
-    let ac = running_on(guaranteed(&a, "app", 4000), &set("2-3,6-7"));
-    let s = pod("s", "besteffort");
-    let mut sc = running_on(besteffort(&s, "app"), &set("0-1,4-5"));
-    sc.linux
+/// `c` as the runtime reports it, with `mems` in its cpuset.
+fn with_mems(mut c: api::Container, mems: &str) -> api::Container {
+    c.linux
         .mut_or_insert_default()
         .resources
         .mut_or_insert_default()
         .cpu
         .mut_or_insert_default()
-        .mems = "0-1".into();
+        .mems = mems.into();
+    c
+}
+
+/// Container id → mems of each update.
+fn mems_sent(updates: &[api::ContainerUpdate]) -> BTreeMap<String, String> {
+    updates
+        .iter()
+        .map(|u| (u.container_id.clone(), update_cpu(u).mems.clone()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synchronize_gives_narrowed_shared_containers_every_node_again() {
+    // a holds all of node 1; the shared pool is node 0's CPUs. s was narrowed to node 0 by an
+    // earlier topolet (shared_pool_mems_follow_cpus, or before it existed): it gets both nodes
+    // back, as the kubelet would have left it. t already has both, u was never touched: nothing.
+    let env = Env::new();
+    let p = env.start(env.config(), two_socket()).await;
+    let a = pod("a", "");
+    let ac = exclusive_on(guaranteed(&a, "app", 4000), &set("2-3,6-7"));
+    let s = pod("s", "besteffort");
+    let sc = running_on(besteffort(&s, "app"), &set("0-1,4-5"));
+    let t = pod("t", "burstable");
+    let tc = with_mems(running_on(burstable(&t, "app"), &set("0-1,4-5")), "0-1");
+    let u = pod("u", "besteffort");
+    let uc = with_mems(running_on(besteffort(&u, "app"), &set("0-1,4-5")), "");
+    let (r, _) = p
+        .conn
+        .synchronize(vec![a, s, t, u], vec![ac, sc, tc, uc], None)
+        .await
+        .expect("sync");
+    assert_eq!(mems_sent(&r.update), map(&[("s-app", "0-1")]));
+    p.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synchronize_narrows_stale_mems_with_shared_pool_mems_follow_cpus() {
+    // The opt-in keeps the former behaviour: shared mems follow the shared pool's CPUs.
+    let env = Env::new();
+    let mut cfg = env.config();
+    cfg.memory.shared_pool_mems_follow_cpus = true;
+    let p = env.start(cfg, two_socket()).await;
+    let a = pod("a", "");
+    let ac = exclusive_on(guaranteed(&a, "app", 4000), &set("2-3,6-7"));
+    let s = pod("s", "besteffort");
+    let sc = with_mems(running_on(besteffort(&s, "app"), &set("0-1,4-5")), "0-1");
     let (r, _) = p
         .conn
         .synchronize(vec![a, s], vec![ac, sc], None)
         .await
         .expect("sync");
-    let mems: BTreeMap<String, String> = r
-        .update
-        .iter()
-        .map(|u| (u.container_id.clone(), update_cpu(u).mems.clone()))
-        .collect();
-    assert_eq!(mems, map(&[("s-app", "0")]), "{:?}", moved(&r.update));
+    assert_eq!(mems_sent(&r.update), map(&[("s-app", "0")]));
     p.kill().await;
+}
+
+/// Four NUMA nodes of 2 CPUs each (CPUs 0-1 node 0, 2-3 node 1, 4-5 node 2, 6-7 node 3).
+fn four_nodes() -> Topology {
+    SyntheticSpec {
+        sockets: 1,
+        numa_per_socket: 4,
+        l3_per_numa: 1,
+        cores_per_l3: 2,
+        threads_per_core: 1,
+        memory_per_node: 4 << 30,
+    }
+    .build()
+}
+
+/// The issue's scene: once nodes 1 and 2 hold only exclusive containers, BestEffort and
+/// Burstable containers keep every memory node (no mems in their adjustments or moves), as
+/// with the kubelet; with `shared_pool_mems_follow_cpus` they shrink to nodes 0 and 3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_containers_keep_every_memory_node_unless_asked() {
+    for follow in [false, true] {
+        let env = Env::new();
+        let mut cfg = env.config();
+        cfg.memory.shared_pool_mems_follow_cpus = follow;
+        cfg.topology.policy = TopologyPolicyName::SingleNumaNode;
+        let p = env.start_synced(cfg, four_nodes()).await;
+        let be = pod("be", "besteffort");
+        let bu = pod("bu", "burstable");
+        let r = p.create(&be, &besteffort(&be, "a")).await.expect("be");
+        assert_eq!(
+            adj_cpu(&r).expect("cpu").mems,
+            if follow { "0-3" } else { "" }
+        );
+        let r = p.create(&bu, &burstable(&bu, "b")).await.expect("bu");
+        assert_eq!(
+            adj_cpu(&r).expect("cpu").mems,
+            if follow { "0-3" } else { "" }
+        );
+        let mut last = BTreeMap::new();
+        for (uid, cpus) in [("x1", "2-3"), ("x2", "4-5")] {
+            let x = pod(uid, "");
+            let r = p
+                .create(&x, &guaranteed(&x, "app", 2000))
+                .await
+                .expect("exclusive");
+            let cpu = adj_cpu(&r).expect("cpu");
+            assert_eq!(cpu.cpus, cpus);
+            // Exclusive containers' mems follow their CPUs either way.
+            assert_eq!(cpu.mems, if uid == "x1" { "1" } else { "2" });
+            last = mems_sent(&r.update);
+        }
+        let want = if follow { "0,3" } else { "" };
+        assert_eq!(
+            last,
+            map(&[("be-a", want), ("bu-b", want)]),
+            "follow {follow}"
+        );
+        p.kill().await;
+    }
 }
 
 /// `c` as a running container whose init process is `pid`.
@@ -1295,7 +1505,7 @@ async fn after_a_restart_a_container_running_outside_its_cpuset_is_sent_it_again
         .start_with_proc(env.config(), two_cpu(), Some(proc.path()))
         .await;
     let g = pod("g", "");
-    let gc = with_pid(running_on(guaranteed(&g, "app", 1000), &set("1")), 103);
+    let gc = with_pid(exclusive_on(guaranteed(&g, "app", 1000), &set("1")), 103);
     let be = pod("be", "besteffort");
     let bc = with_pid(running_on(besteffort(&be, "app"), &set("0")), 101);
     let bu = pod("bu", "burstable");
@@ -1327,4 +1537,363 @@ async fn after_a_restart_a_container_running_outside_its_cpuset_is_sent_it_again
         .expect("create w");
     assert!(r.update.is_empty(), "{:?}", moved(&r.update));
     p.kill().await;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Refusals as the kubelet words them
+
+/// The refusal topolet returns is what `kubectl describe pod` shows (CreateContainerError, in
+/// containerd's wrapping): one line, the kubelet's admission reason first, then what was asked
+/// and what each NUMA node has free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_say_what_the_kubelets_admission_would() {
+    // single-numa-node on two sockets (node 0: CPUs 1,4,5 free, CPU 0 reserved; node 1: 2,3,6,7).
+    let env = Env::new();
+    let mut cfg = env.config();
+    cfg.topology.policy = TopologyPolicyName::SingleNumaNode;
+    let p = env.start_synced(cfg, two_socket()).await;
+    let x = pod("x", "");
+    let err = p
+        .create(&x, &guaranteed(&x, "main", 5000))
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        err,
+        "topolet: TopologyAffinityError: container main of pod default/pod-x asks 5 exclusive \
+         CPUs; free per NUMA node: node0 3, node1 4; topology manager policy single-numa-node \
+         cannot align them"
+    );
+    p.kill().await;
+
+    // Whole cores only: 1 CPU is not a multiple of 2 threads per core.
+    let env = Env::new();
+    let mut cfg = env.config();
+    cfg.cpu.full_pcpus_only = true;
+    let p = env.start_synced(cfg, two_socket()).await;
+    let err = p
+        .create(&x, &guaranteed(&x, "main", 1000))
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        err,
+        "topolet: SMTAlignmentError: container main of pod default/pod-x asks 1 exclusive CPU; \
+         free per NUMA node: node0 3, node1 4; full_pcpus_only needs a multiple of 2 cpus per \
+         core (6 free on whole cores)"
+    );
+    assert!(!err.contains('\n'), "one line: {err}");
+    p.kill().await;
+
+    // Not enough CPUs (2 CPUs, CPU 0 reserved), at creation and at resize.
+    let env = Env::new();
+    let p = env.start_synced(env.config(), two_cpu()).await;
+    let err = p
+        .create(&x, &guaranteed(&x, "main", 2000))
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        err,
+        "topolet: UnexpectedAdmissionError (not enough cpus): container main of pod \
+         default/pod-x asks 2 exclusive CPUs; free per NUMA node: node0 1"
+    );
+    let g = pod("g", "");
+    let gc = guaranteed(&g, "main", 1000);
+    assert_eq!(p.create_on(&g, &gc).await, set("1"));
+    let err = p
+        .update(&g, &gc, resize_to(2000))
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        err,
+        "topolet: UnexpectedAdmissionError (not enough cpus): container main of pod \
+         default/pod-g asks 2 exclusive CPUs (in-place resize); free per NUMA node: node0 0"
+    );
+    p.kill().await;
+}
+
+/// The metric line of `name` with `labels` (its value), from the plugin's /metrics text.
+fn metric(plugin: &TopoletPlugin, name_and_labels: &str) -> Option<f64> {
+    let text = plugin
+        .metrics()
+        .render(&topolet::shell::metrics::Gauges::default());
+    text.lines()
+        .find_map(|l| l.strip_prefix(name_and_labels)?.trim().parse().ok())
+}
+
+// ------------------------------------------------------------------------------------------------
+// Pod cgroups (the one thing topolet writes outside NRI)
+
+/// A host-shaped tree for the plugin: `proc/self/mountinfo` naming the cpu controller under
+/// `/sys`, and `sys/fs/cgroup/...` with pod cgroups created by [`CgroupTree::pod`].
+struct CgroupTree {
+    _dir: tempfile::TempDir,
+    proc_root: PathBuf,
+    sysfs_root: PathBuf,
+    v2: bool,
+}
+
+impl CgroupTree {
+    fn new(v2: bool) -> CgroupTree {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let proc_root = dir.path().join("proc");
+        std::fs::create_dir_all(proc_root.join("self")).expect("proc");
+        let mounts = if v2 {
+            "26 25 0:24 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
+        } else {
+            "27 26 0:25 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n\
+             33 26 0:31 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n"
+        };
+        std::fs::write(proc_root.join("self/mountinfo"), mounts).expect("mountinfo");
+        let sysfs_root = dir.path().join("sys");
+        CgroupTree {
+            _dir: dir,
+            proc_root,
+            sysfs_root,
+            v2,
+        }
+    }
+
+    fn dir(&self, parent: &str) -> PathBuf {
+        let hierarchy = if self.v2 {
+            "fs/cgroup"
+        } else {
+            "fs/cgroup/cpu,cpuacct"
+        };
+        self.sysfs_root
+            .join(hierarchy)
+            .join(parent.trim_start_matches('/'))
+    }
+
+    /// Creates the pod cgroup of `pod` as the kubelet leaves it: `shares`, `quota` (µs, -1 none).
+    fn pod(&self, pod: &api::PodSandbox, shares: u64, quota: i64) {
+        let dir = self.dir(&pod.linux.cgroup_parent);
+        std::fs::create_dir_all(&dir).expect("pod cgroup");
+        self.set(pod, shares, quota);
+    }
+
+    /// What the kubelet writes on a resize.
+    fn set(&self, pod: &api::PodSandbox, shares: u64, quota: i64) {
+        let dir = self.dir(&pod.linux.cgroup_parent);
+        if self.v2 {
+            let q = if quota < 0 {
+                "max".into()
+            } else {
+                quota.to_string()
+            };
+            std::fs::write(dir.join("cpu.max"), format!("{q} 100000\n")).expect("cpu.max");
+            let weight = topolet::core::qos::cpu_shares_to_weight(shares);
+            std::fs::write(dir.join("cpu.weight"), format!("{weight}\n")).expect("weight");
+        } else {
+            std::fs::write(dir.join("cpu.cfs_quota_us"), format!("{quota}\n")).expect("quota");
+            std::fs::write(dir.join("cpu.cfs_period_us"), "100000\n").expect("period");
+            std::fs::write(dir.join("cpu.shares"), format!("{shares}\n")).expect("shares");
+        }
+    }
+
+    /// (shares, quota) as the pod cgroup holds them (v2: shares as the weight they convert to
+    /// is compared by the caller through `weight_of`).
+    fn get(&self, pod: &api::PodSandbox) -> (u64, i64) {
+        let dir = self.dir(&pod.linux.cgroup_parent);
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).expect("cgroup file");
+        if self.v2 {
+            let max = read("cpu.max");
+            let q = max.split_whitespace().next().unwrap_or("");
+            let quota = if q == "max" {
+                -1
+            } else {
+                q.parse().expect("quota")
+            };
+            (read("cpu.weight").trim().parse().expect("weight"), quota)
+        } else {
+            (
+                read("cpu.shares").trim().parse().expect("shares"),
+                read("cpu.cfs_quota_us").trim().parse().expect("quota"),
+            )
+        }
+    }
+
+    /// `shares` as this tree stores them (v2: the weight).
+    fn shares(&self, shares: u64) -> u64 {
+        if self.v2 {
+            topolet::core::qos::cpu_shares_to_weight(shares)
+        } else {
+            shares
+        }
+    }
+}
+
+/// A plugin reading the tree's mounts and writing its pod cgroups.
+async fn start_with_cgroups(
+    env: &Env,
+    cfg: Config,
+    topology: Topology,
+    tree: &CgroupTree,
+) -> (Running, Arc<TopoletPlugin>) {
+    let mut plugin = TopoletPlugin::new(cfg, topology).expect("plugin");
+    plugin.set_proc_root(tree.proc_root.clone());
+    plugin.set_sysfs_root(tree.sysfs_root.clone());
+    let plugin = Arc::new(plugin);
+    let r = env.start_plugin(plugin.clone()).await;
+    let (resp, _) = r
+        .conn
+        .synchronize(vec![], vec![], None)
+        .await
+        .expect("sync");
+    assert!(resp.update.is_empty());
+    (r, plugin)
+}
+
+/// Waits for the pod cgroup writer (a blocking wait, off the runtime's threads).
+async fn flushed(plugin: &Arc<TopoletPlugin>) {
+    let p = plugin.clone();
+    tokio::time::timeout(
+        GUARD,
+        tokio::task::spawn_blocking(move || p.flush_pod_cgroups()),
+    )
+    .await
+    .expect("pod cgroup writes done in time")
+    .expect("flush");
+}
+
+/// The pod cgroup of an exclusive pod loses its quota as the kubelet's static policy would
+/// have it (cgroup v1 and v2); resizes keep it so while the pod holds exclusive CPUs, and the
+/// kubelet's value comes back when a resize takes the last exclusive container back to the
+/// shared pool (written by topolet only if the kubelet has not written its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exclusive_pods_cgroup_quota_is_unlimited_and_restored_after_it() {
+    for v2 in [false, true] {
+        let tree = CgroupTree::new(v2);
+        let env = Env::new();
+        let (p, plugin) = start_with_cgroups(&env, env.config(), two_socket(), &tree).await;
+        let g = pod("g", "");
+        let gc = guaranteed(&g, "app", 2000);
+        tree.pod(&g, 2048, 200_000);
+        p.create_on(&g, &gc).await;
+        flushed(&plugin).await;
+        assert_eq!(tree.get(&g), (tree.shares(2048), -1), "v2 {v2}");
+        assert_eq!(
+            metric(&plugin, "topolet_pod_cgroup_writes_total{result=\"ok\"}"),
+            Some(1.0)
+        );
+
+        // Grow 2 → 3: the kubelet writes 300000 first; topolet makes it unlimited again.
+        tree.set(&g, 3072, 300_000);
+        p.update(&g, &gc, resize_to(3000)).await.expect("grow");
+        flushed(&plugin).await;
+        assert_eq!(tree.get(&g), (tree.shares(3072), -1), "v2 {v2}");
+
+        // Shrink to 1.5 (shared): the kubelet did not write (yet): topolet puts its quota back.
+        p.update(&g, &gc, resize_to(1500)).await.expect("to shared");
+        flushed(&plugin).await;
+        assert_eq!(tree.get(&g), (tree.shares(3072), 150_000), "v2 {v2}");
+
+        // Back to exclusive and out again, the kubelet writing its values first: kept as is.
+        tree.set(&g, 2048, 200_000);
+        p.update(&g, &gc, resize_to(2000))
+            .await
+            .expect("to exclusive");
+        flushed(&plugin).await;
+        assert_eq!(tree.get(&g).1, -1, "v2 {v2}");
+        tree.set(&g, 1126, 110_000);
+        p.update(&g, &gc, resize_to(1100)).await.expect("to shared");
+        flushed(&plugin).await;
+        assert_eq!(tree.get(&g), (tree.shares(1126), 110_000), "v2 {v2}");
+        p.kill().await;
+    }
+}
+
+/// With `keep_cfs_quota_for_exclusive` the pod cgroup is the kubelet's; a pod without exclusive
+/// CPUs is never touched; a pod cgroup that cannot be written is logged and counted, and the
+/// container is placed all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_cgroups_are_left_alone_unless_exclusive_and_failures_never_fail_a_container() {
+    let tree = CgroupTree::new(false);
+    let env = Env::new();
+    let mut cfg = env.config();
+    cfg.qos.keep_cfs_quota_for_exclusive = true;
+    let (p, plugin) = start_with_cgroups(&env, cfg, two_socket(), &tree).await;
+    let g = pod("g", "");
+    tree.pod(&g, 2048, 200_000);
+    p.create_on(&g, &guaranteed(&g, "app", 2000)).await;
+    let f = pod("f", "");
+    tree.pod(&f, 1536, 150_000);
+    p.create_on(&f, &guaranteed(&f, "app", 1500)).await;
+    flushed(&plugin).await;
+    assert_eq!(tree.get(&g), (2048, 200_000));
+    assert_eq!(tree.get(&f), (1536, 150_000));
+    p.kill().await;
+
+    let env = Env::new();
+    let (p, plugin) = start_with_cgroups(&env, env.config(), two_socket(), &tree).await;
+    let f = pod("f", "");
+    p.create_on(&f, &guaranteed(&f, "app", 1500)).await;
+    let gone = pod("nocgroup", "");
+    // No pod cgroup on disk: the container is placed, the write fails and is counted.
+    let cpus = p.create_on(&gone, &guaranteed(&gone, "app", 1000)).await;
+    assert_eq!(cpus.len(), 1);
+    flushed(&plugin).await;
+    assert_eq!(
+        tree.get(&f),
+        (1536, 150_000),
+        "shared pods are the kubelet's"
+    );
+    assert_eq!(
+        metric(&plugin, "topolet_pod_cgroup_writes_total{result=\"error\"}"),
+        Some(1.0)
+    );
+    p.kill().await;
+}
+
+/// A refused in-place resize: the kubelet resized the pod cgroup first (shares 2048, quota
+/// 200000 for 2 CPUs) and leaves it so when it gives up. topolet puts back the values of what
+/// the containers still run with (1.5 CPUs: 1536 / 150000; a pod holding exclusive CPUs:
+/// unlimited). The kubelet's retries, refused identically, are logged once and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_resize_puts_the_pod_cgroup_back_and_is_logged_once() {
+    for v2 in [false, true] {
+        let tree = CgroupTree::new(v2);
+        let env = Env::new();
+        let (p, plugin) = start_with_cgroups(&env, env.config(), two_cpu(), &tree).await;
+        // CPU 1 taken: a resize of f to 2 exclusive CPUs cannot be done.
+        let x = pod("x", "");
+        tree.pod(&x, 1024, 100_000);
+        p.create_on(&x, &guaranteed(&x, "app", 1000)).await;
+        let f = pod("f", "");
+        let fc = guaranteed(&f, "app", 1500);
+        tree.pod(&f, 1536, 150_000);
+        p.create_on(&f, &fc).await;
+        for retry in 0..3 {
+            tree.set(&f, 2048, 200_000);
+            p.update(&f, &fc, resize_to(2000))
+                .await
+                .expect_err("refused");
+            flushed(&plugin).await;
+            assert_eq!(
+                tree.get(&f),
+                (tree.shares(1536), 150_000),
+                "v2 {v2} retry {retry}"
+            );
+        }
+        assert_eq!(
+            metric(
+                &plugin,
+                "topolet_refusal_logs_suppressed_total{operation=\"resize\"}"
+            ),
+            Some(2.0)
+        );
+        // The exclusive pod grown beyond the node: back to unlimited and 1024 shares.
+        tree.set(&x, 2048, 200_000);
+        p.update(&x, &guaranteed(&x, "app", 1000), resize_to(2000))
+            .await
+            .expect_err("refused");
+        flushed(&plugin).await;
+        assert_eq!(tree.get(&x), (tree.shares(1024), -1), "v2 {v2}");
+        // Values topolet cannot account for (pod overhead, containers it does not see): kept.
+        tree.set(&f, 2100, 210_000);
+        p.update(&f, &fc, resize_to(2000))
+            .await
+            .expect_err("refused");
+        flushed(&plugin).await;
+        assert_eq!(tree.get(&f), (tree.shares(2100), 210_000), "v2 {v2}");
+        p.kill().await;
+    }
 }

@@ -877,3 +877,53 @@ fn proc_meminfo_total() {
         .to_string()
         .contains("expected \"<n> kB\""));
 }
+
+/// The memory capacity is the kubelet's (`/proc/meminfo` `MemTotal`, kB × 1024, as cadvisor reads
+/// it): a tree carrying `proc/meminfo` takes it from there, per-node sizes stay the nodes' own;
+/// a captured tree without it falls back to the sum of the nodes.
+#[test]
+fn capacity_comes_from_proc_meminfo_under_the_root() {
+    use topolet::shell::sysfs::{capacity_source, discover_live, CapacitySource};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("sys");
+    copy_tree(&fixture("2s-24c-ht"), &root);
+    let nodes = discover(&root).unwrap();
+    assert_eq!(capacity_source(&root, false), CapacitySource::NodeSum);
+    assert_eq!(nodes.memory_capacity(), nodes.numa_memory_total());
+    fs::create_dir_all(root.join("proc")).unwrap();
+    fs::write(
+        root.join("proc/meminfo"),
+        "MemTotal:       24684084 kB\nMemFree:         1000 kB\n",
+    )
+    .unwrap();
+    for t in [discover(&root).unwrap(), discover_live(&root).unwrap()] {
+        assert_eq!(t.memory_capacity(), 24684084 * KIB);
+        assert_eq!(t.numa_memory_total(), nodes.numa_memory_total());
+    }
+    // The running machine without a tree-local meminfo: the host's /proc/meminfo.
+    assert_eq!(
+        capacity_source(&fixture("2s-24c-ht"), true),
+        CapacitySource::Meminfo("/proc/meminfo".into())
+    );
+    assert_eq!(
+        capacity_source(Path::new("/sys"), false),
+        CapacitySource::Meminfo("/proc/meminfo".into())
+    );
+    // A malformed tree-local meminfo is an error naming it.
+    fs::write(root.join("proc/meminfo"), "MemFree: 1 kB\n").unwrap();
+    let e = discover(&root).unwrap_err().to_string();
+    assert!(e.contains("proc/meminfo") && e.contains("MemTotal"), "{e}");
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let dest = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &dest);
+        } else {
+            fs::copy(entry.path(), dest).unwrap();
+        }
+    }
+}

@@ -43,7 +43,8 @@ fn unimplemented(method: &str) -> ttrpc::Error {
 }
 
 fn handler_err(method: &str, e: PluginError) -> ttrpc::Error {
-    tracing::warn!(method, error = %e, "nri plugin handler failed");
+    // The plugin logs its own refusals (it knows which repeat); the runtime gets the message.
+    tracing::debug!(method, error = %e, "nri plugin handler failed");
     status(Code::UNKNOWN, e.to_string())
 }
 

@@ -744,6 +744,7 @@ pub(crate) mod kube_topos {
                 })
                 .collect(),
             fallback_memory_bytes: 0,
+            memory_capacity_bytes: None,
             devices: Vec::new(),
         };
         Topology::build(&raw).expect("test topology is consistent")

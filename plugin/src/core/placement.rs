@@ -30,8 +30,8 @@ use super::pod::{Container, ContainerRef, Pod, ResourceList};
 use super::qos::{self, ExclusiveCpuQuota, QosClass};
 use super::topology::Topology;
 use super::topology_manager::{
-    merge_free, FreePerNode, ResourceAmounts, Scope, TopologyAffinityError, TopologyManager,
-    TopologyManagerConfig,
+    format_amount, merge_free, FreePerNode, ResourceAmounts, Scope, TopologyAffinityError,
+    TopologyManager, TopologyManagerConfig,
 };
 use crate::config::{self, Config};
 
@@ -68,6 +68,73 @@ impl PlacementError {
             | PlacementError::TopologyConfig(_)
             | PlacementError::Config { .. } => true,
             _ => false,
+        }
+    }
+}
+
+impl PlacementError {
+    /// The kubelet's reason for the same refusal at its own admission (the pod's
+    /// `status.reason`): `TopologyAffinityError`, `SMTAlignmentError`, or
+    /// `UnexpectedAdmissionError` (what the kubelet calls an allocation that fails after the
+    /// hints admitted it: not enough CPUs, memory or devices).
+    pub fn kubelet_reason(&self) -> &'static str {
+        use super::cpu_alloc::CpuAllocError as A;
+        match self {
+            PlacementError::Topology(_) => "TopologyAffinityError",
+            PlacementError::Cpu(CpuPolicyError::Alloc {
+                source: A::SmtAlignment { .. },
+                ..
+            }) => "SMTAlignmentError",
+            _ => "UnexpectedAdmissionError",
+        }
+    }
+
+    /// The cause in a few words, after the reason (none where the reason says it all).
+    fn cause(&self) -> Option<String> {
+        use super::cpu_alloc::CpuAllocError as A;
+        match self {
+            PlacementError::Topology(_) => None,
+            PlacementError::Cpu(CpuPolicyError::Alloc { source, .. }) => match source {
+                A::SmtAlignment { .. } => None,
+                A::NotEnough { .. } => Some("not enough cpus".into()),
+            },
+            PlacementError::Cpu(CpuPolicyError::SharedPoolExhausted { .. }) => {
+                Some("not enough cpus".into())
+            }
+            PlacementError::Memory(MemoryError::Insufficient { resource, .. }) => {
+                Some(format!("not enough {resource}"))
+            }
+            PlacementError::Device(DeviceError::Insufficient { resource, .. }) => {
+                Some(format!("not enough {resource}"))
+            }
+            _ => Some(self.to_string()),
+        }
+    }
+
+    /// What the refusal adds to "asks …; free per NUMA node: …", if anything.
+    fn detail(&self) -> Option<String> {
+        use super::cpu_alloc::CpuAllocError as A;
+        match self {
+            PlacementError::Topology(e) => Some(format!(
+                "topology manager policy {} cannot align them",
+                e.policy
+            )),
+            PlacementError::Cpu(CpuPolicyError::Alloc {
+                source:
+                    A::SmtAlignment {
+                        cpus_per_core,
+                        available_physical,
+                        ..
+                    },
+                ..
+            }) => Some(format!(
+                "full_pcpus_only needs a multiple of {cpus_per_core} cpus per core \
+                 ({available_physical} free on whole cores)"
+            )),
+            PlacementError::Cpu(CpuPolicyError::SharedPoolExhausted { .. }) => {
+                Some("the shared pool would be left without a cpu".into())
+            }
+            _ => None,
         }
     }
 }
@@ -123,6 +190,8 @@ pub struct Placement {
     pub(crate) devices: DeviceHints,
     tm: TopologyManager,
     qos: QosSettings,
+    /// `[memory] shared_pool_mems_follow_cpus`.
+    shared_mems_follow_cpus: bool,
     /// Merged affinity per container (an assignment: persisted).
     pub(crate) affinity: BTreeMap<ContainerKey, NumaMask>,
     /// Pod-scope affinity per pod uid, decided at the pod's first admission.
@@ -223,6 +292,7 @@ impl Placement {
                         ExclusiveCpuQuota::Disable
                     },
                 },
+                shared_mems_follow_cpus: config.memory.shared_pool_mems_follow_cpus,
                 affinity: BTreeMap::new(),
                 pod_affinity: BTreeMap::new(),
                 saved: Assignments::default(),
@@ -239,14 +309,44 @@ impl Placement {
         self.cpu.reserved()
     }
 
+    /// True when containers with exclusive CPUs lose their CFS quota (and their pods' cgroups
+    /// too): `[qos] keep_cfs_quota_for_exclusive = false`, the kubelet's
+    /// `DisableCPUQuotaWithExclusiveCPUs`.
+    pub fn disables_exclusive_quota(&self) -> bool {
+        self.qos.exclusive_quota == ExclusiveCpuQuota::Disable
+    }
+
     /// CPUs of containers without exclusive CPUs.
     pub fn shared_pool(&self) -> CpuSet {
         self.cpu.shared_pool()
     }
 
-    /// Memory nodes of containers without exclusive CPUs: the nodes of the shared pool.
+    /// The `cpuset.mems` topolet sets on shared-pool containers (no exclusive CPUs, memory not
+    /// pinned): the nodes of the shared pool with `[memory] shared_pool_mems_follow_cpus`;
+    /// otherwise none (empty: the field is left alone, as the kubelet leaves it, and they keep
+    /// every node).
     pub fn shared_mems(&self) -> NumaMask {
-        self.nodes_of(&self.shared_pool())
+        if self.shared_mems_follow_cpus {
+            self.nodes_of(&self.shared_pool())
+        } else {
+            NumaMask::default()
+        }
+    }
+
+    /// The memory nodes shared-pool containers end up with: [`Placement::shared_mems`], or every
+    /// node when topolet leaves the field alone.
+    pub fn shared_mems_effective(&self) -> NumaMask {
+        let mems = self.shared_mems();
+        if mems.is_empty() {
+            self.all_mems()
+        } else {
+            mems
+        }
+    }
+
+    /// Every NUMA node.
+    pub fn all_mems(&self) -> NumaMask {
+        NumaMask::from_ids(self.topology.numa_ids()).unwrap_or_default()
     }
 
     pub(crate) fn nodes_of(&self, cpus: &CpuSet) -> NumaMask {
@@ -483,6 +583,73 @@ impl Placement {
         Ok(self
             .tm
             .admit(subject, &amounts, &providers, || self.free_per_node())?)
+    }
+
+    /// The one-line refusal of the only app container of `pod` (the NRI view), as the kubelet's
+    /// own admission would word it: its reason first, then what was asked and what each NUMA
+    /// node has free, e.g. `topolet: TopologyAffinityError: container main of pod default/p asks
+    /// 2 exclusive CPUs; free per NUMA node: node0 1, node1 1; topology manager policy
+    /// single-numa-node cannot align them`. `resize`: the request is an in-place resize. Call it
+    /// right after the refusal (nothing changed, so the free capacity is what refused it).
+    pub fn refusal_message(&self, pod: &Pod, err: &PlacementError, resize: bool) -> String {
+        let Some(c) = pod.containers.first() else {
+            return format!("topolet: {}: {err}", err.kubelet_reason());
+        };
+        let class = qos::class(pod);
+        let n_cpus = self.exclusive_cpus(class, &c.requests);
+        let mut mem = memory_request(class, &c.requests);
+        if self.memory.kind() == MemoryPolicyKind::None {
+            mem.guaranteed = false;
+        }
+        let mut asked = amounts(n_cpus, &mem, &c.requests.extended);
+        if n_cpus.is_none() && c.requests.cpu() > 0 {
+            asked.insert("cpu".into(), c.requests.cpu());
+        }
+        let names = super::topology_manager::message_order(asked.keys());
+        let what: Vec<String> = names
+            .iter()
+            .map(|r| match (r.as_str(), n_cpus) {
+                ("cpu", Some(n)) => format!("{n} exclusive CPU{}", if n == 1 { "" } else { "s" }),
+                _ => format!("{r} {}", format_amount(r, asked[*r])),
+            })
+            .collect();
+        let free = self.free_per_node();
+        let only_cpu = names.iter().all(|r| r.as_str() == "cpu");
+        let per_node: Vec<String> = free
+            .iter()
+            .map(|(node, have)| {
+                let amount = |r: &str| format_amount(r, have.get(r).copied().unwrap_or(0));
+                if only_cpu {
+                    format!("node{node} {}", amount("cpu"))
+                } else {
+                    let parts: Vec<String> =
+                        names.iter().map(|r| format!("{r} {}", amount(r))).collect();
+                    format!("node{node} {}", parts.join(" "))
+                }
+            })
+            .collect();
+        let reason = match err.cause() {
+            Some(cause) => format!("{} ({cause})", err.kubelet_reason()),
+            None => err.kubelet_reason().to_string(),
+        };
+        let mut out = format!(
+            "topolet: {reason}: container {} of pod {}/{} asks {}{}; free per NUMA node: {}",
+            c.name,
+            pod.namespace,
+            pod.name,
+            if what.is_empty() {
+                "nothing".to_string()
+            } else {
+                what.join(", ")
+            },
+            if resize { " (in-place resize)" } else { "" },
+            per_node.join(", ")
+        );
+        if let Some(d) = err.detail() {
+            out.push_str("; ");
+            out.push_str(&d);
+        }
+        out
     }
 
     /// Free capacity per NUMA node of every provider (for refusal messages and status).
@@ -748,6 +915,23 @@ mod tests {
         assert_eq!(p.assignments(), before);
         assert_eq!(p.shared_pool(), shared);
         p.check_invariants().unwrap();
+    }
+
+    /// A refusal naming more than CPUs lists each resource asked and, per node, each one free;
+    /// the device's shortage is the cause.
+    #[test]
+    fn refusal_message_names_every_resource_asked() {
+        let (mut p, _) = Placement::new(&machine(), &config()).unwrap();
+        p.admit(&pod("hog", vec![], vec![guaranteed("app", 1, 1)]), -1000)
+            .unwrap();
+        let web = pod("web", vec![], vec![guaranteed("main", 2, 1)]);
+        let err = p.admit(&web, -1000).unwrap_err();
+        assert_eq!(
+            p.refusal_message(&web, &err, false),
+            "topolet: UnexpectedAdmissionError (not enough example.com/nic): container main of \
+             pod ns/web asks 2 exclusive CPUs, example.com/nic 1; free per NUMA node: node0 cpu \
+             6 example.com/nic 0"
+        );
     }
 
     /// `release` says whether it changed what is persisted: an entry holding only a topology

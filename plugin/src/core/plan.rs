@@ -123,7 +123,7 @@ pub fn plan(
         }
     }
     let shared = placement.shared_pool().to_string();
-    let shared_mems = placement.shared_mems().to_string();
+    let shared_mems = placement.shared_mems_effective().to_string();
     let containers = rows
         .into_iter()
         .map(|(mut row, on_shared)| {

@@ -191,6 +191,84 @@ pub fn container_cpu_quota(
     }
 }
 
+/// The CPU values of a pod cgroup, as the kubelet writes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PodCpu {
+    /// `cpu.shares` (cgroup v2 writes the weight converted from it).
+    pub shares: u64,
+    /// CFS quota in µs, −1 unlimited; `None`: the kubelet sets none (a Burstable pod with a
+    /// container without a CPU limit, BestEffort).
+    pub quota: Option<i64>,
+    pub period: u64,
+}
+
+/// The pod cgroup's CPU values for a pod of `class` made of `containers`, as the kubelet's
+/// `ResourceConfigForPod` (pkg/kubelet/cm/helpers_linux.go) computes them: shares from the sum
+/// of the CPU requests (`MilliCPUToShares`), quota `MilliCPUToQuota(sum of the CPU limits,
+/// period)` for Guaranteed pods and for Burstable pods whose every container has a CPU limit, −1
+/// when `enforce_cpu_limits` is false (the kubelet's `DisableCPUQuotaWithExclusiveCPUs` for a pod
+/// with exclusive CPUs, or `cpuCFSQuota: false`); BestEffort: shares 2 and no quota. Only the
+/// given containers count: init containers, pod overhead and pod-level resources are not seen
+/// through NRI (callers check the result against the cgroup before relying on it).
+pub fn pod_cpu(
+    class: QosClass,
+    containers: &[Container],
+    period_us: u64,
+    enforce_cpu_limits: bool,
+) -> PodCpu {
+    let requests: u64 = containers.iter().map(|c| c.requests.cpu()).sum();
+    let limits: u64 = containers.iter().map(|c| c.limits.cpu()).sum();
+    let all_limited = containers.iter().all(|c| c.limits.cpu() > 0);
+    let quota = if enforce_cpu_limits {
+        milli_cpu_to_quota(limits, period_us)
+    } else {
+        -1
+    };
+    match class {
+        QosClass::Guaranteed => PodCpu {
+            shares: milli_cpu_to_shares(requests),
+            quota: Some(quota),
+            period: period_us,
+        },
+        QosClass::Burstable => PodCpu {
+            shares: milli_cpu_to_shares(requests),
+            quota: all_limited.then_some(quota),
+            period: period_us,
+        },
+        QosClass::BestEffort => PodCpu {
+            shares: MIN_SHARES,
+            quota: None,
+            period: period_us,
+        },
+    }
+}
+
+/// cgroup v2 `cpu.weight` from cpu.shares as current runc / opencontainers/cgroups convert it
+/// (the quadratic fit in log2 that maps 2 → 1, 1024 → 100 and 262144 → 10000).
+pub fn cpu_shares_to_weight(shares: u64) -> u64 {
+    if shares == 0 {
+        return 0;
+    }
+    if shares <= MIN_SHARES {
+        return 1;
+    }
+    if shares >= MAX_SHARES {
+        return 10_000;
+    }
+    let l = (shares as f64).log2();
+    let exponent = (l * l + 125.0 * l) / 612.0 - 7.0 / 34.0;
+    10f64.powf(exponent).ceil() as u64
+}
+
+/// cgroup v2 `cpu.weight` from cpu.shares as older runc converted it (linear:
+/// `1 + (shares − 2)·9999/262142`).
+pub fn cpu_shares_to_weight_linear(shares: u64) -> u64 {
+    if shares == 0 {
+        return 0;
+    }
+    1 + (shares.saturating_sub(2) * 9999) / 262_142
+}
+
 // ---------------------------------------------------------------------------------------------
 // oom_score_adj
 // ---------------------------------------------------------------------------------------------
@@ -532,6 +610,70 @@ mod tests {
             name: "p".into(),
             containers,
             ..Default::default()
+        }
+    }
+
+    /// `ResourceConfigForPod`'s CPU values: sums of requests and limits, quota only when every
+    /// Burstable container has a limit, −1 when limits are not enforced, BestEffort 2 shares.
+    #[test]
+    fn pod_cpu_is_the_kubelets_resource_config_for_pod() {
+        let g = |cpu: &str| ctr("c", res(cpu, "1Gi"), res(cpu, "1Gi"));
+        let p = DEFAULT_CPU_PERIOD_US;
+        assert_eq!(
+            pod_cpu(QosClass::Guaranteed, &[g("1500m"), g("500m")], p, true),
+            PodCpu {
+                shares: 2048,
+                quota: Some(200_000),
+                period: p
+            }
+        );
+        assert_eq!(
+            pod_cpu(QosClass::Guaranteed, &[g("2")], p, false).quota,
+            Some(-1)
+        );
+        // 150m + 150m: shares of the sum (307), not the sum of the shares (306).
+        assert_eq!(
+            pod_cpu(QosClass::Guaranteed, &[g("150m"), g("150m")], p, true).shares,
+            307
+        );
+        let limited = ctr("a", res("250m", ""), res("1", ""));
+        let unlimited = ctr("b", res("250m", ""), res("", ""));
+        assert_eq!(
+            pod_cpu(QosClass::Burstable, std::slice::from_ref(&limited), p, true).quota,
+            Some(100_000)
+        );
+        let both = pod_cpu(QosClass::Burstable, &[limited, unlimited], p, true);
+        assert_eq!((both.shares, both.quota), (512, None));
+        assert_eq!(
+            pod_cpu(
+                QosClass::BestEffort,
+                &[ctr("x", res("", ""), res("", ""))],
+                p,
+                true
+            ),
+            PodCpu {
+                shares: 2,
+                quota: None,
+                period: p
+            }
+        );
+    }
+
+    /// Both shares → weight conversions fix 2 → 1 and 262144 → 10000; the current one maps the
+    /// default 1024 to the default weight 100 (the linear one to 39).
+    #[test]
+    fn shares_to_weight_conversions() {
+        assert_eq!(cpu_shares_to_weight(2), 1);
+        assert_eq!(cpu_shares_to_weight(1024), 100);
+        assert_eq!(cpu_shares_to_weight(MAX_SHARES), 10_000);
+        assert_eq!(cpu_shares_to_weight_linear(2), 1);
+        assert_eq!(cpu_shares_to_weight_linear(1024), 39);
+        assert_eq!(cpu_shares_to_weight_linear(MAX_SHARES), 10_000);
+        let mut last = 0;
+        for s in (2..=MAX_SHARES).step_by(97) {
+            let w = cpu_shares_to_weight(s);
+            assert!(w >= last && (1..=10_000).contains(&w), "{s} → {w}");
+            last = w;
         }
     }
 

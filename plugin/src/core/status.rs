@@ -88,6 +88,7 @@ pub struct Machine {
     pub cpus: usize,
     pub cores: usize,
     pub threads_per_core: usize,
+    /// The kubelet's memory capacity (`/proc/meminfo` `MemTotal`); nodes show their own.
     pub memory_bytes: u64,
     pub sockets: Vec<Socket>,
     pub l3_groups: Vec<L3Group>,

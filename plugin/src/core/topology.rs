@@ -63,6 +63,11 @@ pub struct RawMachine {
     pub nodes: Vec<RawNode>,
     /// Memory of the implicit node when `nodes` is empty.
     pub fallback_memory_bytes: u64,
+    /// The machine's memory capacity as the kubelet computes it (cadvisor's
+    /// `MachineInfo.MemoryCapacity`: `/proc/meminfo` `MemTotal`), when known. `None`: the sum of
+    /// the nodes' `MemTotal`. The two differ on some machines (memory outside every node's
+    /// accounting, ballooned or hot-added memory), and the kubelet uses the former.
+    pub memory_capacity_bytes: Option<u64>,
     pub devices: Vec<Device>,
 }
 
@@ -129,6 +134,7 @@ pub struct Topology {
     l3: Vec<CpuSet>,
     distances: BTreeMap<(usize, usize), u32>,
     devices: Vec<Device>,
+    memory_capacity: u64,
     warnings: Vec<String>,
 }
 
@@ -314,6 +320,8 @@ impl Topology {
             }
         }
 
+        let node_sum: u64 = raw_nodes.values().map(|n| n.memory_bytes).sum();
+        let memory_capacity = raw.memory_capacity_bytes.unwrap_or(node_sum);
         let nodes = raw_nodes
             .into_values()
             .map(|n| {
@@ -338,6 +346,7 @@ impl Topology {
             l3,
             distances,
             devices: raw.devices.clone(),
+            memory_capacity,
             warnings,
         })
     }
@@ -444,8 +453,16 @@ impl Topology {
             .collect()
     }
 
-    /// Total memory: the sum of the nodes' `MemTotal`.
+    /// The node's memory capacity as the kubelet sees it (`/proc/meminfo` `MemTotal`, the
+    /// Node's `status.capacity.memory`): the denominator of the Burstable oom_score_adj formula.
+    /// The sum of the nodes' `MemTotal` when the machine was described without it. Per-node
+    /// sizes (the memory manager's) are [`NumaNode::memory_bytes`].
     pub fn memory_capacity(&self) -> u64 {
+        self.memory_capacity
+    }
+
+    /// The sum of the NUMA nodes' `MemTotal`.
+    pub fn numa_memory_total(&self) -> u64 {
         self.nodes.values().map(|n| n.memory_bytes).sum()
     }
 
@@ -546,6 +563,7 @@ impl SyntheticSpec {
             cpus,
             nodes,
             fallback_memory_bytes: 0,
+            memory_capacity_bytes: None,
             devices: Vec::new(),
         }
     }
@@ -623,6 +641,7 @@ mod tests {
             cpus: vec![cpu(0, 0, 0), cpu(1, 1, 0), cpu(2, 0, 0), cpu(3, 1, 0)],
             nodes: vec![],
             fallback_memory_bytes: 8 * GIB,
+            memory_capacity_bytes: None,
             devices: vec![],
         };
         let t = Topology::build(&raw).unwrap();
@@ -633,6 +652,26 @@ mod tests {
         assert_eq!(t.memory_capacity(), 8 * GIB);
         // One L3 group per (socket, node) without cache info.
         assert_eq!(t.num_l3(), 2);
+    }
+
+    /// The kubelet's capacity (`/proc/meminfo` `MemTotal`) is what `memory_capacity` reports when
+    /// it is known, even where the nodes' `MemTotal`s add up to less (the VM of the issue:
+    /// 16,066,490,368 B across the nodes, 24684084 KiB in /proc/meminfo); node sizes stay per node.
+    #[test]
+    fn memory_capacity_is_proc_meminfo_when_known() {
+        let mut raw = spec(2, 1, 1, 2, 1).raw();
+        for n in &mut raw.nodes {
+            n.memory_bytes = 8_033_245_184;
+        }
+        assert_eq!(
+            Topology::build(&raw).unwrap().memory_capacity(),
+            16_066_490_368
+        );
+        raw.memory_capacity_bytes = Some(24_684_084 * 1024);
+        let t = Topology::build(&raw).unwrap();
+        assert_eq!(t.memory_capacity(), 24_684_084 * 1024);
+        assert_eq!(t.numa_memory_total(), 16_066_490_368);
+        assert!(t.numa_nodes().all(|n| n.memory_bytes == 8_033_245_184));
     }
 
     #[test]

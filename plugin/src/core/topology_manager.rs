@@ -256,7 +256,7 @@ pub fn format_amount(resource: &str, amount: u64) -> String {
 }
 
 /// Resource names in message order: `cpu`, `memory`, then the rest by name.
-fn message_order<'a>(names: impl Iterator<Item = &'a String>) -> Vec<&'a String> {
+pub(crate) fn message_order<'a>(names: impl Iterator<Item = &'a String>) -> Vec<&'a String> {
     let mut v: Vec<&String> = names.collect();
     let rank = |r: &str| match r {
         "cpu" => 0,

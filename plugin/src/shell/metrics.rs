@@ -87,6 +87,8 @@ struct Families {
     admissions: BTreeMap<(String, &'static str), u64>,
     refusals: BTreeMap<(&'static str, String), u64>,
     state_writes: BTreeMap<&'static str, u64>,
+    pod_cgroup_writes: BTreeMap<&'static str, u64>,
+    refusal_logs_suppressed: BTreeMap<&'static str, u64>,
     evictions: BTreeMap<String, u64>,
     signals: BTreeMap<String, f64>,
     thresholds: BTreeMap<(String, String), f64>,
@@ -188,6 +190,25 @@ impl Metrics {
             .or_default() += 1;
     }
 
+    /// A write of a pod cgroup's CPU values (`shell::pod_cgroup`), successful or not.
+    pub fn pod_cgroup_write(&self, ok: bool) {
+        *self
+            .lock()
+            .pod_cgroup_writes
+            .entry(if ok { "ok" } else { "error" })
+            .or_default() += 1;
+    }
+
+    /// A refusal at `operation` not logged: identical to the container's last logged one
+    /// (`shell::refusal_log`).
+    pub fn refusal_log_suppressed(&self, operation: &'static str) {
+        *self
+            .lock()
+            .refusal_logs_suppressed
+            .entry(operation)
+            .or_default() += 1;
+    }
+
     /// The eviction loop evicted a pod because of `signal` (e.g. `memory.available`).
     pub fn eviction(&self, signal: &str) {
         *self.lock().evictions.entry(signal.to_string()).or_default() += 1;
@@ -258,6 +279,8 @@ impl Metrics {
                 admissions: g.admissions.clone(),
                 refusals: g.refusals.clone(),
                 state_writes: g.state_writes.clone(),
+                pod_cgroup_writes: g.pod_cgroup_writes.clone(),
+                refusal_logs_suppressed: g.refusal_logs_suppressed.clone(),
                 evictions: g.evictions.clone(),
                 signals: g.signals.clone(),
                 thresholds: g.thresholds.clone(),
@@ -331,6 +354,19 @@ impl Metrics {
             );
         }
 
+        w.family(
+            "topolet_refusal_logs_suppressed_total",
+            "counter",
+            "Refusals not logged because they repeated the container's last logged one (the kubelet retries a refused resize every second), by operation.",
+        );
+        for (op, n) in &f.refusal_logs_suppressed {
+            w.sample(
+                "topolet_refusal_logs_suppressed_total",
+                &[("operation", op.to_string())],
+                *n as f64,
+            );
+        }
+
         w.gauge(
             "topolet_shared_pool_cpus",
             "CPUs in the shared pool.",
@@ -395,6 +431,19 @@ impl Metrics {
         for (result, n) in &f.state_writes {
             w.sample(
                 "topolet_state_file_writes_total",
+                &[("result", result.to_string())],
+                *n as f64,
+            );
+        }
+
+        w.family(
+            "topolet_pod_cgroup_writes_total",
+            "counter",
+            "Writes of pod cgroups' CPU quota and shares (exclusive pods, refused resizes), by result (ok, error).",
+        );
+        for (result, n) in &f.pod_cgroup_writes {
+            w.sample(
+                "topolet_pod_cgroup_writes_total",
                 &[("result", result.to_string())],
                 *n as f64,
             );

@@ -119,17 +119,49 @@ pub fn cpuset_update(
 /// kubelet's (an exclusive container's quota stays removed unless the config keeps it).
 pub fn resize_update(view: &ContainerView, target: &ContainerResources) -> api::ContainerUpdate {
     let mut update = cpuset_update(&view.id, &target.cpuset, &target.mems, false);
-    if target.cpu_quota != 0 && view.current.cpu_quota != Some(target.cpu_quota) {
-        let cpu = update
-            .linux
-            .mut_or_insert_default()
-            .resources
-            .mut_or_insert_default()
-            .cpu
-            .mut_or_insert_default();
-        cpu.quota = some_i64(target.cpu_quota);
+    if let Some(quota) = quota_change(view, target) {
+        set_quota(&mut update, quota);
     }
     update
+}
+
+/// The CFS quota `view` must be sent to run as `target`, if it differs from what it runs with:
+/// −1 for an exclusive container (unless the config keeps quotas), the kubelet's value again
+/// for one whose quota topolet removed. Other containers keep the kubelet's own.
+pub fn quota_change(view: &ContainerView, target: &ContainerResources) -> Option<i64> {
+    let ours = target.exclusive || view.current.cpu_quota == Some(-1);
+    (ours && target.cpu_quota != 0 && view.current.cpu_quota != Some(target.cpu_quota))
+        .then_some(target.cpu_quota)
+}
+
+/// The update a running container found at Synchronize needs to run as `target`, if any: its
+/// cpuset and mems when they differ, and its CFS quota when [`quota_change`] says so (a
+/// container taken over with exclusive CPUs loses its quota, as at creation).
+pub fn sync_update(
+    view: &ContainerView,
+    target: &ContainerResources,
+    mems_ok: bool,
+) -> Option<api::ContainerUpdate> {
+    let quota = quota_change(view, target);
+    if view.current.cpuset_cpus.as_ref() == Some(&target.cpuset) && mems_ok && quota.is_none() {
+        return None;
+    }
+    let mut update = cpuset_update(&view.id, &target.cpuset, &target.mems, true);
+    if let Some(q) = quota {
+        set_quota(&mut update, q);
+    }
+    Some(update)
+}
+
+fn set_quota(update: &mut api::ContainerUpdate, quota: i64) {
+    let cpu = update
+        .linux
+        .mut_or_insert_default()
+        .resources
+        .mut_or_insert_default()
+        .cpu
+        .mut_or_insert_default();
+    cpu.quota = some_i64(quota);
 }
 
 fn some_u64(value: u64) -> protobuf::MessageField<api::OptionalUInt64> {

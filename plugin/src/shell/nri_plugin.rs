@@ -45,7 +45,9 @@ use crate::shell::metrics::{self, event, Metrics};
 use crate::shell::nri_adjust;
 use crate::shell::nri_view::{self, ContainerView};
 use crate::shell::oom_floor;
+use crate::shell::pod_cgroup::{self, Work};
 use crate::shell::proc_affinity;
+use crate::shell::refusal_log::{RefusalLog, Verdict};
 use crate::shell::reload::ReloadOutcome;
 use crate::shell::state_file;
 use crate::shell::update_outbox::Outbox;
@@ -73,6 +75,9 @@ struct Managed {
     /// Seen running (PostStartContainer, or running at Synchronize). Until then an update may
     /// reach only the stored spec while the task starts from the old one.
     started: bool,
+    /// Seen stopped (StopContainer, or exited at Synchronize): no longer counted in its pod's
+    /// cgroup values.
+    stopped: bool,
 }
 
 struct Node {
@@ -94,6 +99,8 @@ struct Node {
     /// Running containers (id, init pid) whose task is to be checked against their cpuset after
     /// a Synchronize (`shell::proc_affinity`).
     verify: Vec<(String, u32)>,
+    /// The last refusal of each container, so that the kubelet's retries are not all logged.
+    refusals: RefusalLog,
 }
 
 /// The topolet NRI plugin.
@@ -110,6 +117,10 @@ pub struct TopoletPlugin {
     persist_failed: AtomicBool,
     /// Where process information lives (`/proc`; a fake tree in tests).
     proc_root: PathBuf,
+    /// Where `/sys` is seen (`--sysfs-root`): cgroup mount points under `/sys` are read there.
+    sysfs_root: PathBuf,
+    /// The pod cgroup writer, started at its first use.
+    pod_cgroups: OnceLock<pod_cgroup::Writer>,
     metrics: Arc<Metrics>,
 }
 
@@ -131,6 +142,7 @@ impl TopoletPlugin {
             reapply: BTreeSet::new(),
             outbox: Outbox::new(Instant::now()),
             verify: Vec::new(),
+            refusals: RefusalLog::default(),
         };
         match state_file::load::<NodeState>(&state_path) {
             Ok(Some(saved)) => {
@@ -161,13 +173,73 @@ impl TopoletPlugin {
             flusher_started: AtomicBool::new(false),
             persist_failed: AtomicBool::new(false),
             proc_root: PathBuf::from("/proc"),
+            sysfs_root: PathBuf::from("/sys"),
+            pod_cgroups: OnceLock::new(),
             metrics: Arc::new(Metrics::new()),
         })
     }
 
-    /// Reads process information from `root` instead of `/proc` (tests).
+    /// Reads process information from `root` instead of `/proc` (tests; `self/mountinfo` there
+    /// locates the cgroup hierarchies).
     pub fn set_proc_root(&mut self, root: PathBuf) {
         self.proc_root = root;
+    }
+
+    /// Sees `/sys` at `root` (`--sysfs-root`): the pod cgroups of a cgroup hierarchy mounted
+    /// under `/sys` are written under `root` instead (the DaemonSet's `/host/sys`; tests).
+    pub fn set_sysfs_root(&mut self, root: PathBuf) {
+        self.sysfs_root = root;
+    }
+
+    fn pod_cgroups(&self) -> &pod_cgroup::Writer {
+        self.pod_cgroups.get_or_init(|| {
+            pod_cgroup::Writer::new(
+                pod_cgroup::Roots {
+                    proc_root: self.proc_root.clone(),
+                    sysfs_root: self.sysfs_root.clone(),
+                },
+                self.metrics.clone(),
+            )
+        })
+    }
+
+    /// Waits until every pod cgroup write queued so far is done (tests; blocking).
+    pub fn flush_pod_cgroups(&self) {
+        self.pod_cgroups().flush();
+    }
+
+    /// Queues the unlimited pod quota of pod `uid` if it holds exclusive CPUs and the kubelet's
+    /// static policy would have disabled it.
+    fn unlimit_pod(&self, node: &Node, uid: &str) {
+        if !node.placement.disables_exclusive_quota() {
+            return;
+        }
+        let Some(m) = node
+            .containers
+            .values()
+            .find(|m| m.view.key.pod_uid == uid && m.applied.exclusive)
+        else {
+            return;
+        };
+        self.pod_cgroups().submit(Work::Unlimit {
+            pod: m.view.pod_ref.clone(),
+            cgroup_parent: m.view.cgroup_parent.clone(),
+        });
+    }
+
+    /// Logs a refusal unless it repeats `key`'s last logged one (then counts it).
+    fn log_refusal(&self, node: &mut Node, op: &'static str, view: &ContainerView, msg: &str) {
+        match node.refusals.note(op, &view.key, msg, Instant::now()) {
+            Verdict::Log { repeats } => tracing::warn!(
+                pod = %view.pod_ref,
+                container = %view.key.container,
+                operation = op,
+                repeats_not_logged = repeats,
+                error = %msg,
+                "refused; nothing changed"
+            ),
+            Verdict::Suppress => self.metrics.refusal_log_suppressed(op),
+        }
     }
 
     /// Connects the plugin to its stub's update queue and status.
@@ -448,6 +520,37 @@ fn updates_for(node: &mut Node, ids: &[String]) -> Vec<api::ContainerUpdate> {
     updates
 }
 
+/// The pod cgroup's CPU values the kubelet computes for pod `uid` from its known, not stopped
+/// containers, `replace` standing in for the container with its id (a resize's request).
+fn pod_cpu_of(
+    node: &Node,
+    uid: &str,
+    replace: Option<&ContainerView>,
+    enforce_cpu_limits: bool,
+) -> Option<crate::core::qos::PodCpu> {
+    let mut class = None;
+    let mut period = crate::core::qos::DEFAULT_CPU_PERIOD_US;
+    let mut containers = Vec::new();
+    for (id, m) in &node.containers {
+        if m.view.key.pod_uid != uid || m.stopped {
+            continue;
+        }
+        let view = match replace {
+            Some(v) if v.id == *id => v,
+            _ => &m.view,
+        };
+        class = Some(view.qos);
+        period = view.current.cpu_period.filter(|&p| p > 0).unwrap_or(period);
+        containers.push(view.container().clone());
+    }
+    Some(crate::core::qos::pod_cpu(
+        class?,
+        &containers,
+        period,
+        enforce_cpu_limits,
+    ))
+}
+
 /// True when the runtime's `cpuset.mems` (list syntax) is `want`; an empty `want` (no NUMA
 /// information) matches anything.
 fn mems_match(actual: Option<&str>, want: &NumaMask) -> bool {
@@ -455,11 +558,23 @@ fn mems_match(actual: Option<&str>, want: &NumaMask) -> bool {
     want.is_empty() || actual.and_then(|a| CpuSet::parse(a).ok()) == Some(want)
 }
 
+/// The mems to send a container whose mems were `before` and are now to be `after`: an empty
+/// `after` leaves the field alone (the kubelet's way for shared containers), unless topolet (or
+/// someone) had narrowed it before: then every node, which is what the container would have had.
+fn widened(before: NumaMask, after: NumaMask, all: NumaMask) -> NumaMask {
+    if after.is_empty() && !before.is_empty() {
+        all
+    } else {
+        after
+    }
+}
+
 /// Moves every shared container (except `skip`) to the current shared pool and mems in the
 /// books; returns the ids whose cpuset or mems changed (to be sent the update).
 fn shared_changes(node: &mut Node, skip: Option<&str>) -> Vec<String> {
     let shared = node.placement.shared_pool();
     let mems = node.placement.shared_mems();
+    let all = node.placement.all_mems();
     let mut changed = Vec::new();
     for (id, m) in node.containers.iter_mut() {
         if Some(id.as_str()) == skip || m.applied.exclusive {
@@ -468,7 +583,7 @@ fn shared_changes(node: &mut Node, skip: Option<&str>) -> Vec<String> {
         let target_mems = if m.applied.memory_pinned {
             m.applied.mems
         } else {
-            mems
+            widened(m.applied.mems, mems, all)
         };
         if m.applied.cpuset == shared && m.applied.mems == target_mems {
             continue;
@@ -574,11 +689,21 @@ impl Plugin for TopoletPlugin {
             .filter(|c| c.state.enum_value() == Ok(api::ContainerState::CONTAINER_CREATED))
             .map(|c| c.id.as_str())
             .collect();
+        let all_mems = node.placement.all_mems();
         let managed = outcome
             .containers
             .into_iter()
-            .filter_map(|(id, applied)| {
+            .filter_map(|(id, mut applied)| {
                 let view = by_id.remove(&id)?;
+                // Mems someone narrowed (an earlier topolet with shared_pool_mems_follow_cpus, or
+                // a container that held exclusive cpus) go back to every node.
+                let reported = view
+                    .current
+                    .cpuset_mems
+                    .as_deref()
+                    .and_then(|m| CpuSet::parse(m).ok())
+                    .and_then(|m| NumaMask::from_ids(m.iter()));
+                applied.mems = widened(reported.unwrap_or_default(), applied.mems, all_mems);
                 let started = !created.contains(id.as_str());
                 Some((
                     id,
@@ -586,6 +711,7 @@ impl Plugin for TopoletPlugin {
                         view,
                         applied,
                         started,
+                        stopped: false,
                     },
                 ))
             })
@@ -602,15 +728,9 @@ impl Plugin for TopoletPlugin {
             if created.contains(id.as_str()) {
                 reapply.insert(id.clone());
             }
-            if m.view.current.cpuset_cpus.as_ref() != Some(&m.applied.cpuset)
-                || !mems_match(m.view.current.cpuset_mems.as_deref(), &m.applied.mems)
-            {
-                updates.push(nri_adjust::cpuset_update(
-                    id,
-                    &m.applied.cpuset,
-                    &m.applied.mems,
-                    true,
-                ));
+            let mems_ok = mems_match(m.view.current.cpuset_mems.as_deref(), &m.applied.mems);
+            if let Some(update) = nri_adjust::sync_update(&m.view, &m.applied, mems_ok) {
+                updates.push(update);
             }
         }
         updates.sort_by(|a, b| a.container_id.cmp(&b.container_id));
@@ -630,6 +750,16 @@ impl Plugin for TopoletPlugin {
             .collect();
         verify.sort();
         node.verify = verify;
+        // Pods holding exclusive CPUs: their cgroup's quota too (as at creation).
+        let exclusive_pods: BTreeSet<String> = node
+            .containers
+            .values()
+            .filter(|m| m.applied.exclusive)
+            .map(|m| m.view.key.pod_uid.clone())
+            .collect();
+        for uid in &exclusive_pods {
+            self.unlimit_pod(&node, uid);
+        }
         self.persist(&node);
         tracing::info!(
             pods = n_pods,
@@ -690,6 +820,7 @@ impl Plugin for TopoletPlugin {
             .map(|i| i.pod_uid);
         let Some(uid) = uid else { return Ok(()) };
         node.containers.retain(|_, m| m.view.key.pod_uid != uid);
+        node.refusals.clear_pod(&uid);
         let before = node.left_alone.len();
         node.left_alone.retain(|k| k.pod_uid != uid);
         let forgot = node.left_alone.len() != before;
@@ -730,11 +861,16 @@ impl Plugin for TopoletPlugin {
         }
         let mut node = self.event_lock();
         let floor = node.oom_floor.unwrap_or(0);
-        let decision = node.placement.admit(&view.pod, floor).map_err(|e| {
-            tracing::warn!(pod = %view.pod_ref, container = %ctr.name, error = %e, "container refused");
-            self.metrics.refused("create", metrics::refusal_reason(&e));
-            PluginError::Failed(format!("topolet: {e}"))
-        })?;
+        let decision = match node.placement.admit(&view.pod, floor) {
+            Ok(d) => d,
+            Err(e) => {
+                let msg = node.placement.refusal_message(&view.pod, &e, false);
+                self.metrics.refused("create", metrics::refusal_reason(&e));
+                self.log_refusal(&mut node, "create", &view, &msg);
+                return Err(PluginError::Failed(msg));
+            }
+        };
+        node.refusals.clear("create", &view.key);
         let (adjust, conflicts) = nri_adjust::adjustment(&view, &decision);
         for conflict in conflicts {
             tracing::warn!(pod = %view.pod_ref, container = %ctr.name, conflict = %conflict, "field already set by the kubelet or an earlier NRI plugin; left as is");
@@ -751,15 +887,18 @@ impl Plugin for TopoletPlugin {
         );
         let exclusive = decision.exclusive;
         self.metrics.admitted(view.qos.as_str(), exclusive);
+        let uid = view.key.pod_uid.clone();
         node.containers.insert(
             ctr.id.clone(),
             Managed {
                 view,
                 applied: decision,
                 started: false,
+                stopped: false,
             },
         );
         if exclusive {
+            self.unlimit_pod(&node, &uid);
             self.persist(&node);
             self.push_shared_pool(&mut node, Some(&ctr.id));
         }
@@ -789,23 +928,70 @@ impl Plugin for TopoletPlugin {
             self.memory_capacity(),
         );
         let floor = node.oom_floor.unwrap_or(0);
-        let decision = node.placement.resize(&view.pod, floor).map_err(|e| {
-            tracing::warn!(pod = %m.view.pod_ref, container = %ctr.name, error = %e, "resize refused; nothing changed");
-            self.metrics.refused("resize", metrics::refusal_reason(&e));
-            PluginError::Failed(format!("topolet: {e}"))
-        })?;
+        let uid = m.view.key.pod_uid.clone();
+        let decision = match node.placement.resize(&view.pod, floor) {
+            Ok(d) => d,
+            Err(e) => {
+                let msg = node.placement.refusal_message(&view.pod, &e, true);
+                self.metrics.refused("resize", metrics::refusal_reason(&e));
+                self.log_refusal(&mut node, "resize", &view, &msg);
+                // The kubelet resized the pod cgroup before asking: put it back to what the
+                // containers run with (where it holds exactly the refused request's values).
+                let exclusive = node
+                    .containers
+                    .values()
+                    .any(|o| o.view.key.pod_uid == uid && o.applied.exclusive);
+                let enforce = !(exclusive && node.placement.disables_exclusive_quota());
+                let refused = pod_cpu_of(&node, &uid, Some(&view), true);
+                let restore = pod_cpu_of(&node, &uid, None, enforce);
+                if let (Some(refused), Some(restore)) = (refused, restore) {
+                    if refused != restore {
+                        self.pod_cgroups().submit(Work::Revert {
+                            pod: m.view.pod_ref.clone(),
+                            cgroup_parent: m.view.cgroup_parent.clone(),
+                            refused,
+                            restore,
+                        });
+                    }
+                }
+                return Err(PluginError::Failed(msg));
+            }
+        };
+        node.refusals.clear("resize", &view.key);
+        let mut decision = decision;
+        decision.mems = widened(m.applied.mems, decision.mems, node.placement.all_mems());
         let changed_pool =
             decision.exclusive != m.applied.exclusive || decision.cpuset != m.applied.cpuset;
         tracing::info!(pod = %m.view.pod_ref, container = %ctr.name, cpus = %decision.cpuset, exclusive = decision.exclusive, "container resized");
         let own = nri_adjust::resize_update(&view, &decision);
+        let (pod_ref, cgroup_parent) = (view.pod_ref.clone(), view.cgroup_parent.clone());
+        let left_exclusive = m.applied.exclusive && !decision.exclusive;
         node.containers.insert(
             ctr.id.clone(),
             Managed {
                 view,
                 applied: decision,
                 started: m.started,
+                stopped: m.stopped,
             },
         );
+        // The kubelet rewrote the pod cgroup's quota for the new size: unlimited again while
+        // the pod holds exclusive CPUs; the kubelet's once its last exclusive container left.
+        let pod_exclusive = node
+            .containers
+            .values()
+            .any(|o| o.view.key.pod_uid == uid && o.applied.exclusive);
+        if pod_exclusive {
+            self.unlimit_pod(&node, &uid);
+        } else if left_exclusive && node.placement.disables_exclusive_quota() {
+            if let Some(quota) = pod_cpu_of(&node, &uid, None, true).and_then(|p| p.quota) {
+                self.pod_cgroups().submit(Work::Relimit {
+                    pod: pod_ref,
+                    cgroup_parent,
+                    quota,
+                });
+            }
+        }
         if changed_pool {
             self.persist(&node);
             self.push_shared_pool(&mut node, Some(&ctr.id));
@@ -826,6 +1012,9 @@ impl Plugin for TopoletPlugin {
     ) -> PluginResult<Vec<api::ContainerUpdate>> {
         let _timer = self.metrics.time(event::STOP_CONTAINER);
         let mut node = self.event_lock();
+        if let Some(m) = node.containers.get_mut(&ctr.id) {
+            m.stopped = true;
+        }
         self.release(&mut node, &ctr.id, "stopped");
         Ok(self.reply_updates(&mut node, &ctr.id))
     }
@@ -989,7 +1178,7 @@ impl TopoletPlugin {
         let snapshot = Snapshot {
             reserved: p.reserved().clone(),
             shared: p.shared_pool(),
-            shared_mems: p.shared_mems(),
+            shared_mems: p.shared_mems_effective(),
             assignable: p.cpu.assignable(),
             exclusive,
             free: p.free_per_node(),

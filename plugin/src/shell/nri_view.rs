@@ -11,7 +11,7 @@
 //! | CPU request | `cpu.shares` (`request·1024/1000`, min 2) | exact from 3m to 256 CPUs; shares 2 ⇒ 0 |
 //! | CPU limit | `cpu.quota / cpu.period` | exact above the 1 ms quota floor |
 //! | memory limit | `memory.limit` | exact |
-//! | memory request (Burstable) | `oom_score_adj = 1000 − 1000·request/capacity` | within one step (capacity/1000 bytes) |
+//! | memory request (Burstable) | `oom_score_adj = 1000 − 1000·request/capacity`, capacity = `/proc/meminfo` `MemTotal` | within one step (capacity/1000 bytes) |
 //! | memory request (Guaranteed) | = the memory limit | exact |
 //! | exclusive CPUs | Guaranteed and an integer CPU request | exact |
 //!
@@ -53,6 +53,8 @@ pub struct ContainerView {
     /// `namespace/name` of the pod, for logs.
     pub pod_ref: String,
     pub qos: QosClass,
+    /// The pod sandbox's cgroup parent: the pod cgroup (`shell::pod_cgroup`).
+    pub cgroup_parent: String,
     /// A one-container pod with the requests and limits estimated from the cgroup values, for the
     /// core's rules.
     pub pod: Pod,
@@ -178,6 +180,11 @@ pub fn view(
         id: ctr.id.clone(),
         pod_ref: format!("{}/{}", pod.namespace, pod.name),
         qos: info.qos,
+        cgroup_parent: pod
+            .linux
+            .as_ref()
+            .map(|l| l.cgroup_parent.clone())
+            .unwrap_or_default(),
         pod: Pod {
             namespace: pod.namespace.clone(),
             name: pod.name.clone(),

@@ -35,7 +35,7 @@ async fn serve(
     config_path: Option<&Path>,
     sysfs_root: &Path,
 ) -> anyhow::Result<()> {
-    let topology = crate::shell::sysfs::discover(sysfs_root)
+    let topology = crate::shell::sysfs::discover_live(sysfs_root)
         .with_context(|| format!("reading the machine from {}", sysfs_root.display()))?;
     for w in topology.warnings() {
         tracing::warn!(warning = %w, "topology discovery");
@@ -46,6 +46,7 @@ async fn serve(
         sockets = topology.socket_ids().count(),
         numa_nodes = topology.numa_ids().count(),
         memory_bytes = topology.memory_capacity(),
+        numa_memory_bytes = topology.numa_memory_total(),
         "machine discovered"
     );
     let stub_config = StubConfig::from_env(
@@ -57,7 +58,9 @@ async fn serve(
     let running = config.clone();
     let eviction = config.eviction().context("[eviction]")?;
     let (admin_config, metrics_config) = (config.admin.clone(), config.metrics.clone());
-    let plugin = Arc::new(TopoletPlugin::new(config, topology)?);
+    let mut plugin = TopoletPlugin::new(config, topology)?;
+    plugin.set_sysfs_root(sysfs_root.to_path_buf());
+    let plugin = Arc::new(plugin);
     let stub = Stub::new(plugin.clone(), stub_config).context("nri plugin settings")?;
     plugin.attach(stub.updater(), stub.status());
     // `topolet status` (admin socket) and /metrics, /healthz, /readyz: never fatal.

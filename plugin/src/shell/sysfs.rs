@@ -17,8 +17,16 @@
 //!
 //! Offline CPUs (not in `cpu/online`) are never read, so their `cpuN/` dirs may be absent. A kernel
 //! without NUMA (no `devices/system/node` dir) yields no nodes, and [`Topology::build`] then makes
-//! one node 0 of every CPU whose memory is the caller's: pass it to [`discover_with_memory`] (the
-//! shell reads `MemTotal` from `/proc/meminfo` with [`read_meminfo_total`]; sysfs has no total).
+//! one node 0 of every CPU whose memory is the machine's capacity below (or the caller's, with
+//! [`discover_with_memory`]).
+//!
+//! The machine's memory capacity ([`Topology::memory_capacity`]) is the kubelet's: cadvisor's
+//! `MachineInfo.MemoryCapacity`, `MemTotal` of `/proc/meminfo` in kB × 1024 (not the sum of the
+//! nodes' `MemTotal`, which is smaller on some machines). Where it is read from
+//! ([`capacity_source`]): `<root>/proc/meminfo` when the tree has one (a captured or test tree);
+//! otherwise the host's `/proc/meminfo` when the tree is the running machine's (`topolet run`
+//! always, `plan` and `config check` when the root is `/sys`); otherwise (a captured tree without
+//! it) the sum of the nodes' `MemTotal`.
 //!
 //! Every missing required file or malformed value is a [`SysfsError`] naming the path and the
 //! problem; nothing here panics on input.
@@ -77,7 +85,8 @@ pub enum DiscoveryError {
     },
 }
 
-/// Reads the machine under `root` (e.g. `/sys`); without a node dir the fallback memory is 0.
+/// Reads the machine under `root` (e.g. `/sys`); without a node dir the fallback memory is 0, and
+/// the capacity is left to the caller (see [`capacity_source`]).
 pub fn read_machine(root: &Path) -> Result<RawMachine, SysfsError> {
     let cpus = read_cpus(root)?;
     let nodes = read_nodes(root)?;
@@ -86,30 +95,85 @@ pub fn read_machine(root: &Path) -> Result<RawMachine, SysfsError> {
         cpus,
         nodes,
         fallback_memory_bytes: 0,
+        memory_capacity_bytes: None,
         devices,
     })
 }
 
-/// Reads and validates the machine under `root`; see [`discover_with_memory`] for NUMA-less kernels.
+/// The host's meminfo: the kubelet's (cadvisor's) source of the node's memory capacity.
+pub const PROC_MEMINFO: &str = "/proc/meminfo";
+
+/// Where the memory capacity of the machine under `root` comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CapacitySource {
+    /// `MemTotal` of this meminfo file.
+    Meminfo(PathBuf),
+    /// The sum of the nodes' `MemTotal` (a captured tree without `proc/meminfo`).
+    NodeSum,
+}
+
+/// The capacity source for the tree at `root`: `<root>/proc/meminfo` if it exists; else
+/// [`PROC_MEMINFO`] when `live` (the tree is this machine's, as for `topolet run` whatever its
+/// `--sysfs-root`, e.g. the DaemonSet's `/host/sys`) or when `root` is `/sys`; else the sum of
+/// the nodes.
+pub fn capacity_source(root: &Path, live: bool) -> CapacitySource {
+    let inside = root.join("proc/meminfo");
+    if inside.is_file() {
+        return CapacitySource::Meminfo(inside);
+    }
+    let is_sys =
+        root == Path::new("/sys") || fs::canonicalize(root).is_ok_and(|p| p == Path::new("/sys"));
+    if live || is_sys {
+        CapacitySource::Meminfo(PathBuf::from(PROC_MEMINFO))
+    } else {
+        CapacitySource::NodeSum
+    }
+}
+
+/// Reads and validates the machine under `root`, its capacity from [`capacity_source`] (`live`
+/// false: the host's `/proc/meminfo` only when `root` is `/sys`). For `topolet plan`, `config
+/// check` and tests.
 pub fn discover(root: &Path) -> Result<Topology, DiscoveryError> {
-    discover_with_memory(root, None)
+    discover_from(root, capacity_source(root, false), None)
+}
+
+/// [`discover`] of the running machine (`topolet run`): the capacity is the host's
+/// `/proc/meminfo` unless the tree carries its own `proc/meminfo`.
+pub fn discover_live(root: &Path) -> Result<Topology, DiscoveryError> {
+    discover_from(root, capacity_source(root, true), None)
 }
 
 /// Like [`discover`], with `fallback_memory_bytes` as the memory of the implicit node 0 when the
-/// tree has no `devices/system/node` dir (ignored otherwise; `None` means 0).
+/// tree has no `devices/system/node` dir (ignored otherwise; `None`: the capacity, or 0 without).
 pub fn discover_with_memory(
     root: &Path,
     fallback_memory_bytes: Option<u64>,
 ) -> Result<Topology, DiscoveryError> {
+    discover_from(root, capacity_source(root, false), fallback_memory_bytes)
+}
+
+/// Reads the machine under `root` with its capacity from `capacity`.
+pub fn discover_from(
+    root: &Path,
+    capacity: CapacitySource,
+    fallback_memory_bytes: Option<u64>,
+) -> Result<Topology, DiscoveryError> {
     let mut raw = read_machine(root)?;
-    raw.fallback_memory_bytes = fallback_memory_bytes.unwrap_or(0);
+    raw.memory_capacity_bytes = match capacity {
+        CapacitySource::Meminfo(path) => Some(read_meminfo_total(&path)?),
+        CapacitySource::NodeSum => None,
+    };
+    raw.fallback_memory_bytes = fallback_memory_bytes
+        .or(raw.memory_capacity_bytes)
+        .unwrap_or(0);
     Topology::build(&raw).map_err(|source| DiscoveryError::Topology {
         root: root.to_path_buf(),
         source,
     })
 }
 
-/// `MemTotal` of a `/proc/meminfo`-format file (`MemTotal: X kB`), in bytes.
+/// `MemTotal` of a `/proc/meminfo`-format file (`MemTotal: X kB`), in bytes, as cadvisor's
+/// `GetMachineMemoryCapacity` reads it (the first `MemTotal:` line, kB × 1024).
 pub fn read_meminfo_total(path: &Path) -> Result<u64, SysfsError> {
     let text = read(path)?;
     for line in text.lines() {

@@ -166,6 +166,21 @@ impl Cluster {
         get(&self.env, key)
     }
 
+    /// Every TCP port the cluster's components listen on (hack/kube-node.sh's DIR/ports).
+    pub fn ports(&self) -> anyhow::Result<Vec<u16>> {
+        let p = self.dir().join("ports");
+        let text =
+            std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+        text.lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| {
+                v.trim()
+                    .parse()
+                    .with_context(|| format!("{}: {k}={v:?} is not a port", p.display()))
+            })
+            .collect()
+    }
+
     /// The cluster's directory.
     pub fn dir(&self) -> &Path {
         self.dir.path()

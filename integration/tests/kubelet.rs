@@ -564,8 +564,13 @@ fn a_kubelet_with_the_static_cpu_manager_keeps_its_pins_and_topolet_leaves_them_
 #[test]
 fn the_cluster_leaves_the_host_as_it_found_it() -> anyhow::Result<()> {
     let before = host_snapshot()?;
-    let ports = {
+    let (ports, base) = {
         let node = start_node()?;
+        let base = node
+            .cluster
+            .cgroup_root()
+            .trim_start_matches('/')
+            .to_string();
         node.cluster
             .create_pod(pod("be", vec![ctr("main", json!({}))], vec![]))?;
         node.cluster.wait_running("be")?;
@@ -584,7 +589,7 @@ fn the_cluster_leaves_the_host_as_it_found_it() -> anyhow::Result<()> {
             ports.iter().all(|p| during.listeners.contains(p)),
             "the cluster listens on {ports:?}"
         );
-        ports
+        (ports, base)
     };
     let after = host_snapshot()?;
     assert_eq!(after.sysctls, before.sysctls, "sysctls");
@@ -599,7 +604,32 @@ fn the_cluster_leaves_the_host_as_it_found_it() -> anyhow::Result<()> {
         left.is_empty(),
         "ports still listened on after stop: {left:?}"
     );
-    assert_eq!(after.cgroups, before.cgroups, "top-level cgroups");
+    // Every top-level cgroup is as it was, apart from other test stacks' (`topolet-test-*`, which
+    // may come and go on this machine); this stack's and its kubelet's are gone.
+    let foreign = |set: &BTreeSet<String>| -> BTreeSet<String> {
+        set.iter()
+            .filter(|c| {
+                !c.rsplit('/')
+                    .next()
+                    .is_some_and(|n| n.starts_with("topolet-test-"))
+            })
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        foreign(&after.cgroups),
+        foreign(&before.cgroups),
+        "top-level cgroups"
+    );
+    let ours: Vec<_> = after
+        .cgroups
+        .iter()
+        .filter(|c| c.ends_with(&base))
+        .collect();
+    assert!(
+        ours.is_empty(),
+        "the node's cgroup root is removed: {ours:?}"
+    );
     for p in [
         "/var/log/containers",
         "/var/lib/kubelet",

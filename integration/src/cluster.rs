@@ -461,32 +461,9 @@ fn get<'a>(env: &'a HashMap<String, String>, key: &str) -> anyhow::Result<&'a st
         .with_context(|| format!("hack/kube-node.sh's env does not export {key}"))
 }
 
-/// Reads DIR/env (shell syntax) by letting bash evaluate it.
+/// Reads DIR/env (shell syntax): the `KUBE*` variables and PATH.
 fn read_env(path: &Path) -> anyhow::Result<HashMap<String, String>> {
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg("set -a; source \"$1\"; env -0")
-        .arg("bash")
-        .arg(path)
-        .env_clear()
-        .output()
-        .with_context(|| format!("sourcing {} with bash", path.display()))?;
-    if !out.status.success() {
-        bail!(
-            "sourcing {} failed: {}",
-            path.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(out
-        .stdout
-        .split(|b| *b == 0)
-        .filter_map(|e| {
-            let e = String::from_utf8_lossy(e);
-            let (k, v) = e.split_once('=')?;
-            (k.starts_with("KUBE") || k == "PATH").then(|| (k.to_string(), v.to_string()))
-        })
-        .collect())
+    crate::stack::source_env_file(path, |k| k.starts_with("KUBE") || k == "PATH")
 }
 
 /// Stops a half-started node.

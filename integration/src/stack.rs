@@ -289,6 +289,21 @@ impl Drop for Stack {
 
 /// Reads DIR/env (shell syntax, values escaped with printf %q) by letting bash evaluate it.
 fn read_env(path: &Path) -> anyhow::Result<HashMap<String, String>> {
+    let env = source_env_file(path, |k| ENV_KEYS.contains(&k))?;
+    for k in ["CRI_ENDPOINT", "CGROUP_PARENT_BASE", "TEST_IMAGE", "PATH"] {
+        if !env.contains_key(k) {
+            bail!("{} does not export {k}", path.display());
+        }
+    }
+    Ok(env)
+}
+
+/// The variables `keep` accepts of a shell env file the hack/ scripts write (`export K=V`,
+/// values escaped with printf %q), evaluated by bash in an empty environment.
+pub fn source_env_file(
+    path: &Path,
+    keep: impl Fn(&str) -> bool,
+) -> anyhow::Result<HashMap<String, String>> {
     let out = Command::new("bash")
         .arg("-c")
         .arg("set -a; source \"$1\"; env -0")
@@ -304,19 +319,13 @@ fn read_env(path: &Path) -> anyhow::Result<HashMap<String, String>> {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let mut env = HashMap::new();
-    for entry in out.stdout.split(|b| *b == 0) {
-        let entry = String::from_utf8_lossy(entry);
-        if let Some((k, v)) = entry.split_once('=') {
-            if ENV_KEYS.contains(&k) {
-                env.insert(k.to_string(), v.to_string());
-            }
-        }
-    }
-    for k in ["CRI_ENDPOINT", "CGROUP_PARENT_BASE", "TEST_IMAGE", "PATH"] {
-        if !env.contains_key(k) {
-            bail!("{} does not export {k}", path.display());
-        }
-    }
-    Ok(env)
+    Ok(out
+        .stdout
+        .split(|b| *b == 0)
+        .filter_map(|e| {
+            let e = String::from_utf8_lossy(e);
+            let (k, v) = e.split_once('=')?;
+            keep(k).then(|| (k.to_string(), v.to_string()))
+        })
+        .collect())
 }

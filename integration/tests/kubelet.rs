@@ -307,6 +307,14 @@ fn init_containers_hand_their_cpus_to_the_app_and_sidecars_keep_theirs() -> anyh
     Ok(())
 }
 
+/// Asks an in-place resize of container `main`'s CPU request and limit.
+fn resize_cpu(k: &cluster::Cluster, name: &str, req: &str, lim: &str) -> anyhow::Result<Pod> {
+    k.resize(
+        name,
+        json!({"spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": req}, "limits": {"cpu": lim}}}]}}),
+    )
+}
+
 /// Waits until the pod's resize is done: the kubelet reports the new resources as allocated and
 /// no PodResizePending/PodResizeInProgress condition remains.
 fn wait_resized(node: &KubeNode, name: &str, cname: &str, cpu_limit: &str) -> anyhow::Result<Pod> {
@@ -340,29 +348,33 @@ fn in_place_resize_of_burstable_and_guaranteed_pods_and_a_refused_one() -> anyho
     let bu = k.wait_running("bu")?;
     let gf = k.wait_running("gf")?;
 
-    k.resize(
-        "bu",
-        json!({"spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "200m"}, "limits": {"cpu": "800m"}}}]}}),
-    )?;
-    wait_resized(&node, "bu", "main", "800m")?;
-    let (cg, _) = node.observe(&bu, "main")?;
-    assert_eq!(
-        (cg.cpu_shares, cg.cfs_quota_us, cg.cpuset_cpus.as_str()),
-        (204, 80_000, SHARED_ALL),
-        "Burstable resized in place"
-    );
-
-    k.resize(
-        "gf",
-        json!({"spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "700m"}, "limits": {"cpu": "700m"}}}]}}),
-    )?;
-    wait_resized(&node, "gf", "main", "700m")?;
-    let (cg, _) = node.observe(&gf, "main")?;
-    assert_eq!(
-        (cg.cpu_shares, cg.cfs_quota_us, cg.cpuset_cpus.as_str()),
-        (716, 70_000, SHARED_ALL),
-        "fractional Guaranteed resized in place, still shared"
-    );
+    for (p, name, req, lim, want, what) in [
+        (
+            &bu,
+            "bu",
+            "200m",
+            "800m",
+            (204, 80_000),
+            "Burstable resized in place",
+        ),
+        (
+            &gf,
+            "gf",
+            "700m",
+            "700m",
+            (716, 70_000),
+            "fractional Guaranteed resized, still shared",
+        ),
+    ] {
+        resize_cpu(k, name, req, lim)?;
+        wait_resized(&node, name, "main", lim)?;
+        let (cg, _) = node.observe(p, "main")?;
+        assert_eq!(
+            (cg.cpu_shares, cg.cfs_quota_us, cg.cpuset_cpus.as_str()),
+            (want.0, want.1, SHARED_ALL),
+            "{what}"
+        );
+    }
     k.delete_pod("gf")?;
     k.delete_pod("bu")?;
 
@@ -375,10 +387,7 @@ fn in_place_resize_of_burstable_and_guaranteed_pods_and_a_refused_one() -> anyho
     wait_cpuset(&node, &gx, "main", EXCLUSIVE_CPU)?;
     let gx_ctr = k.container(&gx, "main")?;
     let before = pod_cgroup_cpu(&gx_ctr.cgroup_parent)?;
-    k.resize(
-        "gx",
-        json!({"spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}}]}}),
-    )?;
+    resize_cpu(k, "gx", "2", "2")?;
     let refused = k.wait_pod("gx", "resize refused (PodResizeInProgress, Error)", |p| {
         cluster::condition(p, "PodResizeInProgress").is_some_and(|(_, r, _)| r == "Error")
     })?;
@@ -393,10 +402,7 @@ fn in_place_resize_of_burstable_and_guaranteed_pods_and_a_refused_one() -> anyho
         (EXCLUSIVE_CPU, -1, 1024),
         "the container keeps what it had"
     );
-    k.resize(
-        "gx",
-        json!({"spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}]}}),
-    )?;
+    resize_cpu(k, "gx", "1", "1")?;
     wait_resized(&node, "gx", "main", "1")?;
     let gx_ctr_after = k.container(&k.get_pod("gx")?, "main")?;
     assert_eq!(
@@ -458,8 +464,7 @@ fn restarts_of_topolet_containerd_and_kubelet_and_a_pod_created_while_topolet_is
     let pods = [("bu", "main"), ("gx", "main")];
     let want = cpusets(&node, &pods)?;
     let restarts = |node: &KubeNode| -> anyhow::Result<BTreeSet<i32>> {
-        Ok(pods
-            .iter()
+        pods.iter()
             .map(|(n, c)| {
                 let p = node.cluster.get_pod(n)?;
                 let cs = p
@@ -472,7 +477,7 @@ fn restarts_of_topolet_containerd_and_kubelet_and_a_pod_created_while_topolet_is
                     .map(|s| s.restart_count)
                     .unwrap_or(-1))
             })
-            .collect::<anyhow::Result<_>>()?)
+            .collect::<anyhow::Result<_>>()
     };
     assert_eq!(restarts(&node)?, BTreeSet::from([0]));
 

@@ -25,7 +25,8 @@
 #                         CONTAINERD_NAMESPACE=k8s.io (for ctr), NRI_SOCKET, NRI_PLUGIN_DIR,
 #                         NRI_CONF_DIR, CONTAINERD_VERSION, CONTAINERD_LOG, CONTAINERD_PID_FILE,
 #                         RUNC_ROOT, CGROUP_PARENT_BASE, PAUSE_IMAGE, TEST_IMAGE, and PATH
-#                         (this line's containerd/ctr/shim, then .deps/bin with runc and crictl,
+#                         (this line's containerd/ctr/shim in .deps/containerd-<version>/bin, then
+#                         .deps/bin with runc and crictl, all symlinks into $TOPOLET_CACHE,
 #                         then the PATH of the caller of `start`)
 #   DIR/root, state, tmp, opt, runc, cni/   containerd's private directories
 #
@@ -37,7 +38,7 @@
 # CRI/runc, but their parent cgroups are not.
 #
 # Environment:
-#   CONTAINERD_VERSION        v2.2.7 (default) or v2.3.4; must be installed (hack/install-deps.sh).
+#   CONTAINERD_VERSION        v2.4.2 (default) or v2.3.7; must be installed (hack/install-deps.sh).
 #                             For start only; restart/stop use the line recorded in DIR/env.
 #   TOPOLET_CONTAINERD_VERSION  used when CONTAINERD_VERSION is unset (what hack/test.sh sets for
 #                             the integration suite, so tests that spawn this script inherit it)

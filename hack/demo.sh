@@ -12,7 +12,7 @@
 # 6. stops everything (set DEMO_KEEP=1 to leave the stack and topolet running).
 #
 # Environment:
-#   CONTAINERD_VERSION   v2.2.7 (default) or v2.3.4
+#   CONTAINERD_VERSION   v2.4.2 (default) or v2.3.7
 #   DEMO_KEEP            1 = leave the stack and topolet running at the end
 set -euo pipefail
 

@@ -20,7 +20,7 @@
 # synchronized" / "connection to plugin … closed"), so no block runs half-connected.
 #
 # Environment:
-#   CONTAINERD_VERSION / TOPOLET_CONTAINERD_VERSION   line to use (default v2.2.7)
+#   CONTAINERD_VERSION / TOPOLET_CONTAINERD_VERSION   line to use (default v2.4.2)
 #   LATENCY_ROUNDS   blocks per condition (default 10)
 #   LATENCY_BLOCK    timed creates per block (default 25)  → ROUNDS×BLOCK samples per condition
 #   LATENCY_OUT      samples file to keep (default: a temp file, removed)

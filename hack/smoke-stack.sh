@@ -13,7 +13,8 @@
 # run side by side, each with a pod, and both are stopped and checked.
 #
 # Environment:
-#   SMOKE_VERSIONS   containerd lines to test (default "v2.2.7 v2.3.4")
+#   SMOKE_VERSIONS   containerd lines to test (default: SUPPORTED_CONTAINERD_VERSIONS of
+#                    hack/lib/common.sh, "v2.4.2 v2.3.7")
 #   SMOKE_TMP        parent directory for the stack DIRs (default /tmp)
 set -euo pipefail
 
@@ -21,7 +22,7 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=hack/lib/common.sh
 source "$HACK_DIR/lib/common.sh"
 
-SMOKE_VERSIONS="${SMOKE_VERSIONS:-v2.2.7 v2.3.4}"
+SMOKE_VERSIONS="${SMOKE_VERSIONS:-$SUPPORTED_CONTAINERD_VERSIONS}"
 WORK="$(mktemp -d "${SMOKE_TMP:-/tmp}/topolet-smoke.XXXXXX")"
 STARTED_DIRS=()
 

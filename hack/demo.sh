@@ -12,7 +12,7 @@
 # 6. stops everything (set DEMO_KEEP=1 to leave the stack and topolet running).
 #
 # Environment:
-#   CONTAINERD_VERSION   v2.4.2 (default) or v2.3.7
+#   CONTAINERD_VERSION   v2.4.2 (default), v2.3.7 or v2.0.14
 #   DEMO_KEEP            1 = leave the stack and topolet running at the end
 set -euo pipefail
 

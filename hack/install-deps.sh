@@ -33,8 +33,9 @@
 #   .deps/logs/                       build logs of the last install
 #
 # Environment:
-#   CONTAINERD_VERSION   containerd line to install: v2.4.2 (default) or v2.3.7
-#                        (any v2.3.N or v2.4.N is accepted)
+#   CONTAINERD_VERSION   containerd line to install: v2.4.2 (default), v2.3.7 or v2.0.14
+#                        (any v2.3.N or v2.4.N is accepted; v2.0.14 is built from its wrapper module
+#                        hack/containerd-wrapper/v2.0.14, as its go.mod has an exclude block)
 #   CRICTL_VERSION       default v1.34.0
 #   RUNC_VERSION         default v1.3.6
 #   GO                   go binary (default: `go` from PATH, else /usr/local/go/bin/go)
@@ -122,14 +123,23 @@ link() {
   done
 }
 
+# A line whose go.mod has an exclude block (v2.0.x) is built from its committed wrapper module
+# (hack/containerd-wrapper/<version>/, see gen-wrapper.sh there); the others with go install @version.
 install_containerd() {
   local v="$CONTAINERD_VERSION" out="$TOPOLET_CACHE/containerd-$CONTAINERD_VERSION/bin"
   if ! { has_version "$out/containerd" --version "$v" && has_version "$out/ctr" --version "$v" &&
          has_version "$out/containerd-shim-runc-v2" -v "$v"; }; then
-    local m=github.com/containerd/containerd/v2
-    go_install "containerd-$v" "$out" 0 no_btrfs,no_devmapper,no_zfs \
-      "-s -w -X $m/version.Version=$v -X $m/version.Revision=go-install" \
-      "$m/cmd/containerd@$v" "$m/cmd/containerd-shim-runc-v2@$v" "$m/cmd/ctr@$v"
+    local m=github.com/containerd/containerd/v2 wrapper
+    local ldflags="-s -w -X $m/version.Version=$v -X $m/version.Revision=go-install"
+    wrapper="$(containerd_wrapper_dir "$v")"
+    if [[ -f "$wrapper/go.mod" ]]; then
+      (cd "$wrapper" && go_install "containerd-$v" "$out" 0 no_btrfs,no_devmapper,no_zfs "$ldflags" \
+        "$m/cmd/containerd" "$m/cmd/containerd-shim-runc-v2" "$m/cmd/ctr")
+      CHANGED=1
+    else
+      go_install "containerd-$v" "$out" 0 no_btrfs,no_devmapper,no_zfs "$ldflags" \
+        "$m/cmd/containerd@$v" "$m/cmd/containerd-shim-runc-v2@$v" "$m/cmd/ctr@$v"
+    fi
     has_version "$out/containerd" --version "$v" || die "the containerd just built does not report $v"
   fi
   link "$out" "$(containerd_bin_dir "$v")" containerd containerd-shim-runc-v2 ctr

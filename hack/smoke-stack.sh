@@ -15,7 +15,7 @@
 #
 # Environment:
 #   SMOKE_VERSIONS   containerd lines to test (default: SUPPORTED_CONTAINERD_VERSIONS of
-#                    hack/lib/common.sh, "v2.4.2 v2.3.7")
+#                    hack/lib/common.sh, "v2.4.2 v2.3.7 v2.0.14"; the side-by-side pair is the first two)
 #   SMOKE_TMP        parent directory for the stack DIRs (default /tmp)
 set -euo pipefail
 

@@ -5,7 +5,7 @@
 #
 # Steps, each under a section header; the first failure stops the run with a non-zero exit.
 # Nothing is skipped: a missing tool or dependency is a failure.
-#   1. hack/install-deps.sh for every containerd line (default v2.4.2 and v2.3.7)
+#   1. hack/install-deps.sh for every containerd line (default v2.4.2, v2.3.7 and v2.0.14)
 #   2. cargo fmt --all --check
 #   3. cargo clippy --workspace --all-targets -- -D warnings
 #   4. cargo test --workspace --exclude topolet-integration          (unit tests)
@@ -16,7 +16,7 @@
 #   8. for each line: TOPOLET_CONTAINERD_VERSION=<v> cargo test -p topolet-integration -- --test-threads=1
 #
 # Environment:
-#   TEST_CONTAINERD_VERSIONS   lines to install and test (default "v2.4.2 v2.3.7")
+#   TEST_CONTAINERD_VERSIONS   lines to install and test (default "v2.4.2 v2.3.7 v2.0.14")
 #   GO                         go binary for install-deps (default: go on PATH, else /usr/local/go/bin/go)
 #   FUZZ_SECONDS               seconds each fuzz target runs (default 20; see hack/fuzz.sh)
 set -euo pipefail

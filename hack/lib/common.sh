@@ -11,9 +11,10 @@
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DEPS="$REPO_ROOT/.deps"
 # The containerd lines the project supports and tests: v2.4 (NRI v0.12.3, has the UpdateContainers
-# deadlock fix containerd/nri#301) and the v2.3 LTS (NRI v0.12.0, without it). 2.2 is end of life.
+# deadlock fix containerd/nri#301), the v2.3 LTS (NRI v0.12.0, without it) and the v2.0 LTS (NRI
+# v0.8.0, built from hack/containerd-wrapper/v2.0.14). 2.2 is end of life.
 DEFAULT_CONTAINERD_VERSION=v2.4.2
-SUPPORTED_CONTAINERD_VERSIONS="v2.4.2 v2.3.7"
+SUPPORTED_CONTAINERD_VERSIONS="v2.4.2 v2.3.7 v2.0.14"
 # The pause image name must equal the CRI config's pinned sandbox image (see hack/containerd.sh).
 PAUSE_IMAGE=registry.k8s.io/pause:3.10.1
 TEST_IMAGE=localhost/topolet/busybox:latest
@@ -40,12 +41,16 @@ go_cache_env() {
     GOTOOLCHAIN=local GOFLAGS=-buildvcs=false "$@"
 }
 
+# containerd_wrapper_dir VERSION: the committed wrapper module that builds VERSION when `go install`
+# refuses it (its go.mod has an exclude block); exists only for such versions.
+containerd_wrapper_dir() { echo "$REPO_ROOT/hack/containerd-wrapper/$1"; }
+
 # validate_containerd_version VERSION: fail (return 1, with a message) unless VERSION is a v2.3 or
-# v2.4 release (any patch: `go install` builds them as they are).
+# v2.4 release (any patch: `go install` builds them as they are) or has a wrapper module (v2.0.14).
 validate_containerd_version() {
-  if [[ ! "$1" =~ ^v2\.[34]\.[0-9]+$ ]]; then
+  if [[ ! "$1" =~ ^v2\.[34]\.[0-9]+$ && ! ( "$1" =~ ^v2\.[0-9]+\.[0-9]+$ && -f "$(containerd_wrapper_dir "$1")/go.mod" ) ]]; then
     echo "error: CONTAINERD_VERSION=$1 is not supported (supported lines: $SUPPORTED_CONTAINERD_VERSIONS;" \
-      "any v2.3.N or v2.4.N builds; 2.2 is end of life)" >&2
+      "any v2.3.N or v2.4.N builds, and v2.0.14 from hack/containerd-wrapper; 2.2 is end of life)" >&2
     return 1
   fi
 }

@@ -8,7 +8,8 @@
 //! `TOPOLET_SOAK_CYCLES=N` overrides both. The full soak runs on the v2.3 LTS line, the newest one
 //! whose NRI (v0.12.0) still has the UpdateContainers deadlock described below: only there does a
 //! clean soak prove that topolet never sends UpdateContainers into concurrent CRI calls. v2.4.2
-//! (NRI v0.12.3) has the fix and would pass either way.
+//! (NRI v0.12.3) has the fix and would pass either way; v2.0.14 (NRI v0.8.0) has the bug too and
+//! runs the short soak.
 //!
 //! Load, in rounds of [`ROUND`] cycles: three workers cycle shared containers in parallel, each
 //! inside its own three long-lived pods (Guaranteed 500m, Burstable, BestEffort), and, while they
@@ -18,7 +19,7 @@
 //!
 //! Why the exclusive cycle runs during the churn: a grant or release moves the shared
 //! containers, and a plugin-initiated NRI UpdateContainers that meets a concurrent CRI lifecycle
-//! event deadlocks containerd for good in containerd 2.2 and 2.3 (NRI v0.11, v0.12.0: lock-order
+//! event deadlocks containerd for good in containerd 2.0 to 2.3 (NRI v0.8 to v0.12.0: lock-order
 //! inversion between containerd's NRI lock and the NRI adaptation lock, containerd/containerd#13733,
 //! fixed upstream in containerd/nri#301: NRI v0.12.3, bundled by containerd v2.4.2, no longer takes
 //! the adaptation lock for UpdateContainers). This soak wedged containerd within about 1.5 minutes

@@ -25,7 +25,9 @@
 # Method.
 # [wire] The runtime side is proto/examples/bench_driver.rs, the project's fake runtime
 # (topolet_nri::fake_runtime: the real mux + ttrpc protocol, configuring the plugin as containerd
-# v2.2.7 / NRI v0.11.0). For every measurement the driver binds a fresh socket, this script starts a
+# v2.2.7 / NRI v0.11.0: the fake runtime sends the lifecycle events as StateChange, the NRI v0.11
+# wire, which topolet still speaks; 2.2 is no longer a supported line, and the parts against a real
+# containerd below use CONTAINERD_VERSION, default v2.4.2). For every measurement the driver binds a fresh socket, this script starts a
 # fresh plugin process on it (topolet release build with a temp config and state dir, or the Go
 # baseline in hack/bench/go-baseline/ on github.com/containerd/nri v0.11.0 pkg/stub, which returns an
 # equivalent fixed adjustment: cpuset, mems, shares, quota, oom_score_adj, pids), the driver
@@ -81,7 +83,7 @@
 #   CONTAINERD_VERSION / TOPOLET_CONTAINERD_VERSION  [create_start, eviction] line (default as in
 #                       hack/lib/common.sh)
 #   GO                  go binary (default: go on PATH, else /usr/local/go/bin/go)
-#   GOPROXY             used only for Go modules missing from .deps/go (default proxy.golang.org)
+#   GOPROXY             used only for Go modules missing from $TOPOLET_CACHE/go (default proxy.golang.org)
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -138,9 +140,8 @@ T0=$SECONDS
 
 GO="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
 [[ -x "$GO" ]] || die "go not found (set GO=/path/to/go)"
-go_build() { # go_build DIR OUT: offline-first build with the private module cache of .deps
-  (cd "$1" && env GOPATH="$DEPS/go/path" GOMODCACHE="$DEPS/go/path/pkg/mod" \
-    GOCACHE="$DEPS/go/cache" GOTOOLCHAIN=local GOPROXY="${GOPROXY:-https://proxy.golang.org}" \
+go_build() { # go_build DIR OUT: offline-first build with the shared module cache ($TOPOLET_CACHE/go)
+  (cd "$1" && go_cache_env GOPROXY="${GOPROXY:-https://proxy.golang.org}" \
     GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0 "$GO" build -trimpath -o "$2" .)
 }
 

@@ -25,7 +25,8 @@
 #                         CONTAINERD_NAMESPACE=k8s.io (for ctr), NRI_SOCKET, NRI_PLUGIN_DIR,
 #                         NRI_CONF_DIR, CONTAINERD_VERSION, CONTAINERD_LOG, CONTAINERD_PID_FILE,
 #                         RUNC_ROOT, CGROUP_PARENT_BASE, PAUSE_IMAGE, TEST_IMAGE, and PATH
-#                         (this line's containerd/ctr/shim, then .deps/bin with runc and crictl,
+#                         (this line's containerd/ctr/shim in .deps/containerd-<version>/bin, then
+#                         .deps/bin with runc and crictl, all symlinks into $TOPOLET_CACHE,
 #                         then the PATH of the caller of `start`)
 #   DIR/root, state, tmp, opt, runc, cni/   containerd's private directories
 #
@@ -37,7 +38,7 @@
 # CRI/runc, but their parent cgroups are not.
 #
 # Environment:
-#   CONTAINERD_VERSION        v2.2.7 (default) or v2.3.4; must be installed (hack/install-deps.sh).
+#   CONTAINERD_VERSION        v2.4.2 (default), v2.3.7 or v2.0.14; must be installed (hack/install-deps.sh).
 #                             For start only; restart/stop use the line recorded in DIR/env.
 #   TOPOLET_CONTAINERD_VERSION  used when CONTAINERD_VERSION is unset (what hack/test.sh sets for
 #                             the integration suite, so tests that spawn this script inherit it)
@@ -164,7 +165,11 @@ choose_snapshotter() {
 }
 
 write_config() {
-  local unpack=""
+  local unpack="" cni_bin="bin_dirs = [\"$DIR/cni/bin\"]" cdi="enable_cdi = false"
+  # containerd 2.0 knows only the single bin_dir (bin_dirs came in 2.1, bin_dir deprecated since).
+  if [[ "$CONTAINERD_VERSION" == v2.0.* ]]; then cni_bin="bin_dir = \"$DIR/cni/bin\""; fi
+  # 2.4 dropped enable_cdi (CDI always on; it warns about an unknown key); no test asks for CDI.
+  if [[ ! "$CONTAINERD_VERSION" =~ ^v2\.[0-3]\. ]]; then cdi="# enable_cdi: gone in $CONTAINERD_VERSION"; fi
   if [[ "$SNAPSHOTTER" == native ]]; then
     unpack="
   [[plugins.'io.containerd.transfer.v1.local'.unpack_config]]
@@ -205,7 +210,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
       sandbox = "$PAUSE_IMAGE"
 
   [plugins.'io.containerd.cri.v1.runtime']
-    enable_cdi = false
+    $cdi
     # no CAP_SYS_RESOURCE here: never ask for an oom_score_adj below containerd's own
     restrict_oom_score_adj = true
     [plugins.'io.containerd.cri.v1.runtime'.containerd]
@@ -217,7 +222,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
           SystemdCgroup = false
           Root = "$RUNC_ROOT"
     [plugins.'io.containerd.cri.v1.runtime'.cni]
-      bin_dirs = ["$DIR/cni/bin"]
+      $cni_bin
       conf_dir = "$DIR/cni/net.d"
 
   [plugins.'io.containerd.grpc.v1.cri']

@@ -17,7 +17,7 @@
 # 6. stops everything, unless DEMO_KEEP=1: then it prints how to poke at the node and stop it.
 #
 # Environment:
-#   CONTAINERD_VERSION   the containerd line (default: hack/lib/common.sh DEFAULT_CONTAINERD_VERSION)
+#   CONTAINERD_VERSION   the containerd line: v2.4.2 (default), v2.3.7 or v2.0.14
 #   DEMO_KEEP            1 = leave the node running at the end (stop: hack/demo.sh stop)
 set -euo pipefail
 

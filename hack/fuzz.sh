@@ -10,9 +10,11 @@
 #   sysfs_tree    CPU lists and shell::sysfs discovery over a fuzzed sysfs tree
 #   plan_input    topolet plan: the JSON/YAML pod parser and the placement pipeline
 #
-# Steps: installs cargo-fuzz $CARGO_FUZZ_VERSION into .deps/cargo (idempotent, `cargo install
-# --locked`), builds every target with the nightly toolchain, optimized with debug assertions and
-# overflow checks (an overflow is a crash), 16 codegen units (cargo-fuzz defaults to 1, which
+# Steps: installs cargo-fuzz $CARGO_FUZZ_VERSION into $TOPOLET_CACHE/cargo-fuzz-<version> (outside
+# the clone, so a fresh CI clone reuses it; idempotent, `cargo install --locked`, used only if its
+# --version names that version) and links it as .deps/cargo/bin/cargo-fuzz, builds every target
+# with the nightly toolchain, optimized with debug assertions and overflow checks (an overflow is
+# a crash), 16 codegen units (cargo-fuzz defaults to 1, which
 # serializes code generation of every crate in the cold build), without a sanitizer (the fuzzed code has no `unsafe`,
 # so ASan would only slow it down), then runs each target for FUZZ_SECONDS on its
 # working corpus target/fuzz/corpus/<target> (kept between runs) plus the committed seeds
@@ -28,6 +30,7 @@
 #   FUZZ_SECONDS        seconds per target (default 20)
 #   FUZZ_TOOLCHAIN      rustup toolchain for the build (default nightly)
 #   CARGO_FUZZ_VERSION  cargo-fuzz to install (default 0.13.2)
+#   TOPOLET_CACHE       the cache directory (hack/lib/common.sh)
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -42,8 +45,8 @@ ALL_TARGETS="mux_frames nri_messages config_toml sysfs_tree plan_input"
 FUZZ_DIR="$REPO_ROOT/fuzz"
 OUT_DIR="$REPO_ROOT/target/fuzz"
 BUILD_DIR="$OUT_DIR/build"
-CARGO_ROOT="$DEPS/cargo"
-CARGO_FUZZ="$CARGO_ROOT/bin/cargo-fuzz"
+CARGO_ROOT="$TOPOLET_CACHE/cargo-fuzz-$CARGO_FUZZ_VERSION"
+CARGO_FUZZ="$DEPS/cargo/bin/cargo-fuzz"
 
 die() { echo "fuzz.sh: error: $*" >&2; exit 1; }
 say() { echo "fuzz.sh: $*"; }
@@ -55,15 +58,18 @@ for t in $TARGETS; do
 done
 
 install_cargo_fuzz() {
-  if [[ -x "$CARGO_FUZZ" ]] && "$CARGO_FUZZ" --version 2>/dev/null | grep -qx "cargo-fuzz $CARGO_FUZZ_VERSION"; then
-    say "cargo-fuzz $CARGO_FUZZ_VERSION already installed"
-    return
+  local cached="$CARGO_ROOT/bin/cargo-fuzz"
+  if [[ -x "$cached" ]] && "$cached" --version 2>/dev/null | grep -qx "cargo-fuzz $CARGO_FUZZ_VERSION"; then
+    say "cargo-fuzz $CARGO_FUZZ_VERSION already installed ($CARGO_ROOT)"
+  else
+    say "installing cargo-fuzz $CARGO_FUZZ_VERSION into $CARGO_ROOT"
+    # --debug: cargo-fuzz only drives cargo and libFuzzer; an optimized build of it saves nothing.
+    cargo install --locked --quiet --force --debug "cargo-fuzz@$CARGO_FUZZ_VERSION" --root "$CARGO_ROOT"
+    "$cached" --version | grep -qx "cargo-fuzz $CARGO_FUZZ_VERSION" \
+      || die "cargo-fuzz $CARGO_FUZZ_VERSION did not install"
   fi
-  say "installing cargo-fuzz $CARGO_FUZZ_VERSION into $CARGO_ROOT"
-  # --debug: cargo-fuzz only drives cargo and libFuzzer; an optimized build of it saves nothing.
-  cargo install --locked --quiet --force --debug "cargo-fuzz@$CARGO_FUZZ_VERSION" --root "$CARGO_ROOT"
-  "$CARGO_FUZZ" --version | grep -qx "cargo-fuzz $CARGO_FUZZ_VERSION" \
-    || die "cargo-fuzz $CARGO_FUZZ_VERSION did not install"
+  mkdir -p "$(dirname "$CARGO_FUZZ")"
+  [[ "$(readlink "$CARGO_FUZZ" 2>/dev/null)" == "$cached" ]] || ln -sfn "$cached" "$CARGO_FUZZ"
 }
 
 # stat NAME LOG: the value of libFuzzer's final `stat::NAME:` line in LOG (0 if absent).

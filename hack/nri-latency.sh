@@ -5,7 +5,8 @@
 # Usage: hack/nri-latency.sh        (as root, after hack/install-deps.sh; builds topolet and the client)
 #
 # Method: one isolated containerd (hack/containerd.sh). A small Go CRI client (hack/nri-latency/,
-# k8s.io/cri-api over gRPC, built offline from the module cache install-deps filled) times each
+# k8s.io/cri-api over gRPC, built offline from the module cache install-deps filled for the
+# default line, $TOPOLET_CACHE/go) times each
 # CreateContainer call in-process (no process start-up inside the measurement); every created
 # container is removed again, untimed; the first create of each block is a discarded warm-up.
 # Three conditions, interleaved in blocks (rotating order) so drift and other load on the machine
@@ -20,7 +21,7 @@
 # synchronized" / "connection to plugin … closed"), so no block runs half-connected.
 #
 # Environment:
-#   CONTAINERD_VERSION / TOPOLET_CONTAINERD_VERSION   line to use (default v2.2.7)
+#   CONTAINERD_VERSION / TOPOLET_CONTAINERD_VERSION   line to use (default v2.4.2)
 #   LATENCY_ROUNDS   blocks per condition (default 10)
 #   LATENCY_BLOCK    timed creates per block (default 25)  → ROUNDS×BLOCK samples per condition
 #   LATENCY_OUT      samples file to keep (default: a temp file, removed)
@@ -54,8 +55,7 @@ say "building topolet and the CRI client"
 (cd "$REPO_ROOT" && cargo build -q -p topolet --bin topolet) || die "cargo build -p topolet failed"
 TOPOLET="$REPO_ROOT/target/debug/topolet"
 CLIENT="$DEPS/bin/nri-latency"
-(cd "$HACK_DIR/nri-latency" && env GOPATH="$DEPS/go/path" GOMODCACHE="$DEPS/go/path/pkg/mod" \
-  GOCACHE="$DEPS/go/cache" GOTOOLCHAIN=local GOPROXY=off GOFLAGS=-mod=readonly CGO_ENABLED=0 \
+(cd "$HACK_DIR/nri-latency" && go_cache_env GOPROXY=off GOFLAGS=-mod=readonly CGO_ENABLED=0 \
   "${GO:-$(command -v go || echo /usr/local/go/bin/go)}" build -o "$CLIENT" .) || die "building hack/nri-latency failed"
 
 say "starting containerd $VERSION"

@@ -6,14 +6,16 @@
 #
 # For each containerd line: start a stack (hack/containerd.sh), run a host-network pod
 # (network=NODE, pid=CONTAINER) with an absolute cgroup_parent under CGROUP_PARENT_BASE via
-# crictl runp/create/start running `sleep` from the test image with cpuset_cpus "0", check
-# `crictl exec` works and that /proc/<pid>/status Cpus_allowed_list is 0 both from the host and
-# from inside, restart containerd and check the container still runs and answers exec, then stop
+# crictl runp/create/start running `sleep` from the test image with cpuset_cpus "0", the pod and
+# the container with seccomp RuntimeDefault as the kubelet asks (runc must be built with seccomp),
+# check `crictl exec` works, that /proc/<pid>/status Cpus_allowed_list is 0 both from the host and
+# from inside and that the container runs under a seccomp filter (Seccomp: 2), restart containerd and check the container still runs and answers exec, then stop
 # the stack and check it left no process, mount or cgroup behind. Finally two stacks (one per line)
 # run side by side, each with a pod, and both are stopped and checked.
 #
 # Environment:
-#   SMOKE_VERSIONS   containerd lines to test (default "v2.2.7 v2.3.4")
+#   SMOKE_VERSIONS   containerd lines to test (default: SUPPORTED_CONTAINERD_VERSIONS of
+#                    hack/lib/common.sh, "v2.4.2 v2.3.7 v2.0.14"; the side-by-side pair is the first two)
 #   SMOKE_TMP        parent directory for the stack DIRs (default /tmp)
 set -euo pipefail
 
@@ -21,7 +23,7 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=hack/lib/common.sh
 source "$HACK_DIR/lib/common.sh"
 
-SMOKE_VERSIONS="${SMOKE_VERSIONS:-v2.2.7 v2.3.4}"
+SMOKE_VERSIONS="${SMOKE_VERSIONS:-$SUPPORTED_CONTAINERD_VERSIONS}"
 WORK="$(mktemp -d "${SMOKE_TMP:-/tmp}/topolet-smoke.XXXXXX")"
 STARTED_DIRS=()
 
@@ -68,14 +70,14 @@ run_pod() {
 {"metadata":{"name":"$name","namespace":"smoke","uid":"$uid","attempt":0},
  "log_directory":"$dir/smoke/logs",
  "linux":{"cgroup_parent":"$base/burstable/pod$uid",
-          "security_context":{"namespace_options":{"network":2,"pid":1}}}}
+          "security_context":{"namespace_options":{"network":2,"pid":1},"seccomp":{"profile_type":0}}}}
 EOF
   cat >"$dir/smoke/$name-ctr.json" <<EOF
 {"metadata":{"name":"sleeper"},"image":{"image":"$TEST_IMAGE"},
  "command":["/bin/sleep","3600"],"log_path":"sleeper.log",
  "linux":{"resources":{"cpu_shares":512,"cpu_period":100000,"cpu_quota":100000,
           "memory_limit_in_bytes":268435456,"oom_score_adj":500,"cpuset_cpus":"0"},
-          "security_context":{"namespace_options":{"network":2,"pid":1}}}}
+          "security_context":{"namespace_options":{"network":2,"pid":1},"seccomp":{"profile_type":0}}}}
 EOF
   local pod cid
   pod="$(in_stack "$dir" crictl runp "$dir/smoke/$name-pod.json")" || die "crictl runp in $dir"
@@ -88,9 +90,10 @@ EOF
 container_state() { in_stack "$1" crictl inspect -o go-template --template '{{.status.state}}' "$2"; }
 container_pid() { in_stack "$1" crictl inspect -o go-template --template '{{.info.pid}}' "$2"; }
 
-# check_container DIR CID: running, exec works, cpuset 0 seen from host and inside, cgroup placed.
+# check_container DIR CID: running, exec works, cpuset 0 seen from host and inside, cgroup placed,
+# seccomp filter on.
 check_container() {
-  local dir="$1" cid="$2" state pid host_cpus inner_cpus base
+  local dir="$1" cid="$2" state pid host_cpus inner_cpus base seccomp
   state="$(container_state "$dir" "$cid")"
   [[ "$state" == CONTAINER_RUNNING ]] || die "container $cid in $dir is $state, want CONTAINER_RUNNING"
   pid="$(container_pid "$dir" "$cid")"
@@ -100,10 +103,12 @@ check_container() {
     die "crictl exec into $cid in $dir"
   [[ "$host_cpus" == 0 ]] || die "/proc/$pid/status Cpus_allowed_list=$host_cpus, want 0"
   [[ "$inner_cpus" == 0 ]] || die "inside $cid Cpus_allowed_list=$inner_cpus, want 0"
+  seccomp="$(awk '/^Seccomp:/ {print $2}' "/proc/$pid/status")"
+  [[ "$seccomp" == 2 ]] || die "/proc/$pid/status Seccomp=$seccomp, want 2 (RuntimeDefault filter)"
   base="$(in_stack "$dir" printenv CGROUP_PARENT_BASE)"
   grep -q "^[0-9]*:cpuset:$base/burstable/" "/proc/$pid/cgroup" ||
     die "container pid $pid is not in a cpuset cgroup under $base: $(grep cpuset "/proc/$pid/cgroup")"
-  say "  $cid pid $pid Cpus_allowed_list=$host_cpus (host) / $inner_cpus (exec) cgroup ok"
+  say "  $cid pid $pid Cpus_allowed_list=$host_cpus (host) / $inner_cpus (exec) seccomp filter, cgroup ok"
 }
 
 # check_clean DIR: nothing of the stack is left.

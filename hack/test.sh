@@ -5,7 +5,7 @@
 #
 # Steps, each under a section header; the first failure stops the run with a non-zero exit.
 # Nothing is skipped: a missing tool or dependency is a failure.
-#   1. hack/install-deps.sh for every containerd line (default v2.2.7 and v2.3.4)
+#   1. hack/install-deps.sh for every containerd line (default v2.4.2, v2.3.7 and v2.0.14)
 #   2. cargo fmt --all --check
 #   3. cargo clippy --workspace --all-targets -- -D warnings
 #   4. cargo test --workspace --exclude topolet-integration          (unit tests)
@@ -20,7 +20,7 @@
 #      API server and scheduler, hack/kube-node.sh) on the newest line
 #
 # Environment:
-#   TEST_CONTAINERD_VERSIONS   lines to install and test (default "v2.2.7 v2.3.4")
+#   TEST_CONTAINERD_VERSIONS   lines to install and test (default "v2.4.2 v2.3.7 v2.0.14")
 #   GO                         go binary for install-deps (default: go on PATH, else /usr/local/go/bin/go)
 #   FUZZ_SECONDS               seconds each fuzz target runs (default 20; see hack/fuzz.sh)
 set -euo pipefail

@@ -1,16 +1,20 @@
 # hack/lib/common.sh — shared constants and helpers for the hack/ scripts (source it; not executable).
 #
 # Defines: REPO_ROOT, DEPS (<repo>/.deps), DEFAULT_CONTAINERD_VERSION, SUPPORTED_CONTAINERD_VERSIONS,
-#          PAUSE_IMAGE, TEST_IMAGE, PAUSE_TAR, TEST_TAR, and functions
-#          containerd_bin_dir VERSION, validate_containerd_version VERSION.
+#          PAUSE_IMAGE, TEST_IMAGE, PAUSE_TAR, TEST_TAR, TOPOLET_CACHE, KUBE_GO_CACHE, KUBE_VERSION,
+#          ETCD_VERSION, and functions containerd_bin_dir VERSION, validate_containerd_version VERSION,
+#          go_cache_env CMD....
 # Environment: none (callers read CONTAINERD_VERSION themselves).
 # shellcheck shell=bash
 # shellcheck disable=SC2034  # constants used by the scripts that source this file
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DEPS="$REPO_ROOT/.deps"
-DEFAULT_CONTAINERD_VERSION=v2.2.7
-SUPPORTED_CONTAINERD_VERSIONS="v2.2.7 v2.3.4"
+# The containerd lines the project supports and tests: v2.4 (NRI v0.12.3, has the UpdateContainers
+# deadlock fix containerd/nri#301), the v2.3 LTS (NRI v0.12.0, without it) and the v2.0 LTS (NRI
+# v0.8.0, built from hack/containerd-wrapper/v2.0.14). 2.2 is end of life.
+DEFAULT_CONTAINERD_VERSION=v2.4.2
+SUPPORTED_CONTAINERD_VERSIONS="v2.4.2 v2.3.7 v2.0.14"
 # The pause image name must equal the CRI config's pinned sandbox image (see hack/containerd.sh).
 PAUSE_IMAGE=registry.k8s.io/pause:3.10.1
 TEST_IMAGE=localhost/topolet/busybox:latest
@@ -26,14 +30,27 @@ KUBE_GO_CACHE="$TOPOLET_CACHE/go"
 KUBE_VERSION=v1.37.2
 ETCD_VERSION=v3.7.0
 
-# containerd_bin_dir VERSION: where install-deps puts containerd, its shim and ctr for VERSION.
+# containerd_bin_dir VERSION: where the scripts find containerd, its shim and ctr for VERSION
+# (install-deps links them there from $TOPOLET_CACHE/containerd-VERSION/bin).
 containerd_bin_dir() { echo "$DEPS/containerd-$1/bin"; }
 
-# validate_containerd_version VERSION: fail (return 1, with a message) unless VERSION can be go-installed.
+# go_cache_env CMD...: run CMD with Go's module and build caches in $KUBE_GO_CACHE (outside the
+# clone, shared by every build of the hack/ scripts), the local toolchain only, no VCS stamping.
+go_cache_env() {
+  env GOPATH="$KUBE_GO_CACHE/path" GOMODCACHE="$KUBE_GO_CACHE/path/pkg/mod" GOCACHE="$KUBE_GO_CACHE/build" \
+    GOTOOLCHAIN=local GOFLAGS=-buildvcs=false "$@"
+}
+
+# containerd_wrapper_dir VERSION: the committed wrapper module that builds VERSION when `go install`
+# refuses it (its go.mod has an exclude block); exists only for such versions.
+containerd_wrapper_dir() { echo "$REPO_ROOT/hack/containerd-wrapper/$1"; }
+
+# validate_containerd_version VERSION: fail (return 1, with a message) unless VERSION is a v2.3 or
+# v2.4 release (any patch: `go install` builds them as they are) or has a wrapper module (v2.0.14).
 validate_containerd_version() {
-  if [[ ! "$1" =~ ^v2\.(2\.[1-9][0-9]*|3\.[0-9]+)$ ]]; then
+  if [[ ! "$1" =~ ^v2\.[34]\.[0-9]+$ && ! ( "$1" =~ ^v2\.[0-9]+\.[0-9]+$ && -f "$(containerd_wrapper_dir "$1")/go.mod" ) ]]; then
     echo "error: CONTAINERD_VERSION=$1 is not supported (supported lines: $SUPPORTED_CONTAINERD_VERSIONS;" \
-      "v2.2.0 and older cannot be built with go install)" >&2
+      "any v2.3.N or v2.4.N builds, and v2.0.14 from hack/containerd-wrapper; 2.2 is end of life)" >&2
     return 1
   fi
 }

@@ -1,15 +1,15 @@
 module topolet.invalid/hack/nri-latency
 
-go 1.25.0
+go 1.26.0
 
-// The versions containerd v2.2.7 builds with, so hack/install-deps.sh has already put every
-// module in the private module cache (.deps/go) and this builds offline.
+// The versions containerd v2.4.2 (the default line) builds with, so hack/install-deps.sh has already
+// put every module in the shared module cache ($TOPOLET_CACHE/go) and this builds offline.
 require (
-	golang.org/x/net v0.55.0
-	golang.org/x/sys v0.46.0
-	golang.org/x/text v0.38.0
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20251029180050-ab9386a59fda
-	google.golang.org/grpc v1.78.0
-	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af
-	k8s.io/cri-api v0.34.10
+	golang.org/x/net v0.58.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260825221802-da73d73af1c5 // indirect
+	google.golang.org/grpc v1.83.2
+	google.golang.org/protobuf v1.36.12 // indirect
+	k8s.io/cri-api v0.37.0
 )

@@ -12,8 +12,9 @@ use anyhow::{bail, Context};
 
 use crate::paths;
 
-/// The containerd line used when `TOPOLET_CONTAINERD_VERSION` is unset.
-pub const DEFAULT_VERSION: &str = "v2.2.7";
+/// The containerd line used when `TOPOLET_CONTAINERD_VERSION` is unset: the newest supported line,
+/// as `DEFAULT_CONTAINERD_VERSION` in hack/lib/common.sh.
+pub const DEFAULT_VERSION: &str = "v2.4.2";
 
 /// The variables of `DIR/env` the harness uses.
 const ENV_KEYS: &[&str] = &[
@@ -127,7 +128,7 @@ impl Stack {
         self.dir.path()
     }
 
-    /// The containerd line (e.g. `v2.2.7`).
+    /// The containerd line (e.g. `v2.4.2`).
     pub fn version(&self) -> &str {
         &self.version
     }

@@ -15,7 +15,7 @@ use topolet_integration::topolet::{self, KillOnDrop, LOG_TIMEOUT};
 use topolet_integration::{fixture, Stack, Topolet, TopoletConfig, WithTopolet};
 
 /// containerd's registration lines, as logrus writes them (msg quoted, inner quotes escaped);
-/// v2.3 appends " (with NRI version …)" to the first.
+/// v2.3 and later append " (with NRI version …)" to the first.
 const CTRD_REGISTERED: &str = r#"registered as \"50-topolet\""#;
 const CTRD_SYNCED: &str = r#"plugin \"50-topolet\" connected and synchronized"#;
 /// The same for a pre-installed plugin containerd launched itself.

@@ -3,9 +3,13 @@
 //! the whole pool), topolet's state file holds nothing for containers that are gone (none stale)
 //! and agrees with `topolet status` and the cgroups, and topolet's resident memory is flat.
 //!
-//! Cycle count: 1,000 on the newest containerd line ([`FULL_SOAK_LINE`]), 200 on the others, to
-//! keep `hack/test.sh` (which runs the suite on both lines) within its time budget; the test
-//! prints which it runs. `TOPOLET_SOAK_CYCLES=N` overrides both.
+//! Cycle count: 1,000 on [`FULL_SOAK_LINE`], 200 on the others, to keep `hack/test.sh` (which runs
+//! the suite on both lines) within its time budget; the test prints which it runs.
+//! `TOPOLET_SOAK_CYCLES=N` overrides both. The full soak runs on the v2.3 LTS line, the newest one
+//! whose NRI (v0.12.0) still has the UpdateContainers deadlock described below: only there does a
+//! clean soak prove that topolet never sends UpdateContainers into concurrent CRI calls. v2.4.2
+//! (NRI v0.12.3) has the fix and would pass either way; v2.0.14 (NRI v0.8.0) has the bug too and
+//! runs the short soak.
 //!
 //! Load, in rounds of [`ROUND`] cycles: three workers cycle shared containers in parallel, each
 //! inside its own three long-lived pods (Guaranteed 500m, Burstable, BestEffort), and, while they
@@ -15,11 +19,12 @@
 //!
 //! Why the exclusive cycle runs during the churn: a grant or release moves the shared
 //! containers, and a plugin-initiated NRI UpdateContainers that meets a concurrent CRI lifecycle
-//! event deadlocks containerd for good on both lines tested (lock-order inversion between
-//! containerd's NRI lock and the NRI adaptation lock, containerd/containerd#13733, fixed upstream
-//! in containerd/nri#301). This soak wedged containerd within about 1.5 minutes while topolet
-//! still forced such requests out after 5 s of activity; topolet now carries the moves in its
-//! replies to the events (`shell::update_outbox`), and this is the test that proves it.
+//! event deadlocks containerd for good in containerd 2.0 to 2.3 (NRI v0.8 to v0.12.0: lock-order
+//! inversion between containerd's NRI lock and the NRI adaptation lock, containerd/containerd#13733,
+//! fixed upstream in containerd/nri#301: NRI v0.12.3, bundled by containerd v2.4.2, no longer takes
+//! the adaptation lock for UpdateContainers). This soak wedged containerd within about 1.5 minutes
+//! while topolet still forced such requests out after 5 s of activity; topolet now carries the
+//! moves in its replies to the events (`shell::update_outbox`), and this is the test that proves it.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -34,8 +39,8 @@ use topolet_integration::stack::version_under_test;
 use topolet_integration::{observe, wait, WithTopolet};
 
 const MIB: u64 = 1 << 20;
-/// The containerd line that runs the full 1,000 cycles.
-const FULL_SOAK_LINE: &str = "v2.3.4";
+/// The containerd line that runs the full 1,000 cycles: the newest without the deadlock fix.
+const FULL_SOAK_LINE: &str = "v2.3.7";
 const WORKERS: usize = 3;
 /// Cycles per round: `ROUND - 1` shared cycles in parallel, then one exclusive cycle alone.
 const ROUND: usize = 50;

@@ -1,6 +1,8 @@
 //! Runtime-side benchmark driver for `hack/bench.sh` (feature `test-support`).
 //!
-//! Plays containerd v2.2.7 / NRI v0.11.0 with `topolet_nri::fake_runtime`: binds `--socket`, waits
+//! Plays containerd v2.2.7 / NRI v0.11.0 with `topolet_nri::fake_runtime` (it sends lifecycle events
+//! as StateChange, the v0.11 wire; the supported lines v2.3/v2.4 use the dedicated v0.12 RPCs, which
+//! the fake runtime does not implement): binds `--socket`, waits
 //! for one plugin (started by the caller), registers and configures it, synchronizes, then:
 //!
 //! * `roundtrip --socket S --n N [--round R] [--samples FILE] [--rss-pid-file F]`: empty Synchronize,

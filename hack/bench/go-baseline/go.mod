@@ -2,8 +2,9 @@ module topolet.invalid/hack/bench/go-baseline
 
 go 1.24.0
 
-// nri v0.11.0 is what containerd v2.2.7 bundles. hack/bench.sh builds with -mod=readonly against the
-// private module cache (.deps/go), fetching from the Go proxy only what is not cached yet.
+// nri v0.11.0 speaks the same wire as the fake runtime of hack/bench.sh (NRI v0.11: StateChange for
+// the lifecycle events; containerd 2.2 bundled it). hack/bench.sh builds with -mod=readonly against
+// the shared module cache ($TOPOLET_CACHE/go), fetching from the Go proxy only what is not cached yet.
 require github.com/containerd/nri v0.11.0
 
 require (

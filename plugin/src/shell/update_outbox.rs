@@ -9,10 +9,11 @@
 //! - as one batched unsolicited request, but only once the runtime has been quiet for
 //!   [`QUIET`] ([`Outbox::due`]), never in the middle of activity however long it lasts.
 //!
-//! Why never during activity: in containerd up to at least v2.3.4 (NRI v0.12.0), a plugin's
+//! Why never during activity: in containerd up to v2.3.7 (NRI v0.12.0), a plugin's
 //! UpdateContainers takes NRI's adaptation lock and then containerd's NRI lock, while CRI
 //! lifecycle events take them in the opposite order; when the two meet, containerd deadlocks
-//! for good (containerd/containerd#13733, fixed in containerd/nri#301). Our real-containerd
+//! for good (containerd/containerd#13733, fixed in containerd/nri#301: NRI v0.12.3, containerd
+//! v2.4.2; the v2.3 LTS line keeps the bug, so the rule stays). Our real-containerd
 //! soak reproduced it whenever an update was forced out during churn. Replies are applied by
 //! containerd under the locks the event already holds, so they cannot deadlock; an unsolicited
 //! request after a lull can only meet an event that starts within the few milliseconds it

@@ -625,6 +625,12 @@ impl Plugin for TopoletPlugin {
         );
         let mut node = self.event_lock();
         self.detect_oom_floor(&mut node);
+        let quiet = crate::shell::update_outbox::quiet_for(runtime.nri_version);
+        tracing::info!(
+            quiet_ms = quiet.as_millis() as u64,
+            "unsolicited updates wait for this long a lull (NRI before v0.12.3 can deadlock on them)"
+        );
+        node.outbox.set_quiet(quiet);
         Ok(())
     }
 

@@ -19,6 +19,13 @@
 //! request after a lull can only meet an event that starts within the few milliseconds it
 //! takes, and the lull makes that rare.
 //!
+//! How long the lull must be depends on the runtime ([`quiet_for`]): [`QUIET`] where NRI has the
+//! fix (v0.12.3 and later: the rule only batches), [`QUIET_LOCK_INVERSION`] where it does not
+//! (v0.12.2 and older, and a runtime whose NRI version is unknown). A CRI call that kills
+//! containers (StopPodSandbox, a forced remove) produces its NRI events only as the containers
+//! exit, and on a loaded machine those gaps passed 300 ms: the faults suite's SIGKILL trials
+//! deadlocked containerd v2.3.7 that way at a load average of 18.
+//!
 //! What is sent is always each container's *current* target, computed at send time, never a
 //! stale request. Failed unsolicited sends are queued again, up to [`MAX_ATTEMPTS`]; after that
 //! the next Synchronize corrects the containers.
@@ -26,8 +33,23 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-/// How long the runtime must have sent no event before queued updates go out unsolicited.
+/// How long the runtime must have sent no event before queued updates go out unsolicited, on a
+/// runtime without the UpdateContainers lock inversion.
 pub const QUIET: Duration = Duration::from_millis(300);
+/// The same on a runtime with it (NRI older than v0.12.3, or unknown).
+pub const QUIET_LOCK_INVERSION: Duration = Duration::from_secs(3);
+/// The first NRI version whose UpdateContainers cannot deadlock with CRI lifecycle events
+/// (containerd/nri#301).
+pub const NRI_LOCK_FIX: topolet_nri::version::NriVersion =
+    topolet_nri::version::NriVersion::new(0, 12, 3);
+
+/// The lull a runtime with NRI `version` needs before an unsolicited update (module doc).
+pub fn quiet_for(version: Option<topolet_nri::version::NriVersion>) -> Duration {
+    match version {
+        Some(v) if v >= NRI_LOCK_FIX => QUIET,
+        _ => QUIET_LOCK_INVERSION,
+    }
+}
 /// Sends per container before giving up until the next Synchronize.
 pub const MAX_ATTEMPTS: u32 = 5;
 
@@ -35,6 +57,7 @@ pub const MAX_ATTEMPTS: u32 = 5;
 #[derive(Debug, Clone)]
 pub struct Outbox {
     ids: BTreeSet<String>,
+    quiet: Duration,
     last_event: Instant,
     attempts: BTreeMap<String, u32>,
 }
@@ -43,9 +66,15 @@ impl Outbox {
     pub fn new(now: Instant) -> Outbox {
         Outbox {
             ids: BTreeSet::new(),
+            quiet: QUIET_LOCK_INVERSION,
             last_event: now,
             attempts: BTreeMap::new(),
         }
+    }
+
+    /// The lull the connected runtime needs ([`quiet_for`]; until Configure says, the longer one).
+    pub fn set_quiet(&mut self, quiet: Duration) {
+        self.quiet = quiet;
     }
 
     /// The runtime sent an event at `now`.
@@ -75,9 +104,9 @@ impl Outbox {
     }
 
     /// Whether the queue should be sent unsolicited now: something is queued and the runtime
-    /// has been quiet for [`QUIET`].
+    /// has been quiet for the runtime's lull ([`Outbox::set_quiet`]).
     pub fn due(&self, now: Instant) -> bool {
-        !self.ids.is_empty() && now.saturating_duration_since(self.last_event) >= QUIET
+        !self.ids.is_empty() && now.saturating_duration_since(self.last_event) >= self.quiet
     }
 
     /// Empties the queue for an unsolicited request.
@@ -126,10 +155,43 @@ impl Outbox {
 mod tests {
     use super::*;
 
+    /// An outbox for a runtime with the fix (the short lull), as the tests below assume.
+    fn outbox(t0: Instant) -> Outbox {
+        let mut o = Outbox::new(t0);
+        o.set_quiet(QUIET);
+        o
+    }
+
+    #[test]
+    fn the_lull_is_longer_where_nri_has_the_lock_inversion() {
+        use topolet_nri::version::NriVersion;
+        assert_eq!(quiet_for(Some(NriVersion::new(0, 12, 3))), QUIET);
+        assert_eq!(quiet_for(Some(NriVersion::new(0, 13, 0))), QUIET);
+        assert_eq!(
+            quiet_for(Some(NriVersion::new(0, 12, 0))),
+            QUIET_LOCK_INVERSION
+        );
+        assert_eq!(
+            quiet_for(Some(NriVersion::new(0, 8, 0))),
+            QUIET_LOCK_INVERSION
+        );
+        assert_eq!(quiet_for(None), QUIET_LOCK_INVERSION);
+        let t0 = Instant::now();
+        let mut o = Outbox::new(t0);
+        o.queue("a");
+        assert!(
+            !o.due(t0 + QUIET),
+            "the longer lull until Configure says otherwise"
+        );
+        assert!(o.due(t0 + QUIET_LOCK_INVERSION));
+        o.set_quiet(QUIET);
+        assert!(o.due(t0 + QUIET));
+    }
+
     #[test]
     fn waits_for_a_lull_however_long_the_activity() {
         let t0 = Instant::now();
-        let mut o = Outbox::new(t0);
+        let mut o = outbox(t0);
         assert!(!o.due(t0 + QUIET * 100), "nothing queued");
         o.queue("a");
         assert!(!o.due(t0), "events just happened");
@@ -150,7 +212,7 @@ mod tests {
     #[test]
     fn a_reply_takes_everything_but_the_event_s_own_container() {
         let t0 = Instant::now();
-        let mut o = Outbox::new(t0);
+        let mut o = outbox(t0);
         o.queue("a");
         o.queue("self");
         o.queue("b");
@@ -165,7 +227,7 @@ mod tests {
     #[test]
     fn a_reply_resets_the_attempts_of_what_it_carried() {
         let t0 = Instant::now();
-        let mut o = Outbox::new(t0);
+        let mut o = outbox(t0);
         o.queue("a");
         let ids = o.take();
         for _ in 1..MAX_ATTEMPTS {
@@ -181,7 +243,7 @@ mod tests {
     #[test]
     fn coalesces_and_retries_a_bounded_number_of_times() {
         let t0 = Instant::now();
-        let mut o = Outbox::new(t0);
+        let mut o = outbox(t0);
         o.queue("a");
         o.queue("b");
         o.queue("a");
@@ -199,7 +261,7 @@ mod tests {
     #[test]
     fn removed_and_cleared_containers_are_forgotten() {
         let t0 = Instant::now();
-        let mut o = Outbox::new(t0);
+        let mut o = outbox(t0);
         o.queue("a");
         o.remove("a");
         assert!(o.is_empty() && !o.due(t0 + QUIET));

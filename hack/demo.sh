@@ -96,7 +96,7 @@ row() {
   case "$qos" in Guaranteed) class="" ;; Burstable) class=/burstable ;; *) class=/besteffort ;; esac
   cg="$CGROUP_PARENT_BASE/kubepods$class/pod$uid/$cid"
   pid="$(crictl inspect -o go-template --template '{{.info.pid}}' "$cid")"
-  printf '%-22s %-11s %-7s %-8s %-5s %-7s %-15s %-12s %-6s %s\n' \
+  printf '%-27s %-11s %-7s %-8s %-5s %-7s %-15s %-20s %-6s %s\n' \
     "$pod/$ctr" "$qos" \
     "$(cat "/sys/fs/cgroup/cpuset$cg/cpuset.cpus")" \
     "$(awk '/Cpus_allowed_list/ {print $2}' "/proc/$pid/status")" \
@@ -109,7 +109,7 @@ row() {
 }
 
 table() {
-  printf '%-22s %-11s %-7s %-8s %-5s %-7s %-15s %-12s %-6s %s\n' \
+  printf '%-27s %-11s %-7s %-8s %-5s %-7s %-15s %-20s %-6s %s\n' \
     pod/container qos cpuset allowed mems shares quota/period mem.limit oom pids.max
   local p
   for p in "$@"; do row "${p%/*}" "${p#*/}"; done

@@ -89,6 +89,36 @@ impl PlacementError {
         }
     }
 
+    /// The reason of the Warning Event on the pod (`kubectl describe pod`): the kubelet's own
+    /// where its admission has one for the same failure (`TopologyAffinityError`,
+    /// `SMTAlignmentError`), else a topolet reason naming what was short
+    /// (`InsufficientExclusiveCPUs`, `InsufficientMemory`, `InsufficientHugepages`,
+    /// `InsufficientDevices`), else [`PlacementError::kubelet_reason`]. A CamelCase word, as
+    /// Event reasons are.
+    pub fn event_reason(&self) -> &'static str {
+        use super::cpu_alloc::CpuAllocError as A;
+        match self {
+            PlacementError::Topology(_)
+            | PlacementError::Cpu(CpuPolicyError::Alloc {
+                source: A::SmtAlignment { .. },
+                ..
+            }) => self.kubelet_reason(),
+            PlacementError::Cpu(CpuPolicyError::Alloc {
+                source: A::NotEnough { .. },
+                ..
+            })
+            | PlacementError::Cpu(CpuPolicyError::SharedPoolExhausted { .. }) => {
+                "InsufficientExclusiveCPUs"
+            }
+            PlacementError::Memory(MemoryError::Insufficient { resource, .. }) => match resource {
+                super::memory_policy::MemoryResource::Memory => "InsufficientMemory",
+                super::memory_policy::MemoryResource::Hugepages(_) => "InsufficientHugepages",
+            },
+            PlacementError::Device(DeviceError::Insufficient { .. }) => "InsufficientDevices",
+            _ => self.kubelet_reason(),
+        }
+    }
+
     /// The cause in a few words, after the reason (none where the reason says it all).
     fn cause(&self) -> Option<String> {
         use super::cpu_alloc::CpuAllocError as A;

@@ -378,7 +378,7 @@ fn refusals_and_exclusive_grants_are_events_on_the_pod() -> anyhow::Result<()> {
     let msg = w.message.clone().unwrap_or_default();
     ensure!(
         msg.contains("container main of pod default/gx2 asks 1 exclusive CPU")
-            && msg.contains("free per NUMA node: node0 cpu 0"),
+            && msg.contains("free per NUMA node: node0 0"),
         "the message names the request and the free CPUs per NUMA node: {msg:?}"
     );
     // Every (reason, message) is one object.

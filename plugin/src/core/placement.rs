@@ -962,6 +962,51 @@ mod tests {
              pod ns/web asks 2 exclusive CPUs, example.com/nic 1; free per NUMA node: node0 cpu \
              6 example.com/nic 0"
         );
+        assert_eq!(err.event_reason(), "InsufficientDevices");
+    }
+
+    /// Event reasons: the kubelet's where it has one, else what was short.
+    #[test]
+    fn event_reasons_are_the_kubelets_or_name_what_was_short() {
+        use crate::core::cpu_alloc::CpuAllocError as A;
+        let key = ContainerKey::new("u", "main");
+        let alloc = |source| {
+            PlacementError::Cpu(CpuPolicyError::Alloc {
+                key: key.clone(),
+                source,
+            })
+        };
+        let not_enough = alloc(A::NotEnough {
+            requested: 2,
+            available: 1,
+            free: "1".into(),
+        });
+        assert_eq!(not_enough.event_reason(), "InsufficientExclusiveCPUs");
+        assert_eq!(not_enough.kubelet_reason(), "UnexpectedAdmissionError");
+        let exhausted = PlacementError::Cpu(CpuPolicyError::SharedPoolExhausted {
+            key: key.clone(),
+            requested: 1,
+            shared: "0".into(),
+        });
+        assert_eq!(exhausted.event_reason(), "InsufficientExclusiveCPUs");
+        let smt = alloc(A::SmtAlignment {
+            requested: 1,
+            cpus_per_core: 2,
+            available_physical: 0,
+        });
+        assert_eq!(smt.event_reason(), "SMTAlignmentError");
+        let topo = PlacementError::Topology(TopologyAffinityError {
+            policy: TopologyPolicy::SingleNumaNode,
+            subject: "container default/web/app".into(),
+            request: Default::default(),
+            free: Default::default(),
+        });
+        assert_eq!(topo.event_reason(), "TopologyAffinityError");
+        let config = PlacementError::Config {
+            key: "k".into(),
+            message: "m".into(),
+        };
+        assert_eq!(config.event_reason(), "UnexpectedAdmissionError");
     }
 
     /// `release` says whether it changed what is persisted: an entry holding only a topology

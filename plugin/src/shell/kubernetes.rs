@@ -437,10 +437,10 @@ impl Recorder {
     ) {
         let now = Instant::now();
         let key = (op, code.to_string());
-        let due = self
-            .logged
-            .get(&key)
-            .is_none_or(|at| now.duration_since(*at) >= ERROR_LOG_INTERVAL);
+        let due = match self.logged.get(&key) {
+            Some(at) => now.duration_since(*at) >= ERROR_LOG_INTERVAL,
+            None => true,
+        };
         if !due {
             return;
         }

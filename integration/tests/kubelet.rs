@@ -304,11 +304,9 @@ fn refusals_and_exclusive_grants_are_events_on_the_pod() -> anyhow::Result<()> {
     let node_name = k.node_name().to_string();
 
     // The grant: a Normal Event naming the CPU and the memory node.
-    k.create_pod(pod(
-        "gx",
-        vec![ctr("main", guaranteed("1", "64Mi"))],
-        vec![],
-    ))?;
+    let mut c = ctr("main", guaranteed("1", "64Mi"));
+    c["resizePolicy"] = json!([{"resourceName": "cpu", "restartPolicy": "NotRequired"}]);
+    k.create_pod(pod("gx", vec![c], vec![]))?;
     let gx = k.wait_running("gx")?;
     wait_cpuset(&node, &gx, "main", EXCLUSIVE_CPU)?;
     let grants = wait::until("the grant's Event on pod gx", cluster::POD_TIMEOUT, || {
@@ -397,6 +395,42 @@ fn refusals_and_exclusive_grants_are_events_on_the_pod() -> anyhow::Result<()> {
         "kubectl describe pod gx2 shows topolet's Event:\n{describe}"
     );
 
+    k.delete_pod("gx2")?;
+
+    // A refused in-place resize (1 → 2 exclusive CPUs): the kubelet retries it about every
+    // second; the retries count into one Warning Event on the pod.
+    resize_cpu(k, "gx", "2", "2")?;
+    let events = wait::until(
+        "a Warning Event on gx counting three refused resizes",
+        cluster::POD_TIMEOUT,
+        || {
+            let ev = topolet_events(k, "gx")?;
+            let counted = ev
+                .iter()
+                .any(|e| e.type_.as_deref() == Some("Warning") && e.count.unwrap_or(0) >= 3);
+            Ok(counted.then_some(ev))
+        },
+    )
+    .with_context(|| k.pod_summary("gx"))?;
+    let warnings: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .collect();
+    assert_eq!(
+        warnings.len(),
+        1,
+        "one Event object for the retried resize:\n{}",
+        describe_events(&events)
+    );
+    assert_eq!(
+        warnings[0].reason.as_deref(),
+        Some("InsufficientExclusiveCPUs")
+    );
+    let msg = warnings[0].message.clone().unwrap_or_default();
+    ensure!(
+        msg.contains("asks 2 exclusive CPUs (in-place resize); free per NUMA node: node0 0"),
+        "the resize's message: {msg:?}"
+    );
     // Nothing topolet asked the API was refused (its RBAC is exactly what it uses).
     let addr = node.t.topolet.wait_metrics_address()?;
     let metrics = topolet_integration::topolet::metrics_text(&addr)?;
@@ -411,7 +445,8 @@ fn refusals_and_exclusive_grants_are_events_on_the_pod() -> anyhow::Result<()> {
         "client on:\n{metrics}"
     );
 
-    k.delete_pod("gx2")?;
+    resize_cpu(k, "gx", "1", "1")?;
+    wait_resized(&node, "gx", "main", "1")?;
     k.delete_pod("gx")?;
     Ok(())
 }

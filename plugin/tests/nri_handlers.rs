@@ -1646,7 +1646,11 @@ async fn refusals_and_grants_are_handed_to_the_event_queue_without_waiting() {
     };
     assert_eq!(got[0].object, obj("g"));
     assert_eq!(
-        (got[0].type_, got[0].reason.as_str(), got[0].message.as_str()),
+        (
+            got[0].type_,
+            got[0].reason.as_str(),
+            got[0].message.as_str()
+        ),
         (
             EventType::Normal,
             "ExclusiveCPUsAssigned",

@@ -535,9 +535,8 @@ impl KubeNode {
         let mut node = KubeNode::start(extra_toml, opts)?;
         let kubeconfig = node.cluster.env("KUBE_TOPOLET_KUBECONFIG")?.to_string();
         let name = node.cluster.node_name().to_string();
-        node.t.config.extra_toml = format!(
-            "{extra_toml}\n[kubernetes]\nenabled = \"on\"\nkubeconfig = {kubeconfig:?}\nnode_name = {name:?}\n"
-        );
+        node.t.config.kubernetes =
+            format!("enabled = \"on\"\nkubeconfig = {kubeconfig:?}\nnode_name = {name:?}");
         node.t.config.write(node.t.topolet.config_path())?;
         let mark = node.t.topolet.log_mark();
         node.t.topolet.terminate(Duration::from_secs(10))?;

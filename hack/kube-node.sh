@@ -412,8 +412,11 @@ start_kubelet() {
 
 # RBAC for the `topolet` user: what deploy/ grants the DaemonSet's ServiceAccount.
 apply_topolet_rbac() {
-  local rbac="$REPO_ROOT/deploy/kubernetes/rbac.yaml"
+  local rbac="$REPO_ROOT/deploy/kubernetes/rbac.yaml" ns="$REPO_ROOT/deploy/kubernetes/namespace.yaml"
   [[ -f "$rbac" ]] || return 0
+  # The ServiceAccount lives in topolet's namespace: that first.
+  "$BIN/kubectl" --kubeconfig "$DIR/admin.kubeconfig" apply -f "$ns" >>"$DIR/kubectl.log" 2>&1 ||
+    { tail -n 20 "$DIR/kubectl.log" >&2; die "applying $ns failed"; }
   "$BIN/kubectl" --kubeconfig "$DIR/admin.kubeconfig" apply -f "$rbac" >>"$DIR/kubectl.log" 2>&1 ||
     { tail -n 20 "$DIR/kubectl.log" >&2; die "applying $rbac failed"; }
   "$BIN/kubectl" --kubeconfig "$DIR/admin.kubeconfig" create clusterrolebinding topolet-test-user \

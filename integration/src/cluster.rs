@@ -528,6 +528,26 @@ impl KubeNode {
         Ok(KubeNode { cluster, t })
     }
 
+    /// Like [`KubeNode::start`], then topolet restarted with its Kubernetes API client on
+    /// (`[kubernetes]`: the cluster's `topolet.kubeconfig`, user `topolet`, which holds only what
+    /// deploy/kubernetes/rbac.yaml grants), once the cluster exists.
+    pub fn start_with_api(extra_toml: &str, opts: &ClusterOptions) -> anyhow::Result<KubeNode> {
+        let mut node = KubeNode::start(extra_toml, opts)?;
+        let kubeconfig = node.cluster.env("KUBE_TOPOLET_KUBECONFIG")?.to_string();
+        let name = node.cluster.node_name().to_string();
+        node.t.config.kubernetes =
+            format!("enabled = \"on\"\nkubeconfig = {kubeconfig:?}\nnode_name = {name:?}");
+        node.t.config.write(node.t.topolet.config_path())?;
+        let mark = node.t.topolet.log_mark();
+        node.t.topolet.terminate(Duration::from_secs(10))?;
+        node.t.topolet.restart()?;
+        node.t
+            .topolet
+            .wait_for_log("kubernetes API client on", mark, Duration::from_secs(20))?;
+        node.t.topolet.wait_synchronized(mark)?;
+        Ok(node)
+    }
+
     /// What a container of a pod really got: (cgroup values, process values).
     pub fn observe(
         &self,

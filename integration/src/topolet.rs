@@ -83,6 +83,9 @@ pub struct TopoletConfig {
     pub metrics_address: String,
     /// TOML appended verbatim (e.g. an `[eviction]` section); empty by default.
     pub extra_toml: String,
+    /// The body of `[kubernetes]`: `enabled = "off"` by default, so that a test run inside a pod
+    /// (a CI runner with a service account) never sends Events to that cluster.
+    pub kubernetes: String,
 }
 
 impl TopoletConfig {
@@ -100,6 +103,7 @@ impl TopoletConfig {
             admin_socket: work.join("admin.sock"),
             metrics_address: "127.0.0.1:0".into(),
             extra_toml: String::new(),
+            kubernetes: "enabled = \"off\"".into(),
         }
     }
 
@@ -124,6 +128,9 @@ impl TopoletConfig {
         if let Some(p) = self.pids_limit {
             let _ = writeln!(t, "\n[qos]");
             let _ = writeln!(t, "pids_limit = {p}");
+        }
+        if !self.kubernetes.is_empty() {
+            let _ = writeln!(t, "\n[kubernetes]\n{}", self.kubernetes);
         }
         if !self.extra_toml.is_empty() {
             let _ = writeln!(t, "\n{}", self.extra_toml);

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::{ensure, Context};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Event, Pod};
 use serde_json::{json, Value};
 use topolet_integration::books;
 use topolet_integration::cluster::{self, ClusterOptions, KubeNode};
@@ -266,6 +266,188 @@ fn every_qos_class_gets_the_kubelets_values_and_exclusive_cpus_come_and_go() -> 
     let (ex, shared) = books::status_exclusive(&node.t.config.admin_socket)?;
     assert!(ex.is_empty(), "no exclusive grant left: {ex:?}");
     assert_eq!(shared, SHARED_ALL);
+    Ok(())
+}
+
+/// topolet's own Events on pod `name` (source.component topolet), oldest first.
+fn topolet_events(k: &cluster::Cluster, name: &str) -> anyhow::Result<Vec<Event>> {
+    Ok(k.pod_events(name)?
+        .into_iter()
+        .filter(|e| e.source.as_ref().and_then(|s| s.component.as_deref()) == Some("topolet"))
+        .collect())
+}
+
+fn describe_events(events: &[Event]) -> String {
+    events
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {} x{}: {}",
+                e.type_.as_deref().unwrap_or("?"),
+                e.reason.as_deref().unwrap_or("?"),
+                e.count.unwrap_or(0),
+                e.message.as_deref().unwrap_or("")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// With `[kubernetes]` on (the cluster's `topolet` user, bound to deploy/kubernetes/rbac.yaml's
+/// ClusterRole only): an exclusive grant is a Normal Event on its pod, a refused exclusive pod a
+/// Warning Event with the reason and what is free per NUMA node, and the kubelet's retries count
+/// into that one Event instead of creating more.
+#[test]
+fn refusals_and_exclusive_grants_are_events_on_the_pod() -> anyhow::Result<()> {
+    let mut node = KubeNode::start_with_api("", &ClusterOptions::default())?;
+    let k = &node.cluster;
+    let node_name = k.node_name().to_string();
+
+    // The grant: a Normal Event naming the CPU and the memory node.
+    let mut c = ctr("main", guaranteed("1", "64Mi"));
+    c["resizePolicy"] = json!([{"resourceName": "cpu", "restartPolicy": "NotRequired"}]);
+    k.create_pod(pod("gx", vec![c], vec![]))?;
+    let gx = k.wait_running("gx")?;
+    wait_cpuset(&node, &gx, "main", EXCLUSIVE_CPU)?;
+    let grants = wait::until("the grant's Event on pod gx", cluster::POD_TIMEOUT, || {
+        let ev = topolet_events(k, "gx")?;
+        Ok(ev
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("ExclusiveCPUsAssigned"))
+            .then_some(ev))
+    })?;
+    let grant = grants
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("ExclusiveCPUsAssigned"))
+        .context("grant event")?;
+    assert_eq!(grant.type_.as_deref(), Some("Normal"));
+    assert_eq!(
+        grant.message.as_deref(),
+        Some("container main got 1 exclusive CPU 1, memory nodes 0"),
+        "{}",
+        describe_events(&grants)
+    );
+    let uid = gx.metadata.uid.clone().context("gx uid")?;
+    assert_eq!(grant.involved_object.uid.as_deref(), Some(uid.as_str()));
+    assert_eq!(grant.involved_object.kind.as_deref(), Some("Pod"));
+    assert_eq!(
+        grant.source.as_ref().and_then(|s| s.host.as_deref()),
+        Some(node_name.as_str())
+    );
+    assert_eq!(grant.reporting_component.as_deref(), Some("topolet"));
+
+    // The refusal: the scheduler and the kubelet admit a second 1-CPU pod (2 allocatable CPUs),
+    // topolet has no exclusive CPU left. The kubelet retries the creation; each refusal is the
+    // same, so the one Warning Event's count grows.
+    k.create_pod(pod(
+        "gx2",
+        vec![ctr("main", guaranteed("1", "64Mi"))],
+        vec![],
+    ))?;
+    let events = wait::until(
+        "a Warning Event on gx2 counting two refusals",
+        cluster::POD_TIMEOUT,
+        || {
+            let ev = topolet_events(k, "gx2")?;
+            let counted = ev
+                .iter()
+                .any(|e| e.type_.as_deref() == Some("Warning") && e.count.unwrap_or(0) >= 2);
+            Ok(counted.then_some(ev))
+        },
+    )
+    .with_context(|| k.pod_summary("gx2"))?;
+    let warnings: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .collect();
+    assert_eq!(
+        warnings.len(),
+        1,
+        "one Event object for the repeated refusal:\n{}",
+        describe_events(&events)
+    );
+    let w = warnings[0];
+    assert_eq!(
+        w.reason.as_deref(),
+        Some("InsufficientExclusiveCPUs"),
+        "{}",
+        describe_events(&events)
+    );
+    let msg = w.message.clone().unwrap_or_default();
+    ensure!(
+        msg.contains("container main of pod default/gx2 asks 1 exclusive CPU")
+            && msg.contains("free per NUMA node: node0 0"),
+        "the message names the request and the free CPUs per NUMA node: {msg:?}"
+    );
+    // Every (reason, message) is one object.
+    let mut seen = BTreeSet::new();
+    for e in &events {
+        ensure!(
+            seen.insert((e.reason.clone(), e.message.clone())),
+            "two Event objects for one (reason, message):\n{}",
+            describe_events(&events)
+        );
+    }
+    // The kubelet's own Event shows the same refusal text (`kubectl describe pod`).
+    let describe = k.kubectl(&["describe", "pod", "gx2"])?;
+    ensure!(
+        describe.contains("InsufficientExclusiveCPUs"),
+        "kubectl describe pod gx2 shows topolet's Event:\n{describe}"
+    );
+
+    k.delete_pod("gx2")?;
+
+    // A refused in-place resize (1 → 2 exclusive CPUs): the kubelet retries it about every
+    // second; the retries count into one Warning Event on the pod.
+    resize_cpu(k, "gx", "2", "2")?;
+    let events = wait::until(
+        "a Warning Event on gx counting three refused resizes",
+        cluster::POD_TIMEOUT,
+        || {
+            let ev = topolet_events(k, "gx")?;
+            let counted = ev
+                .iter()
+                .any(|e| e.type_.as_deref() == Some("Warning") && e.count.unwrap_or(0) >= 3);
+            Ok(counted.then_some(ev))
+        },
+    )
+    .with_context(|| k.pod_summary("gx"))?;
+    let warnings: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .collect();
+    assert_eq!(
+        warnings.len(),
+        1,
+        "one Event object for the retried resize:\n{}",
+        describe_events(&events)
+    );
+    assert_eq!(
+        warnings[0].reason.as_deref(),
+        Some("InsufficientExclusiveCPUs")
+    );
+    let msg = warnings[0].message.clone().unwrap_or_default();
+    ensure!(
+        msg.contains("asks 2 exclusive CPUs (in-place resize); free per NUMA node: node0 0"),
+        "the resize's message: {msg:?}"
+    );
+    // Nothing topolet asked the API was refused (its RBAC is exactly what it uses).
+    let addr = node.t.topolet.wait_metrics_address()?;
+    let metrics = topolet_integration::topolet::metrics_text(&addr)?;
+    ensure!(
+        !metrics
+            .lines()
+            .any(|l| l.starts_with("topolet_kube_api_errors_total{")),
+        "no failed API request:\n{metrics}"
+    );
+    ensure!(
+        metrics.contains("topolet_kube_client_enabled 1"),
+        "client on:\n{metrics}"
+    );
+
+    resize_cpu(k, "gx", "1", "1")?;
+    wait_resized(&node, "gx", "main", "1")?;
+    k.delete_pod("gx")?;
     Ok(())
 }
 

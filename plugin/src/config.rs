@@ -59,6 +59,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// `[eviction]`: node-pressure eviction (kubelet `eviction*` settings).
     pub eviction: EvictionSection,
+    /// `[kubernetes]`: the API client (Events). Read at start only.
+    pub kubernetes: KubernetesConfig,
 }
 
 /// `[nri]`: how topolet registers with the runtime.
@@ -305,6 +307,70 @@ impl Default for MetricsConfig {
     }
 }
 
+/// `[kubernetes]`: topolet's own Kubernetes API client (Events on pods). Read at start only: a
+/// reload that changes it is applied at the next restart.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KubernetesConfig {
+    pub enabled: KubernetesEnabled,
+    /// A kubeconfig file (absolute path). Unset: the in-cluster service account, if any.
+    pub kubeconfig: Option<PathBuf>,
+    /// This node's name (the Events' `source.host`). Unset: `NODE_NAME`, else the hostname.
+    pub node_name: Option<String>,
+}
+
+/// `[kubernetes] enabled`: `"auto"` (on when credentials are found: an explicit `kubeconfig`,
+/// or the in-cluster service account), `"on"` (credentials are required: start fails without
+/// them), `"off"`. `true` / `false` are accepted as `"on"` / `"off"`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum KubernetesEnabled {
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl<'de> Deserialize<'de> for KubernetesEnabled {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bool(bool),
+            Text(String),
+        }
+        let bad = |got: String| {
+            serde::de::Error::custom(format!(
+                "kubernetes.enabled: expected \"auto\", \"on\" or \"off\", got {got}"
+            ))
+        };
+        match Raw::deserialize(d).map_err(|_| bad("a value of another type".into()))? {
+            Raw::Bool(true) => Ok(KubernetesEnabled::On),
+            Raw::Bool(false) => Ok(KubernetesEnabled::Off),
+            Raw::Text(t) => match t.as_str() {
+                "auto" => Ok(KubernetesEnabled::Auto),
+                "on" => Ok(KubernetesEnabled::On),
+                "off" => Ok(KubernetesEnabled::Off),
+                _ => Err(bad(format!("{t:?}"))),
+            },
+        }
+    }
+}
+
+/// True when `name` is a valid Kubernetes node name (a DNS-1123 subdomain: at most 253
+/// characters, lowercase letters, digits, `-` and `.`, starting and ending alphanumeric).
+pub fn is_node_name(name: &str) -> bool {
+    let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            let b = label.as_bytes();
+            !b.is_empty()
+                && alnum(b[0])
+                && alnum(b[b.len() - 1])
+                && b.iter().all(|&c| alnum(c) || c == b'-')
+        })
+}
+
 /// Longest unix socket path the kernel accepts (`sun_path` is 108 bytes with its NUL).
 const MAX_SOCKET_PATH: usize = 107;
 
@@ -425,6 +491,25 @@ impl Config {
                     )
                 })?;
         }
+        if let Some(kc) = &self.kubernetes.kubeconfig {
+            if !kc.is_absolute() {
+                return Err(value_err(
+                    "kubernetes.kubeconfig",
+                    format!("{} must be an absolute path", kc.display()),
+                ));
+            }
+        }
+        if let Some(name) = &self.kubernetes.node_name {
+            if !is_node_name(name) {
+                return Err(value_err(
+                    "kubernetes.node_name",
+                    format!(
+                        "{name:?} is not a node name (lowercase letters, digits, '-' and '.', \
+                         at most 253 characters)"
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -529,6 +614,7 @@ oom_score_adj_floor = 0
         assert_eq!(c.memory.reserved.len(), 2);
         assert_eq!(c.devices.len(), 1);
         assert_eq!(c.qos.oom_score_adj_floor, Some(0));
+        assert!(c.kubernetes.kubeconfig.is_some() && c.kubernetes.node_name.is_some());
         let ev = c.eviction().unwrap();
         assert_eq!(ev.thresholds.len(), 6, "{:?}", ev.thresholds);
         assert_eq!(ev.thresholds.iter().filter(|t| !t.is_hard()).count(), 1);
@@ -565,11 +651,43 @@ oom_score_adj_floor = 0
             "interval",
             "action",
             "cri_endpoint",
+            "kubeconfig",
+            "node_name",
         ] {
             assert!(
                 text.contains(&format!("{key} = ")),
                 "{key} is not documented"
             );
+        }
+    }
+
+    #[test]
+    fn kubernetes_section() {
+        assert_eq!(
+            parse("").unwrap().kubernetes.enabled,
+            KubernetesEnabled::Auto
+        );
+        for (v, want) in [
+            ("\"auto\"", KubernetesEnabled::Auto),
+            ("\"on\"", KubernetesEnabled::On),
+            ("\"off\"", KubernetesEnabled::Off),
+            ("true", KubernetesEnabled::On),
+            ("false", KubernetesEnabled::Off),
+        ] {
+            let c = parse(&format!("[kubernetes]\nenabled = {v}")).unwrap();
+            assert_eq!(c.kubernetes.enabled, want, "{v}");
+        }
+        let c = parse(
+            "[kubernetes]\nkubeconfig = \"/etc/topolet/kubeconfig\"\nnode_name = \"node-1.example\"",
+        )
+        .unwrap();
+        assert_eq!(
+            c.kubernetes.kubeconfig.as_deref(),
+            Some(Path::new("/etc/topolet/kubeconfig"))
+        );
+        assert_eq!(c.kubernetes.node_name.as_deref(), Some("node-1.example"));
+        for bad in ["-a", "a-", "a..b", "A", &"a".repeat(254)] {
+            assert!(!is_node_name(bad), "{bad}");
         }
     }
 
@@ -617,6 +735,18 @@ oom_score_adj_floor = 0
                 "[cpu]\nreserved_cpus = \"0\"\nreserved_cpu_count = 1",
                 "not both",
             ),
+            ("[kubernetes]\nenabled = \"yes\"", "kubernetes.enabled"),
+            ("[kubernetes]\nenabled = 1", "kubernetes.enabled"),
+            (
+                "[kubernetes]\nkubeconfig = \"kubeconfig\"",
+                "kubernetes.kubeconfig",
+            ),
+            (
+                "[kubernetes]\nnode_name = \"Node_1\"",
+                "kubernetes.node_name",
+            ),
+            ("[kubernetes]\nnode_name = \"\"", "kubernetes.node_name"),
+            ("[kubernetes]\nbogus = 1", "bogus"),
         ] {
             let err = parse(text).expect_err(text).to_string();
             assert!(err.starts_with("/etc/topolet.toml: "), "{err}");

@@ -1610,6 +1610,89 @@ async fn refusals_say_what_the_kubelets_admission_would() {
     p.kill().await;
 }
 
+/// With the Kubernetes API client on, refusals (create, resize) and exclusive grants reach its
+/// queue as Events on the pod, with the Event reasons; a full queue drops (and counts) instead of
+/// holding the handler.
+#[tokio::test]
+async fn refusals_and_grants_are_handed_to_the_event_queue_without_waiting() {
+    use topolet::core::events::{EventType, ObjectRef};
+    use topolet::shell::kubernetes::{EventSink, Message};
+    let env = Env::new();
+    let plugin = Arc::new(TopoletPlugin::new(env.config(), two_cpu()).expect("plugin"));
+    let (sink, mut rx) = EventSink::channel(2, plugin.metrics().clone());
+    plugin.set_event_sink(sink);
+    let p = env.start_plugin(plugin.clone()).await;
+    p.conn
+        .synchronize(vec![], vec![], None)
+        .await
+        .expect("sync");
+    let g = pod("g", "");
+    let gc = guaranteed(&g, "main", 1000);
+    assert_eq!(p.create_on(&g, &gc).await, set("1"));
+    let x = pod("x", "");
+    let err = p
+        .create(&x, &guaranteed(&x, "main", 1000))
+        .await
+        .expect_err("refused");
+    let mut got = Vec::new();
+    while let Ok(Message::Event(occ)) = rx.try_recv() {
+        got.push(occ);
+    }
+    assert_eq!(got.len(), 2, "{got:?}");
+    let obj = |uid: &str| ObjectRef {
+        namespace: "default".into(),
+        name: format!("pod-{uid}"),
+        uid: uid.into(),
+    };
+    assert_eq!(got[0].object, obj("g"));
+    assert_eq!(
+        (
+            got[0].type_,
+            got[0].reason.as_str(),
+            got[0].message.as_str()
+        ),
+        (
+            EventType::Normal,
+            "ExclusiveCPUsAssigned",
+            "container main got 1 exclusive CPU 1, memory nodes 0"
+        )
+    );
+    assert_eq!(got[1].object, obj("x"));
+    assert_eq!(
+        (got[1].type_, got[1].reason.as_str()),
+        (EventType::Warning, "InsufficientExclusiveCPUs")
+    );
+    assert_eq!(
+        Some(got[1].message.as_str()),
+        err.strip_prefix("topolet: "),
+        "the refusal, without the component prefix"
+    );
+    // A refused resize: its own Warning.
+    let err = p
+        .update(&g, &gc, resize_to(2000))
+        .await
+        .expect_err("refused");
+    let Ok(Message::Event(occ)) = rx.try_recv() else {
+        panic!("no event for the refused resize")
+    };
+    assert_eq!(occ.reason, "InsufficientExclusiveCPUs");
+    assert!(err.contains(&occ.message) && occ.message.contains("(in-place resize)"));
+    // Nobody reads: the queue (2) fills, the rest is dropped and counted, every answer comes.
+    for _ in 0..5 {
+        p.create(&x, &guaranteed(&x, "main", 1000))
+            .await
+            .expect_err("refused");
+    }
+    assert_eq!(
+        metric(
+            &plugin,
+            "topolet_kube_events_total{result=\"dropped_queue_full\"}"
+        ),
+        Some(3.0)
+    );
+    p.kill().await;
+}
+
 /// The metric line of `name` with `labels` (its value), from the plugin's /metrics text.
 fn metric(plugin: &TopoletPlugin, name_and_labels: &str) -> Option<f64> {
     let text = plugin

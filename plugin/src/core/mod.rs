@@ -5,6 +5,7 @@ pub mod cpu_alloc;
 pub mod cpu_policy;
 pub mod cpuset;
 pub mod device_hints;
+pub mod events;
 pub mod eviction;
 pub mod hints;
 pub mod memory_policy;

@@ -89,6 +89,36 @@ impl PlacementError {
         }
     }
 
+    /// The reason of the Warning Event on the pod (`kubectl describe pod`): the kubelet's own
+    /// where its admission has one for the same failure (`TopologyAffinityError`,
+    /// `SMTAlignmentError`), else a topolet reason naming what was short
+    /// (`InsufficientExclusiveCPUs`, `InsufficientMemory`, `InsufficientHugepages`,
+    /// `InsufficientDevices`), else [`PlacementError::kubelet_reason`]. A CamelCase word, as
+    /// Event reasons are.
+    pub fn event_reason(&self) -> &'static str {
+        use super::cpu_alloc::CpuAllocError as A;
+        match self {
+            PlacementError::Topology(_)
+            | PlacementError::Cpu(CpuPolicyError::Alloc {
+                source: A::SmtAlignment { .. },
+                ..
+            }) => self.kubelet_reason(),
+            PlacementError::Cpu(CpuPolicyError::Alloc {
+                source: A::NotEnough { .. },
+                ..
+            })
+            | PlacementError::Cpu(CpuPolicyError::SharedPoolExhausted { .. }) => {
+                "InsufficientExclusiveCPUs"
+            }
+            PlacementError::Memory(MemoryError::Insufficient { resource, .. }) => match resource {
+                super::memory_policy::MemoryResource::Memory => "InsufficientMemory",
+                super::memory_policy::MemoryResource::Hugepages(_) => "InsufficientHugepages",
+            },
+            PlacementError::Device(DeviceError::Insufficient { .. }) => "InsufficientDevices",
+            _ => self.kubelet_reason(),
+        }
+    }
+
     /// The cause in a few words, after the reason (none where the reason says it all).
     fn cause(&self) -> Option<String> {
         use super::cpu_alloc::CpuAllocError as A;
@@ -932,6 +962,51 @@ mod tests {
              pod ns/web asks 2 exclusive CPUs, example.com/nic 1; free per NUMA node: node0 cpu \
              6 example.com/nic 0"
         );
+        assert_eq!(err.event_reason(), "InsufficientDevices");
+    }
+
+    /// Event reasons: the kubelet's where it has one, else what was short.
+    #[test]
+    fn event_reasons_are_the_kubelets_or_name_what_was_short() {
+        use crate::core::cpu_alloc::CpuAllocError as A;
+        let key = ContainerKey::new("u", "main");
+        let alloc = |source| {
+            PlacementError::Cpu(CpuPolicyError::Alloc {
+                key: key.clone(),
+                source,
+            })
+        };
+        let not_enough = alloc(A::NotEnough {
+            requested: 2,
+            available: 1,
+            free: "1".into(),
+        });
+        assert_eq!(not_enough.event_reason(), "InsufficientExclusiveCPUs");
+        assert_eq!(not_enough.kubelet_reason(), "UnexpectedAdmissionError");
+        let exhausted = PlacementError::Cpu(CpuPolicyError::SharedPoolExhausted {
+            key: key.clone(),
+            requested: 1,
+            shared: "0".into(),
+        });
+        assert_eq!(exhausted.event_reason(), "InsufficientExclusiveCPUs");
+        let smt = alloc(A::SmtAlignment {
+            requested: 1,
+            cpus_per_core: 2,
+            available_physical: 0,
+        });
+        assert_eq!(smt.event_reason(), "SMTAlignmentError");
+        let topo = PlacementError::Topology(TopologyAffinityError {
+            policy: TopologyPolicy::SingleNumaNode,
+            subject: "container default/web/app".into(),
+            request: Default::default(),
+            free: Default::default(),
+        });
+        assert_eq!(topo.event_reason(), "TopologyAffinityError");
+        let config = PlacementError::Config {
+            key: "k".into(),
+            message: "m".into(),
+        };
+        assert_eq!(config.event_reason(), "UnexpectedAdmissionError");
     }
 
     /// `release` says whether it changed what is persisted: an entry holding only a topology

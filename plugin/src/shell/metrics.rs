@@ -93,6 +93,9 @@ struct Families {
     signals: BTreeMap<String, f64>,
     thresholds: BTreeMap<(String, String), f64>,
     conditions: BTreeMap<String, bool>,
+    kube_events: BTreeMap<&'static str, u64>,
+    kube_api_errors: BTreeMap<(&'static str, String), u64>,
+    kube_client: bool,
 }
 
 /// Values read from the plugin's state at scrape time.
@@ -240,6 +243,32 @@ impl Metrics {
         self.lock().conditions.insert(condition.to_string(), active);
     }
 
+    /// An Event occurrence's outcome (`shell::kubernetes`): `created`, `patched`,
+    /// `rate_limited`, `dropped_queue_full`, `failed`.
+    pub fn kube_event(&self, result: &'static str) {
+        *self.lock().kube_events.entry(result).or_default() += 1;
+    }
+
+    /// Occurrences with `result` so far (tests).
+    pub fn kube_events(&self, result: &str) -> u64 {
+        self.lock().kube_events.get(result).copied().unwrap_or(0)
+    }
+
+    /// A failed Kubernetes API request: `operation` (`create`, `patch`) and `code` (the HTTP
+    /// status, or `connection` when there was no answer).
+    pub fn kube_api_error(&self, operation: &'static str, code: &str) {
+        *self
+            .lock()
+            .kube_api_errors
+            .entry((operation, code.to_string()))
+            .or_default() += 1;
+    }
+
+    /// The Kubernetes API client is on.
+    pub fn set_kube_client(&self, on: bool) {
+        self.lock().kube_client = on;
+    }
+
     /// What the eviction loop reported, for `topolet status`; `None` if it never reported.
     pub fn pressure(&self) -> Option<Pressure> {
         let f = self.lock();
@@ -285,6 +314,9 @@ impl Metrics {
                 signals: g.signals.clone(),
                 thresholds: g.thresholds.clone(),
                 conditions: g.conditions.clone(),
+                kube_events: g.kube_events.clone(),
+                kube_api_errors: g.kube_api_errors.clone(),
+                kube_client: g.kube_client,
             }
         };
         let mut w = Writer::default();
@@ -495,6 +527,36 @@ impl Metrics {
                 "topolet_node_condition",
                 &[("condition", cond.clone())],
                 if *on { 1.0 } else { 0.0 },
+            );
+        }
+
+        w.gauge(
+            "topolet_kube_client_enabled",
+            "1 when topolet's Kubernetes API client is on ([kubernetes]).",
+            if f.kube_client { 1.0 } else { 0.0 },
+        );
+        w.family(
+            "topolet_kube_events_total",
+            "counter",
+            "Event occurrences (refusals, exclusive grants) by outcome: created, patched (a repeat counted into its Event), rate_limited (per-pod spam filter), dropped_queue_full, failed (given up after API errors).",
+        );
+        for (result, n) in &f.kube_events {
+            w.sample(
+                "topolet_kube_events_total",
+                &[("result", result.to_string())],
+                *n as f64,
+            );
+        }
+        w.family(
+            "topolet_kube_api_errors_total",
+            "counter",
+            "Failed Kubernetes API requests, by operation and HTTP code (connection: no answer).",
+        );
+        for ((op, code), n) in &f.kube_api_errors {
+            w.sample(
+                "topolet_kube_api_errors_total",
+                &[("operation", op.to_string()), ("code", code.clone())],
+                *n as f64,
             );
         }
         w.out

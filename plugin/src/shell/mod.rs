@@ -5,6 +5,7 @@ pub mod evict;
 pub mod eviction;
 pub mod http;
 pub mod introspection;
+pub mod kubernetes;
 pub mod logging;
 pub mod metrics;
 pub mod nri_adjust;

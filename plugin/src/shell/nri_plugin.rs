@@ -35,12 +35,14 @@ use crate::config::Config;
 use crate::core::assignments::Assignments;
 use crate::core::container_key::ContainerKey;
 use crate::core::cpuset::CpuSet;
+use crate::core::events::{EventType, ObjectRef, Occurrence};
 use crate::core::hints::NumaMask;
 use crate::core::migrate::MigrateError;
-use crate::core::placement::{ContainerResources, Placement};
+use crate::core::placement::{ContainerResources, Placement, PlacementError};
 use crate::core::reconcile::RunningContainer;
 use crate::core::status::{ExclusiveInput, Policies, Snapshot};
 use crate::core::topology::Topology;
+use crate::shell::kubernetes::EventSink;
 use crate::shell::metrics::{self, event, Metrics};
 use crate::shell::nri_adjust;
 use crate::shell::nri_view::{self, ContainerView};
@@ -51,6 +53,9 @@ use crate::shell::refusal_log::{RefusalLog, Verdict};
 use crate::shell::reload::ReloadOutcome;
 use crate::shell::state_file;
 use crate::shell::update_outbox::Outbox;
+
+/// The reason of the Normal Event of an exclusive CPU grant.
+pub const GRANT_REASON: &str = "ExclusiveCPUsAssigned";
 
 /// File name of the assignments under `[state] dir`.
 pub const STATE_FILE: &str = "assignments.json";
@@ -122,6 +127,8 @@ pub struct TopoletPlugin {
     /// The pod cgroup writer, started at its first use.
     pod_cgroups: OnceLock<pod_cgroup::Writer>,
     metrics: Arc<Metrics>,
+    /// Events on pods (`shell::kubernetes`), when the API client is on: a non-blocking hand-off.
+    events: OnceLock<EventSink>,
 }
 
 impl TopoletPlugin {
@@ -176,6 +183,7 @@ impl TopoletPlugin {
             sysfs_root: PathBuf::from("/sys"),
             pod_cgroups: OnceLock::new(),
             metrics: Arc::new(Metrics::new()),
+            events: OnceLock::new(),
         })
     }
 
@@ -225,6 +233,52 @@ impl TopoletPlugin {
             pod: m.view.pod_ref.clone(),
             cgroup_parent: m.view.cgroup_parent.clone(),
         });
+    }
+
+    /// Sends Events on pods through `sink` from now on (the Kubernetes API client is on).
+    pub fn set_event_sink(&self, sink: EventSink) {
+        let _ = self.events.set(sink);
+    }
+
+    /// Hands an Event on `view`'s pod to the API client, if it is on (never waits).
+    fn pod_event(&self, view: &ContainerView, type_: EventType, reason: &str, message: &str) {
+        let Some(sink) = self.events.get() else {
+            return;
+        };
+        let object = ObjectRef {
+            namespace: view.pod.namespace.clone(),
+            name: view.pod.name.clone(),
+            uid: view.key.pod_uid.clone(),
+        };
+        sink.record(Occurrence::new(object, type_, reason, message));
+    }
+
+    /// The Warning Event of a refusal: `msg` is the refusal text (`topolet: <reason>: …`; the
+    /// Event's source already says topolet).
+    fn refusal_event(&self, view: &ContainerView, err: &PlacementError, msg: &str) {
+        let text = msg.strip_prefix("topolet: ").unwrap_or(msg);
+        self.pod_event(view, EventType::Warning, err.event_reason(), text);
+    }
+
+    /// The Normal Event of an exclusive grant.
+    fn grant_event(&self, view: &ContainerView, decision: &ContainerResources, resize: bool) {
+        if self.events.get().is_none() {
+            return;
+        }
+        let n = decision.cpuset.len();
+        let message = format!(
+            "container {} got {n} exclusive CPU{} {}, memory nodes {}{}",
+            view.key.container,
+            if n == 1 { "" } else { "s" },
+            decision.cpuset,
+            if decision.mems.is_empty() {
+                "all".to_string()
+            } else {
+                decision.mems.to_string()
+            },
+            if resize { " (in-place resize)" } else { "" },
+        );
+        self.pod_event(view, EventType::Normal, GRANT_REASON, &message);
     }
 
     /// Logs a refusal unless it repeats `key`'s last logged one (then counts it).
@@ -827,6 +881,9 @@ impl Plugin for TopoletPlugin {
         let Some(uid) = uid else { return Ok(()) };
         node.containers.retain(|_, m| m.view.key.pod_uid != uid);
         node.refusals.clear_pod(&uid);
+        if let Some(sink) = self.events.get() {
+            sink.forget(&uid);
+        }
         let before = node.left_alone.len();
         node.left_alone.retain(|k| k.pod_uid != uid);
         let forgot = node.left_alone.len() != before;
@@ -873,6 +930,7 @@ impl Plugin for TopoletPlugin {
                 let msg = node.placement.refusal_message(&view.pod, &e, false);
                 self.metrics.refused("create", metrics::refusal_reason(&e));
                 self.log_refusal(&mut node, "create", &view, &msg);
+                self.refusal_event(&view, &e, &msg);
                 return Err(PluginError::Failed(msg));
             }
         };
@@ -893,6 +951,9 @@ impl Plugin for TopoletPlugin {
         );
         let exclusive = decision.exclusive;
         self.metrics.admitted(view.qos.as_str(), exclusive);
+        if exclusive {
+            self.grant_event(&view, &decision, false);
+        }
         let uid = view.key.pod_uid.clone();
         node.containers.insert(
             ctr.id.clone(),
@@ -941,6 +1002,7 @@ impl Plugin for TopoletPlugin {
                 let msg = node.placement.refusal_message(&view.pod, &e, true);
                 self.metrics.refused("resize", metrics::refusal_reason(&e));
                 self.log_refusal(&mut node, "resize", &view, &msg);
+                self.refusal_event(&view, &e, &msg);
                 // The kubelet resized the pod cgroup before asking: put it back to what the
                 // containers run with (where it holds exactly the refused request's values).
                 let exclusive = node
@@ -969,6 +1031,9 @@ impl Plugin for TopoletPlugin {
         let changed_pool =
             decision.exclusive != m.applied.exclusive || decision.cpuset != m.applied.cpuset;
         tracing::info!(pod = %m.view.pod_ref, container = %ctr.name, cpus = %decision.cpuset, exclusive = decision.exclusive, "container resized");
+        if decision.exclusive && changed_pool {
+            self.grant_event(&view, &decision, true);
+        }
         let own = nri_adjust::resize_update(&view, &decision);
         let (pod_ref, cgroup_parent) = (view.pod_ref.clone(), view.cgroup_parent.clone());
         let left_exclusive = m.applied.exclusive && !decision.exclusive;

@@ -262,6 +262,12 @@ mod tests {
         assert_eq!(c.config, running);
         assert!(c.changed.is_empty());
         assert_eq!(c.restart_needed.len(), 1, "{:?}", c.restart_needed);
+        // [kubernetes] too: read at start only.
+        let mut api = Config::default();
+        api.kubernetes.enabled = crate::config::KubernetesEnabled::Off;
+        let c = candidate(&running, api);
+        assert_eq!(c.config, running);
+        assert_eq!(c.restart_needed.len(), 1, "{:?}", c.restart_needed);
         let same = candidate(&running, Config::default());
         assert!(same.changed.is_empty() && same.restart_needed.is_empty());
     }

@@ -58,9 +58,21 @@ async fn serve(
     let running = config.clone();
     let eviction = config.eviction().context("[eviction]")?;
     let (admin_config, metrics_config) = (config.admin.clone(), config.metrics.clone());
+    let kubernetes = config.kubernetes.clone();
     let mut plugin = TopoletPlugin::new(config, topology)?;
     plugin.set_sysfs_root(sysfs_root.to_path_buf());
     let plugin = Arc::new(plugin);
+    // The Kubernetes API client: its own task; the handlers only hand it Events.
+    let _kubernetes = match crate::shell::kubernetes::start(&kubernetes, plugin.metrics().clone())
+        .await
+        .context("[kubernetes]")?
+    {
+        Some((sink, task)) => {
+            plugin.set_event_sink(sink);
+            Some(AbortOnDrop(task))
+        }
+        None => None,
+    };
     let stub = Stub::new(plugin.clone(), stub_config).context("nri plugin settings")?;
     plugin.attach(stub.updater(), stub.status());
     // `topolet status` (admin socket) and /metrics, /healthz, /readyz: never fatal.

@@ -123,6 +123,10 @@ link() { # link SRC_DIR NAME...: .deps/bin/NAME -> SRC_DIR/NAME
 main() {
   mkdir -p "$DEPS/bin" "$DEPS/logs" "$DEPS/cni/bin" "$TOPOLET_CACHE"
   local start=$SECONDS
+  # One install at a time per cache (two clones on one machine): a second run waits, then finds
+  # the binaries built.
+  exec 9>"$TOPOLET_CACHE/install-kube.lock"
+  flock 9
   install_etcd
   install_kubernetes
   install_cni_loopback

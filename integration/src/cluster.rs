@@ -433,26 +433,8 @@ async fn client_from(kubeconfig: &Path) -> anyhow::Result<Client> {
     Client::try_from(config).context("building the kube client")
 }
 
-fn run_script(mut cmd: Command, action: &str, dir: &Path) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let out = cmd
-        .output()
-        .with_context(|| format!("running {} {action} {}", script().display(), dir.display()))?;
-    if !out.status.success() {
-        bail!(
-            "hack/kube-node.sh {action} {} failed ({}) after {:.1?}:\n{}{}",
-            dir.display(),
-            out.status,
-            started.elapsed(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    eprintln!(
-        "[cluster] hack/kube-node.sh {action}: {:.1?}",
-        started.elapsed()
-    );
-    Ok(())
+fn run_script(cmd: Command, action: &str, dir: &Path) -> anyhow::Result<()> {
+    crate::stack::run_hack_script(cmd, "cluster", "hack/kube-node.sh", action, dir)
 }
 
 fn get<'a>(env: &'a HashMap<String, String>, key: &str) -> anyhow::Result<&'a str> {

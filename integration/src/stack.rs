@@ -59,16 +59,27 @@ fn script() -> PathBuf {
 
 /// Runs `hack/containerd.sh ACTION DIR` and fails with its output if it fails.
 fn containerd_sh(action: &str, dir: &Path, version: &str) -> anyhow::Result<()> {
+    let mut cmd = Command::new(script());
+    cmd.arg(action).arg(dir).env("CONTAINERD_VERSION", version);
+    run_hack_script(cmd, "stack", "hack/containerd.sh", action, dir)
+}
+
+/// Runs a hack/ script's `ACTION DIR` (`label` prefixes the timing line on stderr); fails with
+/// the script's output when it fails.
+pub(crate) fn run_hack_script(
+    mut cmd: Command,
+    label: &str,
+    script: &str,
+    action: &str,
+    dir: &Path,
+) -> anyhow::Result<()> {
     let started = Instant::now();
-    let out = Command::new(script())
-        .arg(action)
-        .arg(dir)
-        .env("CONTAINERD_VERSION", version)
+    let out = cmd
         .output()
-        .with_context(|| format!("running {} {action} {}", script().display(), dir.display()))?;
+        .with_context(|| format!("running {script} {action} {}", dir.display()))?;
     if !out.status.success() {
         bail!(
-            "hack/containerd.sh {action} {} failed ({}) after {:?}:\n{}{}",
+            "{script} {action} {} failed ({}) after {:.1?}:\n{}{}",
             dir.display(),
             out.status,
             started.elapsed(),
@@ -77,7 +88,7 @@ fn containerd_sh(action: &str, dir: &Path, version: &str) -> anyhow::Result<()> 
         );
     }
     eprintln!(
-        "[stack] hack/containerd.sh {action} {}: {:.1?}",
+        "[{label}] {script} {action} {}: {:.1?}",
         dir.display(),
         started.elapsed()
     );

@@ -269,6 +269,39 @@ fn every_qos_class_gets_the_kubelets_values_and_exclusive_cpus_come_and_go() -> 
     Ok(())
 }
 
+/// Waits until pod `name` has a topolet Warning Event counted at least `count` times (the
+/// kubelet's retries), and checks it is the only Warning object (repeats aggregate into it).
+fn the_one_warning(
+    k: &cluster::Cluster,
+    name: &str,
+    count: i32,
+    what: &str,
+) -> anyhow::Result<(Event, Vec<Event>)> {
+    let events = wait::until(
+        &format!("a Warning Event on {name} counted {count} times ({what})"),
+        cluster::POD_TIMEOUT,
+        || {
+            let ev = topolet_events(k, name)?;
+            let counted = ev
+                .iter()
+                .any(|e| e.type_.as_deref() == Some("Warning") && e.count.unwrap_or(0) >= count);
+            Ok(counted.then_some(ev))
+        },
+    )
+    .with_context(|| k.pod_summary(name))?;
+    let warnings: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .collect();
+    assert_eq!(
+        warnings.len(),
+        1,
+        "one Event object for {what}:\n{}",
+        describe_events(&events)
+    );
+    Ok((warnings[0].clone(), events))
+}
+
 /// topolet's own Events on pod `name` (source.component topolet), oldest first.
 fn topolet_events(k: &cluster::Cluster, name: &str) -> anyhow::Result<Vec<Event>> {
     Ok(k.pod_events(name)?
@@ -344,29 +377,7 @@ fn refusals_and_exclusive_grants_are_events_on_the_pod() -> anyhow::Result<()> {
         vec![ctr("main", guaranteed("1", "64Mi"))],
         vec![],
     ))?;
-    let events = wait::until(
-        "a Warning Event on gx2 counting two refusals",
-        cluster::POD_TIMEOUT,
-        || {
-            let ev = topolet_events(k, "gx2")?;
-            let counted = ev
-                .iter()
-                .any(|e| e.type_.as_deref() == Some("Warning") && e.count.unwrap_or(0) >= 2);
-            Ok(counted.then_some(ev))
-        },
-    )
-    .with_context(|| k.pod_summary("gx2"))?;
-    let warnings: Vec<&Event> = events
-        .iter()
-        .filter(|e| e.type_.as_deref() == Some("Warning"))
-        .collect();
-    assert_eq!(
-        warnings.len(),
-        1,
-        "one Event object for the repeated refusal:\n{}",
-        describe_events(&events)
-    );
-    let w = warnings[0];
+    let (w, events) = the_one_warning(k, "gx2", 2, "the repeated refusal")?;
     assert_eq!(
         w.reason.as_deref(),
         Some("InsufficientExclusiveCPUs"),
@@ -400,33 +411,9 @@ fn refusals_and_exclusive_grants_are_events_on_the_pod() -> anyhow::Result<()> {
     // A refused in-place resize (1 → 2 exclusive CPUs): the kubelet retries it about every
     // second; the retries count into one Warning Event on the pod.
     resize_cpu(k, "gx", "2", "2")?;
-    let events = wait::until(
-        "a Warning Event on gx counting three refused resizes",
-        cluster::POD_TIMEOUT,
-        || {
-            let ev = topolet_events(k, "gx")?;
-            let counted = ev
-                .iter()
-                .any(|e| e.type_.as_deref() == Some("Warning") && e.count.unwrap_or(0) >= 3);
-            Ok(counted.then_some(ev))
-        },
-    )
-    .with_context(|| k.pod_summary("gx"))?;
-    let warnings: Vec<&Event> = events
-        .iter()
-        .filter(|e| e.type_.as_deref() == Some("Warning"))
-        .collect();
-    assert_eq!(
-        warnings.len(),
-        1,
-        "one Event object for the retried resize:\n{}",
-        describe_events(&events)
-    );
-    assert_eq!(
-        warnings[0].reason.as_deref(),
-        Some("InsufficientExclusiveCPUs")
-    );
-    let msg = warnings[0].message.clone().unwrap_or_default();
+    let (w, _) = the_one_warning(k, "gx", 3, "the retried resize")?;
+    assert_eq!(w.reason.as_deref(), Some("InsufficientExclusiveCPUs"));
+    let msg = w.message.clone().unwrap_or_default();
     ensure!(
         msg.contains("asks 2 exclusive CPUs (in-place resize); free per NUMA node: node0 0"),
         "the resize's message: {msg:?}"

@@ -12,8 +12,10 @@
 //! 1. whole free groups are taken while the request still needs at least a group's worth
 //!    (whole sockets, then whole NUMA nodes, whole L3 groups, whole cores), lowest id first;
 //! 2. the rest goes to the **best-fitting** group: among the groups whose free CPUs can hold the
-//!    whole remainder, the one with the fewest free CPUs (ties: lowest id), and the algorithm
-//!    descends into it;
+//!    whole remainder, the one where it would share the fewest cores with other containers (so
+//!    whole free cores of one node win over single threads of another node's partly used cores,
+//!    as the kubelet's take-whole-cores-first step), then the one with the fewest free CPUs
+//!    (ties: lowest id), and the algorithm descends into it;
 //! 3. if no single group can hold the remainder, it spans the minimum number of groups: it picks
 //!    the smallest group that still lets the remainder fit in the fewest groups, takes all of its
 //!    free CPUs, and repeats; the last group is again a best fit and is descended into.
@@ -377,7 +379,25 @@ fn fill(
             acc += by_size[k];
             k += 1;
         }
-        cands.sort_by_key(|&g| (counts[g], level.ids[g], g));
+        // Among the groups that hold it all, fewest split cores first (a request that can have
+        // whole cores is not given single threads of partly used ones), then best fit.
+        let split: Vec<usize> = if k <= 1 && kind != LevelKind::Core && idx.threads_per_core > 1 {
+            (0..counts.len())
+                .map(|g| {
+                    if counts[g] >= need {
+                        let mut trial = CpuSet::new();
+                        let sub = scope.intersection(&level.groups[g]);
+                        fill(idx, levels, &sub, need, depth + 1, opts, &mut trial);
+                        split_count(idx, &trial)
+                    } else {
+                        usize::MAX
+                    }
+                })
+                .collect()
+        } else {
+            vec![0; counts.len()]
+        };
+        cands.sort_by_key(|&g| (split[g], counts[g], level.ids[g], g));
         if k <= 1
             && opts.prefer_align_cpus_by_uncorecache
             && levels[depth..].contains(&LevelKind::L3)
@@ -404,7 +424,7 @@ fn fill(
                 }
                 k
             };
-            cands.sort_by_key(|&g| (l3_needed(g), counts[g], level.ids[g], g));
+            cands.sort_by_key(|&g| (l3_needed(g), split[g], counts[g], level.ids[g], g));
         }
         if k <= 1 {
             // Best fit: the smallest group that holds it all.
@@ -464,6 +484,50 @@ fn fill(
             fill(idx, levels, &rest, m, depth + 1, opts, out);
         }
     }
+}
+
+/// The cores of `cpus` it does not own whole (another thread of the core is not in `cpus`).
+fn split_count(idx: &CpuIndex, cpus: &CpuSet) -> usize {
+    let counts = idx.cores.counts(cpus);
+    counts
+        .iter()
+        .enumerate()
+        .filter(|&(g, &c)| c > 0 && c < idx.cores.sizes[g])
+        .count()
+}
+
+/// The fewest cores `n` CPUs of `scope` can be taken from without owning them whole: 0 or 1
+/// (the remainder of a core's worth) when `scope` has enough whole free cores, else one per
+/// partly free core the rest needs, largest first.
+fn split_cores(idx: &CpuIndex, scope: &CpuSet, n: usize) -> usize {
+    let tpc = idx.threads_per_core.max(1);
+    let counts = idx.cores.counts(scope);
+    let mut whole = 0usize;
+    let mut partial: Vec<usize> = Vec::new();
+    for (g, &c) in counts.iter().enumerate() {
+        if c == 0 {
+            continue;
+        }
+        if c == idx.cores.sizes[g] && c == tpc {
+            whole += 1;
+        } else {
+            partial.push(c);
+        }
+    }
+    if whole * tpc >= n {
+        return usize::from(n % tpc != 0);
+    }
+    let mut rest = n - whole * tpc;
+    partial.sort_unstable_by(|a, b| b.cmp(a));
+    let mut used = 0;
+    for c in partial {
+        if rest == 0 {
+            break;
+        }
+        rest = rest.saturating_sub(c);
+        used += 1;
+    }
+    used
 }
 
 /// One thread per core first: round `r` takes the `r`-th free thread of each core, cores
@@ -1052,6 +1116,67 @@ mod tests {
         assert_eq!(got, set("6-8,46-48"));
         let got = take_by_topology(&m, &avail, 10, &packed()).unwrap();
         assert_eq!(m.numa_nodes_of(&got).len(), 1, "{got}");
+    }
+
+    /// Cores of `got` the container shares with someone, counted from the topology itself.
+    fn shared_cores(t: &Topology, got: &CpuSet) -> usize {
+        t.cores()
+            .iter()
+            .filter(|c| !c.intersection(got).is_empty() && !c.is_subset(got))
+            .count()
+    }
+
+    #[test]
+    fn whole_cores_elsewhere_beat_single_threads_of_a_fragmented_node() {
+        // NUMA node 0 (cpus 0-9, 40-49) has only 0-3 left, each the last thread of its core;
+        // node 1 (10-19, 50-59) is free. Four CPUs fit both; node 0 is the tighter fit but
+        // would give four cores shared with other containers, node 1 gives two whole cores
+        // (what the kubelet's takeFullCores picks).
+        let t = dual_socket_multi_numa_ht();
+        let avail = set("0-3,10-39,50-79");
+        let got = take_by_topology(&t, &avail, 4, &packed()).unwrap();
+        assert_eq!(got, set("10-11,50-51"));
+        assert_eq!(shared_cores(&t, &got), 0);
+        // Three CPUs: one whole core and one thread, in node 1 (one split core, not three).
+        let got = take_by_topology(&t, &avail, 3, &packed()).unwrap();
+        assert_eq!(shared_cores(&t, &got), 1, "{got}");
+        // Four single threads are all that fits in one node: still one node.
+        let avail = set("0-3,10-13");
+        let got = take_by_topology(&t, &avail, 4, &packed()).unwrap();
+        assert_eq!(got, set("0-3"));
+    }
+
+    proptest::proptest! {
+        /// When one NUMA node could give the request as whole cores (plus at most one split
+        /// core for an odd remainder), the allocation splits no more cores than that.
+        #[test]
+        fn no_more_split_cores_than_the_best_node_allows(
+            taken in proptest::collection::btree_set(0usize..80, 0..60),
+            n in 1usize..12,
+        ) {
+            let t = dual_socket_multi_numa_ht();
+            let mut avail = CpuSet::new();
+            for cpu in 0..80 {
+                if !taken.contains(&cpu) {
+                    avail.insert(cpu);
+                }
+            }
+            proptest::prop_assume!(avail.len() >= n);
+            let idx = CpuIndex::new(&t);
+            let best = t
+                .numa_ids()
+                .map(|node| avail.intersection(&t.numa_cpus(node)))
+                .filter(|free| free.len() >= n)
+                .map(|free| split_cores(&idx, &free, n))
+                .min();
+            let got = take_by_topology(&t, &avail, n, &packed()).unwrap();
+            if let Some(best) = best {
+                proptest::prop_assert!(
+                    shared_cores(&t, &got) <= best,
+                    "avail {} n {} got {} best {}", avail, n, got, best
+                );
+            }
+        }
     }
 
     #[test]

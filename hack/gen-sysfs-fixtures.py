@@ -3,8 +3,8 @@
 
 Usage: hack/gen-sysfs-fixtures.py [--out DIR] [NAME ...]
 
-Writes plain-text trees under DIR (default: <repo>/plugin/tests/fixtures/sysfs) — one directory per
-machine, holding only the standard files topolet's discovery reads (see plugin/src/shell/sysfs.rs):
+Writes plain-text trees under DIR — one directory per machine, holding only the standard files
+topolet's discovery reads (see plugin/src/shell/sysfs.rs):
 
     devices/system/cpu/online
     devices/system/cpu/cpuN/topology/{physical_package_id,die_id,core_id,thread_siblings_list}
@@ -15,9 +15,10 @@ machine, holding only the standard files topolet's discovery reads (see plugin/s
     bus/pci/devices/<address>/numa_node
 
 plus README.md describing each machine. Each named machine directory is deleted and rewritten; other
-entries of DIR (e.g. captured trees) are left alone. With NAMEs, only those machines are written.
-Deterministic: the same script always writes byte-identical trees (plugin/tests/sysfs_fixtures.rs
-checks that the committed trees match). Python 3 standard library only.
+entries of DIR are left alone. With NAMEs, only those machines are written. Deterministic: the same
+script always writes byte-identical trees. Nothing it writes is committed: the test kit
+(testkit/build.rs) runs it into its build directory, and plugin/tests/fixtures/sysfs/README.md is
+a copy of its README (testkit checks they match). Python 3 standard library only.
 
 CPU numbering follows Linux on x86: the first thread of every core (in core order), then the second
 thread of every core — the same convention as topolet's `SyntheticSpec`.
@@ -343,24 +344,26 @@ def readme(machines):
         "of every core",
         "(so CPU `c` and CPU `c + cores` are siblings), as `SyntheticSpec` numbers them.",
         "",
-        "## Regenerating",
+        "## Where the trees are",
         "",
-        "Every directory except `ci-host-captured/` is written by `hack/gen-sysfs-fixtures.py` "
-        "(Python 3 stdlib, deterministic).",
-        "Do not edit them by hand — change the script and rerun it from the repository root:",
+        "Every machine except `ci-host-captured/` is generated, not committed: the test kit "
+        "(`testkit/build.rs`) runs",
+        "`hack/gen-sysfs-fixtures.py` (Python 3 stdlib, deterministic) into its build directory, "
+        "and tests name machines through",
+        "`topolet_testkit::sysfs::fixture(name)`. To look at one or to run `topolet plan` on it:",
         "",
         "```",
-        "python3 hack/gen-sysfs-fixtures.py            # all machines, and this README",
-        "python3 hack/gen-sysfs-fixtures.py 2s-snc2    # one machine",
+        "python3 hack/gen-sysfs-fixtures.py --out /tmp/sysfs            # all machines",
+        "python3 hack/gen-sysfs-fixtures.py --out /tmp/sysfs 2s-snc2    # one machine",
+        "topolet plan --sysfs-root /tmp/sysfs/2s-snc2 --pods pods.yaml",
         "```",
         "",
-        "The test `generator_reproduces_committed_fixtures` reruns the script into a temporary "
-        "directory and fails if",
-        "any committed tree differs from its output.",
+        "This README is the generator's own, copied to `plugin/tests/fixtures/sysfs/README.md` "
+        "(the test kit fails when the copy is stale).",
         "",
         "`ci-host-captured/` is a copy of the CI host's own /sys made with "
         "`hack/capture-sysfs.sh plugin/tests/fixtures/sysfs/ci-host-captured`",
-        "(only the files above); it is not generated and may be recaptured.",
+        "(only the files above); it is committed and may be recaptured.",
         "",
         "## Machines",
         "",
@@ -386,9 +389,8 @@ def readme(machines):
 
 
 def main(argv):
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=os.path.join(repo, "plugin", "tests", "fixtures", "sysfs"))
+    parser.add_argument("--out", required=True, help="directory to write the machines into")
     parser.add_argument("names", nargs="*")
     args = parser.parse_args(argv)
     by_name = {m.name: m for m in MACHINES}

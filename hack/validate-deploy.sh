@@ -73,7 +73,11 @@ import sys, yaml
 doc = yaml.safe_load(open(sys.argv[1]))
 open(sys.argv[2], "w").write(doc["data"]["config.toml"])
 PY
-  for fixture in "$REPO_ROOT"/plugin/tests/fixtures/sysfs/*/; do
+  # Every machine the tests know: the generated trees (written here, as testkit/build.rs does)
+  # and the captured ones.
+  python3 "$REPO_ROOT/hack/gen-sysfs-fixtures.py" --out "$tmp/sysfs" >/dev/null \
+    || die "hack/gen-sysfs-fixtures.py --out $tmp/sysfs"
+  for fixture in "$tmp"/sysfs/*/ "$REPO_ROOT"/plugin/tests/fixtures/sysfs/*/; do
     "$bin" config check "$tmp/config.toml" --sysfs-root "$fixture" >/dev/null \
       || die "the ConfigMap's config.toml does not fit fixture $fixture"
   done

@@ -40,7 +40,7 @@ fn repo_root() -> PathBuf {
 }
 
 fn sysfs_fixture(name: &str) -> PathBuf {
-    repo_root().join("plugin/tests/fixtures/sysfs").join(name)
+    topolet_testkit::sysfs::fixture(name)
 }
 
 /// One current-thread tokio runtime per process, shared by every input.

@@ -228,7 +228,7 @@ unreadable, NRI connection lost); 2 invalid configuration.";
 
 const CHECK_HELP: &str = "Examples:
   topolet config check /etc/topolet/config.toml
-  topolet config check node.toml --sysfs-root plugin/tests/fixtures/sysfs/2s-24c-ht
+  topolet config check node.toml --sysfs-root plugin/tests/fixtures/sysfs/ci-host-captured
 
 Checks syntax and every key (unknown keys are errors), then builds the policies against the
 machine: reserved cpus that do not exist, memory reserved on a missing NUMA node or above its

@@ -1,14 +1,10 @@
 //! `topolet config check FILE --sysfs-root DIR` through the binary: a configuration that does not
 //! fit the machine exits 2 with one line naming the file, the key and the problem.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/sysfs")
-        .join(name)
-}
+use topolet_testkit::sysfs::fixture;
 
 /// Runs `topolet config check` on `text` against `sysfs`; (exit code, stdout, stderr, file path).
 fn check(text: &str, sysfs: &Path) -> (i32, String, String, String) {

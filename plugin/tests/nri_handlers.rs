@@ -41,7 +41,7 @@ const PIDS: i64 = 4096;
 // Machines and configuration
 
 fn two_cpu() -> Topology {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/ci-host-1s2c");
+    let root = topolet_testkit::sysfs::fixture("ci-host-1s2c");
     topolet::shell::sysfs::discover(&root).expect("fixture ci-host-1s2c")
 }
 

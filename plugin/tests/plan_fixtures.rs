@@ -1,10 +1,10 @@
 //! `topolet plan` on every fixture machine (issue 3 "Evidence"): the library entry point
-//! `core::plan::plan` on topologies discovered from `tests/fixtures/sysfs`, exact JSON for the CI
+//! `core::plan::plan` on topologies discovered from the sysfs machine trees (`topolet_testkit::sysfs`), exact JSON for the CI
 //! host and the dual-socket machine, refusal messages, init-container hand-off, and the binary
 //! (`topolet plan`) on stdin YAML, a `kind: List`, a JSON array, malformed pods and a bad config.
 
 use std::io::{ErrorKind, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
@@ -17,25 +17,10 @@ use topolet::shell::sysfs::discover;
 
 const NIC: &str = "example.com/nic";
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/sysfs")
-        .join(name)
-}
+use topolet_testkit::sysfs::fixture;
 
 fn every_fixture() -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(fixture(""))
-        .unwrap()
-        .filter_map(|e| {
-            let e = e.unwrap();
-            e.file_type()
-                .unwrap()
-                .is_dir()
-                .then(|| e.file_name().into_string().unwrap())
-        })
-        .collect();
-    names.sort();
-    names
+    topolet_testkit::sysfs::names()
 }
 
 /// A config whose `[devices]` lists the machine's PCI devices with a known NUMA node as NICs.

@@ -2,7 +2,6 @@
 //! plugin, and the file catches up by itself: `TopoletPlugin::retry_persist` (called every second
 //! by the plugin's flusher task) writes it again until it succeeds.
 
-use std::path::Path;
 
 use topolet::config::Config;
 use topolet::shell::nri_plugin::{NodeState, TopoletPlugin, STATE_FILE};
@@ -10,7 +9,7 @@ use topolet::shell::state_file;
 
 #[test]
 fn a_failed_state_write_is_retried_until_it_succeeds() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/ci-host-1s2c");
+    let root = topolet_testkit::sysfs::fixture("ci-host-1s2c");
     let topology = topolet::shell::sysfs::discover(&root).expect("fixture ci-host-1s2c");
     let tmp = tempfile::tempdir().expect("tempdir");
     // The state dir's path is taken by a regular file: every write fails (as on a full disk:

@@ -1,11 +1,11 @@
-//! Topology discovery against the committed sysfs fixtures (`tests/fixtures/sysfs`): each machine's
-//! shape, agreement with `SyntheticSpec` where the shapes coincide, the generator reproducing the
-//! committed trees byte for byte, and malformed trees built in temp dirs failing with the path named.
+//! Topology discovery against the sysfs machine trees (`topolet_testkit::sysfs`: generated at
+//! build time by `hack/gen-sysfs-fixtures.py`, plus the captured CI host): each machine's shape,
+//! agreement with `SyntheticSpec` where the shapes coincide, and malformed trees built in temp
+//! dirs failing with the path named.
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use topolet::core::cpuset::CpuSet;
 use topolet::core::topology::{SyntheticSpec, Topology};
@@ -17,13 +17,7 @@ const KIB: u64 = 1024;
 const MIB2: u64 = 2 << 20;
 const GIB: u64 = 1 << 30;
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs")
-}
-
-fn fixture(name: &str) -> PathBuf {
-    fixtures().join(name)
-}
+use topolet_testkit::sysfs::fixture;
 
 fn load(name: &str) -> Topology {
     match discover(&fixture(name)) {
@@ -394,82 +388,6 @@ fn fixtures_match_synthetic_specs() {
             Topology::build(&synthetic).unwrap(),
             "{name}"
         );
-    }
-}
-
-// ---- Generator ----------------------------------------------------------------------------------
-
-fn walk(root: &Path, rel: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-    let dir = root.join(rel);
-    for entry in fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-        let entry = entry.unwrap();
-        let rel = rel.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            walk(root, &rel, out);
-        } else {
-            out.insert(rel, fs::read(entry.path()).unwrap());
-        }
-    }
-}
-
-#[test]
-fn generator_reproduces_committed_fixtures() {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../hack/gen-sysfs-fixtures.py");
-    let tmp = tempfile::tempdir().unwrap();
-    let status = Command::new("python3")
-        .arg(&script)
-        .arg("--out")
-        .arg(tmp.path())
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("python3 runs");
-    assert!(status.success(), "{} failed: {status}", script.display());
-
-    let generated_names: Vec<String> = fs::read_dir(tmp.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    let committed_names: Vec<String> = fs::read_dir(fixtures())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    for name in &committed_names {
-        assert!(
-            generated_names.contains(name) || name == "ci-host-captured",
-            "{name} is committed but neither generated nor the captured tree"
-        );
-    }
-    for name in &generated_names {
-        let (mut want, mut got) = (BTreeMap::new(), BTreeMap::new());
-        let (gen_path, com_path) = (tmp.path().join(name), fixtures().join(name));
-        if gen_path.is_dir() {
-            walk(&gen_path, Path::new(""), &mut want);
-            assert!(com_path.is_dir(), "{name}: generated but not committed");
-            walk(&com_path, Path::new(""), &mut got);
-        } else {
-            want.insert(PathBuf::new(), fs::read(&gen_path).unwrap());
-            got.insert(PathBuf::new(), fs::read(&com_path).unwrap());
-        }
-        let want_files: Vec<&PathBuf> = want.keys().collect();
-        let got_files: Vec<&PathBuf> = got.keys().collect();
-        if want_files != got_files {
-            let missing: Vec<_> = want_files
-                .iter()
-                .filter(|p| !got.contains_key(**p))
-                .collect();
-            let extra: Vec<_> = got_files
-                .iter()
-                .filter(|p| !want.contains_key(**p))
-                .collect();
-            panic!("{name}: file sets differ; missing {missing:?}, extra {extra:?} — rerun hack/gen-sysfs-fixtures.py");
-        }
-        for (rel, bytes) in &want {
-            assert!(
-                got[rel] == *bytes,
-                "{name}/{}: differs from the generator's output — rerun hack/gen-sysfs-fixtures.py",
-                rel.display()
-            );
-        }
     }
 }
 

@@ -496,40 +496,6 @@ fn split_count(idx: &CpuIndex, cpus: &CpuSet) -> usize {
         .count()
 }
 
-/// The fewest cores `n` CPUs of `scope` can be taken from without owning them whole: 0 or 1
-/// (the remainder of a core's worth) when `scope` has enough whole free cores, else one per
-/// partly free core the rest needs, largest first.
-fn split_cores(idx: &CpuIndex, scope: &CpuSet, n: usize) -> usize {
-    let tpc = idx.threads_per_core.max(1);
-    let counts = idx.cores.counts(scope);
-    let mut whole = 0usize;
-    let mut partial: Vec<usize> = Vec::new();
-    for (g, &c) in counts.iter().enumerate() {
-        if c == 0 {
-            continue;
-        }
-        if c == idx.cores.sizes[g] && c == tpc {
-            whole += 1;
-        } else {
-            partial.push(c);
-        }
-    }
-    if whole * tpc >= n {
-        return usize::from(n % tpc != 0);
-    }
-    let mut rest = n - whole * tpc;
-    partial.sort_unstable_by(|a, b| b.cmp(a));
-    let mut used = 0;
-    for c in partial {
-        if rest == 0 {
-            break;
-        }
-        rest = rest.saturating_sub(c);
-        used += 1;
-    }
-    used
-}
-
 /// One thread per core first: round `r` takes the `r`-th free thread of each core, cores
 /// ordered fully-free first, then by id.
 fn spread_threads(level: &Level, scope: &CpuSet, n: usize, out: &mut CpuSet) {
@@ -1144,6 +1110,40 @@ mod tests {
         let avail = set("0-3,10-13");
         let got = take_by_topology(&t, &avail, 4, &packed()).unwrap();
         assert_eq!(got, set("0-3"));
+    }
+
+    /// Reference, independent of `fill`: the fewest cores `n` CPUs of `scope` can be taken from without owning them whole: 0 or 1
+    /// (the remainder of a core's worth) when `scope` has enough whole free cores, else one per
+    /// partly free core the rest needs, largest first.
+    fn split_cores(idx: &CpuIndex, scope: &CpuSet, n: usize) -> usize {
+        let tpc = idx.threads_per_core.max(1);
+        let counts = idx.cores.counts(scope);
+        let mut whole = 0usize;
+        let mut partial: Vec<usize> = Vec::new();
+        for (g, &c) in counts.iter().enumerate() {
+            if c == 0 {
+                continue;
+            }
+            if c == idx.cores.sizes[g] && c == tpc {
+                whole += 1;
+            } else {
+                partial.push(c);
+            }
+        }
+        if whole * tpc >= n {
+            return usize::from(n % tpc != 0);
+        }
+        let mut rest = n - whole * tpc;
+        partial.sort_unstable_by(|a, b| b.cmp(a));
+        let mut used = 0;
+        for c in partial {
+            if rest == 0 {
+                break;
+            }
+            rest = rest.saturating_sub(c);
+            used += 1;
+        }
+        used
     }
 
     proptest::proptest! {

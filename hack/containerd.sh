@@ -44,6 +44,8 @@
 #                             the integration suite, so tests that spawn this script inherit it)
 #   CONTAINERD_START_TIMEOUT  seconds to wait for CRI to answer (default 60)
 #   CONTAINERD_STOP_TIMEOUT   seconds to wait for processes/cgroups to go away (default 30)
+#   NRI_REQUEST_TIMEOUT       containerd's plugin_request_timeout (default 2s, containerd's own);
+#                             for start only (the config file is written once)
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -201,7 +203,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     plugin_path = "$DIR/nri/plugins"
     plugin_config_path = "$DIR/nri/conf.d"
     plugin_registration_timeout = "5s"
-    plugin_request_timeout = "2s"
+    plugin_request_timeout = "${NRI_REQUEST_TIMEOUT:-2s}"
     disable_connections = false
 
   [plugins.'io.containerd.cri.v1.images']

@@ -58,9 +58,15 @@ fn script() -> PathBuf {
 }
 
 /// Runs `hack/containerd.sh ACTION DIR` and fails with its output if it fails.
-fn containerd_sh(action: &str, dir: &Path, version: &str) -> anyhow::Result<()> {
+fn containerd_sh(
+    action: &str,
+    dir: &Path,
+    version: &str,
+    env: &[(&str, &str)],
+) -> anyhow::Result<()> {
     let mut cmd = Command::new(script());
     cmd.arg(action).arg(dir).env("CONTAINERD_VERSION", version);
+    cmd.envs(env.iter().copied());
     run_hack_script(cmd, "stack", "hack/containerd.sh", action, dir)
 }
 
@@ -103,6 +109,12 @@ impl Stack {
 
     /// Starts a fresh stack of containerd `version`.
     pub fn start_version(version: &str) -> anyhow::Result<Stack> {
+        Stack::start_with_env(version, &[])
+    }
+
+    /// Starts a fresh stack of containerd `version` with `hack/containerd.sh`'s optional
+    /// settings `env` (e.g. `NRI_REQUEST_TIMEOUT`).
+    pub fn start_with_env(version: &str, env: &[(&str, &str)]) -> anyhow::Result<Stack> {
         let dir = paths::scratch_dir("s")?;
         let mut stack = Stack {
             dir,
@@ -112,7 +124,7 @@ impl Stack {
         };
         // From here on, Drop cleans up whatever part of the start succeeded.
         stack.stopped = false;
-        containerd_sh("start", stack.dir.path(), version)?;
+        containerd_sh("start", stack.dir.path(), version, env)?;
         stack.env = read_env(&stack.dir.path().join("env"))?;
         Ok(stack)
     }
@@ -121,7 +133,7 @@ impl Stack {
     /// CRI answers again.
     /// DIR/env is rewritten with the same values.
     pub fn restart_containerd(&self) -> anyhow::Result<()> {
-        containerd_sh("restart", self.dir.path(), &self.version)
+        containerd_sh("restart", self.dir.path(), &self.version, &[])
     }
 
     /// Stops the stack: removes every pod and container, kills containerd and the shims, unmounts
@@ -131,7 +143,7 @@ impl Stack {
             return Ok(());
         }
         self.stopped = true;
-        containerd_sh("stop", self.dir.path(), &self.version)
+        containerd_sh("stop", self.dir.path(), &self.version, &[])
     }
 
     /// The stack's directory (DIR of hack/containerd.sh).

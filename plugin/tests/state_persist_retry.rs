@@ -2,7 +2,6 @@
 //! plugin, and the file catches up by itself: `TopoletPlugin::retry_persist` (called every second
 //! by the plugin's flusher task) writes it again until it succeeds.
 
-
 use topolet::config::Config;
 use topolet::shell::nri_plugin::{NodeState, TopoletPlugin, STATE_FILE};
 use topolet::shell::state_file;

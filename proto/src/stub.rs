@@ -90,6 +90,8 @@ pub struct ConnectionStatus {
     pub connects: u64,
     /// Successful registrations after the first.
     pub reconnects: u64,
+    /// Dials of the runtime's socket that failed (no runtime listening, refused, …).
+    pub dial_failures: u64,
     /// Runtime facts from the latest Configure.
     pub runtime: Option<RuntimeInfo>,
     /// Mask sent in the latest Configure.
@@ -164,7 +166,10 @@ impl<P: Plugin> Stub<P> {
             self.set_state(ConnState::Connecting);
             let result = match self.connect().await {
                 Ok(trunk) => self.session(trunk).await,
-                Err(e) => Err(e),
+                Err(e) => {
+                    self.status_tx.send_modify(|s| s.dial_failures += 1);
+                    Err(e)
+                }
             };
             match &result {
                 Ok(()) => attempt = 0,

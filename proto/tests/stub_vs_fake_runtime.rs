@@ -408,8 +408,12 @@ async fn reconnects_after_runtime_restart() {
     .await
     .unwrap()
     .unwrap();
-    // Let at least one dial fail against the missing socket.
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // At least one dial fails against the missing socket before the runtime comes back.
+    let failed = st.borrow().dial_failures;
+    tokio::time::timeout(GUARD, st.wait_for(|s| s.dial_failures > failed))
+        .await
+        .unwrap()
+        .unwrap();
 
     let rt2 = FakeRuntime::bind(sock(&dir)).unwrap();
     let conn2 = accept_registered(&rt2).await;

@@ -134,13 +134,20 @@ fn resize_to(millis: u64) -> api::LinuxResources {
 struct Env {
     dir: tempfile::TempDir,
     rt: FakeRuntime,
+    /// Every plugin started here: the state file is read once their writers have caught up
+    /// (writes happen on the persister's thread, after the handler replied).
+    plugins: std::sync::Mutex<Vec<std::sync::Weak<TopoletPlugin>>>,
 }
 
 impl Env {
     fn new() -> Env {
         let dir = tempfile::tempdir().expect("tempdir");
         let rt = FakeRuntime::bind(dir.path().join("nri.sock")).expect("bind");
-        Env { dir, rt }
+        Env {
+            dir,
+            rt,
+            plugins: std::sync::Mutex::new(Vec::new()),
+        }
     }
 
     fn state_dir(&self) -> PathBuf {
@@ -174,8 +181,22 @@ impl Env {
         self.start_plugin(Arc::new(plugin)).await
     }
 
+    /// Waits until every live plugin's state writes are on disk (as a restart finds them).
+    fn flush_state(&self) {
+        let plugins = self.plugins.lock().expect("plugins").clone();
+        for p in plugins.iter().filter_map(std::sync::Weak::upgrade) {
+            p.flush_state(GUARD);
+        }
+    }
+
     /// Accepts, registers and configures `plugin`.
     async fn start_plugin(&self, plugin: Arc<TopoletPlugin>) -> Running {
+        // A restart reads the state file: what the previous plugins wrote is on disk first.
+        self.flush_state();
+        self.plugins
+            .lock()
+            .expect("plugins")
+            .push(Arc::downgrade(&plugin));
         let cfg = StubConfig::new("topolet", "50", self.dir.path().join("nri.sock"))
             .expect("stub config");
         let stub = Arc::new(Stub::new(plugin.clone(), cfg).expect("stub"));
@@ -214,6 +235,7 @@ impl Env {
     }
 
     fn saved_state(&self) -> NodeState {
+        self.flush_state();
         state_file::load::<NodeState>(&self.state_path())
             .expect("state file readable")
             .expect("state file exists")
@@ -458,9 +480,9 @@ async fn create_guaranteed_integer_gets_exclusive_cpu_and_kubelet_values_are_not
     assert_eq!(adj_oom(&r), Some(0));
 
     // The state file exists, is private, and lists the assignment.
+    let saved = env.saved();
     let meta = std::fs::metadata(env.state_path()).expect("state file");
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
-    let saved = env.saved();
     let a = saved
         .get(&ContainerKey::new("g1", "app"))
         .expect("assignment listed");
@@ -974,6 +996,7 @@ async fn single_numa_node_refuses_a_request_bigger_than_any_node() {
         err.contains("single-numa-node"),
         "error names the policy: {err}"
     );
+    env.flush_state();
     assert!(!env.state_path().exists() || env.saved().containers.is_empty());
     // Nothing was taken: node 1's four CPUs and node 0's three are all still grantable.
     let a = pod("a", "");

@@ -235,13 +235,14 @@ async fn state_directory_and_file_are_root_only_whatever_the_umask() {
         !state_dir.exists(),
         "nothing is written before there is something to keep"
     );
-    // An exclusive grant is persisted at once.
+    // An exclusive grant is handed to the state-file writer at once (on disk after the flush).
     let g = pod("g", "");
     let resp = plugin
         .create_container(create(&g, &guaranteed(&g, "app", 2000)))
         .await
         .expect("admitted");
     assert!(resp.adjust.is_some());
+    plugin.flush_state(std::time::Duration::from_secs(600));
     let file = state_dir.join(STATE_FILE);
     assert_eq!(mode(&state_dir), 0o700, "state dir");
     assert_eq!(

@@ -1,10 +1,16 @@
 //! A state-file write that fails (disk full, read-only, missing directory) does not stop the
-//! plugin, and the file catches up by itself: `TopoletPlugin::retry_persist` (called every second
-//! by the plugin's flusher task) writes it again until it succeeds.
+//! plugin, and the file catches up by itself: the state-file writer (`shell::persister`, its own
+//! thread) writes the newest assignments again every second until it succeeds.
+
+use std::time::Duration;
 
 use topolet::config::Config;
 use topolet::shell::nri_plugin::{NodeState, TopoletPlugin, STATE_FILE};
 use topolet::shell::state_file;
+
+/// Long enough never to be what ends a wait on a busy machine: the waits end on the writer's
+/// recorded attempts, not on time.
+const PATIENCE: Duration = Duration::from_secs(600);
 
 #[test]
 fn a_failed_state_write_is_retried_until_it_succeeds() {
@@ -21,26 +27,27 @@ fn a_failed_state_write_is_retried_until_it_succeeds() {
     let plugin = TopoletPlugin::new(config, topology).expect("plugin");
     let state_path = state_dir.join(STATE_FILE);
 
-    assert!(!plugin.persist_pending(), "nothing failed yet");
-    plugin.shutdown(); // one write
-    assert!(plugin.persist_pending(), "the failed write is remembered");
-    plugin.retry_persist();
-    assert!(plugin.persist_pending(), "still failing while blocked");
+    assert!(!plugin.persist_pending(), "nothing submitted yet");
+    plugin.shutdown(); // one write, waited for: it fails
+    let st = plugin.flush_state(PATIENCE); // waits for the first retry, failing too
+    assert!(
+        st.failing && st.pending(),
+        "the failed write is remembered: {st:?}"
+    );
+    assert!(plugin.persist_pending());
+    let st = plugin.flush_state(PATIENCE); // the second retry, failing again
+    assert!(
+        st.failing && st.pending(),
+        "still failing while blocked: {st:?}"
+    );
     assert!(!state_path.exists());
 
     std::fs::remove_file(&state_dir).expect("remove blocker");
-    plugin.retry_persist();
-    assert!(!plugin.persist_pending(), "the retry succeeded");
+    let st = plugin.flush_state(PATIENCE); // the next retry succeeds
+    assert!(!st.failing && !st.pending(), "the retry succeeded: {st:?}");
+    assert!(!plugin.persist_pending());
     let saved = state_file::load::<NodeState>(&state_path)
         .expect("state file readable")
         .expect("state file written by the retry");
     assert_eq!(saved, NodeState::default());
-
-    // Once written, a retry does nothing (no write without a failure).
-    std::fs::remove_file(&state_path).expect("remove state file");
-    plugin.retry_persist();
-    assert!(
-        !state_path.exists(),
-        "retry wrote although nothing had failed"
-    );
 }

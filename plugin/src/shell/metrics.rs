@@ -87,6 +87,8 @@ struct Families {
     admissions: BTreeMap<(String, &'static str), u64>,
     refusals: BTreeMap<(&'static str, String), u64>,
     state_writes: BTreeMap<&'static str, u64>,
+    /// A submitted state snapshot is not on disk yet (`shell::persister`).
+    state_pending: bool,
     pod_cgroup_writes: BTreeMap<&'static str, u64>,
     refusal_logs_suppressed: BTreeMap<&'static str, u64>,
     evictions: BTreeMap<String, u64>,
@@ -191,6 +193,11 @@ impl Metrics {
             .state_writes
             .entry(if ok { "ok" } else { "error" })
             .or_default() += 1;
+    }
+
+    /// Whether a submitted state snapshot is still to be written (`shell::persister`).
+    pub fn state_pending(&self, pending: bool) {
+        self.lock().state_pending = pending;
     }
 
     /// A write of a pod cgroup's CPU values (`shell::pod_cgroup`), successful or not.
@@ -308,6 +315,7 @@ impl Metrics {
                 admissions: g.admissions.clone(),
                 refusals: g.refusals.clone(),
                 state_writes: g.state_writes.clone(),
+                state_pending: g.state_pending,
                 pod_cgroup_writes: g.pod_cgroup_writes.clone(),
                 refusal_logs_suppressed: g.refusal_logs_suppressed.clone(),
                 evictions: g.evictions.clone(),
@@ -467,6 +475,17 @@ impl Metrics {
                 *n as f64,
             );
         }
+
+        w.family(
+            "topolet_state_file_pending",
+            "gauge",
+            "1 while the newest assignments are not yet in the state file (written off the event path; retried every second after a failure).",
+        );
+        w.sample(
+            "topolet_state_file_pending",
+            &[],
+            if f.state_pending { 1.0 } else { 0.0 },
+        );
 
         w.family(
             "topolet_pod_cgroup_writes_total",

@@ -12,6 +12,7 @@ pub mod nri_adjust;
 pub mod nri_plugin;
 pub mod nri_view;
 pub mod oom_floor;
+pub mod persister;
 pub mod pod_cgroup;
 pub mod proc_affinity;
 pub mod refusal_log;

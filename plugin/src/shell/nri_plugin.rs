@@ -2,7 +2,8 @@
 //! and decisions into NRI adjustments and updates.
 //!
 //! Every handler is short: it looks the container up, asks `core::placement` for a decision,
-//! persists the assignments (one state-file write per event that changed them) and answers.
+//! hands the assignments to the state-file writer (`shell::persister`: written and fsynced on
+//! its own thread, never waited for) and answers.
 //! Shared-pool changes reach the other containers in the reply to the event that caused them
 //! (CreateContainer, UpdateContainer and StopContainer replies carry updates), or, when the
 //! event's reply cannot (RemoveContainer, RemovePodSandbox, PostStartContainer, a reload), in
@@ -18,7 +19,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -47,6 +48,7 @@ use crate::shell::metrics::{self, event, Metrics};
 use crate::shell::nri_adjust;
 use crate::shell::nri_view::{self, ContainerView};
 use crate::shell::oom_floor;
+use crate::shell::persister::{FileWriter, PersistStatus, Persister};
 use crate::shell::pod_cgroup::{self, Work};
 use crate::shell::proc_affinity;
 use crate::shell::refusal_log::{RefusalLog, Verdict};
@@ -59,6 +61,8 @@ pub const GRANT_REASON: &str = "ExclusiveCPUsAssigned";
 
 /// File name of the assignments under `[state] dir`.
 pub const STATE_FILE: &str = "assignments.json";
+/// How long the exit waits for the last state write.
+pub const SHUTDOWN_FLUSH: Duration = Duration::from_secs(5);
 
 /// The state file's content: the placement's assignments, plus the containers topolet left
 /// alone because their cpuset was already set by someone else (so that a restart does not take
@@ -117,9 +121,9 @@ pub struct TopoletPlugin {
     status: OnceLock<watch::Receiver<ConnectionStatus>>,
     state_path: PathBuf,
     flusher_started: AtomicBool,
-    /// The last state-file write failed (disk full, read-only, …): the flusher task writes it
-    /// again until it succeeds, so the file catches up without waiting for another event.
-    persist_failed: AtomicBool,
+    /// The state file's writer (`shell::persister`), started at the first write: handlers hand
+    /// it a snapshot and return; it writes outside every lock and retries failures.
+    persister: OnceLock<Persister>,
     /// Where process information lives (`/proc`; a fake tree in tests).
     proc_root: PathBuf,
     /// Where `/sys` is seen (`--sysfs-root`): cgroup mount points under `/sys` are read there.
@@ -178,7 +182,7 @@ impl TopoletPlugin {
             status: OnceLock::new(),
             state_path,
             flusher_started: AtomicBool::new(false),
-            persist_failed: AtomicBool::new(false),
+            persister: OnceLock::new(),
             proc_root: PathBuf::from("/proc"),
             sysfs_root: PathBuf::from("/sys"),
             pod_cgroups: OnceLock::new(),
@@ -310,14 +314,11 @@ impl TopoletPlugin {
         {
             let plugin = Arc::downgrade(self);
             tokio::spawn(async move {
-                for tick in 0u64.. {
+                loop {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     let Some(p) = plugin.upgrade() else { break };
                     p.verify_running();
                     p.flush_updates();
-                    if tick % 10 == 0 {
-                        p.retry_persist();
-                    }
                 }
             });
         }
@@ -441,10 +442,31 @@ impl TopoletPlugin {
         })
     }
 
-    /// Final state write on exit.
+    /// Final state write on exit: the newest assignments, waited for (at most
+    /// [`SHUTDOWN_FLUSH`]: a hung disk must not hang the exit).
     pub fn shutdown(&self) {
-        let node = self.lock();
-        self.persist(&node);
+        {
+            let node = self.lock();
+            self.persist(&node);
+        }
+        let st = self.flush_state(SHUTDOWN_FLUSH);
+        if st.pending() {
+            tracing::error!(
+                path = %self.state_path.display(),
+                submitted = st.submitted,
+                written = st.written,
+                "state file not written at exit; the next start rebuilds from the runtime's view"
+            );
+        }
+    }
+
+    /// Waits until the assignments handed to the writer so far are on disk (or their write
+    /// failed), at most `limit`.
+    pub fn flush_state(&self, limit: Duration) -> PersistStatus {
+        match self.persister.get() {
+            Some(p) => p.flush(limit),
+            None => PersistStatus::default(),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Node> {
@@ -453,42 +475,36 @@ impl TopoletPlugin {
         self.node.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Hands the assignments to the state-file writer; never waits on the disk.
     fn persist(&self, node: &Node) {
         let state = NodeState {
             assignments: node.placement.assignments(),
             left_alone: node.left_alone.clone(),
         };
-        let saved = state_file::save(&self.state_path, &state);
-        self.metrics.state_write(saved.is_ok());
-        let failed_before = self.persist_failed.swap(saved.is_err(), Ordering::SeqCst);
-        match saved {
-            // Not fatal: containers keep being placed from memory, the write is retried every
-            // second (`retry_persist`), and a restart rebuilds from the runtime's view anyway.
-            // Loud once, quiet while the retries keep failing.
-            Err(e) if !failed_before => tracing::error!(
-                error = %e,
-                "state file not written; placing from memory and retrying every second"
-            ),
-            Err(e) => tracing::debug!(error = %e, "state file still not written"),
-            Ok(()) if failed_before => {
-                tracing::info!(path = %self.state_path.display(), "state file written again")
+        match self.persister() {
+            Some(p) => p.submit(state),
+            None => self.metrics.state_write(false),
+        }
+    }
+
+    fn persister(&self) -> Option<&Persister> {
+        if let Some(p) = self.persister.get() {
+            return Some(p);
+        }
+        let writer = Box::new(FileWriter(self.state_path.clone()));
+        match Persister::start(writer, self.metrics.clone()) {
+            Ok(p) => Some(self.persister.get_or_init(|| p)),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the state-file writer thread; assignments are kept in memory only");
+                None
             }
-            Ok(()) => {}
         }
     }
 
-    /// Writes the state file again if the last write failed; a no-op otherwise. Called every
-    /// second by the flusher task.
-    pub fn retry_persist(&self) {
-        if self.persist_failed.load(Ordering::SeqCst) {
-            let node = self.lock();
-            self.persist(&node);
-        }
-    }
-
-    /// True while the last state-file write failed.
+    /// True while the newest assignments are not on disk (being written, or failing and
+    /// retried every second).
     pub fn persist_pending(&self) -> bool {
-        self.persist_failed.load(Ordering::SeqCst)
+        self.persister.get().is_some_and(|p| p.status().pending())
     }
 
     /// Queues every managed shared container whose cpuset differs from the current shared

@@ -11,7 +11,7 @@
 //! A write that fails (disk full, read-only filesystem) leaves the previous file intact and no
 //! temporary behind. The plugin keeps placing containers from memory, counts the failure
 //! (`topolet_state_file_writes_total{result="error"}`), logs it once, and retries every second
-//! until the write succeeds (`TopoletPlugin::retry_persist`): the file only breaks ties at a
+//! until the write succeeds (`shell::persister`, which writes off the event path): the file only breaks ties at a
 //! restart, where assignments come back from what the containers actually run on, so refusing
 //! containers because it cannot be written would be the wrong trade.
 

@@ -807,7 +807,13 @@ impl Placement {
                 Ok(self.resources(pod, &c, grant, floor))
             }
             (Some(_), None) => {
+                // Back to the shared pool: everything the exclusive grant booked goes back with
+                // the CPUs (its pinned memory and NUMA affinity; the reply widens the mems),
+                // so the memory manager's books never hold memory the container no longer has.
+                // Devices stay: extended resources cannot be resized.
                 self.cpu.release(&key);
+                self.memory.release(&key);
+                self.affinity.remove(&key);
                 let grant = Grant {
                     exclusive: None,
                     mems: None,
@@ -1007,6 +1013,38 @@ mod tests {
             message: "m".into(),
         };
         assert_eq!(config.event_reason(), "UnexpectedAdmissionError");
+    }
+
+    /// A resize from exclusive CPUs down to the shared pool returns the pinned memory and the
+    /// affinity with the CPUs: nothing stays booked for the container but what it still has.
+    #[test]
+    fn resize_down_to_the_shared_pool_releases_memory_and_affinity() {
+        let mut c = config();
+        c.memory.policy = crate::config::MemoryPolicyName::Static;
+        c.memory.reserved = std::collections::BTreeMap::from([("0".into(), "512Mi".into())]);
+        c.topology.policy = TopologyPolicyName::SingleNumaNode;
+        let (mut p, _) = Placement::new(&machine(), &c).unwrap();
+        let big = pod("web", vec![], vec![guaranteed("app", 2, 0)]);
+        let got = p.admit(&big, -1000).unwrap();
+        assert!(got.exclusive && got.memory_pinned, "{got:?}");
+        let key = ContainerKey::new("web", "app");
+        let held = p.assignments().get(&key).cloned().unwrap();
+        assert!(held.memory.is_some(), "{held:?}");
+        // 2 CPUs → 1500m: still Guaranteed, no longer integer.
+        let mut small = big.clone();
+        small.containers[0].requests.cpu_millis = Some(1500);
+        small.containers[0].limits.cpu_millis = Some(1500);
+        let got = p.resize(&small, -1000).unwrap();
+        assert!(!got.exclusive && !got.memory_pinned && got.mems.is_empty(), "{got:?}");
+        assert!(
+            p.assignments().get(&key).is_none(),
+            "still booked: {:?}",
+            p.assignments().get(&key)
+        );
+        p.check_invariants().unwrap();
+        // What it held is grantable again: the same pod admitted anew gets it back.
+        let again = pod("web2", vec![], vec![guaranteed("app", 7, 0)]);
+        assert!(p.admit(&again, -1000).is_ok(), "the CPUs and memory came back");
     }
 
     /// `release` says whether it changed what is persisted: an entry holding only a topology

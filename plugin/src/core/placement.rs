@@ -1035,7 +1035,10 @@ mod tests {
         small.containers[0].requests.cpu_millis = Some(1500);
         small.containers[0].limits.cpu_millis = Some(1500);
         let got = p.resize(&small, -1000).unwrap();
-        assert!(!got.exclusive && !got.memory_pinned && got.mems.is_empty(), "{got:?}");
+        assert!(
+            !got.exclusive && !got.memory_pinned && got.mems.is_empty(),
+            "{got:?}"
+        );
         assert!(
             p.assignments().get(&key).is_none(),
             "still booked: {:?}",
@@ -1044,7 +1047,45 @@ mod tests {
         p.check_invariants().unwrap();
         // What it held is grantable again: the same pod admitted anew gets it back.
         let again = pod("web2", vec![], vec![guaranteed("app", 7, 0)]);
-        assert!(p.admit(&again, -1000).is_ok(), "the CPUs and memory came back");
+        assert!(
+            p.admit(&again, -1000).is_ok(),
+            "the CPUs and memory came back"
+        );
+    }
+
+    /// A restart keeps a shared container's pinned memory: a fractional Guaranteed container
+    /// is pinned by the memory manager without exclusive CPUs, and the saved pinning comes back
+    /// at reconcile (else the books would free memory the container still has pinned).
+    #[test]
+    fn reconcile_restores_the_pinned_memory_of_a_shared_container() {
+        let mut c = config();
+        c.memory.policy = crate::config::MemoryPolicyName::Static;
+        c.memory.reserved = std::collections::BTreeMap::from([("0".into(), "512Mi".into())]);
+        let mut frac = pod("web", vec![], vec![guaranteed("app", 1, 0)]);
+        frac.containers[0].requests.cpu_millis = Some(1500);
+        frac.containers[0].limits.cpu_millis = Some(1500);
+        let (mut before, _) = Placement::new(&machine(), &c).unwrap();
+        let got = before.admit(&frac, -1000).unwrap();
+        assert!(!got.exclusive && got.memory_pinned, "{got:?}");
+        let saved = before.assignments();
+        let key = ContainerKey::new("web", "app");
+        let pinned = saved.get(&key).and_then(|a| a.memory.clone()).unwrap();
+
+        let (mut after, _) = Placement::new(&machine(), &c).unwrap();
+        after.load_hints(saved);
+        let running = crate::core::reconcile::RunningContainer {
+            id: "ctr".into(),
+            pod: frac.clone(),
+            cpuset: Some(after.shared_pool()),
+        };
+        let out = after.reconcile(&[running], -1000);
+        let (_, res) = &out.containers[0];
+        assert!(!res.exclusive && res.memory_pinned, "{res:?}");
+        assert_eq!(
+            after.assignments().get(&key).and_then(|a| a.memory.clone()),
+            Some(pinned)
+        );
+        after.check_invariants().unwrap();
     }
 
     /// `release` says whether it changed what is persisted: an entry holding only a topology

@@ -8,8 +8,9 @@
 //! 3. else a fresh admission (a container created while topolet was away);
 //! 4. else it stays on the shared pool, and the note says why.
 //!
-//! Pinned memory and devices are restored from the saved assignment of a container kept in 1 or
-//! 2 when still consistent. Assignments of containers that no longer run are dropped, so nothing
+//! Pinned memory, devices and the NUMA affinity are restored from the saved assignment of a
+//! container kept in 1 or 2, and of every shared container that had them (a fractional
+//! Guaranteed container's pinned memory), when still consistent. Assignments of containers that no longer run are dropped, so nothing
 //! leaks however events were lost. Shared containers get the shared pool as it ends up.
 
 use std::collections::BTreeMap;
@@ -73,8 +74,12 @@ impl Placement {
             let key = ContainerKey::new(r.pod.uid.clone(), c.name.clone());
             match r.cpuset.as_ref().filter(|s| s.len() == n) {
                 Some(set) if self.cpu.restore(&key, set, ContainerRole::App).is_ok() => {
-                    let grant =
-                        self.restore_rest(&key, set, &saved, "restored from the running container");
+                    let grant = self.restore_rest(
+                        &key,
+                        Some(set),
+                        &saved,
+                        "restored from the running container",
+                    );
                     placed.insert(r.id.clone(), self.resources(&r.pod, c, grant, floor));
                 }
                 _ => pending.push(r),
@@ -92,7 +97,7 @@ impl Placement {
                         describe(r.cpuset.as_ref())
                     ));
                     let grant =
-                        self.restore_rest(&key, &set, &saved, "restored from the state file");
+                        self.restore_rest(&key, Some(&set), &saved, "restored from the state file");
                     placed.insert(r.id.clone(), self.resources(&r.pod, c, grant, floor));
                     continue;
                 }
@@ -123,16 +128,12 @@ impl Placement {
                 ));
             }
         }
-        // Shared containers: the shared pool as it ends up.
+        // Shared containers: the shared pool as it ends up, with what they had pinned.
         for r in shared {
             let c = &r.pod.containers[0];
-            let grant = Grant {
-                exclusive: None,
-                mems: None,
-                affinity: None,
-                devices: Vec::new(),
-                reason: format!("{}: shared pool", qos::class(&r.pod)),
-            };
+            let key = ContainerKey::new(r.pod.uid.clone(), c.name.clone());
+            let reason = format!("{}: shared pool", qos::class(&r.pod));
+            let grant = self.restore_rest(&key, None, &saved, &reason);
             placed.insert(r.id.clone(), self.resources(&r.pod, c, grant, floor));
         }
         Reconciled {
@@ -141,12 +142,13 @@ impl Placement {
         }
     }
 
-    /// After `key` got `cpus` back: its saved affinity, pinned memory and devices, where still
-    /// consistent (each is dropped on its own otherwise).
+    /// After `key` got its exclusive `cpus` back (or none: a shared container): its saved
+    /// affinity, pinned memory and devices, where still consistent (each is dropped on its own
+    /// otherwise).
     fn restore_rest(
         &mut self,
         key: &ContainerKey,
-        cpus: &CpuSet,
+        cpus: Option<&CpuSet>,
         saved: &super::assignments::Assignments,
         reason: &str,
     ) -> Grant {
@@ -167,7 +169,7 @@ impl Placement {
             })
             .unwrap_or_default();
         Grant {
-            exclusive: Some(cpus.clone()),
+            exclusive: cpus.cloned(),
             mems,
             affinity,
             devices,

@@ -22,10 +22,12 @@ use super::cpu_policy::{ContainerRole, CpuPolicy, CpuPolicyConfig, CpuPolicyErro
 use super::cpuset::CpuSet;
 use super::device_hints::{DeviceConfigError, DeviceError, DeviceHints};
 use super::hints::{NumaMask, ProviderHints, TopologyConfigError, TopologyOptions, TopologyPolicy};
+use super::memory_policy::MemoryResource;
 use super::memory_policy::{
     binary_quantity, MemoryConfigError, MemoryError, MemoryPolicy, MemoryPolicyConfig,
     MemoryPolicyKind, MemoryRequest,
 };
+use super::nrt::{Book, Books};
 use super::pod::{Container, ContainerRef, Pod, ResourceList};
 use super::qos::{self, ExclusiveCpuQuota, QosClass};
 use super::topology::Topology;
@@ -698,6 +700,50 @@ impl Placement {
             self.memory.free_per_node(),
             self.devices.free_per_node(),
         ])
+    }
+
+    /// The memory manager's and the device provider's books per NUMA node (capacity,
+    /// allocatable, available), for the NodeResourceTopology (`core::nrt`).
+    pub fn books(&self) -> Books {
+        let free = self.free_per_node();
+        let free_of = |node: usize, name: &str| {
+            free.get(&node)
+                .and_then(|m| m.get(name))
+                .copied()
+                .unwrap_or(0)
+        };
+        let mut out = Books::new();
+        for n in self.topology.numa_nodes() {
+            let per = out.entry(n.id).or_default();
+            let mut resources = vec![(MemoryResource::Memory, n.memory_bytes)];
+            resources.extend(n.hugepages.iter().map(|(&size, &count)| {
+                (MemoryResource::Hugepages(size), size.saturating_mul(count))
+            }));
+            for (resource, capacity) in resources {
+                let name = resource.to_string();
+                per.insert(
+                    name.clone(),
+                    Book {
+                        capacity,
+                        allocatable: self.memory.allocatable(n.id, resource),
+                        available: free_of(n.id, &name),
+                    },
+                );
+            }
+        }
+        for (node, per) in self.devices.capacity_per_node() {
+            for (name, count) in per {
+                out.entry(node).or_default().insert(
+                    name.clone(),
+                    Book {
+                        capacity: count,
+                        allocatable: count,
+                        available: free_of(node, &name),
+                    },
+                );
+            }
+        }
+        out
     }
 
     /// The cgroup values of `c` (of `pod`) placed as `grant`.

@@ -970,6 +970,39 @@ mod tests {
         c
     }
 
+    /// The books the NodeResourceTopology publishes: memory and devices per node, capacity,
+    /// allocatable (minus `[memory] reserved`), available (minus what containers hold).
+    #[test]
+    fn books_follow_the_memory_managers_and_devices_assignments() {
+        let mut c = config();
+        c.memory.policy = crate::config::MemoryPolicyName::Static;
+        c.memory.reserved.insert("0".into(), "1Gi".into());
+        let (mut p, _) = Placement::new(&machine(), &c).unwrap();
+        let book = |p: &Placement, name: &str| p.books()[&0][name];
+        let gib = 1u64 << 30;
+        assert_eq!(
+            book(&p, "memory"),
+            Book {
+                capacity: 8 * gib,
+                allocatable: 7 * gib,
+                available: 7 * gib
+            }
+        );
+        let nic = Book {
+            capacity: 1,
+            allocatable: 1,
+            available: 1,
+        };
+        assert_eq!(book(&p, "example.com/nic"), nic);
+        p.admit(&pod("web", vec![], vec![guaranteed("app", 1, 1)]), -1000)
+            .unwrap();
+        assert_eq!(book(&p, "memory").available, 6 * gib);
+        assert_eq!(book(&p, "example.com/nic").available, 0);
+        p.release_pod("web");
+        assert_eq!(book(&p, "memory").available, 7 * gib);
+        assert_eq!(book(&p, "example.com/nic"), nic);
+    }
+
     /// An app container that takes CPUs over from its pod's init container and is then refused
     /// (here: no NIC left) must leave the init container's CPUs as they were.
     #[test]

@@ -583,6 +583,23 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_node_event_is_the_kubelets_node_event_shape() {
+        let occ = Occurrence::new(
+            ObjectRef::node("node-1"),
+            EventType::Warning,
+            "TopoletConfigRefused",
+            "configuration refused",
+        );
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let v = serde_json::to_value(event_object(&occ, "node-1.1", 1, t, t, "node-1")).unwrap();
+        assert_eq!(v["metadata"]["namespace"], "default");
+        assert_eq!(
+            v["involvedObject"],
+            serde_json::json!({"apiVersion": "v1", "kind": "Node", "name": "node-1", "uid": "node-1"})
+        );
+    }
+
     #[tokio::test]
     async fn a_full_queue_drops_and_counts_without_waiting() {
         let metrics = Arc::new(Metrics::new());

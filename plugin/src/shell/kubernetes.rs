@@ -1,4 +1,5 @@
-//! topolet's Kubernetes API client (`[kubernetes]`): Events on pods.
+//! topolet's Kubernetes API client (`[kubernetes]`): Events on pods and on the Node, and the
+//! connection the other API tasks share the set-up of ([`connect`]; `shell::nrt`).
 //!
 //! Off the NRI event path by construction: a handler hands an [`Occurrence`] to the
 //! [`EventSink`] with `try_send` on a bounded channel and returns; when the channel is full the

@@ -410,10 +410,17 @@ start_kubelet() {
   wait_for kubelet "node $NODE_NAME Ready" node_ready
 }
 
-# RBAC for the `topolet` user: what deploy/ grants the DaemonSet's ServiceAccount.
+# RBAC for the `topolet` user: what deploy/ grants the DaemonSet's ServiceAccount; and the
+# NodeResourceTopology CRD topolet writes (established before anyone writes an object).
 apply_topolet_rbac() {
   local rbac="$REPO_ROOT/deploy/kubernetes/rbac.yaml" ns="$REPO_ROOT/deploy/kubernetes/namespace.yaml"
+  local crd="$REPO_ROOT/deploy/kubernetes/noderesourcetopology-crd.yaml"
   [[ -f "$rbac" ]] || return 0
+  "$BIN/kubectl" --kubeconfig "$DIR/admin.kubeconfig" apply -f "$crd" >>"$DIR/kubectl.log" 2>&1 ||
+    { tail -n 20 "$DIR/kubectl.log" >&2; die "applying $crd failed"; }
+  "$BIN/kubectl" --kubeconfig "$DIR/admin.kubeconfig" wait --for condition=Established \
+    --timeout "${TIMEOUT}s" crd/noderesourcetopologies.topology.node.k8s.io >>"$DIR/kubectl.log" 2>&1 ||
+    { tail -n 20 "$DIR/kubectl.log" >&2; die "the NodeResourceTopology CRD is not established"; }
   # The ServiceAccount lives in topolet's namespace: that first.
   "$BIN/kubectl" --kubeconfig "$DIR/admin.kubeconfig" apply -f "$ns" >>"$DIR/kubectl.log" 2>&1 ||
     { tail -n 20 "$DIR/kubectl.log" >&2; die "applying $ns failed"; }

@@ -5,14 +5,17 @@
 //! [`KubeNode`] is the usual set-up: stack, topolet, cluster. Its fields drop in order, so the
 //! kubelet stops before topolet and containerd (a kubelet left running would restart its pods).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams,
+};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Client;
 use serde_json::Value;
@@ -107,7 +110,7 @@ impl Cluster {
         eprintln!("[cluster] node Ready in {:.1?}", started.elapsed());
         let env = read_env(&dir.path().join("env"))?;
         let kubeconfig = PathBuf::from(get(&env, "KUBECONFIG")?);
-        let client = rt.block_on(client_from(&kubeconfig))?;
+        let client = rt.block_on(client_from(&kubeconfig, None))?;
         let node = get(&env, "KUBE_NODE_NAME")?.to_string();
         let cgroup_root = get(&env, "KUBE_CGROUP_ROOT")?.to_string();
         Ok(Cluster {
@@ -337,6 +340,100 @@ impl Cluster {
         Ok(events)
     }
 
+    /// A client with the credentials of kubeconfig `path`; `impersonate`: (user, groups) to act
+    /// as (the admin may impersonate anyone).
+    pub fn client_for(
+        &self,
+        path: &Path,
+        impersonate: Option<(&str, &[&str])>,
+    ) -> anyhow::Result<Client> {
+        self.block_on(client_from(path, impersonate))
+    }
+
+    /// What `client`'s user may do in namespace `ns` (SelfSubjectRulesReview, as the API
+    /// server's authorizer answers): every (apiGroup, resource, verb) of its resource rules.
+    pub fn resource_rules(
+        &self,
+        client: Client,
+        ns: &str,
+    ) -> anyhow::Result<BTreeSet<(String, String, String)>> {
+        use k8s_openapi::api::authorization::v1::{
+            SelfSubjectRulesReview, SelfSubjectRulesReviewSpec,
+        };
+        let api: Api<SelfSubjectRulesReview> = Api::all(client);
+        let review = SelfSubjectRulesReview {
+            spec: SelfSubjectRulesReviewSpec {
+                namespace: Some(ns.to_string()),
+            },
+            ..Default::default()
+        };
+        let answer = self
+            .block_on(api.create(&PostParams::default(), &review))
+            .context("creating a SelfSubjectRulesReview")?;
+        let status = answer
+            .status
+            .context("SelfSubjectRulesReview without status")?;
+        if status.incomplete {
+            bail!(
+                "the rules review is incomplete: {}",
+                status.evaluation_error.unwrap_or_default()
+            );
+        }
+        let mut out = BTreeSet::new();
+        for r in status.resource_rules {
+            for g in r.api_groups.unwrap_or_default() {
+                for res in r.resources.clone().unwrap_or_default() {
+                    for v in &r.verbs {
+                        out.insert((g.clone(), res.clone(), v.clone()));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The NodeResourceTopology object named `name` (as JSON), if there is one.
+    pub fn nrt(&self, name: &str) -> anyhow::Result<Option<Value>> {
+        let api: Api<DynamicObject> = Api::all_with(self.client(), &nrt_resource());
+        let obj = self
+            .block_on(api.get_opt(name))
+            .with_context(|| format!("getting NodeResourceTopology {name}"))?;
+        obj.map(|o| serde_json::to_value(o).context("NodeResourceTopology as JSON"))
+            .transpose()
+    }
+
+    /// Creates NodeResourceTopology `manifest` as the admin (to probe the CRD's schema).
+    pub fn create_nrt(&self, manifest: Value) -> Result<(), kube::Error> {
+        let obj: DynamicObject =
+            serde_json::from_value(manifest).map_err(kube::Error::SerdeError)?;
+        let api: Api<DynamicObject> = Api::all_with(self.client(), &nrt_resource());
+        self.block_on(api.create(&PostParams::default(), &obj))
+            .map(|_| ())
+    }
+
+    /// Deletes NodeResourceTopology `name` as the admin.
+    pub fn delete_nrt(&self, name: &str) -> anyhow::Result<()> {
+        let api: Api<DynamicObject> = Api::all_with(self.client(), &nrt_resource());
+        self.block_on(api.delete(name, &DeleteParams::default()))
+            .with_context(|| format!("deleting NodeResourceTopology {name}"))?;
+        Ok(())
+    }
+
+    /// Events whose involved object is this cluster's Node, oldest first.
+    pub fn node_events(&self) -> anyhow::Result<Vec<Event>> {
+        let api: Api<Event> = Api::namespaced(self.client(), "default");
+        let lp = ListParams::default().fields(&format!(
+            "involvedObject.kind=Node,involvedObject.name={}",
+            self.node
+        ));
+        let mut events = self
+            .block_on(api.list(&lp))
+            .context("listing the Node's events")?
+            .items;
+        events.sort_by_key(|e| e.metadata.creation_timestamp.clone().map(|t| t.0));
+        Ok(events)
+    }
+
     /// Container `cname` of `pod` (it must have been created: it has a containerID).
     pub fn container(&self, pod: &Pod, cname: &str) -> anyhow::Result<KubeContainer> {
         let name = pod.metadata.name.clone().unwrap_or_default();
@@ -367,6 +464,38 @@ impl Cluster {
             cgroup_parent: kubelet_pod_cgroup(&self.cgroup_root, &qos, &uid)?,
         })
     }
+}
+
+/// A one-container test pod as the kubelet suite makes them: host network (the node's only
+/// network is loopback), no service-account token (no controller-manager issues them), the
+/// local busybox image, `sh` exiting at once on SIGTERM. `resources`: the container's
+/// `resources` object (may be empty).
+pub fn one_container_pod(name: &str, resources: Value) -> Value {
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "hostNetwork": true,
+            "automountServiceAccountToken": false,
+            "terminationGracePeriodSeconds": 5,
+            "containers": [{
+                "name": "main",
+                "image": "localhost/topolet/busybox:latest",
+                "imagePullPolicy": "Never",
+                "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"],
+                "resources": resources,
+            }],
+        }
+    })
+}
+
+/// The NodeResourceTopology CRD (topology.node.k8s.io/v1alpha2, cluster-scoped).
+fn nrt_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("topology.node.k8s.io", "v1alpha2", "NodeResourceTopology"),
+        "noderesourcetopologies",
+    )
 }
 
 /// The kubelet's pod cgroup name (cgroupfs driver, cgroupsPerQOS): `pod_container_manager_linux.go`
@@ -424,12 +553,19 @@ pub fn condition(pod: &Pod, type_: &str) -> Option<(String, String, String)> {
     ))
 }
 
-async fn client_from(kubeconfig: &Path) -> anyhow::Result<Client> {
+async fn client_from(
+    kubeconfig: &Path,
+    impersonate: Option<(&str, &[&str])>,
+) -> anyhow::Result<Client> {
     let kc = Kubeconfig::read_from(kubeconfig)
         .with_context(|| format!("reading {}", kubeconfig.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .with_context(|| format!("loading {}", kubeconfig.display()))?;
+    if let Some((user, groups)) = impersonate {
+        config.auth_info.impersonate = Some(user.to_string());
+        config.auth_info.impersonate_groups = Some(groups.iter().map(|g| g.to_string()).collect());
+    }
     Client::try_from(config).context("building the kube client")
 }
 

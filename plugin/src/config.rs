@@ -307,8 +307,8 @@ impl Default for MetricsConfig {
     }
 }
 
-/// `[kubernetes]`: topolet's own Kubernetes API client (Events on pods). Read at start only: a
-/// reload that changes it is applied at the next restart.
+/// `[kubernetes]`: topolet's own Kubernetes API client (Events, the NodeResourceTopology). Read
+/// at start only: a reload that changes it is applied at the next restart.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct KubernetesConfig {

@@ -162,6 +162,20 @@ impl DeviceHints {
         out
     }
 
+    /// Configured devices per node and resource (devices without locality are not counted).
+    pub fn capacity_per_node(&self) -> BTreeMap<usize, BTreeMap<String, u64>> {
+        let mut out: BTreeMap<usize, BTreeMap<String, u64>> = BTreeMap::new();
+        for (resource, list) in &self.devices {
+            for n in list.iter().filter_map(|d| d.numa) {
+                *out.entry(n)
+                    .or_default()
+                    .entry(resource.clone())
+                    .or_insert(0) += 1;
+            }
+        }
+        out
+    }
+
     /// Hints for the managed resources in `requests` (resource → count). A container that already
     /// holds devices gets the nodes of those devices, preferred.
     pub fn hints(

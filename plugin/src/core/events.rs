@@ -32,12 +32,40 @@ pub const MAX_MESSAGE: usize = 1024;
 /// Longest object name.
 const MAX_NAME: usize = 253;
 
-/// The object an Event is about (a pod: the recorder fills in `kind: Pod`, `apiVersion: v1`).
+/// The object an Event is about: a pod, or the Node ([`ObjectRef::node`]); the recorder fills in
+/// `kind` and `apiVersion: v1`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectRef {
     pub namespace: String,
     pub name: String,
     pub uid: String,
+}
+
+impl ObjectRef {
+    /// The Node `name`: cluster-scoped (no namespace), its name as uid, as the kubelet's node
+    /// reference is.
+    pub fn node(name: &str) -> ObjectRef {
+        ObjectRef {
+            namespace: String::new(),
+            name: name.to_string(),
+            uid: name.to_string(),
+        }
+    }
+
+    /// A cluster-scoped object: the Node (the only one topolet reports on).
+    pub fn is_node(&self) -> bool {
+        self.namespace.is_empty()
+    }
+
+    /// The namespace its Events live in: its own; `default` for the Node, where the kubelet
+    /// records node Events.
+    pub fn event_namespace(&self) -> &str {
+        if self.is_node() {
+            "default"
+        } else {
+            &self.namespace
+        }
+    }
 }
 
 /// `type` of an Event.

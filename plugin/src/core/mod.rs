@@ -10,6 +10,7 @@ pub mod eviction;
 pub mod hints;
 pub mod memory_policy;
 pub mod migrate;
+pub mod nrt;
 pub mod placement;
 pub mod plan;
 pub mod pod;

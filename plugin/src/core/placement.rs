@@ -22,10 +22,12 @@ use super::cpu_policy::{ContainerRole, CpuPolicy, CpuPolicyConfig, CpuPolicyErro
 use super::cpuset::CpuSet;
 use super::device_hints::{DeviceConfigError, DeviceError, DeviceHints};
 use super::hints::{NumaMask, ProviderHints, TopologyConfigError, TopologyOptions, TopologyPolicy};
+use super::memory_policy::MemoryResource;
 use super::memory_policy::{
     binary_quantity, MemoryConfigError, MemoryError, MemoryPolicy, MemoryPolicyConfig,
     MemoryPolicyKind, MemoryRequest,
 };
+use super::nrt::{Book, Books};
 use super::pod::{Container, ContainerRef, Pod, ResourceList};
 use super::qos::{self, ExclusiveCpuQuota, QosClass};
 use super::topology::Topology;
@@ -700,6 +702,50 @@ impl Placement {
         ])
     }
 
+    /// The memory manager's and the device provider's books per NUMA node (capacity,
+    /// allocatable, available), for the NodeResourceTopology (`core::nrt`).
+    pub fn books(&self) -> Books {
+        let free = self.free_per_node();
+        let free_of = |node: usize, name: &str| {
+            free.get(&node)
+                .and_then(|m| m.get(name))
+                .copied()
+                .unwrap_or(0)
+        };
+        let mut out = Books::new();
+        for n in self.topology.numa_nodes() {
+            let per = out.entry(n.id).or_default();
+            let mut resources = vec![(MemoryResource::Memory, n.memory_bytes)];
+            resources.extend(n.hugepages.iter().map(|(&size, &count)| {
+                (MemoryResource::Hugepages(size), size.saturating_mul(count))
+            }));
+            for (resource, capacity) in resources {
+                let name = resource.to_string();
+                per.insert(
+                    name.clone(),
+                    Book {
+                        capacity,
+                        allocatable: self.memory.allocatable(n.id, resource),
+                        available: free_of(n.id, &name),
+                    },
+                );
+            }
+        }
+        for (node, per) in self.devices.capacity_per_node() {
+            for (name, count) in per {
+                out.entry(node).or_default().insert(
+                    name.clone(),
+                    Book {
+                        capacity: count,
+                        allocatable: count,
+                        available: free_of(node, &name),
+                    },
+                );
+            }
+        }
+        out
+    }
+
     /// The cgroup values of `c` (of `pod`) placed as `grant`.
     pub(crate) fn resources(
         &self,
@@ -928,6 +974,39 @@ mod tests {
         c.devices
             .insert("example.com/nic".into(), vec!["0000:01:00.0".into()]);
         c
+    }
+
+    /// The books the NodeResourceTopology publishes: memory and devices per node, capacity,
+    /// allocatable (minus `[memory] reserved`), available (minus what containers hold).
+    #[test]
+    fn books_follow_the_memory_managers_and_devices_assignments() {
+        let mut c = config();
+        c.memory.policy = crate::config::MemoryPolicyName::Static;
+        c.memory.reserved.insert("0".into(), "1Gi".into());
+        let (mut p, _) = Placement::new(&machine(), &c).unwrap();
+        let book = |p: &Placement, name: &str| p.books()[&0][name];
+        let gib = 1u64 << 30;
+        assert_eq!(
+            book(&p, "memory"),
+            Book {
+                capacity: 8 * gib,
+                allocatable: 7 * gib,
+                available: 7 * gib
+            }
+        );
+        let nic = Book {
+            capacity: 1,
+            allocatable: 1,
+            available: 1,
+        };
+        assert_eq!(book(&p, "example.com/nic"), nic);
+        p.admit(&pod("web", vec![], vec![guaranteed("app", 1, 1)]), -1000)
+            .unwrap();
+        assert_eq!(book(&p, "memory").available, 6 * gib);
+        assert_eq!(book(&p, "example.com/nic").available, 0);
+        p.release_pod("web");
+        assert_eq!(book(&p, "memory").available, 7 * gib);
+        assert_eq!(book(&p, "example.com/nic"), nic);
     }
 
     /// An app container that takes CPUs over from its pod's init container and is then refused

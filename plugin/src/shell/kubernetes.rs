@@ -1,4 +1,5 @@
-//! topolet's Kubernetes API client (`[kubernetes]`): Events on pods.
+//! topolet's Kubernetes API client (`[kubernetes]`): Events on pods and on the Node, and the
+//! connection the other API tasks share the set-up of ([`connect`]; `shell::nrt`).
 //!
 //! Off the NRI event path by construction: a handler hands an [`Occurrence`] to the
 //! [`EventSink`] with `try_send` on a bounded channel and returns; when the channel is full the
@@ -29,7 +30,7 @@ use kube::Client;
 use tokio::sync::mpsc;
 
 use crate::config::{is_node_name, KubernetesConfig, KubernetesEnabled};
-use crate::core::events::{Action, Correlator, Occurrence};
+use crate::core::events::{Action, Correlator, EventType, ObjectRef, Occurrence};
 use crate::shell::metrics::Metrics;
 
 /// Occurrences waiting for the recorder task. Far more than a burst of refusals needs; when the
@@ -147,6 +148,12 @@ pub enum Message {
     Event(Occurrence),
     /// The pod is gone: forget its series and rate limit.
     Forget(String),
+    /// An Event on this node's Node object (the recorder knows the node's name).
+    NodeEvent {
+        type_: EventType,
+        reason: String,
+        message: String,
+    },
 }
 
 /// The NRI handlers' end of the channel: never blocks, never awaits.
@@ -170,10 +177,38 @@ impl EventSink {
         }
     }
 
+    /// Hands an Event on the Node to the recorder, or drops and counts it when the queue is
+    /// full.
+    pub fn node_event(&self, type_: EventType, reason: &str, message: &str) {
+        let msg = Message::NodeEvent {
+            type_,
+            reason: reason.to_string(),
+            message: message.to_string(),
+        };
+        if self.tx.try_send(msg).is_err() {
+            self.metrics.kube_event("dropped_queue_full");
+        }
+    }
+
     /// Tells the recorder pod `uid` is gone (best effort).
     pub fn forget(&self, uid: &str) {
         let _ = self.tx.try_send(Message::Forget(uid.to_string()));
     }
+}
+
+/// The client and this node's name when `config` (and the environment) enables the API
+/// client; `Ok(None)`: off. Errors name the key at fault.
+pub async fn connect(
+    config: &KubernetesConfig,
+) -> anyhow::Result<Option<(Client, String, Credentials)>> {
+    let creds = credentials(config, in_cluster_available()).map_err(anyhow::Error::msg)?;
+    let Some(creds) = creds else {
+        return Ok(None);
+    };
+    let node = node_name(config, std::env::var("NODE_NAME").ok(), hostname())
+        .map_err(anyhow::Error::msg)?;
+    let client = client(&creds).await?;
+    Ok(Some((client, node, creds)))
 }
 
 /// The client when `config` (and the environment) enables it: the sink for the plugin and the
@@ -182,17 +217,13 @@ pub async fn start(
     config: &KubernetesConfig,
     metrics: Arc<Metrics>,
 ) -> anyhow::Result<Option<(EventSink, tokio::task::JoinHandle<()>)>> {
-    let creds = credentials(config, in_cluster_available()).map_err(anyhow::Error::msg)?;
-    let Some(creds) = creds else {
+    let Some((client, node, creds)) = connect(config).await? else {
         tracing::info!(
             enabled = ?config.enabled,
             "kubernetes API client off (no credentials found, or disabled): no Events"
         );
         return Ok(None);
     };
-    let node = node_name(config, std::env::var("NODE_NAME").ok(), hostname())
-        .map_err(anyhow::Error::msg)?;
-    let client = client(&creds).await?;
     tracing::info!(node = %node, credentials = ?creds, "kubernetes API client on: Events on pods");
     metrics.set_kube_client(true);
     let (sink, rx) = EventSink::channel(QUEUE, metrics.clone());
@@ -213,13 +244,13 @@ pub fn event_object(
     Event {
         metadata: ObjectMeta {
             name: Some(name.to_string()),
-            namespace: Some(o.namespace.clone()),
+            namespace: Some(o.event_namespace().to_string()),
             ..Default::default()
         },
         involved_object: ObjectReference {
             api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            namespace: Some(o.namespace.clone()),
+            kind: Some(if o.is_node() { "Node" } else { "Pod" }.into()),
+            namespace: (!o.is_node()).then(|| o.namespace.clone()),
             name: Some(o.name.clone()),
             uid: Some(o.uid.clone()),
             ..Default::default()
@@ -333,6 +364,15 @@ impl Recorder {
             match msg {
                 Message::Forget(uid) => self.correlator.forget_object(&uid),
                 Message::Event(occ) => self.handle(occ).await,
+                Message::NodeEvent {
+                    type_,
+                    reason,
+                    message,
+                } => {
+                    let node = ObjectRef::node(&self.node);
+                    self.handle(Occurrence::new(node, type_, &reason, &message))
+                        .await
+                }
             }
         }
     }
@@ -358,7 +398,7 @@ impl Recorder {
                 last,
             } => (Op::Patch, name, count, first, last),
         };
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &occ.object.namespace);
+        let api: Api<Event> = Api::namespaced(self.client.clone(), occ.object.event_namespace());
         let mut backoff = DefaultBackoff::default();
         backoff.reset();
         let mut attempt = 0;
@@ -460,7 +500,6 @@ impl Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::events::{EventType, ObjectRef};
 
     fn cfg(enabled: KubernetesEnabled, kubeconfig: Option<&str>) -> KubernetesConfig {
         KubernetesConfig {
@@ -542,6 +581,23 @@ mod tests {
         assert_eq!(
             series_patch(4, t),
             serde_json::json!({"count": 4, "lastTimestamp": "2027-01-15T08:00:00Z"})
+        );
+    }
+
+    #[test]
+    fn a_node_event_is_the_kubelets_node_event_shape() {
+        let occ = Occurrence::new(
+            ObjectRef::node("node-1"),
+            EventType::Warning,
+            "TopoletConfigRefused",
+            "configuration refused",
+        );
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let v = serde_json::to_value(event_object(&occ, "node-1.1", 1, t, t, "node-1")).unwrap();
+        assert_eq!(v["metadata"]["namespace"], "default");
+        assert_eq!(
+            v["involvedObject"],
+            serde_json::json!({"apiVersion": "v1", "kind": "Node", "name": "node-1", "uid": "node-1"})
         );
     }
 

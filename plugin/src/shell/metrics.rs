@@ -98,6 +98,7 @@ struct Families {
     kube_events: BTreeMap<&'static str, u64>,
     kube_api_errors: BTreeMap<(&'static str, String), u64>,
     kube_client: bool,
+    nrt_writes: BTreeMap<&'static str, u64>,
 }
 
 /// Values read from the plugin's state at scrape time.
@@ -271,6 +272,11 @@ impl Metrics {
             .or_default() += 1;
     }
 
+    /// A NodeResourceTopology write (`shell::nrt`): `created` or `updated`.
+    pub fn nrt_write(&self, result: &'static str) {
+        *self.lock().nrt_writes.entry(result).or_default() += 1;
+    }
+
     /// The Kubernetes API client is on.
     pub fn set_kube_client(&self, on: bool) {
         self.lock().kube_client = on;
@@ -325,6 +331,7 @@ impl Metrics {
                 kube_events: g.kube_events.clone(),
                 kube_api_errors: g.kube_api_errors.clone(),
                 kube_client: g.kube_client,
+                nrt_writes: g.nrt_writes.clone(),
             }
         };
         let mut w = Writer::default();
@@ -575,6 +582,18 @@ impl Metrics {
             w.sample(
                 "topolet_kube_api_errors_total",
                 &[("operation", op.to_string()), ("code", code.clone())],
+                *n as f64,
+            );
+        }
+        w.family(
+            "topolet_nrt_writes_total",
+            "counter",
+            "Writes of this node's NodeResourceTopology object, by result: created, updated.",
+        );
+        for (result, n) in &f.nrt_writes {
+            w.sample(
+                "topolet_nrt_writes_total",
+                &[("result", result.to_string())],
                 *n as f64,
             );
         }

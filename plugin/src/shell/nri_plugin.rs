@@ -133,6 +133,9 @@ pub struct TopoletPlugin {
     metrics: Arc<Metrics>,
     /// Events on pods (`shell::kubernetes`), when the API client is on: a non-blocking hand-off.
     events: OnceLock<EventSink>,
+    /// Signalled whenever the placement's books may have changed (`shell::nrt` publishes them):
+    /// never blocks, coalesces.
+    books_changed: Arc<tokio::sync::Notify>,
 }
 
 impl TopoletPlugin {
@@ -188,6 +191,7 @@ impl TopoletPlugin {
             pod_cgroups: OnceLock::new(),
             metrics: Arc::new(Metrics::new()),
             events: OnceLock::new(),
+            books_changed: Arc::new(tokio::sync::Notify::new()),
         })
     }
 
@@ -242,6 +246,13 @@ impl TopoletPlugin {
     /// Sends Events on pods through `sink` from now on (the Kubernetes API client is on).
     pub fn set_event_sink(&self, sink: EventSink) {
         let _ = self.events.set(sink);
+    }
+
+    /// Hands an Event on this node's Node object to the API client, if it is on (never waits).
+    pub fn node_event(&self, type_: EventType, reason: &str, message: &str) {
+        if let Some(sink) = self.events.get() {
+            sink.node_event(type_, reason, message);
+        }
     }
 
     /// Hands an Event on `view`'s pod to the API client, if it is on (never waits).
@@ -477,6 +488,8 @@ impl TopoletPlugin {
 
     /// Hands the assignments to the state-file writer; never waits on the disk.
     fn persist(&self, node: &Node) {
+        // Every change of the assignments is persisted: the NodeResourceTopology follows.
+        self.books_changed.notify_one();
         let state = NodeState {
             assignments: node.placement.assignments(),
             left_alone: node.left_alone.clone(),
@@ -1228,6 +1241,21 @@ impl TopoletPlugin {
 
     pub fn topology(&self) -> &Topology {
         &self.topology
+    }
+
+    /// Signalled when the placement's books may have changed (`shell::nrt`).
+    pub fn books_changed(&self) -> Arc<tokio::sync::Notify> {
+        self.books_changed.clone()
+    }
+
+    /// The memory manager's and device provider's books per NUMA node (under the lock).
+    pub fn books(&self) -> crate::core::nrt::Books {
+        self.lock().placement.books()
+    }
+
+    /// `[topology] max_allowable_numa_nodes` (as started, like the status's policies).
+    pub fn max_allowable_numa_nodes(&self) -> usize {
+        self.config.topology.max_allowable_numa_nodes
     }
 
     /// The stub's connection status, once attached.

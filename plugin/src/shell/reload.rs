@@ -11,14 +11,22 @@
 //! created from then on; an invalid one, or one that would break running containers, is
 //! rejected and logged naming file and key, and the running configuration stays. `[nri]` and
 //! `[state]` are only read at start: a change there is logged as needing a restart and the rest
-//! of the file is applied.
+//! of the file is applied. With the Kubernetes API client on, a rejected or refused file is
+//! also a Warning Event on the Node ([`REJECTED_REASON`], [`REFUSED_REASON`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::Config;
+use crate::core::events::EventType;
+use crate::core::migrate::MigrateError;
 use crate::shell::nri_plugin::TopoletPlugin;
+
+/// The Warning Event on the Node for a file that does not parse or does not fit the machine.
+pub const REJECTED_REASON: &str = "TopoletConfigRejected";
+/// The Warning Event on the Node for a valid file that would break running containers.
+pub const REFUSED_REASON: &str = "TopoletConfigRefused";
 
 /// How often the file is checked for changes.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
@@ -194,6 +202,11 @@ impl Watcher {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(trigger, key = e.key().unwrap_or(""), error = %e, "configuration rejected; the running configuration stays");
+                self.plugin.node_event(
+                    EventType::Warning,
+                    REJECTED_REASON,
+                    &format!("configuration rejected ({trigger}), the running one stays: {e}"),
+                );
                 return;
             }
         };
@@ -223,6 +236,18 @@ impl Watcher {
             }
             Err(e) => {
                 tracing::error!(trigger, path = %self.path.display(), key = e.key().unwrap_or(""), error = %format!("{}: {e}", self.path.display()), "configuration rejected; the running configuration stays");
+                let (reason, what) = match e {
+                    MigrateError::BreaksRunning(_) => (REFUSED_REASON, "refused"),
+                    MigrateError::Invalid(_) => (REJECTED_REASON, "rejected"),
+                };
+                self.plugin.node_event(
+                    EventType::Warning,
+                    reason,
+                    &format!(
+                        "configuration {what} ({trigger}), the running one stays: {}: {e}",
+                        self.path.display()
+                    ),
+                );
             }
         }
     }

@@ -73,6 +73,11 @@ async fn serve(
         }
         None => None,
     };
+    // The NodeResourceTopology publisher: its own task, woken when the books change.
+    let _nrt = crate::shell::nrt::start(&kubernetes, plugin.clone())
+        .await
+        .context("[kubernetes]")?
+        .map(AbortOnDrop);
     let stub = Stub::new(plugin.clone(), stub_config).context("nri plugin settings")?;
     plugin.attach(stub.updater(), stub.status());
     // `topolet status` (admin socket) and /metrics, /healthz, /readyz: never fatal.

@@ -134,6 +134,18 @@ impl Stack {
         containerd_sh("stop", self.dir.path(), &self.version)
     }
 
+    /// Keeps the logs and leaves the stack running when dropped: only for a machine that is thrown
+    /// away right after (the QEMU guests of hack/guest.sh power off after their suite).
+    pub fn leave_running(&mut self) {
+        if !self.stopped {
+            match keep_logs(self.dir()) {
+                Ok(d) => eprintln!("[stack] left running; logs kept in {}", d.display()),
+                Err(e) => eprintln!("[stack] keeping logs: {e:#}"),
+            }
+        }
+        self.stopped = true;
+    }
+
     /// The stack's directory (DIR of hack/containerd.sh).
     pub fn dir(&self) -> &Path {
         self.dir.path()

@@ -37,6 +37,9 @@
 #
 # Environment:
 #   GUEST_TIMEOUT     seconds one boot may take before qemu is killed (default 600)
+#   GUEST_TCG_THREAD  single (default) or multi: QEMU's TCG threading. With multi, the guest's
+#                     cross-CPU synchronisation (stop_machine) stalled for minutes on a loaded 2-CPU
+#                     host (soft lockups, then a hang); single runs the vCPUs round-robin on one thread
 #   GUEST_SUITE_ARGS  extra arguments for the in-guest test binary (e.g. --nocapture)
 #   CONTAINERD_VERSION  the containerd line put in the guest (default: DEFAULT_CONTAINERD_VERSION)
 #   CARGO_TARGET_DIR  cargo's target directory (default <repo>/target)
@@ -48,6 +51,7 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$HACK_DIR/lib/common.sh"
 
 GUEST_TIMEOUT="${GUEST_TIMEOUT:-600}"
+GUEST_TCG_THREAD="${GUEST_TCG_THREAD:-single}"
 CONTAINERD_VERSION="${CONTAINERD_VERSION:-$DEFAULT_CONTAINERD_VERSION}"
 TARGET="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
 SHAPES="smt2numa snc4 systemd"
@@ -67,21 +71,6 @@ cleanup() {
 }
 trap cleanup EXIT
 work_dir() { [[ -n "$WORK" ]] || WORK="$(mktemp -d "${TMPDIR:-/tmp}/topolet-guest.XXXXXX")"; }
-
-apt_ensure() {
-  local missing=() pkg
-  for pkg in "$@"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
-  done
-  ((${#missing[@]})) || return 0
-  say "apt-get install ${missing[*]}"
-  mkdir -p "$DEPS/logs"
-  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >"$DEPS/logs/guest-apt.log" 2>&1; then
-    DEBIAN_FRONTEND=noninteractive apt-get update -q >>"$DEPS/logs/guest-apt.log" 2>&1 || true
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$DEPS/logs/guest-apt.log" 2>&1 ||
-      { tail -n 20 "$DEPS/logs/guest-apt.log" >&2; die "apt-get install ${missing[*]} failed (log: $DEPS/logs/guest-apt.log)"; }
-  fi
-}
 
 # ---------------------------------------------------------------- the image
 
@@ -245,7 +234,7 @@ boot() {
   rm -rf "$d/payload"
   mkfs.ext4 -q -F -L results "$d/results.img" 256M >/dev/null || die "mkfs.ext4 of the results disk failed"
   shape_args "$shape"
-  local qemu=(qemu-system-x86_64 -accel tcg,thread=multi -machine q35 "${QEMU_ARGS[@]}"
+  local qemu=(qemu-system-x86_64 -accel "tcg,thread=$GUEST_TCG_THREAD" -machine q35 "${QEMU_ARGS[@]}"
     -kernel "$IMAGE/vmlinuz" -initrd "$IMAGE/initrd.img" -append "$APPEND"
     -drive "file=$IMAGE/rootfs.img,format=raw,if=virtio,snapshot=on"
     -drive "file=$d/payload.img,format=raw,if=virtio"

@@ -18,6 +18,8 @@
 #   9. hack/install-kube.sh (started in the background after step 1, joined before step 7), then
 #      the kubelet suite (integration/tests/kubelet.rs: a real kubelet,
 #      API server and scheduler, hack/kube-node.sh) on the newest line
+#  10. hack/guest.sh test: the real-kernel suite in QEMU guests of every shape (SMT + 2 NUMA nodes,
+#      4 SNC-like nodes with a memory-only one, systemd driver; image built once and cached)
 #
 # Environment:
 #   TEST_CONTAINERD_VERSIONS   lines to install and test (default "v2.4.2 v2.3.7 v2.0.14")
@@ -104,6 +106,7 @@ main() {
   step "containerd stack smoke test" env SMOKE_VERSIONS="$VERSIONS" "$HACK_DIR/smoke-stack.sh"
   for v in $VERSIONS; do step "integration tests (containerd $v)" integration_line "$v"; done
   step "kubelet suite (containerd $(newest_line))" kubelet_suite "$(newest_line)"
+  step "real kernels (QEMU guests)" env CONTAINERD_VERSION="$(newest_line)" "$HACK_DIR/guest.sh" test
   section "all tests passed in $((SECONDS - RUN_START))s"
 }
 

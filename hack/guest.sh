@@ -28,7 +28,7 @@
 # Per run, a payload disk (ext4 from a directory: topolet, the in-guest suite binary, containerd,
 # runc, crictl, the test images and hack/) goes in as /dev/vdb, and an empty results disk as
 # /dev/vdc; after qemu exits the results are copied out with debugfs (no mount). Every boot runs
-# under `timeout` (GUEST_TIMEOUT, default 600 s) which kills qemu; every temporary file is under one
+# under `timeout` (GUEST_TIMEOUT, default 1200 s) which kills qemu; every temporary file is under one
 # directory removed on exit. The host is not changed (apt-installs qemu-system-x86, mmdebstrap and
 # e2fsprogs if missing).
 #
@@ -36,10 +36,9 @@
 # line per shape with its wall time.
 #
 # Environment:
-#   GUEST_TIMEOUT     seconds one boot may take before qemu is killed (default 600)
-#   GUEST_TCG_THREAD  single (default) or multi: QEMU's TCG threading. With multi, the guest's
-#                     cross-CPU synchronisation (stop_machine) stalled for minutes on a loaded 2-CPU
-#                     host (soft lockups, then a hang); single runs the vCPUs round-robin on one thread
+#   GUEST_TIMEOUT     seconds one boot may take before qemu is killed (default 1200)
+#   GUEST_TCG_THREAD  multi (default) or single: QEMU's TCG threading (single runs every vCPU on
+#                     one host thread: slower, and it hung as well on a loaded host)
 #   GUEST_SUITE_ARGS  extra arguments for the in-guest test binary (e.g. --nocapture)
 #   CONTAINERD_VERSION  the containerd line put in the guest (default: DEFAULT_CONTAINERD_VERSION)
 #   CARGO_TARGET_DIR  cargo's target directory (default <repo>/target)
@@ -50,8 +49,8 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=hack/lib/common.sh
 source "$HACK_DIR/lib/common.sh"
 
-GUEST_TIMEOUT="${GUEST_TIMEOUT:-600}"
-GUEST_TCG_THREAD="${GUEST_TCG_THREAD:-single}"
+GUEST_TIMEOUT="${GUEST_TIMEOUT:-1200}"
+GUEST_TCG_THREAD="${GUEST_TCG_THREAD:-multi}"
 CONTAINERD_VERSION="${CONTAINERD_VERSION:-$DEFAULT_CONTAINERD_VERSION}"
 TARGET="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
 SHAPES="smt2numa snc4 systemd"
@@ -70,6 +69,7 @@ cleanup() {
   [[ -z "$WORK" ]] || rm -rf "$WORK"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 work_dir() { [[ -n "$WORK" ]] || WORK="$(mktemp -d "${TMPDIR:-/tmp}/topolet-guest.XXXXXX")"; }
 
 # ---------------------------------------------------------------- the image
@@ -162,7 +162,9 @@ ensure_image() {
 
 # shape_args SHAPE: QEMU_ARGS (machine, CPUs, NUMA) and APPEND (kernel command line) of SHAPE.
 shape_args() {
-  local common="root=/dev/vda rw console=ttyS0 panic=-1 psi=1 quiet systemd.unified_cgroup_hierarchy=1"
+  # mitigations=off: the emulated Skylake is "vulnerable", and page-table isolation and retpolines
+  # make every syscall and context switch several times slower under TCG.
+  local common="root=/dev/vda rw console=ttyS0 panic=-1 psi=1 quiet mitigations=off systemd.unified_cgroup_hierarchy=1"
   case "$1" in
     smt2numa)
       QEMU_ARGS=(-cpu Skylake-Server -m 3072 -smp 8,sockets=2,cores=2,threads=2
@@ -234,7 +236,7 @@ boot() {
   rm -rf "$d/payload"
   mkfs.ext4 -q -F -L results "$d/results.img" 256M >/dev/null || die "mkfs.ext4 of the results disk failed"
   shape_args "$shape"
-  local qemu=(qemu-system-x86_64 -accel "tcg,thread=$GUEST_TCG_THREAD" -machine q35 "${QEMU_ARGS[@]}"
+  local qemu=(qemu-system-x86_64 -accel "tcg,thread=$GUEST_TCG_THREAD" "${QEMU_ARGS[@]}"
     -kernel "$IMAGE/vmlinuz" -initrd "$IMAGE/initrd.img" -append "$APPEND"
     -drive "file=$IMAGE/rootfs.img,format=raw,if=virtio,snapshot=on"
     -drive "file=$d/payload.img,format=raw,if=virtio"

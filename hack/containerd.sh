@@ -44,8 +44,10 @@
 #                             the integration suite, so tests that spawn this script inherit it)
 #   CONTAINERD_START_TIMEOUT  seconds to wait for CRI to answer (default 60)
 #   CONTAINERD_STOP_TIMEOUT   seconds to wait for processes/cgroups to go away (default 30)
-#   NRI_REQUEST_TIMEOUT       containerd's plugin_request_timeout (default 2s, containerd's own);
-#                             for start only (the config file is written once)
+#   CONTAINERD_CGROUP_DRIVER  cgroupfs (default) or systemd (runc's SystemdCgroup; pods then use
+#                             systemd slice names as cgroup_parent; the QEMU guests of hack/guest.sh)
+#   CONTAINERD_NRI_REQUEST_TIMEOUT  NRI plugin_request_timeout (default 2s; raised under emulation)
+#   CRICTL_TIMEOUT            crictl's per-call timeout in seconds, in DIR/crictl.yaml (default 10)
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -54,6 +56,11 @@ source "$HACK_DIR/lib/common.sh"
 
 START_TIMEOUT="${CONTAINERD_START_TIMEOUT:-60}"
 STOP_TIMEOUT="${CONTAINERD_STOP_TIMEOUT:-30}"
+CGROUP_DRIVER="${CONTAINERD_CGROUP_DRIVER:-cgroupfs}"
+NRI_REQUEST_TIMEOUT="${CONTAINERD_NRI_REQUEST_TIMEOUT:-2s}"
+CRICTL_TIMEOUT="${CRICTL_TIMEOUT:-10}"
+[[ "$CGROUP_DRIVER" == cgroupfs || "$CGROUP_DRIVER" == systemd ]] ||
+  { echo "containerd.sh: error: CONTAINERD_CGROUP_DRIVER=$CGROUP_DRIVER is neither cgroupfs nor systemd" >&2; exit 1; }
 K8S_NS=k8s.io
 
 die() { echo "containerd.sh: error: $*" >&2; exit 1; }
@@ -91,7 +98,7 @@ set_binaries() {
   export PATH="$STACK_PATH"
 }
 
-crictl_() { "$DEPS/bin/crictl" --config "$CRICTL_CONFIG" --runtime-endpoint "unix://$SOCK" --image-endpoint "unix://$SOCK" --timeout 10s "$@"; }
+crictl_() { "$DEPS/bin/crictl" --config "$CRICTL_CONFIG" --runtime-endpoint "unix://$SOCK" --image-endpoint "unix://$SOCK" --timeout "${CRICTL_TIMEOUT}s" "$@"; }
 ctr_() { "$CTRD_BIN_DIR/ctr" --address "$SOCK" -n "$K8S_NS" "$@"; }
 
 # wait_until TIMEOUT_S DESCRIPTION CMD...: poll CMD every 0.1 s until it succeeds; return 1 on timeout.
@@ -203,7 +210,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     plugin_path = "$DIR/nri/plugins"
     plugin_config_path = "$DIR/nri/conf.d"
     plugin_registration_timeout = "5s"
-    plugin_request_timeout = "${NRI_REQUEST_TIMEOUT:-2s}"
+    plugin_request_timeout = "$NRI_REQUEST_TIMEOUT"
     disable_connections = false
 
   [plugins.'io.containerd.cri.v1.images']
@@ -221,7 +228,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         runtime_type = "io.containerd.runc.v2"
         [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
           BinaryName = "$DEPS/bin/runc"
-          SystemdCgroup = false
+          SystemdCgroup = $([[ "$CGROUP_DRIVER" == systemd ]] && echo true || echo false)
           Root = "$RUNC_ROOT"
     [plugins.'io.containerd.cri.v1.runtime'.cni]
       $cni_bin
@@ -240,7 +247,7 @@ write_crictl_config() {
   cat >"$CRICTL_CONFIG" <<EOF
 runtime-endpoint: unix://$SOCK
 image-endpoint: unix://$SOCK
-timeout: 10
+timeout: $CRICTL_TIMEOUT
 pull-image-on-create: false
 disable-pull-on-run: true
 EOF

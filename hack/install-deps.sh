@@ -69,22 +69,6 @@ find_go() {
   fi
 }
 
-# apt-get install the named packages that are not installed yet.
-apt_ensure() {
-  local missing=() pkg
-  for pkg in "$@"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
-  done
-  ((${#missing[@]})) || return 0
-  command -v apt-get >/dev/null || die "packages missing and no apt-get: ${missing[*]}"
-  say "apt-get install ${missing[*]}"
-  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >"$DEPS/logs/apt.log" 2>&1; then
-    DEBIAN_FRONTEND=noninteractive apt-get update -q >>"$DEPS/logs/apt.log" 2>&1 || true
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >>"$DEPS/logs/apt.log" 2>&1 ||
-      { tail -n 20 "$DEPS/logs/apt.log" >&2; die "apt-get install ${missing[*]} failed (log: $DEPS/logs/apt.log)"; }
-  fi
-}
-
 # has_version BIN FLAG WANT...: BIN exists and `BIN FLAG` mentions every WANT.
 has_version() {
   local bin="$1" flag="$2" out w; shift 2

@@ -3,7 +3,7 @@
 # Defines: REPO_ROOT, DEPS (<repo>/.deps), DEFAULT_CONTAINERD_VERSION, SUPPORTED_CONTAINERD_VERSIONS,
 #          PAUSE_IMAGE, TEST_IMAGE, PAUSE_TAR, TEST_TAR, TOPOLET_CACHE, KUBE_GO_CACHE, KUBE_VERSION,
 #          ETCD_VERSION, and functions containerd_bin_dir VERSION, validate_containerd_version VERSION,
-#          go_cache_env CMD....
+#          go_cache_env CMD..., apt_ensure PKG... (callers define die and say).
 # Environment: none (callers read CONTAINERD_VERSION themselves).
 # shellcheck shell=bash
 # shellcheck disable=SC2034  # constants used by the scripts that source this file
@@ -52,5 +52,23 @@ validate_containerd_version() {
     echo "error: CONTAINERD_VERSION=$1 is not supported (supported lines: $SUPPORTED_CONTAINERD_VERSIONS;" \
       "any v2.3.N or v2.4.N builds, and v2.0.14 from hack/containerd-wrapper; 2.2 is end of life)" >&2
     return 1
+  fi
+}
+
+# apt_ensure PKG...: apt-get install the named packages that are not installed yet (log in
+# $DEPS/logs/apt.log; on failure an apt-get update and one retry). Uses the caller's die and say.
+apt_ensure() {
+  local missing=() pkg
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+  done
+  ((${#missing[@]})) || return 0
+  mkdir -p "$DEPS/logs"
+  command -v apt-get >/dev/null || die "packages missing and no apt-get: ${missing[*]}"
+  say "apt-get install ${missing[*]}"
+  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >"$DEPS/logs/apt.log" 2>&1; then
+    DEBIAN_FRONTEND=noninteractive apt-get update -q >>"$DEPS/logs/apt.log" 2>&1 || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >>"$DEPS/logs/apt.log" 2>&1 ||
+      { tail -n 20 "$DEPS/logs/apt.log" >&2; die "apt-get install ${missing[*]} failed (log: $DEPS/logs/apt.log)"; }
   fi
 }

@@ -3,6 +3,8 @@
 //! One concept per module:
 //! - [`cluster`]: a real single-node Kubernetes (`hack/kube-node.sh`) driving a stack, and the
 //!   API as users reach it (kube-rs): pods created, resized, deleted, their containers observed;
+//! - [`guest`]: the in-guest side of the real-kernel suite (QEMU guests of `hack/guest.sh`):
+//!   the guest's sysfs facts, cgroup v2 paths for either driver, `topolet plan` on its sysfs;
 //! - [`fixture`]: the usual set-up, a stack with topolet registered on it;
 //! - [`stack`]: an isolated containerd started with `hack/containerd.sh` (start, restart, stop on drop);
 //! - [`topolet`]: the plugin process under test (config, spawn, log lines, SIGKILL, restart);
@@ -21,6 +23,7 @@ pub mod churn;
 pub mod cluster;
 pub mod cri;
 pub mod fixture;
+pub mod guest;
 pub mod kube;
 pub mod logs;
 pub mod observe;

@@ -113,7 +113,7 @@ impl Stack {
     }
 
     /// Starts a fresh stack of containerd `version` with `hack/containerd.sh`'s optional
-    /// settings `env` (e.g. `NRI_REQUEST_TIMEOUT`).
+    /// settings `env` (e.g. `CONTAINERD_NRI_REQUEST_TIMEOUT`).
     pub fn start_with_env(version: &str, env: &[(&str, &str)]) -> anyhow::Result<Stack> {
         let dir = paths::scratch_dir("s")?;
         let mut stack = Stack {
@@ -144,6 +144,18 @@ impl Stack {
         }
         self.stopped = true;
         containerd_sh("stop", self.dir.path(), &self.version, &[])
+    }
+
+    /// Keeps the logs and leaves the stack running when dropped: only for a machine that is thrown
+    /// away right after (the QEMU guests of hack/guest.sh power off after their suite).
+    pub fn leave_running(&mut self) {
+        if !self.stopped {
+            match keep_logs(self.dir()) {
+                Ok(d) => eprintln!("[stack] left running; logs kept in {}", d.display()),
+                Err(e) => eprintln!("[stack] keeping logs: {e:#}"),
+            }
+        }
+        self.stopped = true;
     }
 
     /// The stack's directory (DIR of hack/containerd.sh).

@@ -76,6 +76,8 @@ pub struct TopoletConfig {
     pub reserved_cpus: Option<String>,
     pub state_dir: PathBuf,
     pub pids_limit: Option<i64>,
+    /// Lines appended to `[cpu]` (e.g. `full_pcpus_only = true`); empty by default.
+    pub cpu_toml: String,
     /// `[admin] socket`: per test, `work/admin.sock`.
     pub admin_socket: PathBuf,
     /// `[metrics] address`: per test, `127.0.0.1:0` (a free port: the bound address is the
@@ -100,6 +102,7 @@ impl TopoletConfig {
             reserved_cpus: Some("0".into()),
             state_dir: work.join("state"),
             pids_limit: Some(1024),
+            cpu_toml: String::new(),
             admin_socket: work.join("admin.sock"),
             metrics_address: "127.0.0.1:0".into(),
             extra_toml: String::new(),
@@ -118,6 +121,9 @@ impl TopoletConfig {
         let _ = writeln!(t, "policy = {:?}", self.policy);
         if let Some(r) = &self.reserved_cpus {
             let _ = writeln!(t, "reserved_cpus = {r:?}");
+        }
+        if !self.cpu_toml.is_empty() {
+            let _ = writeln!(t, "{}", self.cpu_toml);
         }
         let _ = writeln!(t, "\n[admin]");
         let _ = writeln!(t, "socket = {:?}", self.admin_socket.to_string_lossy());

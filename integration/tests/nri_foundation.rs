@@ -102,7 +102,7 @@ const NRI_TIMEOUT_BEYOND_CRICTL: &str = "10m";
 fn sigkill_leaves_containerd_creating_containers() -> anyhow::Result<()> {
     let stack = Stack::start_with_env(
         &topolet_integration::stack::version_under_test(),
-        &[("NRI_REQUEST_TIMEOUT", NRI_TIMEOUT_BEYOND_CRICTL)],
+        &[("CONTAINERD_NRI_REQUEST_TIMEOUT", NRI_TIMEOUT_BEYOND_CRICTL)],
     )?;
     let work = stack.work_dir("topolet")?;
     let config = TopoletConfig::for_stack(&stack, &work);

@@ -1,0 +1,84 @@
+#!/bin/sh
+# hack/guest/guest-init.sh — the guest side of hack/guest.sh, on the payload disk (/payload).
+#
+# Usage (inside a guest only): guest-init.sh plain|systemd
+#   plain    called by /sbin/topolet-guest-init as PID 1: mounts what systemd would (cgroup2 with
+#            every controller delegated to the root's children, /run, /tmp, /dev/pts, /dev/shm)
+#   systemd  called by topolet-guest.service under systemd (cgroup2 mounted by systemd)
+# Then, by /payload/env's MODE:
+#   suite    runs /payload/bin/in_guest (the test target integration/guest/in_guest.rs) filtered
+#            to the test named like the shape, writes the results disk (/dev/vdc): suite.log, rc,
+#            topology.txt, it-logs/ (every stack's logs), and powers the guest off
+#   shell    gives a root shell on the console with the suite's environment; powers off after it
+# The compiled-in repository path of the suite (REPO_ROOT of the host) is made a symlink to
+# /payload/repo (hack/ and .deps/ with containerd, runc, crictl, the test images).
+set -u
+. /payload/env
+KIND="$1"
+
+poweroff_now() {
+  sync
+  echo "TOPOLET-GUEST: power off"
+  echo o >/proc/sysrq-trigger
+  sleep 60
+}
+
+if [ "$KIND" = plain ]; then
+  mount -t cgroup2 cgroup2 /sys/fs/cgroup
+  for c in $(cat /sys/fs/cgroup/cgroup.controllers); do echo "+$c" >/sys/fs/cgroup/cgroup.subtree_control; done
+  mount -t tmpfs -o mode=755 tmpfs /run
+  mount -t tmpfs -o mode=1777 tmpfs /tmp
+  mkdir -p /dev/pts /dev/shm
+  mount -t devpts devpts /dev/pts
+  mount -t tmpfs tmpfs /dev/shm
+  mount -o remount,rw /
+  hostname topolet-guest
+  ip link set lo up
+fi
+
+mount -t ext4 /dev/vdc /results || { echo "TOPOLET-GUEST: no results disk"; poweroff_now; }
+mkdir -p "$(dirname "$REPO_ROOT")"
+ln -sfn /payload/repo "$REPO_ROOT"
+
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/payload/bin
+export HOME=/root
+export TOPOLET_BIN=/payload/bin/topolet
+export CARGO_TARGET_DIR=/var/lib/topolet-guest/target
+export BUSYBOX=/payload/bin/busybox
+export TOPOLET_GUEST_SHAPE="$SHAPE"
+export TOPOLET_CONTAINERD_VERSION="$CONTAINERD_VERSION"
+# Emulation (TCG) is 10-50x slower than the host: NRI's per-request deadline, crictl's and the
+# stack's start-up timeouts are raised. These are upper bounds, never waited out on success.
+export CONTAINERD_NRI_REQUEST_TIMEOUT=60s
+export CONTAINERD_START_TIMEOUT=300
+export CRICTL_TIMEOUT=300
+if [ "$KIND" = systemd ]; then export CONTAINERD_CGROUP_DRIVER=systemd; fi
+mkdir -p "$CARGO_TARGET_DIR"
+
+{
+  echo "shape: $SHAPE ($KIND init), kernel $(uname -r)"
+  echo "--- numactl -H"; numactl -H
+  echo "--- lscpu -e"; lscpu -e=CPU,NODE,SOCKET,CORE,CACHE,ONLINE
+  echo "--- thread siblings"; grep -H . /sys/devices/system/cpu/cpu*/topology/thread_siblings_list
+  echo "--- node memory"; grep -H MemTotal /sys/devices/system/node/node*/meminfo
+  echo "--- cgroup"; grep cgroup /proc/self/mountinfo; cat /sys/fs/cgroup/cgroup.subtree_control
+  echo "--- PSI"; grep -H . /proc/pressure/* 2>&1
+} >/results/topology.txt 2>&1
+
+if [ "$MODE" = shell ]; then
+  echo "TOPOLET-GUEST: shape $SHAPE; the suite: in_guest --exact $SHAPE --nocapture; results disk at /results"
+  echo "TOPOLET-GUEST: topology in /results/topology.txt; exit the shell to power off"
+  setsid -c /bin/bash -l </dev/ttyS0 >/dev/ttyS0 2>&1 || /bin/bash -l
+  umount /results
+  poweroff_now
+fi
+
+echo "TOPOLET-GUEST: suite $SHAPE starting"
+# shellcheck disable=SC2086  # SUITE_ARGS is a word list
+/payload/bin/in_guest --exact "$SHAPE" --test-threads=1 $SUITE_ARGS >/results/suite.log 2>&1
+rc=$?
+echo "$rc" >/results/rc
+[ ! -d "$CARGO_TARGET_DIR/it-logs" ] || cp -r "$CARGO_TARGET_DIR/it-logs" /results/it-logs
+echo "TOPOLET-GUEST: suite $SHAPE rc=$rc"
+umount /results
+poweroff_now

@@ -1,0 +1,552 @@
+//! The real-kernel suite: runs inside the QEMU guests of `hack/guest.sh`, one test per shape,
+//! named like the shape (the guest's runner picks it with `--exact`). Each test first checks that
+//! the kernel really has the shape's topology (sysfs), then drives containerd + runc + topolet
+//! with kubelet-shaped pods (crictl) and reads what the kernel applied: cgroup v2 files, the
+//! processes' `Cpus_allowed_list` / `Mems_allowed_list`, topolet's status, and `topolet plan` run
+//! on the same sysfs. Outside a guest every test fails (TOPOLET_GUEST_SHAPE unset).
+
+use std::path::PathBuf;
+
+use anyhow::{ensure, Context, Result};
+use serde_json::Value;
+use topolet_integration::cri::Created;
+use topolet_integration::guest::{self, Driver, GUEST_WAIT};
+use topolet_integration::kube::{ContainerSpec, PodSpec, Requirements};
+use topolet_integration::{observe, wait, Stack, Topolet, TopoletConfig};
+
+const MIB: u64 = 1 << 20;
+
+/// A stack and topolet in this guest. Fields drop in order: topolet before the stack, which is
+/// left running (its logs kept): the guest powers off after the suite, and stopping a stack
+/// under emulation takes about two minutes.
+struct Guest {
+    topolet: Topolet,
+    stack: Stack,
+    work: PathBuf,
+    mem: u64,
+    /// Pods created so far, in order, as Pod objects for `topolet plan`.
+    plan_pods: Vec<Value>,
+}
+
+struct Running {
+    c: Created,
+    pid: i32,
+    dir: PathBuf,
+}
+
+impl Guest {
+    /// Checks the shape, starts the stack and topolet with `reserved` CPUs, `cpu_toml` lines in
+    /// `[cpu]` and `extra` sections.
+    fn boot(shape: &str, reserved: &str, cpu_toml: &str, extra: &str) -> Result<Guest> {
+        let s = guest::shape()?;
+        ensure!(s == shape, "this guest was booted as {s}, not {shape}");
+        let stack = Stack::start()?;
+        let work = stack.work_dir("topolet")?;
+        let mut config = TopoletConfig::for_stack(&stack, &work);
+        config.reserved_cpus = Some(reserved.into());
+        config.cpu_toml = cpu_toml.into();
+        config.extra_toml = extra.into();
+        let topolet = guest::start_topolet(&work, &config)?;
+        Ok(Guest {
+            topolet,
+            stack,
+            work,
+            mem: observe::mem_capacity()?,
+            plan_pods: Vec::new(),
+        })
+    }
+
+    fn pod(&mut self, name: &str, r: Requirements) -> Result<(PodSpec, ContainerSpec)> {
+        let (p, c) = guest::pod(&self.stack, name, r, self.mem)?;
+        self.plan_pods.push(guest::pod_object(&p, &c));
+        Ok((p, c))
+    }
+
+    /// A pod that must run.
+    fn run(&mut self, name: &str, r: Requirements) -> Result<Running> {
+        let (p, ctr) = self.pod(name, r)?;
+        let cri = self.stack.cri();
+        let c = cri.run_pod_with(&p, &ctr)?;
+        let pid = cri.pid(&c.id)?;
+        let dir = guest::container_cgroup(&c);
+        ensure!(
+            dir.is_dir(),
+            "container cgroup {} is missing",
+            dir.display()
+        );
+        Ok(Running { c, pid, dir })
+    }
+
+    /// A pod whose container must be refused; returns the error text.
+    fn refuse(&mut self, name: &str, r: Requirements) -> Result<String> {
+        let (p, ctr) = self.pod(name, r)?;
+        guest::refused(&self.stack, &p, &ctr)
+    }
+
+    fn status(&self) -> Result<Value> {
+        self.topolet.status()
+    }
+
+    /// `topolet plan` of every pod created so far, on this guest's sysfs and topolet's config.
+    fn plan(&self) -> Result<Vec<Value>> {
+        guest::plan(self.topolet.config_path(), &self.plan_pods, &self.work)
+    }
+}
+
+impl Drop for Guest {
+    fn drop(&mut self) {
+        self.stack.leave_running();
+    }
+}
+
+fn file(dir: &std::path::Path, f: &str) -> Result<String> {
+    guest::cgroup_file(dir, f)
+}
+
+fn same_cpus(a: &str, b: &str) -> Result<bool> {
+    Ok(guest::parse_list(a)? == guest::parse_list(b)?)
+}
+
+fn expect_file(r: &Running, f: &str, want: &str) -> Result<()> {
+    let got = file(&r.dir, f)?;
+    ensure!(
+        got == want,
+        "{}/{f} = {got:?}, want {want:?}",
+        r.dir.display()
+    );
+    Ok(())
+}
+
+/// An exclusive container: its cpuset is one NUMA node's, `cpuset.mems` and the process's
+/// `Mems_allowed_list` are that node, `Cpus_allowed_list` the cpuset, the CFS quota removed in
+/// the container and in its pod cgroup. Returns (cpus, node).
+fn check_exclusive(g: &mut Guest, r: &Running) -> Result<(String, usize)> {
+    let cpus = file(&r.dir, "cpuset.cpus")?;
+    let node = guest::node_of_cpus(&cpus)?;
+    expect_file(r, "cpuset.mems", &node.to_string())?;
+    let allowed = guest::proc_status_field(r.pid, "Cpus_allowed_list")?;
+    ensure!(
+        same_cpus(&allowed, &cpus)?,
+        "process {} runs on {allowed}, cgroup says {cpus}",
+        r.pid
+    );
+    let mems = guest::proc_status_field(r.pid, "Mems_allowed_list")?;
+    ensure!(
+        mems == node.to_string(),
+        "process {} may allocate on {mems}, want node {node}",
+        r.pid
+    );
+    expect_file(r, "cpu.max", "max 100000")?;
+    let pod = guest::pod_cgroup(&r.c.cgroup_parent);
+    wait::until_true("the pod cgroup's cpu.max unlimited", GUEST_WAIT, || {
+        Ok(file(&pod, "cpu.max")? == "max 100000")
+    })?;
+    let id = r.c.id.clone();
+    let listed = g
+        .topolet
+        .wait_status("the container in the status", GUEST_WAIT, |s| {
+            s["exclusive"]
+                .as_array()?
+                .iter()
+                .find(|e| e["id"] == id.as_str())
+                .cloned()
+        })?;
+    let books = listed["cpus"].as_str().unwrap_or_default().to_string();
+    ensure!(
+        same_cpus(&books, &cpus)?,
+        "status books {books} for {id}, cgroup {cpus}"
+    );
+    Ok((cpus, node))
+}
+
+/// The plan's line for `name` agrees with what `run` did: admitted with `cpus` (and `mems`), or
+/// refused with `error` (the kubelet's reason, which `run` prints CamelCase and `plan` in words:
+/// `TopologyAffinityError` / "topology affinity error").
+fn plan_agrees(plan: &[Value], name: &str, cpus: Option<&str>, error: Option<&str>) -> Result<()> {
+    let l = guest::planned(plan, name)?;
+    match (cpus, error) {
+        (Some(cpus), _) => {
+            ensure!(l["admitted"] == true, "plan refuses {name}: {l}");
+            let p = l["cpuset"]
+                .as_str()
+                .with_context(|| format!("plan: no cpuset for {name}: {l}"))?;
+            ensure!(
+                same_cpus(p, cpus)?,
+                "plan gives {name} {p}, run gave {cpus}"
+            );
+        }
+        (None, Some(e)) => {
+            ensure!(
+                l["admitted"] == false,
+                "plan admits {name}, run refused it: {l}"
+            );
+            let pe = l["error"].as_str().unwrap_or_default();
+            let words = |t: &str| t.to_lowercase().replace(' ', "");
+            ensure!(
+                words(pe).contains(&words(e)),
+                "plan's error for {name} is {pe:?}, want {e}"
+            );
+        }
+        (None, None) => {}
+    }
+    Ok(())
+}
+
+/// The status's books of NUMA node memory equal the kernel's node sizes.
+fn node_books_match(status: &Value, nodes: usize) -> Result<()> {
+    let ns = status["numa_nodes"]
+        .as_array()
+        .context("status has no numa_nodes")?;
+    ensure!(
+        ns.len() == nodes,
+        "status lists {} NUMA nodes, the guest has {nodes}",
+        ns.len()
+    );
+    for (i, n) in ns.iter().enumerate() {
+        let want = guest::node_mem_total(i)?;
+        ensure!(
+            n["memory_bytes"] == want,
+            "node {i}: status memory_bytes {}, sysfs MemTotal {want}",
+            n["memory_bytes"]
+        );
+    }
+    Ok(())
+}
+
+/// `[eviction] memory.available` as topolet observed it, against the kubelet's formula on this
+/// kernel's root `memory.stat` (the v2 root has no `memory.current`): MemTotal − (anon + file −
+/// inactive_file). Both move as the guest runs; they must agree within 64 MiB.
+fn memory_signal_matches(g: &mut Guest) -> Result<()> {
+    ensure!(
+        !std::path::Path::new("/sys/fs/cgroup/memory.current").exists(),
+        "the v2 root cgroup has a memory.current here (a cgroup namespace?)"
+    );
+    let seen = g
+        .topolet
+        .wait_status("memory.available observed", GUEST_WAIT, |s| {
+            s["pressure"]["signals"]
+                .as_array()?
+                .iter()
+                .find(|x| x["signal"] == "memory.available")?["value"]
+                .as_f64()
+        })?;
+    let stat =
+        std::fs::read_to_string("/sys/fs/cgroup/memory.stat").context("reading memory.stat")?;
+    let field = |k: &str| -> Result<f64> {
+        stat.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k} ")))
+            .with_context(|| format!("memory.stat has no {k}"))?
+            .trim()
+            .parse::<f64>()
+            .with_context(|| format!("memory.stat {k}"))
+    };
+    let mine = g.mem as f64 - (field("anon")? + field("file")? - field("inactive_file")?);
+    ensure!(
+        (seen - mine).abs() < 64.0 * MIB as f64,
+        "topolet's memory.available {seen} vs {mine} from /sys/fs/cgroup/memory.stat"
+    );
+    Ok(())
+}
+
+fn set_online(cpu: u32, on: bool) -> Result<()> {
+    let p = format!("/sys/devices/system/cpu/cpu{cpu}/online");
+    std::fs::write(&p, if on { "1" } else { "0" }).with_context(|| format!("writing {p}"))
+}
+
+/// 2 sockets × 2 cores × 2 threads, 2 NUMA nodes, cgroup v2, cgroupfs driver.
+#[test]
+fn smt2numa() -> Result<()> {
+    let extra = "[topology]\npolicy = \"single-numa-node\"\n\n[eviction]\nhard = { \"memory.available\" = \"100Mi\" }\ninterval = \"1s\"\nnodefs_path = \"/\"\nimagefs_path = \"/\"\n";
+    let mut g = Guest::boot("smt2numa", "0-1,4-5", "full_pcpus_only = true", extra)?;
+    ensure!(
+        guest::node_cpus(0)? == "0-3" && guest::node_cpus(1)? == "4-7",
+        "NUMA nodes are not 0-3 / 4-7"
+    );
+    ensure!(
+        guest::thread_siblings(2)? == "2-3" && guest::thread_siblings(6)? == "6-7",
+        "no SMT siblings 2-3, 6-7"
+    );
+    // Reserved 0-1 and 4-5 leave one free core per node: 4 CPUs are free but no node has 4.
+    let e = g.refuse("four", Requirements::guaranteed(4000, 64 * MIB))?;
+    ensure!(
+        e.contains("TopologyAffinityError") && e.contains("single-numa-node"),
+        "four: {e}"
+    );
+    let e = g.refuse("one", Requirements::guaranteed(1000, 64 * MIB))?;
+    ensure!(e.contains("SMTAlignmentError"), "one: {e}");
+
+    let a = g.run("a", Requirements::guaranteed(2000, 256 * MIB))?;
+    let (cpus_a, node_a) = check_exclusive(&mut g, &a)?;
+    let first_a = guest::parse_list(&cpus_a)?[0];
+    ensure!(
+        same_cpus(&guest::thread_siblings(first_a)?, &cpus_a)?,
+        "a got {cpus_a}, not a whole core"
+    );
+    // cgroup v2 values as runc 1.3.6 writes them: weight from shares (2048 → 174).
+    expect_file(&a, "cpu.weight", "174")?;
+    expect_file(&a, "memory.max", &(256 * MIB).to_string())?;
+    expect_file(&a, "pids.max", "1024")?;
+
+    let b = g.run("b", Requirements::guaranteed(2000, 256 * MIB))?;
+    let (cpus_b, node_b) = check_exclusive(&mut g, &b)?;
+    ensure!(node_a != node_b, "a and b both on node {node_a}");
+
+    let c = g.run(
+        "c",
+        Requirements::burstable(250, Some(500), 64 * MIB, Some(128 * MIB)),
+    )?;
+    expect_file(&c, "cpu.weight", "35")?;
+    expect_file(&c, "cpu.max", "50000 100000")?;
+    expect_file(&c, "memory.max", &(128 * MIB).to_string())?;
+    expect_file(&c, "pids.max", "1024")?;
+    let shared = g.status()?["shared"]["cpus"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    ensure!(same_cpus(&shared, "0-1,4-5")?, "shared pool {shared}");
+    ensure!(
+        same_cpus(&file(&c.dir, "cpuset.cpus")?, &shared)?,
+        "c is not on the shared pool"
+    );
+    // The kubelet never sets a shared container's cpuset.mems: every node stays allowed.
+    expect_file(&c, "cpuset.mems", "")?;
+    ensure!(
+        guest::proc_status_field(c.pid, "Mems_allowed_list")? == "0-1",
+        "c's Mems_allowed_list"
+    );
+
+    let be = g.run("be", Requirements::best_effort())?;
+    expect_file(&be, "cpu.weight", "1")?;
+    expect_file(&be, "cpu.max", "max 100000")?;
+    expect_file(&be, "memory.max", "max")?;
+    expect_file(&be, "pids.max", "1024")?;
+
+    node_books_match(&g.status()?, 2)?;
+    let plan = g.plan()?;
+    plan_agrees(&plan, "four", None, Some("TopologyAffinityError"))?;
+    plan_agrees(&plan, "one", None, Some("SMTAlignmentError"))?;
+    plan_agrees(&plan, "a", Some(&cpus_a), None)?;
+    plan_agrees(&plan, "b", Some(&cpus_b), None)?;
+    plan_agrees(&plan, "c", Some(&shared), None)?;
+    memory_signal_matches(&mut g)?;
+
+    // A CPU taken offline while running: topolet reads the topology at start and does not follow
+    // hotplug (its books keep b's two CPUs); the kernel narrows b's effective cpuset and its
+    // process's affinity, and gives both back when the CPU returns.
+    let cpus = guest::parse_list(&cpus_b)?;
+    let (keep, off) = (cpus[0], cpus[1]);
+    set_online(off, false)?;
+    let r = (|| -> Result<()> {
+        wait::until_true(
+            "b's effective cpuset without the offline CPU",
+            GUEST_WAIT,
+            || Ok(file(&b.dir, "cpuset.cpus.effective")? == keep.to_string()),
+        )?;
+        ensure!(
+            guest::proc_status_field(b.pid, "Cpus_allowed_list")? == keep.to_string(),
+            "b's affinity"
+        );
+        ensure!(
+            same_cpus(&file(&b.dir, "cpuset.cpus")?, &cpus_b)?,
+            "b's cpuset.cpus changed"
+        );
+        ensure!(
+            g.stack.cri().state(&b.c.id)? == "CONTAINER_RUNNING",
+            "b stopped"
+        );
+        let s = g.status()?;
+        let listed = s["exclusive"]
+            .as_array()
+            .and_then(|v| v.iter().find(|e| e["id"] == b.c.id.as_str()).cloned());
+        ensure!(
+            listed.is_some_and(
+                |e| same_cpus(e["cpus"].as_str().unwrap_or_default(), &cpus_b).unwrap_or(false)
+            ),
+            "status books of b changed: {s}"
+        );
+        Ok(())
+    })();
+    set_online(off, true)?;
+    r?;
+    wait::until_true("b's effective cpuset whole again", GUEST_WAIT, || {
+        same_cpus(&file(&b.dir, "cpuset.cpus.effective")?, &cpus_b)
+    })?;
+
+    // Release and re-grant: a's core goes back to the pool and the next pod gets it.
+    g.stack.cri().remove_pod(&a.c.pod_id)?;
+    let id = a.c.id.clone();
+    g.topolet.wait_status("a released", GUEST_WAIT, |s| {
+        (!s["exclusive"]
+            .as_array()?
+            .iter()
+            .any(|e| e["id"] == id.as_str()))
+        .then_some(())
+    })?;
+    let a2 = g.run("a2", Requirements::guaranteed(2000, 256 * MIB))?;
+    let (cpus_a2, _) = check_exclusive(&mut g, &a2)?;
+    ensure!(
+        same_cpus(&cpus_a2, &cpus_a)?,
+        "a2 got {cpus_a2}, a's released core was {cpus_a}"
+    );
+    Ok(())
+}
+
+/// 1 socket × 6 cores, no SMT, 4 NUMA nodes of unequal memory, node 3 memory-only; memory
+/// manager static, single-numa-node.
+#[test]
+fn snc4() -> Result<()> {
+    let extra = "[topology]\npolicy = \"single-numa-node\"\n\n[memory]\npolicy = \"static\"\nreserved = { 0 = \"128Mi\" }\n";
+    let mut g = Guest::boot("snc4", "0", "full_pcpus_only = true", extra)?;
+    ensure!(
+        guest::nodes_online()? == "0-3",
+        "nodes online: {}",
+        guest::nodes_online()?
+    );
+    for (n, want) in ["0-1", "2-3", "4-5", ""].iter().enumerate() {
+        ensure!(
+            guest::node_cpus(n)? == *want,
+            "node {n} cpus {:?}, want {want:?}",
+            guest::node_cpus(n)?
+        );
+    }
+    ensure!(
+        guest::thread_siblings(2)? == "2",
+        "cpu 2 has thread siblings"
+    );
+    let status = g.status()?;
+    node_books_match(&status, 4)?;
+    // The memory manager's books: each node's MemTotal, less the reservation (node 0).
+    let free = |s: &Value, n: usize| s["numa_nodes"][n]["free_resources"]["memory"].as_u64();
+    for n in 0..4 {
+        let want = guest::node_mem_total(n)? - if n == 0 { 128 * MIB } else { 0 };
+        ensure!(
+            free(&status, n) == Some(want),
+            "node {n}: free memory {:?}, want {want}",
+            free(&status, n)
+        );
+    }
+    let f: Vec<u64> = (0..4).map(|n| free(&status, n).unwrap_or(0)).collect();
+    ensure!(
+        f[0] > f[1] && f[1] > f[2],
+        "node memory not unequal as the shape says: {f:?}"
+    );
+
+    // SMT-less: full_pcpus_only admits one CPU. Memory fits only node 0.
+    let m1_mem = (f[0] + f[1]) / 2 / MIB * MIB;
+    let m1 = g.run("m1", Requirements::guaranteed(1000, m1_mem))?;
+    let (cpus1, node1) = check_exclusive(&mut g, &m1)?;
+    ensure!(
+        node1 == 0 && cpus1 == "1",
+        "m1 on cpus {cpus1} node {node1}, want cpu 1 of node 0"
+    );
+    let s = g.status()?;
+    ensure!(
+        free(&s, 0) == Some(f[0] - m1_mem),
+        "node 0 books after m1: {:?}",
+        free(&s, 0)
+    );
+
+    // More memory than any node has left, less than all: single-numa-node refuses it.
+    let big = (f[1].max(f[2]).max(f[3]).max(f[0] - m1_mem) + 64 * MIB) / MIB * MIB;
+    let e = g.refuse("big", Requirements::guaranteed(1000, big))?;
+    ensure!(e.contains("TopologyAffinityError"), "big: {e}");
+
+    let m3 = g.run("m3", Requirements::guaranteed(1000, 256 * MIB))?;
+    let (cpus3, node3) = check_exclusive(&mut g, &m3)?;
+    ensure!(node3 != 3, "m3 on the memory-only node");
+
+    // A shared container may allocate on every node, the memory-only one included.
+    let be = g.run("be", Requirements::best_effort())?;
+    expect_file(&be, "cpuset.mems", "")?;
+    ensure!(
+        guest::proc_status_field(be.pid, "Mems_allowed_list")? == "0-3",
+        "be's Mems_allowed_list"
+    );
+
+    let plan = g.plan()?;
+    plan_agrees(&plan, "m1", Some(&cpus1), None)?;
+    plan_agrees(&plan, "big", None, Some("TopologyAffinityError"))?;
+    plan_agrees(&plan, "m3", Some(&cpus3), None)?;
+    for (name, node) in [("m1", node1), ("m3", node3)] {
+        let l = guest::planned(&plan, name)?;
+        ensure!(
+            l["mems"] == node.to_string().as_str(),
+            "plan's mems for {name}: {l}"
+        );
+    }
+    Ok(())
+}
+
+/// systemd as PID 1, the systemd cgroup driver (kubepods.slice parents), cgroup v2.
+#[test]
+fn systemd() -> Result<()> {
+    let comm = std::fs::read_to_string("/proc/1/comm").context("reading /proc/1/comm")?;
+    ensure!(comm.trim() == "systemd", "PID 1 is {comm:?}, not systemd");
+    ensure!(
+        Driver::current() == Driver::Systemd,
+        "the stack does not use the systemd driver"
+    );
+    let mut g = Guest::boot("systemd", "0", "", "")?;
+    ensure!(guest::thread_siblings(2)? == "2-3", "no SMT siblings 2-3");
+
+    let gp = g.run("g", Requirements::guaranteed(2000, 128 * MIB))?;
+    ensure!(
+        gp.c.cgroup_parent.starts_with("kubepods-pod"),
+        "{}",
+        gp.c.cgroup_parent
+    );
+    ensure!(
+        gp.dir.starts_with("/sys/fs/cgroup/kubepods.slice/"),
+        "{}",
+        gp.dir.display()
+    );
+    let (cpus, _) = check_exclusive(&mut g, &gp)?;
+    ensure!(
+        cpus == "2-3",
+        "g got {cpus}, want the only whole free core 2-3"
+    );
+
+    // Burstable with an integer CPU request = limit: only the slice says it is not Guaranteed.
+    let b = g.run(
+        "b",
+        Requirements::burstable(1000, Some(1000), 64 * MIB, Some(128 * MIB)),
+    )?;
+    ensure!(
+        b.dir
+            .starts_with("/sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/"),
+        "{}",
+        b.dir.display()
+    );
+    let shared = g.status()?["shared"]["cpus"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    ensure!(
+        same_cpus(&file(&b.dir, "cpuset.cpus")?, &shared)?,
+        "b is not on the shared pool {shared}"
+    );
+    expect_file(&b, "cpu.weight", "100")?;
+    expect_file(&b, "cpu.max", "100000 100000")?;
+    expect_file(&b, "pids.max", "1024")?;
+
+    let be = g.run("be", Requirements::best_effort())?;
+    ensure!(
+        be.dir
+            .starts_with("/sys/fs/cgroup/kubepods.slice/kubepods-besteffort.slice/"),
+        "{}",
+        be.dir.display()
+    );
+    expect_file(&be, "cpu.weight", "1")?;
+    expect_file(&be, "pids.max", "1024")?;
+
+    let s = g.status()?;
+    ensure!(
+        s["managed_containers"] == 3,
+        "status manages {} containers, want 3",
+        s["managed_containers"]
+    );
+    let plan = g.plan()?;
+    plan_agrees(&plan, "g", Some(&cpus), None)?;
+    plan_agrees(&plan, "b", Some(&shared), None)?;
+    Ok(())
+}

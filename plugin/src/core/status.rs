@@ -37,6 +37,8 @@ pub struct Snapshot {
     pub managed: usize,
     /// Containers someone else placed at creation (left alone).
     pub left_alone: usize,
+    /// Which source decided each managed container, ordered by pod and container.
+    pub admissions: Vec<super::admission_input::AdmissionRecord>,
 }
 
 /// One container's exclusive CPUs, as held by the placement.
@@ -71,6 +73,9 @@ pub struct Status {
     pub pressure: Option<Pressure>,
     /// The address `/metrics` is served on, when enabled and listening.
     pub metrics_address: Option<String>,
+    /// Per managed container: which source decided (the pod watch's spec or the inversion).
+    #[serde(default)]
+    pub admissions: Vec<super::admission_input::AdmissionRecord>,
 }
 
 /// The configured policies, as named in the config file.
@@ -315,6 +320,7 @@ pub fn build(topology: &Topology, input: StatusInput) -> Status {
         nri: input.nri,
         pressure: input.pressure,
         metrics_address: input.metrics_address,
+        admissions: snap.admissions.clone(),
     }
 }
 
@@ -697,6 +703,7 @@ mod tests {
                 )]),
                 managed: 5,
                 left_alone: 1,
+                ..Snapshot::default()
             },
             nri: NriStatus {
                 state: "Synchronized".into(),

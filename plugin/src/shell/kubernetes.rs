@@ -466,7 +466,7 @@ mod tests {
         KubernetesConfig {
             enabled,
             kubeconfig: kubeconfig.map(PathBuf::from),
-            node_name: None,
+            ..KubernetesConfig::default()
         }
     }
 

@@ -13,6 +13,7 @@ pub mod nri_plugin;
 pub mod nri_view;
 pub mod oom_floor;
 pub mod pod_cgroup;
+pub mod pod_directory;
 pub mod proc_affinity;
 pub mod refusal_log;
 pub mod reload;

@@ -3,6 +3,8 @@
 //! One concept per module:
 //! - [`cluster`]: a real single-node Kubernetes (`hack/kube-node.sh`) driving a stack, and the
 //!   API as users reach it (kube-rs): pods created, resized, deleted, their containers observed;
+//! - [`admissions`]: which source (pod spec from the API, or the NRI inversion) decided each
+//!   container, from topolet's status and metrics;
 //! - [`fixture`]: the usual set-up, a stack with topolet registered on it;
 //! - [`stack`]: an isolated containerd started with `hack/containerd.sh` (start, restart, stop on drop);
 //! - [`topolet`]: the plugin process under test (config, spawn, log lines, SIGKILL, restart);
@@ -16,6 +18,7 @@
 //! The suite fails, never skips, when the stack cannot be started: every helper returns an error
 //! with context naming the command or path, and tests propagate it.
 
+pub mod admissions;
 pub mod books;
 pub mod churn;
 pub mod cluster;

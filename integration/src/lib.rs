@@ -12,6 +12,7 @@
 //! - [`cri`]: CRI calls through `crictl` (JSON in, JSON out);
 //! - [`observe`]: what really happened to a container: its cgroup files, its `/proc` files and its
 //!   bundle `config.json` (read with oci-spec);
+//! - [`manifests`]: the kubelet suites' pod manifests (JSON);
 //! - [`logs`]: log files: find and wait for lines, read `key=value` fields;
 //! - [`wait`]: polling with timeouts (no fixed sleeps where a condition can be polled).
 //!
@@ -26,6 +27,7 @@ pub mod cri;
 pub mod fixture;
 pub mod kube;
 pub mod logs;
+pub mod manifests;
 pub mod observe;
 pub mod paths;
 pub mod stack;

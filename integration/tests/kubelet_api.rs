@@ -9,57 +9,16 @@
 
 use anyhow::{ensure, Context};
 use k8s_openapi::api::core::v1::Pod;
-use serde_json::{json, Value};
+use serde_json::json;
 use topolet_integration::admissions::{self, check_api_agrees};
 use topolet_integration::cluster::{self, ClusterOptions, KubeNode};
 use topolet_integration::kube::burstable_oom;
+use topolet_integration::manifests::{ctr, init_ctr, pod, res};
 use topolet_integration::{observe, wait};
 
 /// The bound of CreateContainer's wait for a pod the watch has not delivered yet: the largest
 /// allowed, so that a busy machine's slow watch does not make a decision fall back.
 const KUBERNETES: &str = "pod_wait_ms = 1000";
-
-/// A container that exits at once on SIGTERM. `res` is the `resources` object.
-fn ctr(name: &str, res: Value) -> Value {
-    json!({
-        "name": name,
-        "image": "localhost/topolet/busybox:latest",
-        "imagePullPolicy": "Never",
-        "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"],
-        "resources": res,
-    })
-}
-
-fn res(cpu_req: &str, cpu_lim: &str, mem_req: &str, mem_lim: &str) -> Value {
-    let mut r = json!({"requests": {}, "limits": {}});
-    for (k, v, which) in [
-        ("cpu", cpu_req, "requests"),
-        ("memory", mem_req, "requests"),
-        ("cpu", cpu_lim, "limits"),
-        ("memory", mem_lim, "limits"),
-    ] {
-        if !v.is_empty() {
-            r[which][k] = json!(v);
-        }
-    }
-    r
-}
-
-/// A host-network pod without a service-account token (see tests/kubelet.rs).
-fn pod(name: &str, containers: Vec<Value>, init: Vec<Value>) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "labels": {"suite": "kubelet_api"}},
-        "spec": {
-            "hostNetwork": true,
-            "automountServiceAccountToken": false,
-            "terminationGracePeriodSeconds": 5,
-            "containers": containers,
-            "initContainers": init,
-        }
-    })
-}
 
 fn start() -> anyhow::Result<KubeNode> {
     KubeNode::start_with_api_config("", &ClusterOptions::default(), KUBERNETES)
@@ -167,13 +126,7 @@ fn every_pod_is_decided_from_its_spec_and_the_inversion_agrees() -> anyhow::Resu
     node.cluster.delete_pod("gx")?;
 
     // Init containers: known as such from the spec (the inversion cannot tell them).
-    let init = json!({
-        "name": "init",
-        "image": "localhost/topolet/busybox:latest",
-        "imagePullPolicy": "Never",
-        "command": ["true"],
-        "resources": res("1", "1", "64Mi", "64Mi"),
-    });
+    let init = init_ctr("init", res("1", "1", "64Mi", "64Mi"));
     node.cluster.create_pod(pod(
         "ini",
         vec![ctr("main", res("1", "1", "64Mi", "64Mi"))],

@@ -74,7 +74,7 @@ pub const INVERSION_UNKNOWNS: &[&str] = &[
     "extended resources",
     "hugepage requests",
     "pod-level resources and the pod's other containers",
-    "Burstable memory request beyond one oom_score_adj step",
+    "Burstable memory request beyond its oom_score_adj step (under 2/1000 of capacity: none)",
 ];
 
 /// The admission input of one container.
@@ -141,7 +141,8 @@ pub enum Refinement {
     ExtendedResources,
     /// Hugepage requests.
     Hugepages,
-    /// The Burstable memory request is exact (the inversion's is within one step).
+    /// The Burstable memory request is exact (the inversion's gives the same oom_score_adj:
+    /// within one step of capacity/1000 bytes, two at the 999 end).
     MemoryRequestExact,
     /// The pod has pod-level resources or more than this container.
     OtherContainers,
@@ -185,7 +186,8 @@ pub struct AdmissionRecord {
 /// Must agree: the QoS class; the exclusive CPU count (`qos::exclusive_cpu_count`); the CPU
 /// request (shares are exact from 3m; below, both are "none"); the CPU limit (above the 10m the
 /// 1 ms quota floor allows); the memory limit; the memory request (Guaranteed: exact; Burstable:
-/// the API's within the inversion's one step, unless the pod is node-critical). Everything in
+/// both give the kubelet's oom_score_adj, which is all the inversion reads it from; not for a
+/// node-critical pod, whose −997 carries no request). Everything in
 /// [`Refinement`] may differ and is listed instead.
 pub fn compare(api: &Pod, which: ContainerRef, estimate: &Pod, memory_capacity: u64) -> Comparison {
     let mut out = Comparison::default();
@@ -252,16 +254,20 @@ pub fn compare(api: &Pod, which: ContainerRef, estimate: &Pod, memory_capacity: 
         QosClass::Guaranteed => {}
         QosClass::Burstable if api.is_node_critical() => {}
         QosClass::Burstable => {
-            // The estimate is the smallest request giving the same oom_score_adj; the step is
-            // capacity/1000 bytes. Requests too small to move the score read as none.
-            let step = memory_capacity.div_ceil(1000);
-            if ma == me {
-            } else if ma > me && ma - me <= step {
-                out.refinements.push(Refinement::MemoryRequestExact);
-            } else {
+            // The inversion reads the request back from the oom_score_adj the kubelet computed
+            // from it: it agrees when its estimate gives the same oom_score_adj. (The score is
+            // an integer step of capacity/1000 bytes, and 999 covers the first two steps:
+            // requests under 2·capacity/1000 read as none.)
+            let variant = qos::OomScoreVariant::Current;
+            let oom_a = qos::oom_score_adj(api, a, memory_capacity, variant);
+            let oom_e = qos::oom_score_adj(estimate, e, memory_capacity, variant);
+            if oom_a != oom_e {
                 out.differences.push(format!(
-                    "memory request: api {ma}, inversion {me} (more than one step of {step} apart)"
+                    "memory request: api {ma} (oom_score_adj {oom_a}), inversion {me} \
+                     (oom_score_adj {oom_e})"
                 ));
+            } else if ma != me {
+                out.refinements.push(Refinement::MemoryRequestExact);
             }
         }
     }
@@ -288,24 +294,25 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_same_container_agrees() {
-        let g = one(ctr(
+    /// A Guaranteed pod: 2 CPUs, 1 GiB.
+    fn guaranteed() -> Pod {
+        one(ctr(
             "app",
             rl(Some(2000), Some(GIB)),
             rl(Some(2000), Some(GIB)),
-        ));
+        ))
+    }
+
+    #[test]
+    fn the_same_container_agrees() {
+        let g = guaranteed();
         let c = compare(&g, ContainerRef::App(0), &g, 64 * GIB);
         assert!(c.agrees() && c.refinements.is_empty(), "{c:?}");
     }
 
     #[test]
     fn each_shared_fact_that_differs_is_named() {
-        let api = one(ctr(
-            "app",
-            rl(Some(2000), Some(GIB)),
-            rl(Some(2000), Some(GIB)),
-        ));
+        let api = guaranteed();
         let est = one(ctr(
             "app",
             rl(Some(1500), Some(GIB)),
@@ -326,7 +333,7 @@ mod tests {
     }
 
     #[test]
-    fn a_burstable_memory_request_within_one_step_is_a_refinement_beyond_it_a_difference() {
+    fn a_burstable_memory_request_giving_the_same_oom_score_is_a_refinement_else_a_difference() {
         let cap = 64 * GIB;
         let api = one(ctr(
             "app",
@@ -347,6 +354,17 @@ mod tests {
             ResourceList::default(),
         ));
         assert!(!compare(&api, ContainerRef::App(0), &far, cap).agrees());
+        // 32 MiB on a 25 GB node: oom_score_adj 999, which the inversion reads as no request.
+        let cap = 25_275_990_016;
+        let small = one(ctr(
+            "app",
+            rl(Some(100), Some(32 << 20)),
+            ResourceList::default(),
+        ));
+        let none = one(ctr("app", rl(Some(100), None), ResourceList::default()));
+        let c = compare(&small, ContainerRef::App(0), &none, cap);
+        assert!(c.agrees(), "{c:?}");
+        assert_eq!(c.refinements, vec![Refinement::MemoryRequestExact]);
     }
 
     #[test]

@@ -11,9 +11,13 @@
 //! | CPU request | `cpu.shares` (`request·1024/1000`, min 2) | exact from 3m to 256 CPUs; shares 2 ⇒ 0 |
 //! | CPU limit | `cpu.quota / cpu.period` | exact above the 1 ms quota floor |
 //! | memory limit | `memory.limit` | exact |
-//! | memory request (Burstable) | `oom_score_adj = 1000 − 1000·request/capacity`, capacity = `/proc/meminfo` `MemTotal` | within one step (capacity/1000 bytes) |
+//! | memory request (Burstable) | `oom_score_adj = 1000 − 1000·request/capacity`, capacity = `/proc/meminfo` `MemTotal` | within one step (capacity/1000 bytes); 999 covers two, so under 2·capacity/1000 reads as none |
 //! | memory request (Guaranteed) | = the memory limit | exact |
 //! | exclusive CPUs | Guaranteed and an integer CPU request | exact |
+//! | a container without requests or limits | its pod's class (the path's) | exact |
+//!
+//! With the Kubernetes API client on, a pod's spec from the pod watch decides instead when it is
+//! known (`core::admission_input`, `shell::pod_directory`); this view is the fallback.
 //!
 //! Not knowable from NRI and therefore not used: pod priority (eviction gets it elsewhere), init vs
 //! app container (kubelet runs init containers to completion first, so their CPUs are released at

@@ -62,3 +62,17 @@ pub fn pod(name: &str, containers: Vec<Value>, init: Vec<Value>) -> Value {
         }
     })
 }
+
+/// One pod per QoS class, one container `main` each: `be` (BestEffort), `bu` (Burstable: 100m to
+/// 500m CPU, 32 Mi to 64 Mi) and `gf` (Guaranteed with a fractional CPU: 500m, 64 Mi).
+pub fn one_pod_per_class() -> [Value; 3] {
+    [
+        pod("be", vec![ctr("main", json!({}))], vec![]),
+        pod(
+            "bu",
+            vec![ctr("main", res("100m", "500m", "32Mi", "64Mi"))],
+            vec![],
+        ),
+        pod("gf", vec![ctr("main", guaranteed("500m", "64Mi"))], vec![]),
+    ]
+}

@@ -13,7 +13,7 @@ use serde_json::json;
 use topolet_integration::books;
 use topolet_integration::cluster::{self, ClusterOptions, KubeNode};
 use topolet_integration::kube::{burstable_oom, BESTEFFORT_OOM};
-use topolet_integration::manifests::{ctr, guaranteed, init_ctr, pod, res};
+use topolet_integration::manifests::{ctr, guaranteed, init_ctr, one_pod_per_class, pod, res};
 use topolet_integration::observe::{self, CgroupValues};
 use topolet_integration::wait;
 
@@ -74,17 +74,9 @@ fn every_qos_class_gets_the_kubelets_values_and_exclusive_cpus_come_and_go() -> 
     let k = &node.cluster;
     let cap = observe::mem_capacity()?;
 
-    k.create_pod(pod("be", vec![ctr("main", json!({}))], vec![]))?;
-    k.create_pod(pod(
-        "bu",
-        vec![ctr("main", res("100m", "500m", "32Mi", "64Mi"))],
-        vec![],
-    ))?;
-    k.create_pod(pod(
-        "gf",
-        vec![ctr("main", guaranteed("500m", "64Mi"))],
-        vec![],
-    ))?;
+    for p in one_pod_per_class() {
+        k.create_pod(p)?;
+    }
     let be = k.wait_running("be")?;
     let bu = k.wait_running("bu")?;
     let gf = k.wait_running("gf")?;

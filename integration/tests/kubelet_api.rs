@@ -13,7 +13,7 @@ use serde_json::json;
 use topolet_integration::admissions::{self, check_api_agrees};
 use topolet_integration::cluster::{self, ClusterOptions, KubeNode};
 use topolet_integration::kube::burstable_oom;
-use topolet_integration::manifests::{ctr, init_ctr, pod, res};
+use topolet_integration::manifests::{ctr, init_ctr, one_pod_per_class, pod, res};
 use topolet_integration::{observe, wait};
 
 /// The bound of CreateContainer's wait for a pod the watch has not delivered yet: the largest
@@ -49,17 +49,9 @@ fn every_pod_is_decided_from_its_spec_and_the_inversion_agrees() -> anyhow::Resu
     let mut node = start()?;
     let cap = observe::mem_capacity()?;
     let k = &node.cluster;
-    k.create_pod(pod("be", vec![ctr("main", json!({}))], vec![]))?;
-    k.create_pod(pod(
-        "bu",
-        vec![ctr("main", res("100m", "500m", "32Mi", "64Mi"))],
-        vec![],
-    ))?;
-    k.create_pod(pod(
-        "gf",
-        vec![ctr("main", res("500m", "500m", "64Mi", "64Mi"))],
-        vec![],
-    ))?;
+    for p in one_pod_per_class() {
+        k.create_pod(p)?;
+    }
     k.create_pod(pod(
         "two",
         vec![ctr("a", res("1", "1", "64Mi", "64Mi")), ctr("b", json!({}))],

@@ -545,6 +545,18 @@ pub fn render_table(s: &Status) -> String {
         s.left_alone_containers
     );
     out.push('\n');
+    if !s.admissions.is_empty() {
+        let api = s
+            .admissions
+            .iter()
+            .filter(|a| a.source == super::admission_input::Source::Api)
+            .count();
+        let _ = writeln!(
+            out,
+            "admissions: {api} from the pod's spec (API), {} from the inversion",
+            s.admissions.len() - api
+        );
+    }
 
     if s.exclusive.is_empty() {
         out.push_str("exclusive: none\n");

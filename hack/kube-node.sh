@@ -23,6 +23,7 @@
 #                           ~/.kube), PATH (.deps/bin first)
 #   DIR/admin.kubeconfig    system:masters (kubectl, the tests)
 #   DIR/topolet.kubeconfig  user `topolet` (group topolet:nodes): RBAC grants it what deploy/ grants
+#   DIR/manifests/          the kubelet's staticPodPath (empty; tests drop static pod manifests here)
 #   DIR/*.log               etcd, kube-apiserver, kube-scheduler, kubelet logs (appended across restarts)
 #   DIR/pki/                a throwaway CA, the API server's serving cert, the service-account key
 #
@@ -362,7 +363,7 @@ syncFrequency: 10s
 fileCheckFrequency: 5s
 serializeImagePulls: false
 resolvConf: ""
-staticPodPath: ""
+staticPodPath: $DIR/manifests
 EOF
 }
 
@@ -405,7 +406,7 @@ node_ready() {
 }
 
 start_kubelet() {
-  mkdir -p "$DIR/kubelet" "$DIR/pod-logs" "$DIR/volume-plugins" "$DIR/var-lib-kubelet"
+  mkdir -p "$DIR/kubelet" "$DIR/pod-logs" "$DIR/volume-plugins" "$DIR/var-lib-kubelet" "$DIR/manifests"
   launch kubelet unshare --mount --propagation private "$DIR/kubelet-ns.sh"
   wait_for kubelet "node $NODE_NAME Ready" node_ready
 }

@@ -184,6 +184,11 @@ impl Cluster {
             .collect()
     }
 
+    /// The kubelet's `staticPodPath` (hack/kube-node.sh's DIR/manifests).
+    pub fn static_pod_dir(&self) -> PathBuf {
+        self.dir().join("manifests")
+    }
+
     /// The cluster's directory.
     pub fn dir(&self) -> &Path {
         self.dir.path()
@@ -650,11 +655,22 @@ impl KubeNode {
     /// (`[kubernetes]`: the cluster's `topolet.kubeconfig`, user `topolet`, which holds only what
     /// deploy/kubernetes/rbac.yaml grants), once the cluster exists.
     pub fn start_with_api(extra_toml: &str, opts: &ClusterOptions) -> anyhow::Result<KubeNode> {
+        KubeNode::start_with_api_config(extra_toml, opts, "")
+    }
+
+    /// [`KubeNode::start_with_api`] with more `[kubernetes]` keys (`kubernetes_toml`); returns
+    /// once the pod watch has listed too (admissions from then on can come from the API).
+    pub fn start_with_api_config(
+        extra_toml: &str,
+        opts: &ClusterOptions,
+        kubernetes_toml: &str,
+    ) -> anyhow::Result<KubeNode> {
         let mut node = KubeNode::start(extra_toml, opts)?;
         let kubeconfig = node.cluster.env("KUBE_TOPOLET_KUBECONFIG")?.to_string();
         let name = node.cluster.node_name().to_string();
-        node.t.config.kubernetes =
-            format!("enabled = \"on\"\nkubeconfig = {kubeconfig:?}\nnode_name = {name:?}");
+        node.t.config.kubernetes = format!(
+            "enabled = \"on\"\nkubeconfig = {kubeconfig:?}\nnode_name = {name:?}\n{kubernetes_toml}"
+        );
         node.t.config.write(node.t.topolet.config_path())?;
         let mark = node.t.topolet.log_mark();
         node.t.topolet.terminate(Duration::from_secs(10))?;
@@ -663,6 +679,7 @@ impl KubeNode {
             .topolet
             .wait_for_log("kubernetes API client on", mark, Duration::from_secs(20))?;
         node.t.topolet.wait_synchronized(mark)?;
+        crate::admissions::wait_store_synced(&mut node.t.topolet, true)?;
         Ok(node)
     }
 

@@ -5,6 +5,8 @@
 //!   API as users reach it (kube-rs): pods created, resized, deleted, their containers observed;
 //! - [`guest`]: the in-guest side of the real-kernel suite (QEMU guests of `hack/guest.sh`):
 //!   the guest's sysfs facts, cgroup v2 paths for either driver, `topolet plan` on its sysfs;
+//! - [`admissions`]: which source (pod spec from the API, or the NRI inversion) decided each
+//!   container, from topolet's status and metrics;
 //! - [`fixture`]: the usual set-up, a stack with topolet registered on it;
 //! - [`stack`]: an isolated containerd started with `hack/containerd.sh` (start, restart, stop on drop);
 //! - [`topolet`]: the plugin process under test (config, spawn, log lines, SIGKILL, restart);
@@ -12,12 +14,14 @@
 //! - [`cri`]: CRI calls through `crictl` (JSON in, JSON out);
 //! - [`observe`]: what really happened to a container: its cgroup files, its `/proc` files and its
 //!   bundle `config.json` (read with oci-spec);
+//! - [`manifests`]: the kubelet suites' pod manifests (JSON);
 //! - [`logs`]: log files: find and wait for lines, read `key=value` fields;
 //! - [`wait`]: polling with timeouts (no fixed sleeps where a condition can be polled).
 //!
 //! The suite fails, never skips, when the stack cannot be started: every helper returns an error
 //! with context naming the command or path, and tests propagate it.
 
+pub mod admissions;
 pub mod books;
 pub mod churn;
 pub mod cluster;
@@ -26,6 +30,7 @@ pub mod fixture;
 pub mod guest;
 pub mod kube;
 pub mod logs;
+pub mod manifests;
 pub mod observe;
 pub mod paths;
 pub mod stack;

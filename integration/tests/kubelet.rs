@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context};
 use k8s_openapi::api::core::v1::{Event, Pod};
-use serde_json::{json, Value};
+use serde_json::json;
 use topolet_integration::books;
 use topolet_integration::cluster::{self, ClusterOptions, KubeNode};
 use topolet_integration::kube::{burstable_oom, BESTEFFORT_OOM};
+use topolet_integration::manifests::{ctr, guaranteed, init_ctr, one_pod_per_class, pod, res};
 use topolet_integration::observe::{self, CgroupValues};
 use topolet_integration::wait;
 
@@ -20,66 +21,6 @@ const MI: u64 = 1 << 20;
 const EXCLUSIVE_CPU: &str = "1";
 const SHARED_ALL: &str = "0-1";
 const SHARED_WITHOUT_EXCLUSIVE: &str = "0";
-
-/// A container running `sh` that exits at once on SIGTERM (deletion is quick) and records its
-/// CPUs as its termination message. `res` is the `resources` object (may be empty).
-fn ctr(name: &str, res: Value) -> Value {
-    json!({
-        "name": name,
-        "image": "localhost/topolet/busybox:latest",
-        "imagePullPolicy": "Never",
-        "command": ["sh", "-c",
-            "grep Cpus_allowed_list /proc/self/status > /dev/termination-log; trap 'exit 0' TERM; sleep 3600 & wait"],
-        "resources": res,
-    })
-}
-
-/// A short-lived init container recording its CPUs as its termination message.
-fn init_ctr(name: &str, res: Value) -> Value {
-    json!({
-        "name": name,
-        "image": "localhost/topolet/busybox:latest",
-        "imagePullPolicy": "Never",
-        "command": ["sh", "-c", "grep Cpus_allowed_list /proc/self/status > /dev/termination-log"],
-        "resources": res,
-    })
-}
-
-fn res(cpu_req: &str, cpu_lim: &str, mem_req: &str, mem_lim: &str) -> Value {
-    let mut r = json!({"requests": {}, "limits": {}});
-    for (k, v, which) in [
-        ("cpu", cpu_req, "requests"),
-        ("memory", mem_req, "requests"),
-        ("cpu", cpu_lim, "limits"),
-        ("memory", mem_lim, "limits"),
-    ] {
-        if !v.is_empty() {
-            r[which][k] = json!(v);
-        }
-    }
-    r
-}
-
-fn guaranteed(cpu: &str, mem: &str) -> Value {
-    res(cpu, cpu, mem, mem)
-}
-
-/// A host-network pod (the node's only network is loopback) without a service-account token
-/// (no controller-manager issues them, and the kubelet's tmpfs mounts are private to it).
-fn pod(name: &str, containers: Vec<Value>, init: Vec<Value>) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "labels": {"suite": "kubelet"}},
-        "spec": {
-            "hostNetwork": true,
-            "automountServiceAccountToken": false,
-            "terminationGracePeriodSeconds": 5,
-            "containers": containers,
-            "initContainers": init,
-        }
-    })
-}
 
 fn start_node() -> anyhow::Result<KubeNode> {
     KubeNode::start("", &ClusterOptions::default())
@@ -133,17 +74,9 @@ fn every_qos_class_gets_the_kubelets_values_and_exclusive_cpus_come_and_go() -> 
     let k = &node.cluster;
     let cap = observe::mem_capacity()?;
 
-    k.create_pod(pod("be", vec![ctr("main", json!({}))], vec![]))?;
-    k.create_pod(pod(
-        "bu",
-        vec![ctr("main", res("100m", "500m", "32Mi", "64Mi"))],
-        vec![],
-    ))?;
-    k.create_pod(pod(
-        "gf",
-        vec![ctr("main", guaranteed("500m", "64Mi"))],
-        vec![],
-    ))?;
+    for p in one_pod_per_class() {
+        k.create_pod(p)?;
+    }
     let be = k.wait_running("be")?;
     let bu = k.wait_running("bu")?;
     let gf = k.wait_running("gf")?;

@@ -317,6 +317,22 @@ pub struct KubernetesConfig {
     pub kubeconfig: Option<PathBuf>,
     /// This node's name (the Events' `source.host`). Unset: `NODE_NAME`, else the hostname.
     pub node_name: Option<String>,
+    /// How long CreateContainer may wait for the pod watch to deliver a pod it does not hold yet
+    /// (synced watch, an API pod, at most once per pod), in milliseconds; then the NRI inversion
+    /// decides. Unset: [`DEFAULT_POD_WAIT_MS`]; at most [`MAX_POD_WAIT_MS`]; 0: never wait.
+    pub pod_wait_ms: Option<u64>,
+}
+
+/// `[kubernetes] pod_wait_ms` when unset.
+pub const DEFAULT_POD_WAIT_MS: u64 = 250;
+/// The largest `[kubernetes] pod_wait_ms`: well inside containerd's 2 s NRI request timeout.
+pub const MAX_POD_WAIT_MS: u64 = 1000;
+
+impl KubernetesConfig {
+    /// `pod_wait_ms` as a duration (the default when unset).
+    pub fn pod_wait(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.pod_wait_ms.unwrap_or(DEFAULT_POD_WAIT_MS))
+    }
 }
 
 /// `[kubernetes] enabled`: `"auto"` (on when credentials are found: an explicit `kubeconfig`,
@@ -498,6 +514,19 @@ impl Config {
                     format!("{} must be an absolute path", kc.display()),
                 ));
             }
+        }
+        if let Some(ms) = self
+            .kubernetes
+            .pod_wait_ms
+            .filter(|&ms| ms > MAX_POD_WAIT_MS)
+        {
+            return Err(value_err(
+                "kubernetes.pod_wait_ms",
+                format!(
+                    "{ms} is more than {MAX_POD_WAIT_MS} (containerd gives an NRI request 2 s; \
+                     the wait is part of CreateContainer)"
+                ),
+            ));
         }
         if let Some(name) = &self.kubernetes.node_name {
             if !is_node_name(name) {
@@ -746,6 +775,8 @@ oom_score_adj_floor = 0
                 "kubernetes.node_name",
             ),
             ("[kubernetes]\nnode_name = \"\"", "kubernetes.node_name"),
+            ("[kubernetes]\npod_wait_ms = 5000", "kubernetes.pod_wait_ms"),
+            ("[kubernetes]\npod_wait_ms = -1", "pod_wait_ms"),
             ("[kubernetes]\nbogus = 1", "bogus"),
         ] {
             let err = parse(text).expect_err(text).to_string();

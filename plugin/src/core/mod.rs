@@ -1,4 +1,5 @@
 //! The pure core: values in, decisions out. No I/O, no clock, no globals, no async.
+pub mod admission_input;
 pub mod assignments;
 pub mod container_key;
 pub mod cpu_alloc;

@@ -624,7 +624,18 @@ impl Placement {
     /// single-numa-node cannot align them`. `resize`: the request is an in-place resize. Call it
     /// right after the refusal (nothing changed, so the free capacity is what refused it).
     pub fn refusal_message(&self, pod: &Pod, err: &PlacementError, resize: bool) -> String {
-        let Some(c) = pod.containers.first() else {
+        self.refusal_message_of(pod, ContainerRef::App(0), err, resize)
+    }
+
+    /// [`Placement::refusal_message`] of container `which` of `pod` (a pod from the API).
+    pub fn refusal_message_of(
+        &self,
+        pod: &Pod,
+        which: ContainerRef,
+        err: &PlacementError,
+        resize: bool,
+    ) -> String {
+        let Some(c) = pod.container(which) else {
             return format!("topolet: {}: {err}", err.kubelet_reason());
         };
         let class = qos::class(pod);

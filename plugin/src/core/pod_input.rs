@@ -109,6 +109,13 @@ pub fn parse_pods(input: &str) -> Result<Vec<Pod>, PodInputError> {
     Ok(pods)
 }
 
+/// One Pod object (an API server's, serialized to JSON), as [`parse_pods`] reads each item: the
+/// pod watch's conversion (`shell::pod_directory`), so admission from the API and `topolet plan`
+/// read a spec the same way.
+pub fn pod_from_value(v: &Value) -> Result<Pod, PodInputError> {
+    parse_pod(0, v)
+}
+
 /// Flatten arrays and `List`/`PodList` objects into their items.
 fn collect_items(v: Value, out: &mut Vec<Value>) {
     match v {

@@ -37,6 +37,8 @@ pub struct Snapshot {
     pub managed: usize,
     /// Containers someone else placed at creation (left alone).
     pub left_alone: usize,
+    /// Which source decided each managed container, ordered by pod and container.
+    pub admissions: Vec<super::admission_input::AdmissionRecord>,
 }
 
 /// One container's exclusive CPUs, as held by the placement.
@@ -71,6 +73,9 @@ pub struct Status {
     pub pressure: Option<Pressure>,
     /// The address `/metrics` is served on, when enabled and listening.
     pub metrics_address: Option<String>,
+    /// Per managed container: which source decided (the pod watch's spec or the inversion).
+    #[serde(default)]
+    pub admissions: Vec<super::admission_input::AdmissionRecord>,
 }
 
 /// The configured policies, as named in the config file.
@@ -315,6 +320,7 @@ pub fn build(topology: &Topology, input: StatusInput) -> Status {
         nri: input.nri,
         pressure: input.pressure,
         metrics_address: input.metrics_address,
+        admissions: snap.admissions.clone(),
     }
 }
 
@@ -539,6 +545,18 @@ pub fn render_table(s: &Status) -> String {
         s.left_alone_containers
     );
     out.push('\n');
+    if !s.admissions.is_empty() {
+        let api = s
+            .admissions
+            .iter()
+            .filter(|a| a.source == super::admission_input::Source::Api)
+            .count();
+        let _ = writeln!(
+            out,
+            "admissions: {api} from the pod's spec (API), {} from the inversion",
+            s.admissions.len() - api
+        );
+    }
 
     if s.exclusive.is_empty() {
         out.push_str("exclusive: none\n");
@@ -697,6 +715,7 @@ mod tests {
                 )]),
                 managed: 5,
                 left_alone: 1,
+                ..Snapshot::default()
             },
             nri: NriStatus {
                 state: "Synchronized".into(),

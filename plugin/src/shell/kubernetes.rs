@@ -505,7 +505,7 @@ mod tests {
         KubernetesConfig {
             enabled,
             kubeconfig: kubeconfig.map(PathBuf::from),
-            node_name: None,
+            ..KubernetesConfig::default()
         }
     }
 

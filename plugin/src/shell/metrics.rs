@@ -99,6 +99,24 @@ struct Families {
     kube_api_errors: BTreeMap<(&'static str, String), u64>,
     kube_client: bool,
     nrt_writes: BTreeMap<&'static str, u64>,
+    pod_truth: PodTruth,
+}
+
+/// The pod watch (`shell::pod_directory`) and which source decided each admission.
+#[derive(Debug, Clone, Default)]
+struct PodTruth {
+    /// (operation, source) → decisions.
+    decisions: BTreeMap<(&'static str, &'static str), u64>,
+    /// fallback reason → inversion decisions made while the client is on (or off: `api_off`).
+    fallbacks: BTreeMap<&'static str, u64>,
+    /// API-decided containers whose inversion disagreed on a fact both know.
+    disagreements: u64,
+    /// Bounded waits for a pod the watch had not delivered: `found` / `timeout`.
+    waits: BTreeMap<&'static str, u64>,
+    watch_errors: u64,
+    watch_restarts: u64,
+    synced: bool,
+    pods: u64,
 }
 
 /// Values read from the plugin's state at scrape time.
@@ -282,6 +300,54 @@ impl Metrics {
         self.lock().kube_client = on;
     }
 
+    /// An admission (`operation` `create`) decided from `source` (`api`, `inversion`).
+    pub fn admission_source(&self, operation: &'static str, source: &'static str) {
+        *self
+            .lock()
+            .pod_truth
+            .decisions
+            .entry((operation, source))
+            .or_default() += 1;
+    }
+
+    /// The inversion decided instead of the API, for `reason` (`core::admission_input::Fallback`).
+    pub fn admission_fallback(&self, reason: &'static str) {
+        *self.lock().pod_truth.fallbacks.entry(reason).or_default() += 1;
+    }
+
+    /// Fallbacks for `reason` so far (tests).
+    pub fn admission_fallbacks(&self, reason: &str) -> u64 {
+        let f = self.lock();
+        f.pod_truth.fallbacks.get(reason).copied().unwrap_or(0)
+    }
+
+    /// An API decision whose inversion disagreed on a fact both sources know.
+    pub fn admission_disagreement(&self) {
+        self.lock().pod_truth.disagreements += 1;
+    }
+
+    /// A bounded wait for a pod the watch had not delivered: `found` or `timeout`.
+    pub fn pod_wait(&self, result: &'static str) {
+        *self.lock().pod_truth.waits.entry(result).or_default() += 1;
+    }
+
+    /// The pod watch failed (it relists after a back-off).
+    pub fn pod_watch_error(&self) {
+        self.lock().pod_truth.watch_errors += 1;
+    }
+
+    /// The pod watch started again after an error.
+    pub fn pod_watch_restart(&self) {
+        self.lock().pod_truth.watch_restarts += 1;
+    }
+
+    /// The pod watch's store: synced or not, and how many pods it holds.
+    pub fn set_pod_store(&self, synced: bool, pods: usize) {
+        let mut f = self.lock();
+        f.pod_truth.synced = synced;
+        f.pod_truth.pods = pods as u64;
+    }
+
     /// What the eviction loop reported, for `topolet status`; `None` if it never reported.
     pub fn pressure(&self) -> Option<Pressure> {
         let f = self.lock();
@@ -332,6 +398,7 @@ impl Metrics {
                 kube_api_errors: g.kube_api_errors.clone(),
                 kube_client: g.kube_client,
                 nrt_writes: g.nrt_writes.clone(),
+                pod_truth: g.pod_truth.clone(),
             }
         };
         let mut w = Writer::default();
@@ -597,8 +664,91 @@ impl Metrics {
                 *n as f64,
             );
         }
+        render_pod_truth(&mut w, &f.pod_truth);
         w.out
     }
+}
+
+fn render_pod_truth(w: &mut Writer, p: &PodTruth) {
+    w.family(
+        "topolet_admission_decisions_total",
+        "counter",
+        "Admissions by operation and by the source of the pod's facts: api (the pod watch's spec) or inversion (cgroup values).",
+    );
+    for ((op, source), n) in &p.decisions {
+        w.sample(
+            "topolet_admission_decisions_total",
+            &[
+                ("operation", op.to_string()),
+                ("source", source.to_string()),
+            ],
+            *n as f64,
+        );
+    }
+    w.family(
+        "topolet_admission_fallbacks_total",
+        "counter",
+        "Admissions decided by the inversion instead of the API, by reason (api_off, not_synced, static_pod, not_found, no_such_container, invalid_spec).",
+    );
+    for (reason, n) in &p.fallbacks {
+        w.sample(
+            "topolet_admission_fallbacks_total",
+            &[("reason", reason.to_string())],
+            *n as f64,
+        );
+    }
+    w.family(
+        "topolet_admission_source_disagreements_total",
+        "counter",
+        "API-decided containers whose inversion disagreed on a fact both sources know (class, exclusive cpus, cpu request or limit, memory limit or request).",
+    );
+    w.sample(
+        "topolet_admission_source_disagreements_total",
+        &[],
+        p.disagreements as f64,
+    );
+    w.family(
+        "topolet_kube_pod_waits_total",
+        "counter",
+        "Bounded waits of CreateContainer for a pod the watch had not delivered yet, by result (found, timeout).",
+    );
+    for (result, n) in &p.waits {
+        w.sample(
+            "topolet_kube_pod_waits_total",
+            &[("result", result.to_string())],
+            *n as f64,
+        );
+    }
+    w.family(
+        "topolet_kube_pod_watch_errors_total",
+        "counter",
+        "Errors of the watch of this node's pods (each followed by a back-off and a relist).",
+    );
+    w.sample(
+        "topolet_kube_pod_watch_errors_total",
+        &[],
+        p.watch_errors as f64,
+    );
+    w.family(
+        "topolet_kube_pod_watch_restarts_total",
+        "counter",
+        "Restarts (relists) of the pod watch after an error.",
+    );
+    w.sample(
+        "topolet_kube_pod_watch_restarts_total",
+        &[],
+        p.watch_restarts as f64,
+    );
+    w.gauge(
+        "topolet_kube_pod_store_synced",
+        "1 while the pod watch's store is synced (listed, and no error since).",
+        if p.synced { 1.0 } else { 0.0 },
+    );
+    w.gauge(
+        "topolet_kube_pod_store_pods",
+        "Pods of this node in the pod watch's store.",
+        p.pods as f64,
+    );
 }
 
 /// A short, bounded label for a refusal: the categories the kubelet reports as admission

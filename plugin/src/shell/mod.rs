@@ -16,6 +16,7 @@ pub mod oom_floor;
 pub mod permissions;
 pub mod persister;
 pub mod pod_cgroup;
+pub mod pod_directory;
 pub mod proc_affinity;
 pub mod refusal_log;
 pub mod reload;

@@ -33,6 +33,9 @@ use topolet_nri::stub::ConnectionStatus;
 use topolet_nri::updater::ContainerUpdater;
 
 use crate::config::Config;
+use crate::core::admission_input::{
+    self, AdmissionInput, AdmissionRecord, Comparison, Fallback, Source,
+};
 use crate::core::assignments::Assignments;
 use crate::core::container_key::ContainerKey;
 use crate::core::cpuset::CpuSet;
@@ -50,6 +53,7 @@ use crate::shell::nri_view::{self, ContainerView};
 use crate::shell::oom_floor;
 use crate::shell::persister::{FileWriter, PersistStatus, Persister};
 use crate::shell::pod_cgroup::{self, Work};
+use crate::shell::pod_directory::{Lookup, PodDirectory};
 use crate::shell::proc_affinity;
 use crate::shell::refusal_log::{RefusalLog, Verdict};
 use crate::shell::reload::ReloadOutcome;
@@ -75,10 +79,32 @@ pub struct NodeState {
     pub left_alone: BTreeSet<ContainerKey>,
 }
 
+/// Which source decided a container's admission (`core::admission_input`).
+#[derive(Debug, Clone)]
+struct Decided {
+    source: Source,
+    fallback: Option<Fallback>,
+    /// API decisions: the inversion of the same container next to the API's facts.
+    comparison: Option<Comparison>,
+}
+
+impl Decided {
+    fn synchronize() -> Decided {
+        Decided {
+            source: Source::Inversion,
+            fallback: Some(Fallback::Synchronize),
+            comparison: None,
+        }
+    }
+}
+
 /// What topolet remembers about a container it manages.
 #[derive(Debug, Clone)]
 struct Managed {
+    /// The container as NRI described it; `view.pod` is the inversion's estimate whichever
+    /// source decided (resizes and the pod cgroup's values work from it).
     view: ContainerView,
+    decided: Decided,
     /// The cgroup values we last asked the runtime for.
     applied: ContainerResources,
     /// Seen running (PostStartContainer, or running at Synchronize). Until then an update may
@@ -136,6 +162,9 @@ pub struct TopoletPlugin {
     /// Signalled whenever the placement's books may have changed (`shell::nrt` publishes them):
     /// never blocks, coalesces.
     books_changed: Arc<tokio::sync::Notify>,
+    /// This node's pods from the API (`shell::pod_directory`) and `[kubernetes] pod_wait_ms`,
+    /// when the API client is on.
+    pods: OnceLock<(PodDirectory, Duration)>,
 }
 
 impl TopoletPlugin {
@@ -192,6 +221,7 @@ impl TopoletPlugin {
             metrics: Arc::new(Metrics::new()),
             events: OnceLock::new(),
             books_changed: Arc::new(tokio::sync::Notify::new()),
+            pods: OnceLock::new(),
         })
     }
 
@@ -255,6 +285,61 @@ impl TopoletPlugin {
         }
     }
 
+    /// Admits containers from their pods' specs in `pods` from now on, waiting at most `wait`
+    /// for a pod it does not hold yet (`shell::pod_directory`).
+    pub fn set_pod_directory(&self, pods: PodDirectory, wait: Duration) {
+        let _ = self.pods.set((pods, wait));
+    }
+
+    /// What admission of `view` (in `sandbox`) works from: its pod's spec when the pod watch
+    /// holds it (waiting, bounded, for an API pod a synced watch has not delivered yet), else
+    /// the inversion, its reason counted. Takes no lock of the plugin.
+    async fn admission_input(
+        &self,
+        sandbox: &api::PodSandbox,
+        view: &ContainerView,
+    ) -> AdmissionInput {
+        let inversion = |why: Fallback| {
+            self.metrics.admission_fallback(why.as_str());
+            AdmissionInput::Inversion {
+                estimate: view.pod.clone(),
+                why,
+            }
+        };
+        let Some((dir, wait)) = self.pods.get() else {
+            return inversion(Fallback::ApiOff);
+        };
+        let uid = &view.key.pod_uid;
+        // A static pod is in the API only as its mirror, once the kubelet made one: not waited for.
+        let from_api = sandbox
+            .annotations
+            .get("kubernetes.io/config.source")
+            .map_or(true, |s| s == "api");
+        let lookup = if from_api {
+            dir.get_or_wait(uid, *wait).await
+        } else {
+            dir.get(uid)
+        };
+        match lookup {
+            Lookup::Found(pod) => {
+                match admission_input::find_container(&pod, &view.key.container) {
+                    Some(which) => AdmissionInput::Api {
+                        pod: (*pod).clone(),
+                        which,
+                    },
+                    None => inversion(Fallback::NoSuchContainer),
+                }
+            }
+            Lookup::Invalid(e) => {
+                tracing::warn!(pod = %view.pod_ref, error = %e, "the pod's spec from the API cannot be read; the inversion decides");
+                inversion(Fallback::InvalidSpec)
+            }
+            Lookup::NotSynced => inversion(Fallback::NotSynced),
+            Lookup::NotFound if !from_api => inversion(Fallback::StaticPod),
+            Lookup::NotFound => inversion(Fallback::NotFound),
+        }
+    }
+
     /// Hands an Event on `view`'s pod to the API client, if it is on (never waits).
     fn pod_event(&self, view: &ContainerView, type_: EventType, reason: &str, message: &str) {
         let Some(sink) = self.events.get() else {
@@ -296,13 +381,22 @@ impl TopoletPlugin {
         self.pod_event(view, EventType::Normal, GRANT_REASON, &message);
     }
 
-    /// Logs a refusal unless it repeats `key`'s last logged one (then counts it).
-    fn log_refusal(&self, node: &mut Node, op: &'static str, view: &ContainerView, msg: &str) {
+    /// Logs a refusal decided from `source` unless it repeats `key`'s last logged one (then
+    /// counts it).
+    fn log_refusal(
+        &self,
+        node: &mut Node,
+        op: &'static str,
+        source: Source,
+        view: &ContainerView,
+        msg: &str,
+    ) {
         match node.refusals.note(op, &view.key, msg, Instant::now()) {
             Verdict::Log { repeats } => tracing::warn!(
                 pod = %view.pod_ref,
                 container = %view.key.container,
                 operation = op,
+                source = source.as_str(),
                 repeats_not_logged = repeats,
                 error = %msg,
                 "refused; nothing changed"
@@ -580,6 +674,24 @@ impl TopoletPlugin {
     }
 }
 
+/// Which source decided each managed container, ordered by pod, container and id.
+fn admission_records(node: &Node) -> Vec<AdmissionRecord> {
+    let mut out: Vec<AdmissionRecord> = node
+        .containers
+        .iter()
+        .map(|(id, m)| AdmissionRecord {
+            pod: m.view.pod_ref.clone(),
+            container: m.view.key.container.clone(),
+            id: id.clone(),
+            source: m.decided.source,
+            fallback: m.decided.fallback,
+            comparison: m.decided.comparison.clone(),
+        })
+        .collect();
+    out.sort_by(|a, b| (&a.pod, &a.container, &a.id).cmp(&(&b.pod, &b.container, &b.id)));
+    out
+}
+
 /// Each of `ids`' current target as an update (failures ignored: a container may have exited
 /// meanwhile), sorted by id; a container not yet seen running is marked to get it again once it
 /// runs.
@@ -798,6 +910,7 @@ impl Plugin for TopoletPlugin {
                     id,
                     Managed {
                         view,
+                        decided: Decided::synchronize(),
                         applied,
                         started,
                         stopped: false,
@@ -951,14 +1064,39 @@ impl Plugin for TopoletPlugin {
             }
             return Ok(api::CreateContainerResponse::default());
         }
+        // Before the lock: this may wait (bounded) for the pod watch.
+        let input = self.admission_input(pod, &view).await;
+        let source = input.source();
+        self.metrics.admission_source("create", source.as_str());
+        let comparison = match &input {
+            AdmissionInput::Api { pod, which } => {
+                let c = admission_input::compare(pod, *which, &view.pod, self.memory_capacity());
+                if !c.agrees() {
+                    self.metrics.admission_disagreement();
+                    tracing::warn!(pod = %view.pod_ref, container = %ctr.name, differences = ?c.differences, "the inversion of this container disagrees with its pod's spec; the spec decides");
+                }
+                Some(c)
+            }
+            AdmissionInput::Inversion { .. } => None,
+        };
+        let decided = Decided {
+            source,
+            fallback: input.fallback(),
+            comparison,
+        };
         let mut node = self.event_lock();
         let floor = node.oom_floor.unwrap_or(0);
-        let decision = match node.placement.admit(&view.pod, floor) {
+        let decision = match node
+            .placement
+            .admit_container(input.pod(), input.which(), floor)
+        {
             Ok(d) => d,
             Err(e) => {
-                let msg = node.placement.refusal_message(&view.pod, &e, false);
+                let msg = node
+                    .placement
+                    .refusal_message_of(input.pod(), input.which(), &e, false);
                 self.metrics.refused("create", metrics::refusal_reason(&e));
-                self.log_refusal(&mut node, "create", &view, &msg);
+                self.log_refusal(&mut node, "create", source, &view, &msg);
                 self.refusal_event(&view, &e, &msg);
                 return Err(PluginError::Failed(msg));
             }
@@ -976,6 +1114,9 @@ impl Plugin for TopoletPlugin {
             cpus = %decision.cpuset,
             mems = %decision.mems,
             reason = %decision.reason,
+            source = source.as_str(),
+            fallback = decided.fallback.map(Fallback::as_str).unwrap_or("none"),
+            oom_score_adj = decision.oom_score_adj,
             "container placed"
         );
         let exclusive = decision.exclusive;
@@ -988,6 +1129,7 @@ impl Plugin for TopoletPlugin {
             ctr.id.clone(),
             Managed {
                 view,
+                decided,
                 applied: decision,
                 started: false,
                 stopped: false,
@@ -1025,12 +1167,16 @@ impl Plugin for TopoletPlugin {
         );
         let floor = node.oom_floor.unwrap_or(0);
         let uid = m.view.key.pod_uid.clone();
+        // A resize decides from the runtime's new values (exact; the watch may not have the
+        // resized spec yet when the kubelet acts on it).
+        self.metrics
+            .admission_source("resize", Source::Inversion.as_str());
         let decision = match node.placement.resize(&view.pod, floor) {
             Ok(d) => d,
             Err(e) => {
                 let msg = node.placement.refusal_message(&view.pod, &e, true);
                 self.metrics.refused("resize", metrics::refusal_reason(&e));
-                self.log_refusal(&mut node, "resize", &view, &msg);
+                self.log_refusal(&mut node, "resize", Source::Inversion, &view, &msg);
                 self.refusal_event(&view, &e, &msg);
                 // The kubelet resized the pod cgroup before asking: put it back to what the
                 // containers run with (where it holds exactly the refused request's values).
@@ -1059,7 +1205,7 @@ impl Plugin for TopoletPlugin {
         decision.mems = widened(m.applied.mems, decision.mems, node.placement.all_mems());
         let changed_pool =
             decision.exclusive != m.applied.exclusive || decision.cpuset != m.applied.cpuset;
-        tracing::info!(pod = %m.view.pod_ref, container = %ctr.name, cpus = %decision.cpuset, exclusive = decision.exclusive, "container resized");
+        tracing::info!(pod = %m.view.pod_ref, container = %ctr.name, cpus = %decision.cpuset, exclusive = decision.exclusive, source = Source::Inversion.as_str(), "container resized");
         if decision.exclusive && changed_pool {
             self.grant_event(&view, &decision, true);
         }
@@ -1070,6 +1216,7 @@ impl Plugin for TopoletPlugin {
             ctr.id.clone(),
             Managed {
                 view,
+                decided: m.decided.clone(),
                 applied: decision,
                 started: m.started,
                 stopped: m.stopped,
@@ -1204,6 +1351,12 @@ impl TopoletPlugin {
                 .iter()
                 .map(|cid| node.containers[*cid].view.container().clone())
                 .collect();
+            // The real priority when the pod watch holds the pod (never waits).
+            let (priority, priority_class_name) =
+                match self.pods.get().map(|(d, _)| d.get(&info.pod_uid)) {
+                    Some(Lookup::Found(p)) => (p.priority, p.priority_class_name.clone()),
+                    _ => (None, None),
+                };
             out.push(ManagedPod {
                 sandbox_id: id.clone(),
                 cgroup_parent: sb
@@ -1216,8 +1369,8 @@ impl TopoletPlugin {
                     namespace: sb.namespace.clone(),
                     name: sb.name.clone(),
                     uid: info.pod_uid.clone(),
-                    priority: None,
-                    priority_class_name: None,
+                    priority,
+                    priority_class_name,
                     static_or_mirror,
                     init_containers: Vec::new(),
                     containers,
@@ -1299,6 +1452,7 @@ impl TopoletPlugin {
             free: p.free_per_node(),
             managed: node.containers.len(),
             left_alone: node.left_alone.len(),
+            admissions: admission_records(&node),
         };
         drop(node);
         let c = &self.config;

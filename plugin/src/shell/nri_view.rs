@@ -11,9 +11,13 @@
 //! | CPU request | `cpu.shares` (`request·1024/1000`, min 2) | exact from 3m to 256 CPUs; shares 2 ⇒ 0 |
 //! | CPU limit | `cpu.quota / cpu.period` | exact above the 1 ms quota floor |
 //! | memory limit | `memory.limit` | exact |
-//! | memory request (Burstable) | `oom_score_adj = 1000 − 1000·request/capacity`, capacity = `/proc/meminfo` `MemTotal` | within one step (capacity/1000 bytes) |
+//! | memory request (Burstable) | `oom_score_adj = 1000 − 1000·request/capacity`, capacity = `/proc/meminfo` `MemTotal` | within one step (capacity/1000 bytes); 999 covers two, so under 2·capacity/1000 reads as none |
 //! | memory request (Guaranteed) | = the memory limit | exact |
 //! | exclusive CPUs | Guaranteed and an integer CPU request | exact |
+//! | a container without requests or limits | its pod's class (the path's) | exact |
+//!
+//! With the Kubernetes API client on, a pod's spec from the pod watch decides instead when it is
+//! known (`core::admission_input`, `shell::pod_directory`); this view is the fallback.
 //!
 //! Not knowable from NRI and therefore not used: pod priority (eviction gets it elsewhere), init vs
 //! app container (kubelet runs init containers to completion first, so their CPUs are released at
@@ -204,14 +208,27 @@ pub fn view(
 /// rest of the pod, so that `qos::class` agrees with the path. It carries no resources, so no
 /// hint, allocation or oom_score_adj changes because of it; it is never admitted (the NRI path
 /// admits app container 0 only).
+///
+/// Likewise a Burstable pod's container without requests or limits (another container makes the
+/// pod Burstable) would read back as BestEffort, and get oom_score_adj 1000 where the kubelet
+/// gave it 999: then the container standing for the rest of the pod carries the least request
+/// there is (1 millicore), which no rule applied to container 0 looks at.
 fn pod_containers(class: QosClass, container: Container) -> Vec<Container> {
     let mut containers = vec![container];
     let alone = Pod {
         containers: containers.clone(),
         ..Pod::default()
     };
-    if class == QosClass::Burstable && qos::class(&alone) == QosClass::Guaranteed {
-        containers.push(Container::default());
+    match (class, qos::class(&alone)) {
+        (QosClass::Burstable, QosClass::Guaranteed) => containers.push(Container::default()),
+        (QosClass::Burstable, QosClass::BestEffort) => containers.push(Container {
+            requests: ResourceList {
+                cpu_millis: Some(1),
+                ..ResourceList::default()
+            },
+            ..Container::default()
+        }),
+        _ => {}
     }
     containers
 }
@@ -363,6 +380,25 @@ pub(crate) mod tests {
         let req = v.container().requests.memory();
         assert!(req <= 4 * GIB && 4 * GIB - req < 64 * GIB / 1000, "{req}");
         assert_eq!(qos::class(&v.pod), QosClass::Burstable);
+    }
+
+    #[test]
+    fn a_burstable_pods_container_without_resources_stays_burstable() {
+        // The kubelet: Burstable, request 0, oom_score_adj 1000 - 0 clamped to 999.
+        let v = view(
+            &sandbox("u6", "/kubepods/burstable/podu6"),
+            &container("sidekick", 2, 0, 0, 999),
+            64 * GIB,
+        )
+        .unwrap();
+        assert_eq!(qos::class(&v.pod), QosClass::Burstable);
+        let oom = qos::oom_score_adj(
+            &v.pod,
+            v.container(),
+            64 * GIB,
+            qos::OomScoreVariant::Current,
+        );
+        assert_eq!(oom, 999, "the kubelet's value, not BestEffort's 1000");
     }
 
     #[test]

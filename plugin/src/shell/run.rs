@@ -78,6 +78,17 @@ async fn serve(
         .await
         .context("[kubernetes]")?
         .map(AbortOnDrop);
+    // This node's pods from the API: admission from their specs (`shell::pod_directory`).
+    let _pod_watch = match crate::shell::pod_directory::start(&kubernetes, plugin.metrics().clone())
+        .await
+        .context("[kubernetes]")?
+    {
+        Some((pods, task)) => {
+            plugin.set_pod_directory(pods, kubernetes.pod_wait());
+            Some(AbortOnDrop(task))
+        }
+        None => None,
+    };
     let stub = Stub::new(plugin.clone(), stub_config).context("nri plugin settings")?;
     plugin.attach(stub.updater(), stub.status());
     // `topolet status` (admin socket) and /metrics, /healthz, /readyz: never fatal.

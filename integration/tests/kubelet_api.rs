@@ -1,0 +1,228 @@
+//! Pod truth beside a real kubelet and API server: with `[kubernetes]` on (the cluster's
+//! `topolet` user, bound to deploy/kubernetes/rbac.yaml's ClusterRole only), topolet watches
+//! this node's pods and admits each container from its pod's spec, the NRI inversion being the
+//! fallback. Checked here: every pod's decision comes from the API and the inversion of the same
+//! container agrees with it (except where the API is known to be more precise, listed by
+//! topolet); what only the API can get right (a node-critical pod's oom_score_adj, an init
+//! container's role); and an API outage: containers keep being created from the inversion,
+//! counted, and the watch catches up when the API server returns.
+
+use anyhow::{ensure, Context};
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::json;
+use topolet_integration::admissions::{self, check_api_agrees};
+use topolet_integration::cluster::{self, ClusterOptions, KubeNode};
+use topolet_integration::kube::burstable_oom;
+use topolet_integration::manifests::{ctr, init_ctr, one_pod_per_class, pod, res};
+use topolet_integration::{observe, wait};
+
+/// The bound of CreateContainer's wait for a pod the watch has not delivered yet: the largest
+/// allowed, so that a busy machine's slow watch does not make a decision fall back.
+const KUBERNETES: &str = "pod_wait_ms = 1000";
+
+fn start() -> anyhow::Result<KubeNode> {
+    KubeNode::start_with_api_config("", &ClusterOptions::default(), KUBERNETES)
+}
+
+/// The records of pod `default/<name>`'s `containers`, each decided from the API with the
+/// inversion agreeing; returns each one's refinements.
+fn agreeing(
+    node: &mut KubeNode,
+    name: &str,
+    containers: &[&str],
+) -> anyhow::Result<Vec<Vec<String>>> {
+    let recs = admissions::wait_records(node, &format!("default/{name}"), containers)?;
+    recs.iter().map(check_api_agrees).collect()
+}
+
+fn oom_score_adj(node: &KubeNode, p: &Pod, cname: &str) -> anyhow::Result<i64> {
+    Ok(node.observe(p, cname)?.1.oom_score_adj)
+}
+
+/// Every pod shape the kubelet suite uses (each QoS class, fractional and integer Guaranteed, a
+/// Burstable pod with a Guaranteed-looking container, init containers) plus a node-critical one:
+/// each container is decided from its pod's spec, and the inversion of the same container agrees
+/// on its class, exclusive CPUs, CPU request and limit, memory limit and request. Where the API
+/// knows more, topolet says so (refinements), and the node-critical pod shows the difference.
+#[test]
+fn every_pod_is_decided_from_its_spec_and_the_inversion_agrees() -> anyhow::Result<()> {
+    let mut node = start()?;
+    let cap = observe::mem_capacity()?;
+    let k = &node.cluster;
+    for p in one_pod_per_class() {
+        k.create_pod(p)?;
+    }
+    k.create_pod(pod(
+        "two",
+        vec![ctr("a", res("1", "1", "64Mi", "64Mi")), ctr("b", json!({}))],
+        vec![],
+    ))?;
+    let mut crit = pod(
+        "crit",
+        vec![ctr("main", res("100m", "", "32Mi", ""))],
+        vec![],
+    );
+    crit["spec"]["priorityClassName"] = json!("system-node-critical");
+    k.create_pod(crit)?;
+    let mut pods = Vec::new();
+    for name in ["be", "bu", "gf", "two", "crit"] {
+        pods.push(k.wait_running(name)?);
+    }
+    for (name, containers) in [
+        ("be", &["main"][..]),
+        ("bu", &["main"]),
+        ("gf", &["main"]),
+        ("two", &["a", "b"]),
+    ] {
+        agreeing(&mut node, name, containers)?;
+    }
+    let two = agreeing(&mut node, "two", &["a", "b"])?;
+    ensure!(
+        two.iter()
+            .all(|r| r.contains(&"other_containers".to_string())),
+        "pod two's containers: the inversion sees one container: {two:?}"
+    );
+
+    // The node-critical Burstable pod: the kubelet asks -997 for it, which carries no memory
+    // request; from its cgroup values alone it would be an ordinary Burstable container without
+    // one (oom_score_adj 999, the first killed). From its spec it keeps the kubelet's -997 (as
+    // clamped by containerd, like a Guaranteed container's).
+    let crit_ref = agreeing(&mut node, "crit", &["main"])?;
+    ensure!(
+        crit_ref[0].contains(&"node_critical".to_string()),
+        "crit is node-critical: {crit_ref:?}"
+    );
+    let crit_oom = oom_score_adj(&node, &pods[4], "main")?;
+    let gf_oom = oom_score_adj(&node, &pods[2], "main")?;
+    assert_eq!(
+        crit_oom, gf_oom,
+        "the node-critical pod's oom_score_adj is the kubelet's -997 as applied to a Guaranteed container"
+    );
+    assert_ne!(
+        crit_oom,
+        burstable_oom(0, cap),
+        "not the inversion's Burstable value"
+    );
+
+    // An integer Guaranteed pod: exclusive, from the spec, the inversion agreeing.
+    let k = &node.cluster;
+    k.delete_pod("two")?;
+    k.delete_pod("gf")?;
+    k.create_pod(pod(
+        "gx",
+        vec![ctr("main", res("1", "1", "64Mi", "64Mi"))],
+        vec![],
+    ))?;
+    k.wait_running("gx")?;
+    agreeing(&mut node, "gx", &["main"])?;
+    node.cluster.delete_pod("gx")?;
+
+    // Init containers: known as such from the spec (the inversion cannot tell them).
+    let init = init_ctr("init", res("1", "1", "64Mi", "64Mi"));
+    node.cluster.create_pod(pod(
+        "ini",
+        vec![ctr("main", res("1", "1", "64Mi", "64Mi"))],
+        vec![init],
+    ))?;
+    node.cluster.wait_running("ini")?;
+    let ini = agreeing(&mut node, "ini", &["init", "main"])?;
+    ensure!(
+        ini[0].contains(&"role".to_string()),
+        "the init container's role came from the spec: {ini:?}"
+    );
+
+    let m = admissions::metrics(&mut node.t.topolet)?;
+    assert_eq!(
+        admissions::sample(&m, "topolet_admission_source_disagreements_total"),
+        Some(0.0)
+    );
+    ensure!(
+        !m.lines()
+            .any(|l| l.starts_with("topolet_admission_fallbacks_total{")),
+        "no decision fell back to the inversion:\n{m}"
+    );
+    let api = admissions::sample(
+        &m,
+        "topolet_admission_decisions_total{operation=\"create\",source=\"api\"}",
+    );
+    ensure!(
+        api >= Some(9.0),
+        "9 containers decided from the API: {api:?}\n{m}"
+    );
+    for name in ["be", "bu", "crit", "ini"] {
+        node.cluster.delete_pod(name)?;
+    }
+    Ok(())
+}
+
+/// The API server stops: the watch loses it (not synced, counted), and a container created
+/// meanwhile (a static pod, which the kubelet runs without the API) is decided by the inversion,
+/// its reason counted. The API server returns: the watch relists, and the next pod is decided
+/// from its spec again.
+#[test]
+fn an_api_outage_falls_back_to_the_inversion_and_the_watch_catches_up() -> anyhow::Result<()> {
+    let mut node = start()?;
+    let node_name = node.cluster.node_name().to_string();
+    node.cluster.stop_apiserver()?;
+    admissions::wait_store_synced(&mut node.t.topolet, false)?;
+
+    let manifest = node.cluster.static_pod_dir().join("spod.json");
+    let mut spod = pod(
+        "spod",
+        vec![ctr("main", res("100m", "200m", "16Mi", "32Mi"))],
+        vec![],
+    );
+    spod["spec"]
+        .as_object_mut()
+        .context("pod spec")?
+        .remove("initContainers");
+    std::fs::write(&manifest, serde_json::to_vec_pretty(&spod)?)
+        .with_context(|| format!("writing {}", manifest.display()))?;
+    let spod_ref = format!("default/spod-{node_name}");
+    let recs = admissions::wait_records(&mut node, &spod_ref, &["main"])?;
+    let r = &recs[0];
+    assert_eq!(r["source"], "inversion", "{r}");
+    assert_eq!(r["fallback"], "not_synced", "{r}");
+    let id = r["id"].as_str().context("record id")?.to_string();
+    wait::until_true(
+        "the static pod's container runs",
+        cluster::POD_TIMEOUT,
+        || Ok(node.t.stack.cri().state(&id)? == "CONTAINER_RUNNING"),
+    )?;
+    let m = admissions::metrics(&mut node.t.topolet)?;
+    ensure!(
+        admissions::sample(
+            &m,
+            "topolet_admission_fallbacks_total{reason=\"not_synced\"}"
+        ) >= Some(1.0),
+        "the fallback is counted:\n{m}"
+    );
+    ensure!(
+        admissions::sample(&m, "topolet_kube_pod_watch_errors_total") >= Some(1.0),
+        "the watch error is counted:\n{m}"
+    );
+
+    node.cluster.start_apiserver()?;
+    admissions::wait_store_synced(&mut node.t.topolet, true)?;
+    let m = admissions::metrics(&mut node.t.topolet)?;
+    ensure!(
+        admissions::sample(&m, "topolet_kube_pod_watch_restarts_total") >= Some(1.0),
+        "the watch restarted:\n{m}"
+    );
+    node.cluster.create_pod(pod(
+        "after",
+        vec![ctr("main", res("100m", "", "32Mi", ""))],
+        vec![],
+    ))?;
+    node.cluster.wait_running("after")?;
+    agreeing(&mut node, "after", &["main"])?;
+
+    std::fs::remove_file(&manifest).with_context(|| format!("removing {}", manifest.display()))?;
+    node.t.topolet.wait_status(
+        "the static pod's containers removed",
+        cluster::POD_TIMEOUT,
+        |s| admissions::of_pod(s, &spod_ref).is_empty().then_some(()),
+    )?;
+    node.cluster.delete_pod("after")?;
+    Ok(())
+}

@@ -1,4 +1,6 @@
-//! topolet's Kubernetes API client (`[kubernetes]`): Events on pods.
+//! topolet's Kubernetes API client (`[kubernetes]`): Events on pods; the client it builds is
+//! shared with the eviction loop (`shell::evict`, `shell::pod_facts`) and the node conditions
+//! publisher (`shell::node_status`).
 //!
 //! Off the NRI event path by construction: a handler hands an [`Occurrence`] to the
 //! [`EventSink`] with `try_send` on a bounded channel and returns; when the channel is full the
@@ -176,12 +178,24 @@ impl EventSink {
     }
 }
 
-/// The client when `config` (and the environment) enables it: the sink for the plugin and the
-/// recorder task (aborted when dropped). `Ok(None)`: off.
+/// The client as `topolet run` starts it.
+pub struct Started {
+    /// Where the NRI handlers (and the eviction loop) hand Events.
+    pub sink: EventSink,
+    /// The recorder task.
+    pub recorder: tokio::task::JoinHandle<()>,
+    /// The client, for the other users (eviction, node conditions).
+    pub client: Client,
+    /// This node's name.
+    pub node: String,
+}
+
+/// The client when `config` (and the environment) enables it: the sink for the plugin, the
+/// recorder task, the client and the node name. `Ok(None)`: off.
 pub async fn start(
     config: &KubernetesConfig,
     metrics: Arc<Metrics>,
-) -> anyhow::Result<Option<(EventSink, tokio::task::JoinHandle<()>)>> {
+) -> anyhow::Result<Option<Started>> {
     let creds = credentials(config, in_cluster_available()).map_err(anyhow::Error::msg)?;
     let Some(creds) = creds else {
         tracing::info!(
@@ -196,8 +210,13 @@ pub async fn start(
     tracing::info!(node = %node, credentials = ?creds, "kubernetes API client on: Events on pods");
     metrics.set_kube_client(true);
     let (sink, rx) = EventSink::channel(QUEUE, metrics.clone());
-    let recorder = Recorder::new(client, node, metrics);
-    Ok(Some((sink, tokio::spawn(recorder.run(rx)))))
+    let recorder = Recorder::new(client.clone(), node.clone(), metrics);
+    Ok(Some(Started {
+        sink,
+        recorder: tokio::spawn(recorder.run(rx)),
+        client,
+        node,
+    }))
 }
 
 /// The core/v1 Event object for `occ` (`count`, `first` and `last` from its series).

@@ -13,10 +13,10 @@
 #                                                                     installs cargo-fuzz, needs nightly)
 #   6. hack/validate-deploy.sh                                       (deploy/ manifests, unit, snippets)
 #   7. hack/smoke-stack.sh                                           (the containerd test stack itself)
-#   8. for each line: the NRI suites (every integration/tests/*.rs but kubelet.rs):
+#   8. for each line: the NRI suites (every integration/tests/*.rs but kubelet*.rs):
 #      TOPOLET_CONTAINERD_VERSION=<v> cargo test -p topolet-integration --test ... -- --test-threads=1
 #   9. hack/install-kube.sh (started in the background after step 1, joined before step 7), then
-#      the kubelet suite (integration/tests/kubelet.rs: a real kubelet,
+#      the kubelet suites (integration/tests/kubelet*.rs: a real kubelet,
 #      API server and scheduler, hack/kube-node.sh) on the newest line
 #
 # Environment:
@@ -52,20 +52,29 @@ require_tools() {
 }
 
 install_line() { CONTAINERD_VERSION="$1" "$HACK_DIR/install-deps.sh"; }
-# The NRI suites: every test target of integration/ except the kubelet suite (run once, below).
+# The NRI suites: every test target of integration/ except the kubelet suites (run once, below).
 nri_suites() {
   local f args=()
   for f in "$REPO_ROOT"/integration/tests/*.rs; do
     f="$(basename "$f" .rs)"
-    [[ "$f" == kubelet ]] || args+=(--test "$f")
+    [[ "$f" == kubelet* ]] || args+=(--test "$f")
   done
+  echo "${args[@]}"
+}
+# The kubelet suites: integration/tests/kubelet*.rs (kubelet.rs, kubelet_eviction.rs, ...).
+kubelet_suites() {
+  local f args=()
+  for f in "$REPO_ROOT"/integration/tests/kubelet*.rs; do args+=(--test "$(basename "$f" .rs)"); done
   echo "${args[@]}"
 }
 integration_line() {
   # shellcheck disable=SC2046
   TOPOLET_CONTAINERD_VERSION="$1" cargo test -p topolet-integration $(nri_suites) -- --test-threads=1
 }
-kubelet_suite() { TOPOLET_CONTAINERD_VERSION="$1" cargo test -p topolet-integration --test kubelet -- --test-threads=1; }
+kubelet_suite() {
+  # shellcheck disable=SC2046
+  TOPOLET_CONTAINERD_VERSION="$1" cargo test -p topolet-integration $(kubelet_suites) -- --test-threads=1
+}
 newest_line() { printf '%s\n' $VERSIONS | sort -V | tail -n1; }
 
 # The Kubernetes stack (Go, CPU-bound, about 10 minutes on a cold cache) builds in the background

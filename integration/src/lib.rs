@@ -10,6 +10,8 @@
 //! - [`cri`]: CRI calls through `crictl` (JSON in, JSON out);
 //! - [`observe`]: what really happened to a container: its cgroup files, its `/proc` files and its
 //!   bundle `config.json` (read with oci-spec);
+//! - [`pressure`]: the node's eviction signals as topolet computes them, and the pods' pressure
+//!   scripts;
 //! - [`logs`]: log files: find and wait for lines, read `key=value` fields;
 //! - [`wait`]: polling with timeouts (no fixed sleeps where a condition can be polled).
 //!
@@ -25,6 +27,7 @@ pub mod kube;
 pub mod logs;
 pub mod observe;
 pub mod paths;
+pub mod pressure;
 pub mod stack;
 pub mod topolet;
 pub mod wait;

@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::core::events::{EventType, ObjectRef, Occurrence};
 use crate::core::eviction::message::{eviction_message, ContainerUsage};
 use crate::core::eviction::node_status;
 use crate::core::eviction::{
@@ -34,15 +35,14 @@ use crate::core::eviction::{
     PodUsage, PressureTracker, Signal, SignalObservation, SignalResource, Threshold, Timestamp,
     UsageByPod,
 };
-use crate::core::events::{EventType, ObjectRef, Occurrence};
 use crate::core::pod::Pod;
 use crate::shell::cri::CriClient;
 use crate::shell::evict::{EvictPod, Evicted, Evictor};
 use crate::shell::kubernetes::EventSink;
 use crate::shell::metrics::Metrics;
 use crate::shell::node_status::{NodeReport, ReportSender};
-use crate::shell::pod_facts::{overlay, FactsByUid, PodFacts};
 use crate::shell::nri_plugin::{ManagedPod, TopoletPlugin};
+use crate::shell::pod_facts::{overlay, FactsByUid, PodFacts};
 use crate::shell::signals::{dir_usage, DirUsage, NodeStats, SignalSources};
 
 /// Most directory entries walked per container when measuring disk usage.
@@ -541,12 +541,8 @@ impl EvictionLoop {
         };
         self.export(&observed, &decision.conditions);
         if let Some(tx) = &self.node_status {
-            let conditions = node_status::reports(
-                &self.config,
-                &core_obs,
-                &decision.conditions,
-                &decision.met,
-            );
+            let conditions =
+                node_status::reports(&self.config, &core_obs, &decision.conditions, &decision.met);
             tx.send_replace(Some(NodeReport {
                 conditions,
                 pressure: decision.conditions.clone(),
@@ -605,7 +601,10 @@ impl EvictionLoop {
                 None
             }
             Err(_) => {
-                tracing::warn!(timeout_s = FACTS_TIMEOUT.as_secs(), "eviction: pod facts from the API timed out; ranking with NRI's view");
+                tracing::warn!(
+                    timeout_s = FACTS_TIMEOUT.as_secs(),
+                    "eviction: pod facts from the API timed out; ranking with NRI's view"
+                );
                 None
             }
         }

@@ -536,7 +536,10 @@ impl Metrics {
         for ((action, result), n) in &f.eviction_results {
             w.sample(
                 "topolet_eviction_attempts_total",
-                &[("action", action.to_string()), ("result", result.to_string())],
+                &[
+                    ("action", action.to_string()),
+                    ("result", result.to_string()),
+                ],
                 *n as f64,
             );
         }
@@ -548,7 +551,10 @@ impl Metrics {
         for ((target, result), n) in &f.node_status_patches {
             w.sample(
                 "topolet_node_status_patches_total",
-                &[("target", target.to_string()), ("result", result.to_string())],
+                &[
+                    ("target", target.to_string()),
+                    ("result", result.to_string()),
+                ],
                 *n as f64,
             );
         }

@@ -165,7 +165,11 @@ impl Publisher {
 
     async fn patch_status(&self, patch: serde_json::Value) -> Result<Node, kube::Error> {
         self.api
-            .patch_status(&self.node, &PatchParams::default(), &Patch::Strategic(patch))
+            .patch_status(
+                &self.node,
+                &PatchParams::default(),
+                &Patch::Strategic(patch),
+            )
             .await
     }
 

@@ -35,11 +35,9 @@ pub fn resource_name(resource: SignalResource) -> &'static str {
 /// `resource.Quantity` canonical text of `value`: BinarySI for bytes, DecimalSI for counts.
 pub fn quantity(resource: SignalResource, value: i64) -> String {
     match resource {
-        SignalResource::Memory | SignalResource::Disk => suffixed(
-            value,
-            1024,
-            &["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"],
-        ),
+        SignalResource::Memory | SignalResource::Disk => {
+            suffixed(value, 1024, &["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"])
+        }
         SignalResource::Inodes | SignalResource::Pids => {
             suffixed(value, 1000, &["", "k", "M", "G", "T", "P", "E"])
         }

@@ -306,7 +306,12 @@ mod tests {
             .thresholds_for(Signal::MemoryAvailable)
             .cloned()
             .collect::<Vec<_>>();
-        let r = reports(&c, &o, &BTreeSet::from([NodeCondition::MemoryPressure]), &mem);
+        let r = reports(
+            &c,
+            &o,
+            &BTreeSet::from([NodeCondition::MemoryPressure]),
+            &mem,
+        );
         assert_eq!(r[0].type_, "TopoletMemoryPressure");
         assert_eq!(r[0].status, Status::True);
         assert_eq!(r[0].reason, "TopoletHasInsufficientMemory");
@@ -321,10 +326,19 @@ mod tests {
         // No pid threshold by default: nothing to observe, False.
         assert_eq!(
             (r[2].type_, r[2].status, r[2].reason),
-            ("TopoletPIDPressure", Status::False, "TopoletHasSufficientPID")
+            (
+                "TopoletPIDPressure",
+                Status::False,
+                "TopoletHasSufficientPID"
+            )
         );
         // Held by the transition period.
-        let r = reports(&c, &o, &BTreeSet::from([NodeCondition::MemoryPressure]), &[]);
+        let r = reports(
+            &c,
+            &o,
+            &BTreeSet::from([NodeCondition::MemoryPressure]),
+            &[],
+        );
         assert!(r[0].message.contains("transition period (5m)"), "{r:?}");
         // Unobserved disk signals.
         let r = reports(&c, &obs(&[]), &BTreeSet::new(), &[]);
@@ -357,10 +371,7 @@ mod tests {
         // Heartbeat due: heartbeat moves, transition stays.
         let t2 = t0 + Duration::from_secs(60);
         let beat = book.plan(&report(Status::False), t2, hb).unwrap();
-        assert_eq!(
-            (beat[0].last_heartbeat, beat[0].last_transition),
-            (t2, t0)
-        );
+        assert_eq!((beat[0].last_heartbeat, beat[0].last_transition), (t2, t0));
         book.commit(&beat);
         // Status change: sent at once, transition now.
         let t3 = t2 + Duration::from_secs(1);

@@ -18,7 +18,7 @@
 
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{ensure, Context};
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
@@ -180,9 +180,20 @@ fn wait_crossed(
     Ok(Instant::now())
 }
 
+/// When a pod's eviction was accepted (its `DisruptionTarget` condition first seen) and when it
+/// was gone from the API.
+struct EvictedAt {
+    accepted: Instant,
+    gone: Instant,
+}
+
 /// Waits until the watched pod is gone from the API; checks it carried `DisruptionTarget`
 /// (`True`, `EvictionByEvictionAPI`: the API server's eviction subresource) on the way.
-fn wait_evicted(k: &cluster::Cluster, name: &str, w: &Watched<PodView>) -> anyhow::Result<Instant> {
+fn wait_evicted(
+    k: &cluster::Cluster,
+    name: &str,
+    w: &Watched<PodView>,
+) -> anyhow::Result<EvictedAt> {
     w.wait(
         &format!("pod {name} gone from the API"),
         cluster::POD_TIMEOUT,
@@ -192,14 +203,18 @@ fn wait_evicted(k: &cluster::Cluster, name: &str, w: &Watched<PodView>) -> anyho
     let seen = w.seen();
     let target = seen
         .iter()
-        .filter_map(|(_, v)| v.as_ref())
-        .find_map(|v| v.disruption.clone());
-    ensure!(
-        target == Some(("True".into(), "EvictionByEvictionAPI".into())),
-        "pod {name} was deleted without the Eviction API's DisruptionTarget condition: {seen:?}",
-        seen = seen.iter().map(|(_, v)| v).collect::<Vec<_>>()
-    );
-    w.deleted_at().context("deleted but no deletion time")
+        .find_map(|(at, v)| Some((*at, v.as_ref()?.disruption.clone()?)));
+    let Some((accepted, ("True", "EvictionByEvictionAPI"))) = target
+        .as_ref()
+        .map(|(at, (st, r))| (*at, (st.as_str(), r.as_str())))
+    else {
+        anyhow::bail!(
+            "pod {name} was deleted without the Eviction API's DisruptionTarget condition: {:?}",
+            seen.iter().map(|(_, v)| v).collect::<Vec<_>>()
+        );
+    };
+    let gone = w.deleted_at().context("deleted but no deletion time")?;
+    Ok(EvictedAt { accepted, gone })
 }
 
 /// The pod never started terminating and is the same pod (uid) as when it was first seen.
@@ -245,13 +260,21 @@ fn metric(addr: &str, name: &str, labels: &[(&str, &str)]) -> anyhow::Result<f64
     Ok(value(&samples, name, labels).unwrap_or(0.0))
 }
 
-/// Prints the reaction time and appends it to `TOPOLET_BENCH_OUT` when set.
-fn record_reaction(signal: &str, reaction: Duration) -> anyhow::Result<()> {
+/// Prints the reaction times from `crossed` and appends them to `TOPOLET_BENCH_OUT` when set.
+fn record_reaction(signal: &str, crossed: Instant, at: &EvictedAt) -> anyhow::Result<()> {
+    let accepted = at.accepted.saturating_duration_since(crossed);
+    let gone = at.gone.saturating_duration_since(crossed);
+    println!(
+        "{signal}: eviction accepted by the API server {accepted:?} and pod gone from the API \
+         {gone:?} after the threshold was crossed (interval {INTERVAL_S}s; the kubelet's \
+         housekeeping interval is {KUBELET_HOUSEKEEPING_S}s)"
+    );
     let line = json!({
         "signal": signal,
         "action": "api",
         "interval_s": INTERVAL_S,
-        "reaction_to_gone_from_api_s": reaction.as_secs_f64(),
+        "reaction_to_eviction_accepted_s": accepted.as_secs_f64(),
+        "reaction_to_gone_from_api_s": gone.as_secs_f64(),
         "kubelet_housekeeping_s": KUBELET_HOUSEKEEPING_S,
     });
     println!("bench figures: {line}");
@@ -303,10 +326,8 @@ fn memory_pressure_evicts_the_best_effort_hog_through_the_api_and_sets_topolets_
     k.wait_running("g-sleeper")?;
     k.create_pod(pod("mem-hog", json!({}), MEMORY_SCRIPT, json!({})))?;
     let crossed = wait_crossed("memory.available", threshold, memory_available, &hog_watch)?;
-    let gone = wait_evicted(k, "mem-hog", &hog_watch)?;
-    let reaction = gone.saturating_duration_since(crossed);
-    println!("memory.available threshold {threshold}: pod gone from the API {reaction:?} after crossing (kubelet housekeeping: {KUBELET_HOUSEKEEPING_S}s)");
-    record_reaction("memory.available", reaction)?;
+    let at = wait_evicted(k, "mem-hog", &hog_watch)?;
+    record_reaction("memory.available", crossed, &at)?;
 
     // The kubelet's words in the Event, with the container using the most.
     let ev = evicted_event(k, "mem-hog")?;
@@ -471,10 +492,8 @@ fn pid_pressure_skips_the_hog_a_pdb_protects_evicts_the_next_pod_and_taints_the_
 
     // The hog ranks first (most processes) but its budget refuses: the bystander goes.
     let crossed = wait_crossed("pid.available", threshold, pid_available, &by_watch)?;
-    let gone = wait_evicted(k, "bystander", &by_watch)?;
-    let reaction = gone.saturating_duration_since(crossed);
-    println!("pid.available threshold {threshold}: next candidate gone from the API {reaction:?} after crossing (kubelet housekeeping: {KUBELET_HOUSEKEEPING_S}s)");
-    record_reaction("pid.available", reaction)?;
+    let at = wait_evicted(k, "bystander", &by_watch)?;
+    record_reaction("pid.available", crossed, &at)?;
     let refused = || {
         metric(
             &addr,

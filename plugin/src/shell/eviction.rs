@@ -832,3 +832,141 @@ impl EvictionLoop {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::eviction::EvictionSection;
+    use crate::core::qos::QosClass;
+    use crate::shell::evict::EvictError;
+    use async_trait::async_trait;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    struct Pods(Vec<ManagedPod>);
+
+    impl PodSource for Pods {
+        fn managed_pods(&self) -> Vec<ManagedPod> {
+            self.0.clone()
+        }
+    }
+
+    /// Refuses the first `refuse` requests (a PodDisruptionBudget), then accepts.
+    struct Budget {
+        refuse: usize,
+        calls: AtomicUsize,
+        evicted: Mutex<Vec<String>>,
+    }
+
+    #[async_trait]
+    impl Evictor for Budget {
+        fn name(&self) -> &'static str {
+            "api"
+        }
+        async fn evict(&self, pod: &EvictPod, _grace: Duration) -> Result<Evicted, EvictError> {
+            let n = self.calls.fetch_add(1, Ordering::SeqCst);
+            if n < self.refuse {
+                return Ok(Evicted::Refused {
+                    message: "Cannot evict pod as it would violate the pod's disruption budget."
+                        .into(),
+                });
+            }
+            self.evicted.lock().unwrap().push(pod.name.clone());
+            Ok(Evicted::Evicting {
+                disruption_target: true,
+                gone: false,
+            })
+        }
+    }
+
+    fn pod(i: usize) -> ManagedPod {
+        ManagedPod {
+            sandbox_id: format!("sb{i}"),
+            cgroup_parent: format!("/kubepods/besteffort/pod{i}"),
+            qos: QosClass::BestEffort,
+            pod: Pod {
+                namespace: "ns".into(),
+                name: format!("p{i}"),
+                uid: format!("u{i}"),
+                ..Default::default()
+            },
+            container_ids: Vec::new(),
+        }
+    }
+
+    /// A loop under PID pressure (pid_max 1000, 900 tasks, threshold 500) over 7 pods.
+    fn under_pid_pressure(evictor: Arc<Budget>) -> (tempfile::TempDir, EvictionLoop) {
+        let t = tempfile::tempdir().unwrap();
+        let kernel = t.path().join("proc/sys/kernel");
+        std::fs::create_dir_all(&kernel).unwrap();
+        std::fs::write(kernel.join("pid_max"), "1000\n").unwrap();
+        std::fs::write(t.path().join("proc/loadavg"), "0.1 0.1 0.1 1/900 1\n").unwrap();
+        let section: EvictionSection = toml::from_str(
+            "interval = \"1s\"\nhard = { \"pid.available\" = \"500\" }\naction = \"api\"",
+        )
+        .unwrap();
+        let config = EvictionConfig::from_section(&section).unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let l = EvictionLoop {
+            sources: SignalSources {
+                root: t.path().to_path_buf(),
+                nodefs: t.path().join("none"),
+                imagefs: t.path().join("none"),
+            },
+            config,
+            pods: Arc::new(Pods((0..7).map(pod).collect())),
+            evictor,
+            cri: None,
+            stats: Arc::new(EvictionStats::default()),
+            metrics: Some(metrics),
+            facts: None,
+            events: None,
+            node_status: None,
+        };
+        (t, l)
+    }
+
+    #[tokio::test]
+    async fn refusals_move_on_at_most_a_few_requests_per_interval() {
+        let budget = Arc::new(Budget {
+            refuse: usize::MAX,
+            calls: AtomicUsize::new(0),
+            evicted: Mutex::new(Vec::new()),
+        });
+        let (_t, l) = under_pid_pressure(budget.clone());
+        let state = Mutex::new(LoopState::default());
+        l.iterate(&state).await;
+        assert_eq!(
+            budget.calls.load(Ordering::SeqCst),
+            MAX_ATTEMPTS_PER_INTERVAL
+        );
+        l.iterate(&state).await;
+        assert_eq!(
+            budget.calls.load(Ordering::SeqCst),
+            2 * MAX_ATTEMPTS_PER_INTERVAL,
+            "one pass per interval, never a hot loop"
+        );
+        let m = l.metrics.as_ref().unwrap();
+        assert_eq!(
+            m.eviction_results("api", "pdb_refused"),
+            2 * MAX_ATTEMPTS_PER_INTERVAL as u64
+        );
+        assert!(budget.evicted.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_refused_pod_is_skipped_for_the_next_one() {
+        let budget = Arc::new(Budget {
+            refuse: 1,
+            calls: AtomicUsize::new(0),
+            evicted: Mutex::new(Vec::new()),
+        });
+        let (_t, l) = under_pid_pressure(budget.clone());
+        let state = Mutex::new(LoopState::default());
+        l.iterate(&state).await;
+        assert_eq!(budget.calls.load(Ordering::SeqCst), 2);
+        assert_eq!(budget.evicted.lock().unwrap().len(), 1);
+        let m = l.metrics.as_ref().unwrap();
+        assert_eq!(m.eviction_results("api", "pdb_refused"), 1);
+        assert_eq!(m.eviction_results("api", "evicted"), 1);
+    }
+}

@@ -227,9 +227,18 @@ impl Publisher {
             match self.patch_status(conditions_patch(&plan)).await {
                 Ok(node) => {
                     self.metrics.node_status_patch("conditions", "ok");
+                    let transition = plan.iter().any(|c| c.last_transition == now);
                     self.book.commit(&plan);
                     self.learn(&node);
-                    tracing::info!(node = %self.node, conditions = ?plan.iter().map(|c| format!("{}={}", c.type_, c.status.as_str())).collect::<Vec<_>>(), "node conditions published");
+                    let conditions: Vec<String> = plan
+                        .iter()
+                        .map(|c| format!("{}={}", c.type_, c.status.as_str()))
+                        .collect();
+                    if transition {
+                        tracing::info!(node = %self.node, conditions = ?conditions, "node conditions published");
+                    } else {
+                        tracing::debug!(node = %self.node, conditions = ?conditions, "node conditions heartbeat");
+                    }
                 }
                 Err(e) => return self.failed("conditions", &e),
             }

@@ -75,6 +75,8 @@ pub enum EvictError {
         #[source]
         source: CriError,
     },
+    #[error("evicting pod {pod} through the API: no answer within {after:?}")]
+    Timeout { pod: String, after: Duration },
     #[error("evicting pod {pod} through the API: {source}")]
     Api {
         pod: String,
@@ -167,6 +169,9 @@ impl Evictor for CriEvictor {
     }
 }
 
+/// Longest wait for one API request of an eviction (the eviction loop waits on it).
+pub const API_TIMEOUT: Duration = Duration::from_secs(15);
+
 /// `action = "api"`.
 pub struct ApiEvictor {
     client: kube::Client,
@@ -213,7 +218,15 @@ impl Evictor for ApiEvictor {
 
     async fn evict(&self, pod: &EvictPod, grace: Duration) -> Result<Evicted, EvictError> {
         let api: Api<ApiPod> = Api::namespaced(self.client.clone(), &pod.namespace);
-        match api.evict(&pod.name, &eviction_params(pod, grace)).await {
+        let params = eviction_params(pod, grace);
+        let request = api.evict(&pod.name, &params);
+        let answer = tokio::time::timeout(API_TIMEOUT, request)
+            .await
+            .map_err(|_| EvictError::Timeout {
+                pod: pod.pod_ref(),
+                after: API_TIMEOUT,
+            })?;
+        match answer {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 429 => {
                 return Ok(Evicted::Refused { message: s.message });
@@ -231,8 +244,8 @@ impl Evictor for ApiEvictor {
         }
         // Read it back: terminating (deletionTimestamp, DisruptionTarget) or already gone.
         let lp = ListParams::default().fields(&format!("metadata.name={}", pod.name));
-        match api.list(&lp).await {
-            Ok(list) => {
+        match tokio::time::timeout(API_TIMEOUT, api.list(&lp)).await {
+            Ok(Ok(list)) => {
                 let same = list
                     .items
                     .iter()
@@ -248,8 +261,15 @@ impl Evictor for ApiEvictor {
                     },
                 })
             }
-            Err(e) => {
+            Ok(Err(e)) => {
                 tracing::warn!(pod = %pod.pod_ref(), error = %e, "evicted pod not read back");
+                Ok(Evicted::Evicting {
+                    disruption_target: false,
+                    gone: false,
+                })
+            }
+            Err(_) => {
+                tracing::warn!(pod = %pod.pod_ref(), "evicted pod not read back (timeout)");
                 Ok(Evicted::Evicting {
                     disruption_target: false,
                     gone: false,

@@ -140,6 +140,11 @@ pub async fn client(creds: &Credentials) -> anyhow::Result<Client> {
     config.connect_timeout = Some(Duration::from_secs(10));
     config.read_timeout = Some(Duration::from_secs(30));
     config.write_timeout = Some(Duration::from_secs(30));
+    // No built-in retry: kube's (up to 15 attempts on 429/503/504, back-off up to 1000 s) would
+    // hold the eviction loop for minutes on a PodDisruptionBudget's 429, which means "try
+    // another pod". Every user retries on its own terms (the recorder's back-off, the eviction
+    // loop's next interval, the node status publisher's next tick).
+    config.default_retry = false;
     Client::try_from(config).context("building the Kubernetes client")
 }
 

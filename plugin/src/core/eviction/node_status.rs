@@ -271,22 +271,8 @@ pub fn all_taint_keys() -> BTreeSet<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::eviction::observe::SignalObservation;
+    use crate::core::eviction::observe::observations_of as obs;
     use crate::core::eviction::Signal;
-
-    fn obs(pairs: &[(Signal, i64, u64)]) -> Observations {
-        pairs
-            .iter()
-            .map(|(s, a, c)| {
-                let o = SignalObservation {
-                    available: *a,
-                    capacity: *c,
-                    time: None,
-                };
-                (*s, o)
-            })
-            .collect()
-    }
 
     fn all_observed() -> Observations {
         obs(&[

@@ -311,6 +311,8 @@ write_cni_config() {
 EOF
 }
 
+# Disk thresholds are absolute and small: the build hosts share one disk, often nearly full, and
+# the kubelet's own disk eviction must not take the suite's pods (topolet's eviction is tested).
 write_kubelet_config() {
   local reserved="" cpu_opts=""
   [[ -z "$RESERVED_CPUS" ]] || reserved="reservedSystemCPUs: \"$RESERVED_CPUS\""
@@ -352,9 +354,9 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard:
   memory.available: "100Mi"
-  nodefs.available: "1%"
+  nodefs.available: "256Mi"
   nodefs.inodesFree: "1%"
-  imagefs.available: "1%"
+  imagefs.available: "256Mi"
   imagefs.inodesFree: "1%"
 evictionPressureTransitionPeriod: 5s
 nodeStatusUpdateFrequency: 2s

@@ -503,6 +503,147 @@ fn nrt_resource() -> ApiResource {
     )
 }
 
+/// The versions a [`Watched`] saw: arrival time and the reduced object (`None`: deleted).
+pub type Seen<T> = Vec<(Instant, Option<T>)>;
+
+/// Every version of one watched object the API server reported since [`Cluster::watch`] started,
+/// each reduced by the caller's function and stamped when it arrived; `None` marks its deletion.
+/// The watch runs on a thread of its own (its own runtime and client) until dropped.
+pub struct Watched<T> {
+    log: std::sync::Arc<std::sync::Mutex<Seen<T>>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl<T: Clone> Watched<T> {
+    /// What was seen so far, oldest first.
+    pub fn seen(&self) -> Vec<(Instant, Option<T>)> {
+        self.log.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Waits until the seen versions satisfy `done`; returns them.
+    pub fn wait(
+        &self,
+        what: &str,
+        timeout: Duration,
+        done: impl Fn(&[(Instant, Option<T>)]) -> bool,
+    ) -> anyhow::Result<Vec<(Instant, Option<T>)>> {
+        wait::until(what, timeout, || {
+            let seen = self.seen();
+            Ok(done(&seen).then_some(seen))
+        })
+    }
+
+    /// When the object was deleted, if it was.
+    pub fn deleted_at(&self) -> Option<Instant> {
+        self.seen()
+            .iter()
+            .find(|(_, v)| v.is_none())
+            .map(|(at, _)| *at)
+    }
+}
+
+impl<T> Drop for Watched<T> {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Cluster {
+    /// Watches the objects of `make(client)` matching `fields` (a field selector such as
+    /// `metadata.name=hog`) as the admin, recording `reduce` of every version.
+    pub fn watch<K, T>(
+        &self,
+        make: impl FnOnce(Client) -> Api<K> + Send + 'static,
+        fields: &str,
+        reduce: impl Fn(&K) -> T + Send + 'static,
+    ) -> anyhow::Result<Watched<T>>
+    where
+        K: kube::Resource<DynamicType = ()>
+            + Clone
+            + k8s_openapi::serde::de::DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + 'static,
+        T: Send + 'static,
+    {
+        use futures::StreamExt;
+        use kube::runtime::watcher;
+        let kubeconfig = PathBuf::from(self.env("KUBECONFIG")?);
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
+        let selector = fields.to_string();
+        let sink = log.clone();
+        let thread = std::thread::spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e.into()));
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                let client = match client_from(&kubeconfig, None).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let api = make(client);
+                let mut stream =
+                    watcher::watcher(api, watcher::Config::default().fields(&selector)).boxed();
+                let push = |v: Option<T>| {
+                    sink.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push((Instant::now(), v))
+                };
+                let mut ready = Some(ready_tx);
+                loop {
+                    tokio::select! {
+                        _ = &mut stopped => return,
+                        ev = stream.next() => match ev {
+                            None => return,
+                            Some(Ok(watcher::Event::Apply(k) | watcher::Event::InitApply(k))) => push(Some(reduce(&k))),
+                            Some(Ok(watcher::Event::Delete(k))) => {
+                                push(Some(reduce(&k)));
+                                push(None);
+                            }
+                            Some(Ok(watcher::Event::InitDone)) => {
+                                if let Some(r) = ready.take() {
+                                    let _ = r.send(Ok(()));
+                                }
+                            }
+                            Some(Ok(watcher::Event::Init)) => {}
+                            // The watcher retries by itself (with back-off).
+                            Some(Err(_)) => {}
+                        }
+                    }
+                }
+            });
+        });
+        let watched = Watched {
+            log,
+            stop: Some(stop),
+            thread: Some(thread),
+        };
+        match ready_rx.recv_timeout(POD_TIMEOUT) {
+            Ok(Ok(())) => Ok(watched),
+            Ok(Err(e)) => Err(e.context(format!("starting a watch ({fields})"))),
+            Err(_) => bail!("the watch ({fields}) did not list within {POD_TIMEOUT:?}"),
+        }
+    }
+}
+
 /// The kubelet's pod cgroup name (cgroupfs driver, cgroupsPerQOS): `pod_container_manager_linux.go`
 /// puts Guaranteed pods directly under `kubepods`, the others under their class's directory.
 pub fn kubelet_pod_cgroup(root: &str, qos_class: &str, uid: &str) -> anyhow::Result<String> {
@@ -654,6 +795,10 @@ impl KubeNode {
     /// Like [`KubeNode::start`], then topolet restarted with its Kubernetes API client on
     /// (`[kubernetes]`: the cluster's `topolet.kubeconfig`, user `topolet`, which holds only what
     /// deploy/kubernetes/rbac.yaml grants), once the cluster exists.
+    ///
+    /// With the client on, the eviction action defaults to `api`; unless `extra_toml` has its
+    /// own `[eviction]`, the node's gets `action = "dry-run"`, so that a test about something
+    /// else never evicts its pods when this shared host runs low on disk.
     pub fn start_with_api(extra_toml: &str, opts: &ClusterOptions) -> anyhow::Result<KubeNode> {
         KubeNode::start_with_api_config(extra_toml, opts, "")
     }
@@ -665,7 +810,12 @@ impl KubeNode {
         opts: &ClusterOptions,
         kubernetes_toml: &str,
     ) -> anyhow::Result<KubeNode> {
-        let mut node = KubeNode::start(extra_toml, opts)?;
+        let extra = if extra_toml.contains("[eviction]") {
+            extra_toml.to_string()
+        } else {
+            format!("{extra_toml}\n[eviction]\naction = \"dry-run\"\n")
+        };
+        let mut node = KubeNode::start(&extra, opts)?;
         let kubeconfig = node.cluster.env("KUBE_TOPOLET_KUBECONFIG")?.to_string();
         let name = node.cluster.node_name().to_string();
         node.t.config.kubernetes = format!(

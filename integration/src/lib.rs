@@ -15,6 +15,8 @@
 //! - [`observe`]: what really happened to a container: its cgroup files, its `/proc` files and its
 //!   bundle `config.json` (read with oci-spec);
 //! - [`manifests`]: the kubelet suites' pod manifests (JSON);
+//! - [`pressure`]: the node's eviction signals as topolet computes them, and the pods' pressure
+//!   scripts;
 //! - [`logs`]: log files: find and wait for lines, read `key=value` fields;
 //! - [`wait`]: polling with timeouts (no fixed sleeps where a condition can be polled).
 //!
@@ -33,6 +35,7 @@ pub mod logs;
 pub mod manifests;
 pub mod observe;
 pub mod paths;
+pub mod pressure;
 pub mod stack;
 pub mod topolet;
 pub mod wait;

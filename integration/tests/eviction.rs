@@ -31,6 +31,7 @@ use topolet_integration::cri::Created;
 use topolet_integration::fixture::pod_for;
 use topolet_integration::kube::Requirements;
 use topolet_integration::observe;
+use topolet_integration::pressure::{memory_available, pid_available, FORK_SCRIPT, MEMORY_SCRIPT};
 use topolet_integration::topolet::{metrics_text, LOG_TIMEOUT};
 use topolet_integration::{field, wait, Stack, TopoletConfig, WithTopolet};
 
@@ -39,46 +40,6 @@ const MIB: u64 = 1 << 20;
 /// How long an eviction may take once the threshold is crossed (interval 1 s; generous for a
 /// loaded host).
 const EVICT_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// pid.available as the kubelet (and topolet) computes it.
-fn pid_available() -> anyhow::Result<u64> {
-    let read = |p: &str| -> anyhow::Result<u64> {
-        let t = std::fs::read_to_string(p).with_context(|| format!("reading {p}"))?;
-        t.trim().parse().with_context(|| format!("{p}: {t:?}"))
-    };
-    let max = read("/proc/sys/kernel/pid_max")?.min(read("/proc/sys/kernel/threads-max")?);
-    let loadavg = std::fs::read_to_string("/proc/loadavg").context("reading /proc/loadavg")?;
-    let total: u64 = loadavg
-        .split_whitespace()
-        .nth(3)
-        .and_then(|f| f.split_once('/'))
-        .and_then(|(_, t)| t.parse().ok())
-        .with_context(|| format!("/proc/loadavg: {loadavg:?}"))?;
-    Ok(max.saturating_sub(total))
-}
-
-/// memory.available as topolet computes it on this (cgroup v1) host.
-fn memory_available() -> anyhow::Result<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").context("reading /proc/meminfo")?;
-    let total_kib: u64 = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .context("MemTotal")?;
-    let usage: u64 = std::fs::read_to_string("/sys/fs/cgroup/memory/memory.usage_in_bytes")
-        .context("reading the root memory.usage_in_bytes")?
-        .trim()
-        .parse()
-        .context("root memory.usage_in_bytes")?;
-    let stat = std::fs::read_to_string("/sys/fs/cgroup/memory/memory.stat")
-        .context("reading the root memory.stat")?;
-    let inactive: u64 = stat
-        .lines()
-        .find_map(|l| l.strip_prefix("total_inactive_file "))
-        .and_then(|v| v.trim().parse().ok())
-        .context("total_inactive_file")?;
-    Ok((total_kib * 1024).saturating_sub(usage.saturating_sub(inactive)))
-}
 
 /// The eviction interval of every test, in seconds.
 const INTERVAL_S: u64 = 1;
@@ -301,7 +262,7 @@ fn pid_pressure_evicts_the_forking_best_effort_pod_not_the_guaranteed_one() -> a
     let hard = format!("\"pid.available\" = \"{threshold}\"");
     let extra = eviction_toml(&stack, "cri", &hard)?;
     let mut t = start(stack, extra)?;
-    let script = "i=0; while [ $i -lt 600 ]; do sleep 3600 & i=$((i+1)); done; wait";
+    let script = FORK_SCRIPT;
     let idle = bench_idle(&t)?;
     let mark = t.topolet.log_mark();
     let (g, hog) = guaranteed_and_hog(&t, script)?;
@@ -328,10 +289,7 @@ fn memory_pressure_evicts_the_allocating_best_effort_pod_not_the_guaranteed_one(
     let hard = format!("\"memory.available\" = \"{threshold}\"");
     let extra = eviction_toml(&stack, "cri", &hard)?;
     let mut t = start(stack, extra)?;
-    // Two 1500 MiB buffers filled from /dev/zero, each dd then blocked writing into a pipe that
-    // `sleep` never reads: 3 GiB resident in the pod's cgroup until it is killed.
-    let script = "dd if=/dev/zero bs=1500M count=1 2>/dev/null | sleep 3600 & \
-                  dd if=/dev/zero bs=1500M count=1 2>/dev/null | sleep 3600 & wait";
+    let script = MEMORY_SCRIPT;
     let idle = bench_idle(&t)?;
     let mark = t.topolet.log_mark();
     let (g, hog) = guaranteed_and_hog(&t, script)?;
@@ -357,7 +315,7 @@ fn dry_run_decides_and_logs_but_touches_nothing() -> anyhow::Result<()> {
     let hard = format!("\"pid.available\" = \"{threshold}\"");
     let extra = eviction_toml(&stack, "dry-run", &hard)?;
     let mut t = start(stack, extra)?;
-    let script = "i=0; while [ $i -lt 600 ]; do sleep 3600 & i=$((i+1)); done; wait";
+    let script = FORK_SCRIPT;
     let mark = t.topolet.log_mark();
     let (g, hog) = guaranteed_and_hog(&t, script)?;
     let line = t

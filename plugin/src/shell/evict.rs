@@ -2,20 +2,29 @@
 //!
 //! One interface, [`Evictor`], with one method. The pod is described by everything any action
 //! needs ([`EvictPod`]: sandbox id for the runtime, namespace/name/uid for the API server), and
-//! the decision's context (signal, reason) travels with it, so a future `kubernetes` action
-//! (POST `pods/eviction` with `gracePeriodSeconds`, then let the kubelet's own flow stop the pod)
-//! is one more implementation; node conditions would be published beside it by whatever
-//! publishes `topolet conditions` today, not through this trait.
+//! the decision's context (signal, reason) travels with it. Node conditions are published beside
+//! it (`shell::node_status`), not through this trait.
 //!
 //! - [`DryRun`]: logs the decision and counts it; touches nothing.
 //! - [`CriEvictor`]: ListContainers of the sandbox, StopContainer (timeout = grace period) for
 //!   each one not yet exited, then StopPodSandbox. The sandbox is stopped, not removed: like the
-//!   kubelet's eviction, the pod is left `NotReady` with exited containers for inspection (and
-//!   for the kubelet, if one runs, to see and report).
+//!   kubelet's eviction, the pod is left `NotReady` with exited containers for inspection. On a
+//!   node with a kubelet this is not an eviction: the kubelet sees a dead sandbox and starts the
+//!   pod again on the same node. It is for nodes without an API server.
+//! - [`ApiEvictor`]: a policy/v1 Eviction (`pods/eviction` create) with `gracePeriodSeconds`
+//!   and the pod's uid as precondition. The API server checks the pod's PodDisruptionBudgets,
+//!   sets the `DisruptionTarget` condition and deletes the pod; the kubelet stops it and its
+//!   controller replaces it, on whichever node the scheduler picks. A budget that allows no
+//!   disruption now answers 429: [`Evicted::Refused`], and the loop moves on to its next
+//!   candidate. After a success the pod is read back (a `list` by name) to confirm it is
+//!   terminating or gone.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
+
+use k8s_openapi::api::core::v1::Pod as ApiPod;
+use kube::api::{Api, DeleteParams, EvictParams, ListParams, Preconditions};
 
 use crate::shell::cri::{ContainerState, CriClient, CriError};
 
@@ -47,8 +56,14 @@ pub enum Evicted {
     DryRun,
     /// The pod's containers and sandbox were stopped.
     Stopped { containers: usize },
-    /// The pod was already gone from the runtime.
+    /// The pod was already gone (from the runtime, or from the API server).
     AlreadyGone,
+    /// The API server accepted the eviction: the pod is terminating (`disruption_target`: its
+    /// `DisruptionTarget` condition was seen) or already deleted (`gone`).
+    Evicting { disruption_target: bool, gone: bool },
+    /// The API server refused the eviction now (429): a PodDisruptionBudget allows no
+    /// disruption. Try another pod, or this one at a later interval.
+    Refused { message: String },
 }
 
 /// An eviction that failed.
@@ -60,12 +75,20 @@ pub enum EvictError {
         #[source]
         source: CriError,
     },
+    #[error("evicting pod {pod} through the API: no answer within {after:?}")]
+    Timeout { pod: String, after: Duration },
+    #[error("evicting pod {pod} through the API: {source}")]
+    Api {
+        pod: String,
+        #[source]
+        source: kube::Error,
+    },
 }
 
 /// How a chosen pod is evicted.
 #[async_trait]
 pub trait Evictor: Send + Sync {
-    /// The action's name as configured (`dry-run`, `cri`).
+    /// The action's name as configured (`dry-run`, `cri`, `api`).
     fn name(&self) -> &'static str;
 
     /// Evicts `pod`, giving its containers `grace` before they are killed.
@@ -146,6 +169,116 @@ impl Evictor for CriEvictor {
     }
 }
 
+/// Longest wait for one API request of an eviction (the eviction loop waits on it).
+pub const API_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// `action = "api"`.
+pub struct ApiEvictor {
+    client: kube::Client,
+}
+
+impl ApiEvictor {
+    pub fn new(client: kube::Client) -> ApiEvictor {
+        ApiEvictor { client }
+    }
+}
+
+/// The Eviction's options: `grace` (whole seconds, at least 1 unless zero was asked) and the
+/// uid precondition, so that a new pod of the same name is never evicted by mistake.
+pub fn eviction_params(pod: &EvictPod, grace: Duration) -> EvictParams {
+    EvictParams {
+        delete_options: Some(DeleteParams {
+            grace_period_seconds: Some(u32::try_from(grace.as_secs()).unwrap_or(u32::MAX)),
+            preconditions: Some(Preconditions {
+                uid: Some(pod.uid.clone()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        }),
+        post_options: Default::default(),
+    }
+}
+
+/// The pod's `DisruptionTarget` condition is `True`.
+pub fn has_disruption_target(pod: &ApiPod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "DisruptionTarget" && c.status == "True")
+        })
+}
+
+#[async_trait]
+impl Evictor for ApiEvictor {
+    fn name(&self) -> &'static str {
+        "api"
+    }
+
+    async fn evict(&self, pod: &EvictPod, grace: Duration) -> Result<Evicted, EvictError> {
+        let api: Api<ApiPod> = Api::namespaced(self.client.clone(), &pod.namespace);
+        let params = eviction_params(pod, grace);
+        let request = api.evict(&pod.name, &params);
+        let answer = tokio::time::timeout(API_TIMEOUT, request)
+            .await
+            .map_err(|_| EvictError::Timeout {
+                pod: pod.pod_ref(),
+                after: API_TIMEOUT,
+            })?;
+        match answer {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 429 => {
+                return Ok(Evicted::Refused { message: s.message });
+            }
+            // Gone, or a different pod of that name now (the uid precondition failed).
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {
+                return Ok(Evicted::AlreadyGone)
+            }
+            Err(source) => {
+                return Err(EvictError::Api {
+                    pod: pod.pod_ref(),
+                    source,
+                })
+            }
+        }
+        // Read it back: terminating (deletionTimestamp, DisruptionTarget) or already gone.
+        let lp = ListParams::default().fields(&format!("metadata.name={}", pod.name));
+        match tokio::time::timeout(API_TIMEOUT, api.list(&lp)).await {
+            Ok(Ok(list)) => {
+                let same = list
+                    .items
+                    .iter()
+                    .find(|p| p.metadata.uid.as_deref() == Some(pod.uid.as_str()));
+                Ok(match same {
+                    None => Evicted::Evicting {
+                        disruption_target: false,
+                        gone: true,
+                    },
+                    Some(p) => Evicted::Evicting {
+                        disruption_target: has_disruption_target(p),
+                        gone: false,
+                    },
+                })
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(pod = %pod.pod_ref(), error = %e, "evicted pod not read back");
+                Ok(Evicted::Evicting {
+                    disruption_target: false,
+                    gone: false,
+                })
+            }
+            Err(_) => {
+                tracing::warn!(pod = %pod.pod_ref(), "evicted pod not read back (timeout)");
+                Ok(Evicted::Evicting {
+                    disruption_target: false,
+                    gone: false,
+                })
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,6 +299,14 @@ mod tests {
     async fn dry_run_touches_nothing() {
         let r = DryRun.evict(&pod(), Duration::from_secs(30)).await.unwrap();
         assert_eq!(r, Evicted::DryRun);
+    }
+
+    #[test]
+    fn eviction_options_carry_grace_and_uid() {
+        let p = eviction_params(&pod(), Duration::from_secs(1));
+        let d = p.delete_options.unwrap();
+        assert_eq!(d.grace_period_seconds, Some(1));
+        assert_eq!(d.preconditions.unwrap().uid.as_deref(), Some("u"));
     }
 
     #[tokio::test]

@@ -3,31 +3,58 @@
 //! (pressure tracking, thresholds, ranking of the pods NRI told us about) and evicts at most one
 //! pod through the configured [`Evictor`].
 //!
+//! With the Kubernetes API client on, when a threshold is met the loop also asks the API for
+//! the facts NRI cannot give ([`PodFacts`]: priority, grace period, static/mirror, requests,
+//! terminating) and ranks with them; it walks the candidates in order, skipping one whose
+//! PodDisruptionBudget refuses (the API server's 429) and evicting the first accepted one —
+//! at most [`MAX_ATTEMPTS_PER_INTERVAL`] requests, then the next interval decides again. After
+//! an eviction it waits, as the kubelet's `waitForPodsCleanup` does, until the evicted pod has
+//! no process left (or [`POD_CLEANUP_TIMEOUT`]) before evicting another: a pod that is still
+//! terminating still holds what it used. Each eviction is a Warning Event `Evicted` on the pod
+//! with the kubelet's message; every interval's node conditions go to `shell::node_status`.
+//!
 //! Safety rules:
 //! - Only Kubernetes pods topolet manages (known from NRI, with a kubelet pod cgroup) are
 //!   candidates; sandboxes of other containerd clients are never touched.
 //! - The loop never takes the plugin down: an unreadable signal is logged and the others are
 //!   evaluated; a failed eviction is logged and counted and the next interval decides again; a
 //!   panic inside an iteration is caught and logged.
-//! - Eviction is opt-in: the default action is `dry-run`.
+//! - Eviction is opt-in on a node without the API: the default action is then `dry-run`; with
+//!   the Kubernetes API client on it is `api` (the kubelet's own eviction, done the way an agent
+//!   beside it must).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::core::events::{EventType, ObjectRef, Occurrence};
+use crate::core::eviction::message::{eviction_message, ContainerUsage};
+use crate::core::eviction::node_status;
 use crate::core::eviction::{
-    decide, EvictionAction, EvictionConfig, NodeCondition, Observations, PodUsage, PressureTracker,
-    Signal, SignalObservation, SignalResource, Timestamp, UsageByPod,
+    candidates, decide, Candidate, EvictionAction, EvictionConfig, NodeCondition, Observations,
+    PodUsage, PressureTracker, Signal, SignalObservation, SignalResource, Threshold, Timestamp,
+    UsageByPod,
 };
 use crate::core::pod::Pod;
 use crate::shell::cri::CriClient;
 use crate::shell::evict::{EvictPod, Evicted, Evictor};
+use crate::shell::kubernetes::EventSink;
 use crate::shell::metrics::Metrics;
+use crate::shell::node_status::{NodeReport, ReportSender};
 use crate::shell::nri_plugin::{ManagedPod, TopoletPlugin};
+use crate::shell::pod_facts::{overlay, FactsByUid, PodFacts};
 use crate::shell::signals::{dir_usage, DirUsage, NodeStats, SignalSources};
 
 /// Most directory entries walked per container when measuring disk usage.
 pub const DISK_WALK_LIMIT: u64 = 200_000;
+/// Most eviction requests per interval (candidates whose PodDisruptionBudget refuses are
+/// skipped; the next interval starts again from the best one).
+pub const MAX_ATTEMPTS_PER_INTERVAL: usize = 5;
+/// How long an evicted pod may keep processes before the loop evicts another (the kubelet's
+/// `podCleanupTimeout`).
+pub const POD_CLEANUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// The reason of the pod's Event (the kubelet's `eviction.Reason`).
+pub const EVICTED_REASON: &str = "Evicted";
 
 /// Where the loop learns which pods exist: the NRI plugin on a node, a fixed list in tests.
 pub trait PodSource: Send + Sync {
@@ -185,20 +212,68 @@ fn log_observe_errors(node: &NodeStats, stats: &EvictionStats) {
     }
 }
 
-/// Carries out one decided eviction and counts it.
-/// Evicts `pod`; true when the action succeeded.
-async fn act(evictor: &dyn Evictor, stats: &EvictionStats, pod: EvictPod, grace: Duration) -> bool {
+/// How one attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Attempt {
+    /// The pod is evicted (or was gone, or dry run).
+    Done(Evicted),
+    /// A PodDisruptionBudget refused: try the next candidate.
+    Refused,
+    /// The request failed: the next interval decides again.
+    Failed,
+}
+
+/// Evicts `pod` with `evictor`; logs and counts the attempt.
+async fn act(
+    evictor: &dyn Evictor,
+    stats: &EvictionStats,
+    metrics: Option<&Metrics>,
+    pod: &EvictPod,
+    grace: Duration,
+) -> Attempt {
     let t = Instant::now();
-    match evictor.evict(&pod, grace).await {
+    let count = |result: &'static str| {
+        if let Some(m) = metrics {
+            m.eviction_result(evictor.name(), result);
+        }
+    };
+    match evictor.evict(pod, grace).await {
+        Ok(Evicted::Refused { message }) => {
+            count("pdb_refused");
+            tracing::warn!(
+                pod = %pod.pod_ref(),
+                signal = %pod.signal,
+                action = evictor.name(),
+                refusal = %message,
+                "eviction refused by a PodDisruptionBudget; trying the next candidate"
+            );
+            Attempt::Refused
+        }
         Ok(outcome) => {
             stats.with(|s| *s.evictions.entry(pod.signal.clone()).or_default() += 1);
-            let what = match outcome {
+            let what = match &outcome {
                 Evicted::DryRun => "dry-run".to_string(),
                 Evicted::Stopped { containers } => {
                     format!("stopped {containers} containers and the sandbox")
                 }
                 Evicted::AlreadyGone => "already gone".to_string(),
+                Evicted::Evicting {
+                    disruption_target,
+                    gone,
+                } => {
+                    if *gone {
+                        "deleted by the API server".to_string()
+                    } else {
+                        format!("terminating (DisruptionTarget condition: {disruption_target})")
+                    }
+                }
+                Evicted::Refused { .. } => String::new(),
             };
+            count(if outcome == Evicted::AlreadyGone {
+                "already_gone"
+            } else {
+                "evicted"
+            });
             tracing::warn!(
                 pod = %pod.pod_ref(),
                 uid = %pod.uid,
@@ -209,12 +284,13 @@ async fn act(evictor: &dyn Evictor, stats: &EvictionStats, pod: EvictPod, grace:
                 reason = %pod.reason,
                 "pod evicted"
             );
-            true
+            Attempt::Done(outcome)
         }
         Err(e) => {
+            count("error");
             stats.with(|s| *s.failures.entry(pod.signal.clone()).or_default() += 1);
             tracing::error!(pod = %pod.pod_ref(), signal = %pod.signal, action = evictor.name(), error = %e, "eviction failed; the next interval decides again");
-            false
+            Attempt::Failed
         }
     }
 }
@@ -287,6 +363,8 @@ pub struct LoopState {
     epoch: Instant,
     /// The node conditions last logged, to log changes only.
     conditions: BTreeSet<NodeCondition>,
+    /// The pod evicted last (uid, `namespace/name`, when) while it may still hold resources.
+    pending: Option<(String, String, Instant)>,
 }
 
 impl Default for LoopState {
@@ -295,6 +373,7 @@ impl Default for LoopState {
             tracker: PressureTracker::new(),
             epoch: Instant::now(),
             conditions: BTreeSet::new(),
+            pending: None,
         }
     }
 }
@@ -328,6 +407,12 @@ pub struct EvictionLoop {
     pub stats: Arc<EvictionStats>,
     /// Where signal values, thresholds, conditions and evictions are exported (Prometheus).
     pub metrics: Option<Arc<Metrics>>,
+    /// The API's view of this node's pods (the Kubernetes client is on).
+    pub facts: Option<Arc<dyn PodFacts>>,
+    /// Where the `Evicted` Events go (the Kubernetes client is on).
+    pub events: Option<EventSink>,
+    /// Where each interval's node conditions go (`shell::node_status`).
+    pub node_status: Option<ReportSender>,
 }
 
 /// The CRI socket path of an endpoint (`unix:///run/x.sock`, `unix:/run/x.sock` or a path).
@@ -339,8 +424,13 @@ pub fn cri_socket_path(endpoint: &str) -> std::path::PathBuf {
     std::path::PathBuf::from(p)
 }
 
-/// The evictor and CRI client `config` asks for.
-pub fn build_evictor(config: &EvictionConfig) -> (Arc<dyn Evictor>, Option<CriClient>) {
+/// The evictor and CRI client `config` asks for; `kube` is the Kubernetes API client when it
+/// is on (then `api` is the default action). `action = "api"` without it is an error naming the
+/// key.
+pub fn build_evictor(
+    config: &EvictionConfig,
+    kube: Option<&kube::Client>,
+) -> anyhow::Result<(Arc<dyn Evictor>, Option<CriClient>)> {
     let cri = match CriClient::new(
         &cri_socket_path(&config.cri_endpoint),
         Duration::from_secs(10),
@@ -351,17 +441,27 @@ pub fn build_evictor(config: &EvictionConfig) -> (Arc<dyn Evictor>, Option<CriCl
             None
         }
     };
-    let evictor: Arc<dyn Evictor> = match (config.action, &cri) {
-        (EvictionAction::Cri, Some(c)) => Arc::new(crate::shell::evict::CriEvictor::new(c.clone())),
-        (EvictionAction::Cri, None) => {
+    let evictor: Arc<dyn Evictor> = match (config.action_for(kube.is_some()), &cri, kube) {
+        (EvictionAction::Cri, Some(c), _) => {
+            Arc::new(crate::shell::evict::CriEvictor::new(c.clone()))
+        }
+        (EvictionAction::Cri, None, _) => {
             tracing::error!(
                 "eviction: action \"cri\" without a CRI client; falling back to dry-run"
             );
             Arc::new(crate::shell::evict::DryRun)
         }
-        (EvictionAction::DryRun, _) => Arc::new(crate::shell::evict::DryRun),
+        (EvictionAction::Api, _, Some(k)) => {
+            Arc::new(crate::shell::evict::ApiEvictor::new(k.clone()))
+        }
+        (EvictionAction::Api, _, None) => anyhow::bail!(
+            "eviction.action = \"api\" needs the Kubernetes API client, which is off: set \
+             [kubernetes] kubeconfig (or run in a pod with a service account), or choose \
+             action \"cri\" or \"dry-run\""
+        ),
+        (EvictionAction::DryRun, _, _) => Arc::new(crate::shell::evict::DryRun),
     };
-    (evictor, cri)
+    Ok((evictor, cri))
 }
 
 impl EvictionLoop {
@@ -440,50 +540,23 @@ impl EvictionLoop {
             d
         };
         self.export(&observed, &decision.conditions);
-        if let (Some(threshold), Some(victim)) = (&decision.threshold, decision.victim()) {
-            let o = observed.get(&threshold.signal).copied();
-            let pod = pods.iter().find(|p| p.pod.uid == victim.uid);
-            if let (Some(o), Some(p)) = (o, pod) {
-                let u = by_pod.get(&p.pod.key()).copied().unwrap_or_default();
-                let reason = format!(
-                    "{}Pod usage: memory {} B, processes {}, disk {} B.",
-                    decision.message, u.memory_working_set, u.processes, u.disk
-                );
-                tracing::warn!(
-                    pod = %victim.pod,
-                    signal = %threshold.signal,
-                    observed = o.available,
-                    threshold = threshold.amount(o.capacity, false),
-                    threshold_spec = %threshold,
-                    grace_period_s = victim.grace_period.as_secs(),
-                    candidates = decision.candidates.len(),
-                    reason = %reason,
-                    "eviction: threshold met; evicting one pod"
-                );
-                let evict = EvictPod {
-                    sandbox_id: p.sandbox_id.clone(),
-                    namespace: p.pod.namespace.clone(),
-                    name: p.pod.name.clone(),
-                    uid: p.pod.uid.clone(),
-                    signal: threshold.signal.to_string(),
-                    reason,
-                };
-                let signal = evict.signal.clone();
-                if act(
-                    self.evictor.as_ref(),
-                    &self.stats,
-                    evict,
-                    victim.grace_period,
-                )
-                .await
-                {
-                    if let Some(m) = &self.metrics {
-                        m.eviction(&signal);
-                    }
-                }
-            }
-        } else if let Some(threshold) = &decision.threshold {
-            tracing::warn!(signal = %threshold.signal, "eviction: threshold met but no pod can be evicted (none managed, or only critical ones)");
+        if let Some(tx) = &self.node_status {
+            let conditions =
+                node_status::reports(&self.config, &core_obs, &decision.conditions, &decision.met);
+            tx.send_replace(Some(NodeReport {
+                conditions,
+                pressure: decision.conditions.clone(),
+            }));
+        }
+        if let Some(threshold) = &decision.threshold {
+            let seen = Seen {
+                observed: &observed,
+                pods: &pods,
+                usage: &usage,
+                by_pod: &by_pod,
+            };
+            self.evict_one(state, threshold, &decision.candidates, &seen)
+                .await;
         }
         let cpu = process_cpu_time().saturating_sub(cpu0);
         let snapshot = self.stats.with(|s| {
@@ -506,12 +579,212 @@ impl EvictionLoop {
     }
 }
 
+/// What one interval measured, for [`EvictionLoop::evict_one`].
+struct Seen<'a> {
+    observed: &'a BTreeMap<Signal, Observed>,
+    pods: &'a [ManagedPod],
+    usage: &'a HashMap<String, MeasuredUsage>,
+    by_pod: &'a UsageByPod,
+}
+
+/// How long the loop waits for the pod facts before ranking with NRI's view alone.
+pub const FACTS_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl EvictionLoop {
+    /// This node's pods from the API, when the client is on and answers in time.
+    async fn pod_facts(&self) -> Option<FactsByUid> {
+        let f = self.facts.as_ref()?;
+        match tokio::time::timeout(FACTS_TIMEOUT, f.node_pods()).await {
+            Ok(Ok(m)) => Some(m),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "eviction: pod facts from the API unavailable; ranking with NRI's view");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(
+                    timeout_s = FACTS_TIMEOUT.as_secs(),
+                    "eviction: pod facts from the API timed out; ranking with NRI's view"
+                );
+                None
+            }
+        }
+    }
+
+    /// The kubelet's message for evicting `p` for `threshold`, with each container's working
+    /// set (memory only, as measured from its cgroup) against its request.
+    fn message(&self, threshold: &Threshold, o: Option<Observed>, p: &ManagedPod) -> String {
+        let resource = threshold.signal.resource();
+        let containers: Vec<ContainerUsage> = if resource == SignalResource::Memory {
+            p.container_ids
+                .iter()
+                .zip(&p.pod.containers)
+                .filter_map(|(id, c)| {
+                    let cg = format!("{}/{id}", p.cgroup_parent);
+                    let u = self.sources.pod_usage(&cg).ok()?;
+                    Some(ContainerUsage {
+                        name: c.name.clone(),
+                        usage: u.memory_working_set,
+                        request: c.requests.memory_bytes.unwrap_or(0),
+                    })
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        eviction_message(
+            resource,
+            o.map(|o| threshold.amount(o.capacity, false)),
+            o.map(|o| o.available),
+            &containers,
+        )
+    }
+
+    /// True while the pod evicted last still has processes (and not for longer than
+    /// [`POD_CLEANUP_TIMEOUT`]): nothing else is evicted meanwhile.
+    fn waiting_for_cleanup(&self, state: &Mutex<LoopState>, seen: &Seen<'_>) -> bool {
+        let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+        let Some((uid, pod, since)) = st.pending.clone() else {
+            return false;
+        };
+        let alive = seen.pods.iter().any(|p| p.pod.uid == uid)
+            && seen.usage.get(&uid).is_some_and(|u| u.processes > 0);
+        if alive && since.elapsed() < POD_CLEANUP_TIMEOUT {
+            tracing::info!(pod = %pod, waited_ms = since.elapsed().as_millis() as u64, "eviction: threshold met; waiting for the evicted pod to terminate");
+            return true;
+        }
+        if alive {
+            tracing::warn!(pod = %pod, timeout_s = POD_CLEANUP_TIMEOUT.as_secs(), "eviction: the evicted pod still runs after the cleanup timeout; evicting again");
+        }
+        st.pending = None;
+        false
+    }
+
+    /// Evicts at most one pod for `threshold`: the candidates ranked with the API's facts when
+    /// known (else `nri_candidates`), PodDisruptionBudget refusals skipped.
+    async fn evict_one(
+        &self,
+        state: &Mutex<LoopState>,
+        threshold: &Threshold,
+        nri_candidates: &[Candidate],
+        seen: &Seen<'_>,
+    ) {
+        if self.waiting_for_cleanup(state, seen) {
+            return;
+        }
+        let facts = self.pod_facts().await;
+        let mut pods: Vec<ManagedPod> = seen.pods.to_vec();
+        let source = if facts.is_some() { "api" } else { "nri" };
+        let mut cands = nri_candidates.to_vec();
+        if let Some(f) = &facts {
+            for p in &mut pods {
+                if let Some(fact) = f.get(&p.pod.uid) {
+                    overlay(&mut p.pod, fact);
+                }
+            }
+            let core_pods: Vec<Pod> = pods.iter().map(|p| p.pod.clone()).collect();
+            cands = candidates(&self.config, threshold, &core_pods, seen.by_pod);
+            // Already terminating (deleted by someone else): evicting it again frees nothing.
+            cands.retain(|c| !f.get(&c.uid).is_some_and(|x| x.deleting));
+        }
+        if cands.is_empty() {
+            tracing::warn!(signal = %threshold.signal, pod_facts = source, "eviction: threshold met but no pod can be evicted (none managed, or only critical or terminating ones)");
+            return;
+        }
+        let o = seen.observed.get(&threshold.signal).copied();
+        for cand in cands.iter().take(MAX_ATTEMPTS_PER_INTERVAL) {
+            let Some(p) = pods.iter().find(|p| p.pod.uid == cand.uid) else {
+                continue;
+            };
+            let message = self.message(threshold, o, p);
+            let u = seen.by_pod.get(&p.pod.key()).copied().unwrap_or_default();
+            let controller = facts
+                .as_ref()
+                .and_then(|f| f.get(&cand.uid))
+                .and_then(|f| f.controller.clone())
+                .unwrap_or_default();
+            tracing::warn!(
+                pod = %cand.pod,
+                signal = %threshold.signal,
+                observed = o.map(|o| o.available),
+                threshold = o.map(|o| threshold.amount(o.capacity, false)),
+                threshold_spec = %threshold,
+                grace_period_s = cand.grace_period.as_secs(),
+                candidates = cands.len(),
+                pod_facts = source,
+                controller = %controller,
+                memory_working_set = u.memory_working_set,
+                processes = u.processes,
+                disk = u.disk,
+                reason = %message,
+                "eviction: threshold met; evicting one pod"
+            );
+            let evict = EvictPod {
+                sandbox_id: p.sandbox_id.clone(),
+                namespace: p.pod.namespace.clone(),
+                name: p.pod.name.clone(),
+                uid: p.pod.uid.clone(),
+                signal: threshold.signal.to_string(),
+                reason: message.clone(),
+            };
+            let metrics = self.metrics.as_deref();
+            match act(
+                self.evictor.as_ref(),
+                &self.stats,
+                metrics,
+                &evict,
+                cand.grace_period,
+            )
+            .await
+            {
+                Attempt::Done(outcome) => {
+                    if let Some(m) = metrics {
+                        m.eviction(&evict.signal);
+                    }
+                    if matches!(outcome, Evicted::Stopped { .. } | Evicted::Evicting { .. }) {
+                        let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+                        st.pending = Some((evict.uid.clone(), evict.pod_ref(), Instant::now()));
+                        if let Some(sink) = &self.events {
+                            let object = ObjectRef {
+                                namespace: evict.namespace.clone(),
+                                name: evict.name.clone(),
+                                uid: evict.uid.clone(),
+                            };
+                            sink.record(Occurrence::new(
+                                object,
+                                EventType::Warning,
+                                EVICTED_REASON,
+                                &message,
+                            ));
+                        }
+                    }
+                    return;
+                }
+                Attempt::Refused => continue,
+                Attempt::Failed => return,
+            }
+        }
+        tracing::warn!(signal = %threshold.signal, tried = cands.len().min(MAX_ATTEMPTS_PER_INTERVAL), "eviction: every candidate tried was refused by a PodDisruptionBudget; the next interval tries again");
+    }
+}
+
 impl EvictionLoop {
     /// The loop of a node: signals from `/`, nodefs/imagefs at their default paths, pods from
-    /// `pods` (the NRI plugin), the action of `config`.
-    pub fn for_node(config: EvictionConfig, pods: Arc<dyn PodSource>) -> EvictionLoop {
-        let (evictor, cri) = build_evictor(&config);
-        EvictionLoop {
+    /// `pods` (the NRI plugin), the action of `config`; with the Kubernetes client `kube` on,
+    /// pod facts from the API and `Evicted` Events. Fails only for `action = "api"` without the
+    /// client.
+    pub fn for_node(
+        config: EvictionConfig,
+        pods: Arc<dyn PodSource>,
+        kube: Option<&crate::shell::kubernetes::Started>,
+    ) -> anyhow::Result<EvictionLoop> {
+        let (evictor, cri) = build_evictor(&config, kube.map(|k| &k.client))?;
+        let facts = kube.map(|k| {
+            Arc::new(crate::shell::pod_facts::ListPodFacts::new(
+                k.client.clone(),
+                k.node.clone(),
+            )) as Arc<dyn PodFacts>
+        });
+        Ok(EvictionLoop {
             sources: SignalSources {
                 root: std::path::PathBuf::from("/"),
                 nodefs: config.nodefs_path.clone(),
@@ -523,7 +796,16 @@ impl EvictionLoop {
             cri,
             stats: Arc::new(EvictionStats::default()),
             metrics: None,
-        }
+            facts,
+            events: kube.map(|k| k.sink.clone()),
+            node_status: None,
+        })
+    }
+
+    /// Reports each interval's node conditions to `tx` (`shell::node_status`).
+    pub fn with_node_status(mut self, tx: ReportSender) -> EvictionLoop {
+        self.node_status = Some(tx);
+        self
     }
 
     /// Exports the loop's observations and actions through `metrics`.
@@ -548,5 +830,143 @@ impl EvictionLoop {
         for c in NodeCondition::ALL {
             m.set_condition(c.as_str(), conditions.contains(&c));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::eviction::EvictionSection;
+    use crate::core::qos::QosClass;
+    use crate::shell::evict::EvictError;
+    use async_trait::async_trait;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    struct Pods(Vec<ManagedPod>);
+
+    impl PodSource for Pods {
+        fn managed_pods(&self) -> Vec<ManagedPod> {
+            self.0.clone()
+        }
+    }
+
+    /// Refuses the first `refuse` requests (a PodDisruptionBudget), then accepts.
+    struct Budget {
+        refuse: usize,
+        calls: AtomicUsize,
+        evicted: Mutex<Vec<String>>,
+    }
+
+    #[async_trait]
+    impl Evictor for Budget {
+        fn name(&self) -> &'static str {
+            "api"
+        }
+        async fn evict(&self, pod: &EvictPod, _grace: Duration) -> Result<Evicted, EvictError> {
+            let n = self.calls.fetch_add(1, Ordering::SeqCst);
+            if n < self.refuse {
+                return Ok(Evicted::Refused {
+                    message: "Cannot evict pod as it would violate the pod's disruption budget."
+                        .into(),
+                });
+            }
+            self.evicted.lock().unwrap().push(pod.name.clone());
+            Ok(Evicted::Evicting {
+                disruption_target: true,
+                gone: false,
+            })
+        }
+    }
+
+    fn pod(i: usize) -> ManagedPod {
+        ManagedPod {
+            sandbox_id: format!("sb{i}"),
+            cgroup_parent: format!("/kubepods/besteffort/pod{i}"),
+            qos: QosClass::BestEffort,
+            pod: Pod {
+                namespace: "ns".into(),
+                name: format!("p{i}"),
+                uid: format!("u{i}"),
+                ..Default::default()
+            },
+            container_ids: Vec::new(),
+        }
+    }
+
+    /// A loop under PID pressure (pid_max 1000, 900 tasks, threshold 500) over 7 pods.
+    fn under_pid_pressure(evictor: Arc<Budget>) -> (tempfile::TempDir, EvictionLoop) {
+        let t = tempfile::tempdir().unwrap();
+        let kernel = t.path().join("proc/sys/kernel");
+        std::fs::create_dir_all(&kernel).unwrap();
+        std::fs::write(kernel.join("pid_max"), "1000\n").unwrap();
+        std::fs::write(t.path().join("proc/loadavg"), "0.1 0.1 0.1 1/900 1\n").unwrap();
+        let section: EvictionSection = toml::from_str(
+            "interval = \"1s\"\nhard = { \"pid.available\" = \"500\" }\naction = \"api\"",
+        )
+        .unwrap();
+        let config = EvictionConfig::from_section(&section).unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let l = EvictionLoop {
+            sources: SignalSources {
+                root: t.path().to_path_buf(),
+                nodefs: t.path().join("none"),
+                imagefs: t.path().join("none"),
+            },
+            config,
+            pods: Arc::new(Pods((0..7).map(pod).collect())),
+            evictor,
+            cri: None,
+            stats: Arc::new(EvictionStats::default()),
+            metrics: Some(metrics),
+            facts: None,
+            events: None,
+            node_status: None,
+        };
+        (t, l)
+    }
+
+    #[tokio::test]
+    async fn refusals_move_on_at_most_a_few_requests_per_interval() {
+        let budget = Arc::new(Budget {
+            refuse: usize::MAX,
+            calls: AtomicUsize::new(0),
+            evicted: Mutex::new(Vec::new()),
+        });
+        let (_t, l) = under_pid_pressure(budget.clone());
+        let state = Mutex::new(LoopState::default());
+        l.iterate(&state).await;
+        assert_eq!(
+            budget.calls.load(Ordering::SeqCst),
+            MAX_ATTEMPTS_PER_INTERVAL
+        );
+        l.iterate(&state).await;
+        assert_eq!(
+            budget.calls.load(Ordering::SeqCst),
+            2 * MAX_ATTEMPTS_PER_INTERVAL,
+            "one pass per interval, never a hot loop"
+        );
+        let m = l.metrics.as_ref().unwrap();
+        assert_eq!(
+            m.eviction_results("api", "pdb_refused"),
+            2 * MAX_ATTEMPTS_PER_INTERVAL as u64
+        );
+        assert!(budget.evicted.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_refused_pod_is_skipped_for_the_next_one() {
+        let budget = Arc::new(Budget {
+            refuse: 1,
+            calls: AtomicUsize::new(0),
+            evicted: Mutex::new(Vec::new()),
+        });
+        let (_t, l) = under_pid_pressure(budget.clone());
+        let state = Mutex::new(LoopState::default());
+        l.iterate(&state).await;
+        assert_eq!(budget.calls.load(Ordering::SeqCst), 2);
+        assert_eq!(budget.evicted.lock().unwrap().len(), 1);
+        let m = l.metrics.as_ref().unwrap();
+        assert_eq!(m.eviction_results("api", "pdb_refused"), 1);
+        assert_eq!(m.eviction_results("api", "evicted"), 1);
     }
 }

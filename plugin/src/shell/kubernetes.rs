@@ -1,5 +1,7 @@
 //! topolet's Kubernetes API client (`[kubernetes]`): Events on pods and on the Node, and the
-//! connection the other API tasks share the set-up of ([`connect`]; `shell::nrt`).
+//! connection the other API tasks share the set-up of ([`connect`]: `shell::nrt`,
+//! `shell::pod_directory`); the client [`start`] builds is shared with the eviction loop
+//! (`shell::evict`, `shell::pod_facts`) and the node conditions publisher (`shell::node_status`).
 //!
 //! Off the NRI event path by construction: a handler hands an [`Occurrence`] to the
 //! [`EventSink`] with `try_send` on a bounded channel and returns; when the channel is full the
@@ -139,6 +141,11 @@ pub async fn client(creds: &Credentials) -> anyhow::Result<Client> {
     config.connect_timeout = Some(Duration::from_secs(10));
     config.read_timeout = Some(Duration::from_secs(30));
     config.write_timeout = Some(Duration::from_secs(30));
+    // No built-in retry: kube's (up to 15 attempts on 429/503/504, back-off up to 1000 s) would
+    // hold the eviction loop for minutes on a PodDisruptionBudget's 429, which means "try
+    // another pod". Every user retries on its own terms (the recorder's back-off, the eviction
+    // loop's next interval, the node status publisher's next tick).
+    config.default_retry = false;
     Client::try_from(config).context("building the Kubernetes client")
 }
 
@@ -211,12 +218,24 @@ pub async fn connect(
     Ok(Some((client, node, creds)))
 }
 
-/// The client when `config` (and the environment) enables it: the sink for the plugin and the
-/// recorder task (aborted when dropped). `Ok(None)`: off.
+/// The client as `topolet run` starts it.
+pub struct Started {
+    /// Where the NRI handlers (and the eviction loop) hand Events.
+    pub sink: EventSink,
+    /// The recorder task.
+    pub recorder: tokio::task::JoinHandle<()>,
+    /// The client, for the other users (eviction, node conditions).
+    pub client: Client,
+    /// This node's name.
+    pub node: String,
+}
+
+/// The client when `config` (and the environment) enables it: the sink for the plugin, the
+/// recorder task, the client and the node name. `Ok(None)`: off.
 pub async fn start(
     config: &KubernetesConfig,
     metrics: Arc<Metrics>,
-) -> anyhow::Result<Option<(EventSink, tokio::task::JoinHandle<()>)>> {
+) -> anyhow::Result<Option<Started>> {
     let Some((client, node, creds)) = connect(config).await? else {
         tracing::info!(
             enabled = ?config.enabled,
@@ -227,8 +246,13 @@ pub async fn start(
     tracing::info!(node = %node, credentials = ?creds, "kubernetes API client on: Events on pods");
     metrics.set_kube_client(true);
     let (sink, rx) = EventSink::channel(QUEUE, metrics.clone());
-    let recorder = Recorder::new(client, node, metrics);
-    Ok(Some((sink, tokio::spawn(recorder.run(rx)))))
+    let recorder = Recorder::new(client.clone(), node.clone(), metrics);
+    Ok(Some(Started {
+        sink,
+        recorder: tokio::spawn(recorder.run(rx)),
+        client,
+        node,
+    }))
 }
 
 /// The core/v1 Event object for `occ` (`count`, `first` and `last` from its series).

@@ -98,6 +98,8 @@ struct Families {
     kube_events: BTreeMap<&'static str, u64>,
     kube_api_errors: BTreeMap<(&'static str, String), u64>,
     kube_client: bool,
+    eviction_results: BTreeMap<(&'static str, &'static str), u64>,
+    node_status_patches: BTreeMap<(&'static str, &'static str), u64>,
     nrt_writes: BTreeMap<&'static str, u64>,
     pod_truth: PodTruth,
 }
@@ -295,6 +297,37 @@ impl Metrics {
         *self.lock().nrt_writes.entry(result).or_default() += 1;
     }
 
+    /// One eviction attempt of `action` (`dry-run`, `cri`, `api`) ended with `result`:
+    /// `evicted`, `already_gone`, `pdb_refused` (the API server's 429: a PodDisruptionBudget
+    /// allows no disruption now), `error`.
+    pub fn eviction_result(&self, action: &'static str, result: &'static str) {
+        *self
+            .lock()
+            .eviction_results
+            .entry((action, result))
+            .or_default() += 1;
+    }
+
+    /// Attempts of `action` with `result` so far (tests).
+    pub fn eviction_results(&self, action: &str, result: &str) -> u64 {
+        let f = self.lock();
+        f.eviction_results
+            .iter()
+            .filter(|((a, r), _)| *a == action && *r == result)
+            .map(|(_, n)| *n)
+            .sum()
+    }
+
+    /// A patch of the Node: `target` `conditions` (nodes/status) or `taints` (nodes), `result`
+    /// `ok` or `error`.
+    pub fn node_status_patch(&self, target: &'static str, result: &'static str) {
+        *self
+            .lock()
+            .node_status_patches
+            .entry((target, result))
+            .or_default() += 1;
+    }
+
     /// The Kubernetes API client is on.
     pub fn set_kube_client(&self, on: bool) {
         self.lock().kube_client = on;
@@ -399,6 +432,8 @@ impl Metrics {
                 kube_client: g.kube_client,
                 nrt_writes: g.nrt_writes.clone(),
                 pod_truth: g.pod_truth.clone(),
+                eviction_results: g.eviction_results.clone(),
+                node_status_patches: g.node_status_patches.clone(),
             }
         };
         let mut w = Writer::default();
@@ -583,6 +618,36 @@ impl Metrics {
             w.sample(
                 "topolet_evictions_total",
                 &[("signal", signal.clone())],
+                *n as f64,
+            );
+        }
+        w.family(
+            "topolet_eviction_attempts_total",
+            "counter",
+            "Eviction attempts by action (dry-run, cri, api) and result: evicted, already_gone, pdb_refused (a PodDisruptionBudget allows no disruption; the next candidate is tried), error.",
+        );
+        for ((action, result), n) in &f.eviction_results {
+            w.sample(
+                "topolet_eviction_attempts_total",
+                &[
+                    ("action", action.to_string()),
+                    ("result", result.to_string()),
+                ],
+                *n as f64,
+            );
+        }
+        w.family(
+            "topolet_node_status_patches_total",
+            "counter",
+            "Patches of this Node by topolet: target conditions (TopoletMemoryPressure, ... on nodes/status) or taints, result ok or error.",
+        );
+        for ((target, result), n) in &f.node_status_patches {
+            w.sample(
+                "topolet_node_status_patches_total",
+                &[
+                    ("target", target.to_string()),
+                    ("result", result.to_string()),
+                ],
                 *n as f64,
             );
         }

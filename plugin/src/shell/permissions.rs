@@ -55,7 +55,15 @@ pub const PERMISSIONS: &[Permission] = &[
         resource: "nodes",
         subresource: Some("status"),
         verbs: &["patch"],
-        why: "topolet's own node conditions",
+        why: "topolet's own node conditions (TopoletMemoryPressure, ...), a strategic merge \
+              by type that leaves the kubelet's alone",
+    },
+    Permission {
+        group: "",
+        resource: "nodes",
+        subresource: None,
+        verbs: &["patch"],
+        why: "[eviction] pressure_taint: the topolet.io/*-pressure NoSchedule taints (in spec)",
     },
     Permission {
         group: "topology.node.k8s.io",

@@ -63,16 +63,36 @@ async fn serve(
     plugin.set_sysfs_root(sysfs_root.to_path_buf());
     let plugin = Arc::new(plugin);
     // The Kubernetes API client: its own task; the handlers only hand it Events.
-    let _kubernetes = match crate::shell::kubernetes::start(&kubernetes, plugin.metrics().clone())
+    let kube = crate::shell::kubernetes::start(&kubernetes, plugin.metrics().clone())
         .await
-        .context("[kubernetes]")?
-    {
-        Some((sink, task)) => {
-            plugin.set_event_sink(sink);
-            Some(AbortOnDrop(task))
-        }
-        None => None,
-    };
+        .context("[kubernetes]")?;
+    if let Some(k) = &kube {
+        plugin.set_event_sink(k.sink.clone());
+    }
+    // Node-pressure eviction (built before NRI connects: `action = "api"` without the client
+    // fails the start), and with the client its node conditions publisher.
+    let mut eviction_loop = crate::shell::eviction::EvictionLoop::for_node(
+        eviction.clone(),
+        plugin.clone(),
+        kube.as_ref(),
+    )
+    .context("[eviction]")?
+    .with_metrics(plugin.metrics().clone());
+    let mut _node_status = None;
+    if let (Some(k), true) = (&kube, eviction.node_conditions) {
+        let (tx, task) = crate::shell::node_status::start(
+            k.client.clone(),
+            k.node.clone(),
+            crate::shell::node_status::PublisherConfig {
+                heartbeat: eviction.node_condition_heartbeat,
+                taint: eviction.pressure_taint,
+            },
+            plugin.metrics().clone(),
+        );
+        eviction_loop = eviction_loop.with_node_status(tx);
+        _node_status = Some(AbortOnDrop(task));
+    }
+    let _kubernetes = kube.map(|k| AbortOnDrop(k.recorder));
     // The NodeResourceTopology publisher: its own task, woken when the books change.
     let _nrt = crate::shell::nrt::start(&kubernetes, plugin.clone())
         .await
@@ -95,11 +115,7 @@ async fn serve(
     let _endpoints =
         crate::shell::introspection::start(&admin_config, &metrics_config, plugin.clone()).await;
     // Node-pressure eviction: its own task; it logs its errors and never ends the plugin.
-    let _eviction = AbortOnDrop(tokio::spawn(
-        crate::shell::eviction::EvictionLoop::for_node(eviction, plugin.clone())
-            .with_metrics(plugin.metrics().clone())
-            .run(),
-    ));
+    let _eviction = AbortOnDrop(tokio::spawn(eviction_loop.run()));
     let _reload = match config_path {
         Some(path) => Some(AbortOnDrop(tokio::spawn(crate::shell::reload::watch(
             plugin.clone(),

@@ -41,6 +41,10 @@ pub const DEFAULT_NODEFS_PATH: &str = "/var/lib/kubelet";
 /// imagefs when `[eviction] imagefs_path` is not set: containerd's root directory.
 pub const DEFAULT_IMAGEFS_PATH: &str = "/var/lib/containerd";
 
+/// `[eviction] node_condition_heartbeat` default: node-problem-detector's
+/// `--k8s-exporter-heartbeat-period`.
+pub const DEFAULT_CONDITION_HEARTBEAT: Duration = Duration::from_secs(300);
+
 /// How a decided eviction is carried out.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -50,6 +54,21 @@ pub enum EvictionAction {
     DryRun,
     /// Stop the pod's containers and sandbox through containerd's CRI API.
     Cri,
+    /// policy/v1 Eviction of the pod through the API server (PodDisruptionBudgets apply; the
+    /// kubelet then stops the pod and its controller replaces it).
+    Api,
+}
+
+impl EvictionAction {
+    /// The action when `[eviction] action` is not set: `api` when the Kubernetes API client is
+    /// on, else `dry-run`.
+    pub fn default_for(kube_client_on: bool) -> EvictionAction {
+        if kube_client_on {
+            EvictionAction::Api
+        } else {
+            EvictionAction::DryRun
+        }
+    }
 }
 
 /// A TOML scalar kept as text: a string, or a number written without quotes (`1000`, `30`).
@@ -101,7 +120,15 @@ pub struct EvictionSection {
     pub max_pod_grace_period: ScalarText,
     /// How often signals are observed and one pod at most is evicted.
     pub interval: ScalarText,
-    pub action: EvictionAction,
+    /// Absent: [`EvictionAction::default_for`] the Kubernetes client.
+    pub action: Option<EvictionAction>,
+    /// Publish topolet's node conditions (`TopoletMemoryPressure`, …) on the Node when the
+    /// Kubernetes API client is on.
+    pub node_conditions: bool,
+    /// How often unchanged node conditions are re-sent (their `lastHeartbeatTime`).
+    pub node_condition_heartbeat: ScalarText,
+    /// Taint the Node `NoSchedule` while topolet sees pressure.
+    pub pressure_taint: bool,
     /// containerd's CRI endpoint (for `action = "cri"`).
     pub cri_endpoint: String,
     /// A path on the node filesystem (`nodefs.*` signals): statvfs of it.
@@ -123,7 +150,10 @@ impl Default for EvictionSection {
             )),
             max_pod_grace_period: ScalarText("0s".into()),
             interval: ScalarText(format_duration(DEFAULT_INTERVAL)),
-            action: EvictionAction::DryRun,
+            action: None,
+            node_conditions: true,
+            node_condition_heartbeat: ScalarText(format_duration(DEFAULT_CONDITION_HEARTBEAT)),
+            pressure_taint: false,
             cri_endpoint: DEFAULT_CRI_ENDPOINT.into(),
             nodefs_path: DEFAULT_NODEFS_PATH.into(),
             imagefs_path: DEFAULT_IMAGEFS_PATH.into(),
@@ -151,7 +181,11 @@ pub struct EvictionConfig {
     /// `terminationGracePeriodSeconds`.
     pub max_pod_grace_period: Duration,
     pub interval: Duration,
-    pub action: EvictionAction,
+    /// `None`: [`EvictionAction::default_for`] the Kubernetes client (see [`EvictionConfig::action_for`]).
+    pub action: Option<EvictionAction>,
+    pub node_conditions: bool,
+    pub node_condition_heartbeat: Duration,
+    pub pressure_taint: bool,
     pub cri_endpoint: String,
     pub nodefs_path: std::path::PathBuf,
     pub imagefs_path: std::path::PathBuf,
@@ -165,7 +199,10 @@ impl Default for EvictionConfig {
             pressure_transition_period: DEFAULT_PRESSURE_TRANSITION_PERIOD,
             max_pod_grace_period: Duration::ZERO,
             interval: DEFAULT_INTERVAL,
-            action: EvictionAction::DryRun,
+            action: None,
+            node_conditions: true,
+            node_condition_heartbeat: DEFAULT_CONDITION_HEARTBEAT,
+            pressure_taint: false,
             cri_endpoint: DEFAULT_CRI_ENDPOINT.into(),
             nodefs_path: DEFAULT_NODEFS_PATH.into(),
             imagefs_path: DEFAULT_IMAGEFS_PATH.into(),
@@ -303,7 +340,18 @@ impl EvictionConfig {
         if interval.is_zero() {
             return Err(err("eviction.interval".into(), "must be longer than 0s"));
         }
-        if section.action == EvictionAction::Cri && section.cri_endpoint.trim().is_empty() {
+        let node_condition_heartbeat = duration(
+            "eviction.node_condition_heartbeat",
+            &section.node_condition_heartbeat,
+            false,
+        )?;
+        if node_condition_heartbeat.is_zero() {
+            return Err(err(
+                "eviction.node_condition_heartbeat".into(),
+                "must be longer than 0s",
+            ));
+        }
+        if section.action == Some(EvictionAction::Cri) && section.cri_endpoint.trim().is_empty() {
             return Err(err(
                 "eviction.cri_endpoint".into(),
                 "must not be empty with action = \"cri\"",
@@ -326,10 +374,20 @@ impl EvictionConfig {
             max_pod_grace_period,
             interval,
             action: section.action,
+            node_conditions: section.node_conditions,
+            node_condition_heartbeat,
+            pressure_taint: section.pressure_taint,
             cri_endpoint: section.cri_endpoint.clone(),
             nodefs_path: section.nodefs_path.clone(),
             imagefs_path: section.imagefs_path.clone(),
         })
+    }
+
+    /// The action in effect: the configured one, else `api` with the Kubernetes client on and
+    /// `dry-run` without it.
+    pub fn action_for(&self, kube_client_on: bool) -> EvictionAction {
+        self.action
+            .unwrap_or_else(|| EvictionAction::default_for(kube_client_on))
     }
 
     /// The thresholds of one signal.

@@ -16,6 +16,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::config::EvictionConfig;
+use super::message::eviction_message;
 use super::observe::{Observations, PressureTracker, Timestamp};
 use super::rank::{rank, tier, Tier, UsageByPod};
 use super::signal::NodeCondition;
@@ -60,7 +61,8 @@ pub struct Decision {
     /// and tries the next only when stopping the first fails. Critical pods are never here.
     pub candidates: Vec<Candidate>,
     /// Why, in the kubelet's words (`The node was low on resource: memory. Threshold quantity:
-    /// 100Mi, available: 80Mi.`); empty when nothing is evicted.
+    /// 100Mi, available: 80Mi. `) without the per-container part ([`super::message`]); empty
+    /// when nothing is evicted.
     pub message: String,
 }
 
@@ -88,15 +90,23 @@ pub fn grace_period(config: &EvictionConfig, threshold: &Threshold, pod: &Pod) -
     }
 }
 
-/// The resource name the kubelet puts in its eviction message.
-fn resource_name(threshold: &Threshold) -> &'static str {
-    use super::signal::SignalResource::*;
-    match threshold.signal.resource() {
-        Memory => "memory",
-        Disk => "ephemeral-storage",
-        Inodes => "inodes",
-        Pids => "pids",
-    }
+/// The pods that may be evicted for `threshold`, best first: `pods` ranked for its signal,
+/// critical pods left out, each with its grace period.
+pub fn candidates(
+    config: &EvictionConfig,
+    threshold: &Threshold,
+    pods: &[Pod],
+    usage: &UsageByPod,
+) -> Vec<Candidate> {
+    rank(threshold.signal, pods, usage)
+        .into_iter()
+        .filter(|p| tier(p) != Tier::Critical)
+        .map(|p| Candidate {
+            pod: p.key(),
+            uid: p.uid.clone(),
+            grace_period: grace_period(config, threshold, p),
+        })
+        .collect()
 }
 
 /// One interval: update `tracker` with `observations` taken at `now` and decide.
@@ -118,24 +128,14 @@ pub fn decide(
             message: String::new(),
         };
     };
-    let candidates = rank(threshold.signal, pods, usage)
-        .into_iter()
-        .filter(|p| tier(p) != Tier::Critical)
-        .map(|p| Candidate {
-            pod: p.key(),
-            uid: p.uid.clone(),
-            grace_period: grace_period(config, &threshold, p),
-        })
-        .collect();
-    let message = match observations.get(&threshold.signal) {
-        Some(o) => format!(
-            "The node was low on resource: {}. Threshold quantity: {}, available: {}. ",
-            resource_name(&threshold),
-            threshold.value.amount(o.capacity),
-            o.available
-        ),
-        None => String::new(),
-    };
+    let candidates = candidates(config, &threshold, pods, usage);
+    let o = observations.get(&threshold.signal);
+    let message = eviction_message(
+        threshold.signal.resource(),
+        o.map(|o| threshold.value.amount(o.capacity)),
+        o.map(|o| o.available),
+        &[],
+    );
     Decision {
         conditions: update.conditions,
         met: update.met,

@@ -11,6 +11,9 @@
 //! - [`observe`]: `Observations`, `thresholds_met`, the `PressureTracker` state machine;
 //! - [`rank`]: `PodUsage`, `rank` (memory, disk, inodes, pids);
 //! - [`decide`]: one interval's `Decision` (threshold, candidates, grace periods);
+//! - [`message`]: the kubelet's eviction message;
+//! - [`node_status`]: topolet's own node conditions on the Node (heartbeat and transition
+//!   times as node-problem-detector keeps them) and the optional pressure taints;
 //! - [`npd`]: node conditions as a node-problem-detector custom plugin result;
 //! - [`usage_input`]: the `topolet rank --usage` JSON.
 
@@ -19,6 +22,8 @@ pub mod decide;
 pub mod duration;
 #[cfg(test)]
 mod kubelet_tests;
+pub mod message;
+pub mod node_status;
 pub mod npd;
 pub mod observe;
 pub mod rank;
@@ -29,7 +34,7 @@ pub mod usage_input;
 pub use config::{
     EvictionAction, EvictionConfig, EvictionConfigError, EvictionSection, DEFAULT_HARD,
 };
-pub use decide::{decide, Candidate, Decision};
+pub use decide::{candidates, decide, Candidate, Decision};
 pub use observe::{Observations, PressureTracker, PressureUpdate, SignalObservation, Timestamp};
 pub use rank::{rank, rank_keys, PodUsage, UsageByPod};
 pub use signal::{NodeCondition, Signal, SignalResource};

@@ -125,22 +125,10 @@ pub fn npd_report(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::eviction::observe::SignalObservation;
+    use crate::core::eviction::observe::observations_of;
 
     fn o(pairs: &[(Signal, i64, u64)]) -> Observations {
-        pairs
-            .iter()
-            .map(|(s, a, c)| {
-                (
-                    *s,
-                    SignalObservation {
-                        available: *a,
-                        capacity: *c,
-                        time: None,
-                    },
-                )
-            })
-            .collect()
+        observations_of(pairs)
     }
 
     #[test]

@@ -55,6 +55,22 @@ pub struct SignalObservation {
 /// Everything observed in one interval. A signal missing here meets no threshold.
 pub type Observations = BTreeMap<Signal, SignalObservation>;
 
+/// Observations from `(signal, available, capacity)` triples, untimed (tests).
+#[cfg(test)]
+pub fn observations_of(pairs: &[(Signal, i64, u64)]) -> Observations {
+    pairs
+        .iter()
+        .map(|(s, a, c)| {
+            let o = SignalObservation {
+                available: *a,
+                capacity: *c,
+                time: None,
+            };
+            (*s, o)
+        })
+        .collect()
+}
+
 /// `thresholdsMet`: the thresholds whose signal is observed below the threshold amount (plus the
 /// minimum reclaim when `enforce_min_reclaim`).
 pub fn thresholds_met<'a>(

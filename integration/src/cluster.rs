@@ -476,23 +476,8 @@ impl Cluster {
 /// local busybox image, `sh` exiting at once on SIGTERM. `resources`: the container's
 /// `resources` object (may be empty).
 pub fn one_container_pod(name: &str, resources: Value) -> Value {
-    serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "hostNetwork": true,
-            "automountServiceAccountToken": false,
-            "terminationGracePeriodSeconds": 5,
-            "containers": [{
-                "name": "main",
-                "image": "localhost/topolet/busybox:latest",
-                "imagePullPolicy": "Never",
-                "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"],
-                "resources": resources,
-            }],
-        }
-    })
+    use crate::manifests::{pod, script_ctr, UNTIL_TERM};
+    pod(name, vec![script_ctr("main", UNTIL_TERM, resources)], vec![])
 }
 
 /// The NodeResourceTopology CRD (topology.node.k8s.io/v1alpha2, cluster-scoped).

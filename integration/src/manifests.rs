@@ -3,28 +3,37 @@
 
 use serde_json::{json, Value};
 
-/// A container running `sh` that exits at once on SIGTERM (deletion is quick) and records its
-/// CPUs as its termination message. `res` is the `resources` object (may be empty).
-pub fn ctr(name: &str, res: Value) -> Value {
+/// A busybox container (the local image, never pulled) running `sh -c script`. `res` is the
+/// `resources` object (may be empty).
+pub fn script_ctr(name: &str, script: &str, res: Value) -> Value {
     json!({
         "name": name,
         "image": "localhost/topolet/busybox:latest",
         "imagePullPolicy": "Never",
-        "command": ["sh", "-c",
-            "grep Cpus_allowed_list /proc/self/status > /dev/termination-log; trap 'exit 0' TERM; sleep 3600 & wait"],
+        "command": ["sh", "-c", script],
         "resources": res,
     })
 }
 
+/// `sh` waiting until SIGTERM, then exiting at once (deletion is quick).
+pub const UNTIL_TERM: &str = "trap 'exit 0' TERM; sleep 3600 & wait";
+
+/// A container that records its CPUs as its termination message, then waits for SIGTERM.
+pub fn ctr(name: &str, res: Value) -> Value {
+    script_ctr(
+        name,
+        &format!("grep Cpus_allowed_list /proc/self/status > /dev/termination-log; {UNTIL_TERM}"),
+        res,
+    )
+}
+
 /// A short-lived init container recording its CPUs as its termination message.
 pub fn init_ctr(name: &str, res: Value) -> Value {
-    json!({
-        "name": name,
-        "image": "localhost/topolet/busybox:latest",
-        "imagePullPolicy": "Never",
-        "command": ["sh", "-c", "grep Cpus_allowed_list /proc/self/status > /dev/termination-log"],
-        "resources": res,
-    })
+    script_ctr(
+        name,
+        "grep Cpus_allowed_list /proc/self/status > /dev/termination-log",
+        res,
+    )
 }
 
 pub fn res(cpu_req: &str, cpu_lim: &str, mem_req: &str, mem_lim: &str) -> Value {
@@ -49,10 +58,20 @@ pub fn guaranteed(cpu: &str, mem: &str) -> Value {
 /// A host-network pod (the node's only network is loopback) without a service-account token
 /// (no controller-manager issues them, and the kubelet's tmpfs mounts are private to it).
 pub fn pod(name: &str, containers: Vec<Value>, init: Vec<Value>) -> Value {
+    pod_with_labels(name, json!({"suite": "kubelet"}), containers, init)
+}
+
+/// [`pod`] with `labels` (e.g. for a PodDisruptionBudget's selector).
+pub fn pod_with_labels(
+    name: &str,
+    labels: Value,
+    containers: Vec<Value>,
+    init: Vec<Value>,
+) -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "labels": {"suite": "kubelet"}},
+        "metadata": {"name": name, "namespace": "default", "labels": labels},
         "spec": {
             "hostNetwork": true,
             "automountServiceAccountToken": false,

@@ -49,23 +49,8 @@ fn eviction_toml(hard: &str, taint: bool) -> String {
 /// A host-network pod of the suite running `script` in container `main`, with `labels` and
 /// `resources`.
 fn pod(name: &str, labels: Value, script: &str, resources: Value) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "labels": labels},
-        "spec": {
-            "hostNetwork": true,
-            "automountServiceAccountToken": false,
-            "terminationGracePeriodSeconds": 5,
-            "containers": [{
-                "name": "main",
-                "image": "localhost/topolet/busybox:latest",
-                "imagePullPolicy": "Never",
-                "command": ["sh", "-c", script],
-                "resources": resources,
-            }],
-        }
-    })
+    let main = topolet_integration::manifests::script_ctr("main", script, resources);
+    topolet_integration::manifests::pod_with_labels(name, labels, vec![main], vec![])
 }
 
 const SLEEP: &str = "trap 'exit 0' TERM; sleep 3600 & wait";

@@ -477,7 +477,11 @@ impl Cluster {
 /// `resources` object (may be empty).
 pub fn one_container_pod(name: &str, resources: Value) -> Value {
     use crate::manifests::{pod, script_ctr, UNTIL_TERM};
-    pod(name, vec![script_ctr("main", UNTIL_TERM, resources)], vec![])
+    pod(
+        name,
+        vec![script_ctr("main", UNTIL_TERM, resources)],
+        vec![],
+    )
 }
 
 /// The NodeResourceTopology CRD (topology.node.k8s.io/v1alpha2, cluster-scoped).

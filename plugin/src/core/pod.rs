@@ -21,6 +21,19 @@ pub const SYSTEM_NODE_CRITICAL: &str = "system-node-critical";
 /// Priority class of cluster-critical pods (`scheduling.SystemClusterCritical`).
 pub const SYSTEM_CLUSTER_CRITICAL: &str = "system-cluster-critical";
 
+/// The annotation the kubelet sets on a mirror pod: its static pod's uid.
+pub const CONFIG_MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+/// The annotation naming where a pod's config came from (`api` for pods from the API server;
+/// `file` or `http` for static pods), on the pod and on its sandbox.
+pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
+
+/// The kubelet's `IsStaticPod` / `IsMirrorPod`, from a pod's (or sandbox's) annotations: a
+/// mirror pod, or a pod whose config source is not the API server.
+pub fn is_static_or_mirror<'a>(annotation: impl Fn(&str) -> Option<&'a str>) -> bool {
+    annotation(CONFIG_MIRROR_ANNOTATION).is_some()
+        || annotation(CONFIG_SOURCE_ANNOTATION).is_some_and(|s| s != "api")
+}
+
 /// One set of resource amounts: a container's (or a pod's) requests or its limits.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ResourceList {

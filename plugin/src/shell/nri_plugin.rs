@@ -313,7 +313,7 @@ impl TopoletPlugin {
         // A static pod is in the API only as its mirror, once the kubelet made one: not waited for.
         let from_api = sandbox
             .annotations
-            .get("kubernetes.io/config.source")
+            .get(crate::core::pod::CONFIG_SOURCE_ANNOTATION)
             .map_or(true, |s| s == "api");
         let lookup = if from_api {
             dir.get_or_wait(uid, *wait).await
@@ -1337,9 +1337,9 @@ impl TopoletPlugin {
             let Ok(info) = nri_view::pod_qos(sb) else {
                 continue;
             };
-            let source = sb.annotations.get("kubernetes.io/config.source");
-            let static_or_mirror = sb.annotations.contains_key("kubernetes.io/config.mirror")
-                || source.is_some_and(|s| s != "api");
+            let static_or_mirror = crate::core::pod::is_static_or_mirror(|k| {
+                sb.annotations.get(k).map(String::as_str)
+            });
             let mut ids: Vec<&String> = node
                 .containers
                 .iter()

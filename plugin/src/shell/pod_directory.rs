@@ -36,8 +36,7 @@ use crate::core::pod_input;
 use crate::shell::kubernetes;
 use crate::shell::metrics::Metrics;
 
-/// The annotation a mirror pod carries: its static pod's uid.
-pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+use crate::core::pod::CONFIG_MIRROR_ANNOTATION as MIRROR_ANNOTATION;
 /// Remembered pods whose wait timed out (each waits once); cleared at every relist.
 const MISSED_MAX: usize = 4096;
 /// The same watch error is logged at most this often (every one is counted).

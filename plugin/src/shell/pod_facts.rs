@@ -19,11 +19,6 @@ use kube::Client;
 use crate::core::pod::Pod;
 use crate::core::quantity::parse_value;
 
-/// The annotation the kubelet sets on mirror pods.
-pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
-/// The annotation naming a pod's config source (`api` for pods from the API server).
-pub const SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
-
 /// One container's requests from its spec.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ContainerFacts {
@@ -100,10 +95,9 @@ pub fn fact(p: &ApiPod) -> PodFact {
         name: p.metadata.name.clone().unwrap_or_default(),
         priority: spec.priority,
         priority_class_name: spec.priority_class_name.clone(),
-        static_or_mirror: annotations.contains_key(MIRROR_ANNOTATION)
-            || annotations
-                .get(SOURCE_ANNOTATION)
-                .is_some_and(|s| s != "api"),
+        static_or_mirror: crate::core::pod::is_static_or_mirror(|k| {
+            annotations.get(k).map(String::as_str)
+        }),
         termination_grace_period_seconds: spec.termination_grace_period_seconds,
         deleting: p.metadata.deletion_timestamp.is_some(),
         controller: p

@@ -115,18 +115,14 @@ pub fn content(plugin: &TopoletPlugin) -> NrtContent {
     )
 }
 
-/// Starts the publisher when the API client is on (`[kubernetes]`); `Ok(None)`: off.
-pub async fn start(
-    config: &crate::config::KubernetesConfig,
+/// Starts the publisher on the plugin's API client (`shell::kubernetes::start`) for `node`.
+pub fn start(
+    client: kube::Client,
+    node: String,
     plugin: Arc<TopoletPlugin>,
-) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
-    let Some((client, node, _)) = crate::shell::kubernetes::connect(config).await? else {
-        return Ok(None);
-    };
+) -> tokio::task::JoinHandle<()> {
     tracing::info!(node = %node, "NodeResourceTopology publisher on");
-    Ok(Some(tokio::spawn(
-        Publisher::new(client, node, plugin).run(),
-    )))
+    tokio::spawn(Publisher::new(client, node, plugin).run())
 }
 
 /// A write that failed: the operation (metric label) and the error.

@@ -30,10 +30,8 @@ use kube::runtime::watcher::{self, DefaultBackoff};
 use kube::Client;
 use tokio::sync::watch;
 
-use crate::config::KubernetesConfig;
 use crate::core::pod::Pod;
 use crate::core::pod_input;
-use crate::shell::kubernetes;
 use crate::shell::metrics::Metrics;
 
 use crate::core::pod::CONFIG_MIRROR_ANNOTATION as MIRROR_ANNOTATION;
@@ -292,28 +290,18 @@ impl PodDirectory {
     }
 }
 
-/// The pod directory when `config` (and the environment) turns the API client on: the store for
-/// the plugin and the watch task. `Ok(None)`: off.
-pub async fn start(
-    config: &KubernetesConfig,
+/// The pod directory on the plugin's API client (`shell::kubernetes::start`): the store for the
+/// plugin and the task watching `node`'s pods.
+pub fn start(
+    client: kube::Client,
+    node: String,
+    wait: std::time::Duration,
     metrics: Arc<Metrics>,
-) -> anyhow::Result<Option<(PodDirectory, tokio::task::JoinHandle<()>)>> {
-    let creds = kubernetes::credentials(config, kubernetes::in_cluster_available())
-        .map_err(anyhow::Error::msg)?;
-    let Some(creds) = creds else {
-        return Ok(None);
-    };
-    let node = kubernetes::node_name(config, std::env::var("NODE_NAME").ok(), hostname())
-        .map_err(anyhow::Error::msg)?;
-    let client = kubernetes::client(&creds).await?;
-    tracing::info!(node = %node, wait_ms = config.pod_wait().as_millis() as u64, "pod watch on: admission from the pods' specs, the NRI inversion as fallback");
+) -> (PodDirectory, tokio::task::JoinHandle<()>) {
+    tracing::info!(node = %node, wait_ms = wait.as_millis() as u64, "pod watch on: admission from the pods' specs, the NRI inversion as fallback");
     let dir = PodDirectory::new(metrics);
     let task = tokio::spawn(dir.clone().run(client, node));
-    Ok(Some((dir, task)))
-}
-
-fn hostname() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").ok()
+    (dir, task)
 }
 
 #[cfg(test)]

@@ -92,23 +92,28 @@ async fn serve(
         eviction_loop = eviction_loop.with_node_status(tx);
         _node_status = Some(AbortOnDrop(task));
     }
-    let _kubernetes = kube.map(|k| AbortOnDrop(k.recorder));
+    // One API client for every user: the Event recorder, the eviction loop, the node status
+    // publisher, the NodeResourceTopology publisher and the pod watch.
     // The NodeResourceTopology publisher: its own task, woken when the books change.
-    let _nrt = crate::shell::nrt::start(&kubernetes, plugin.clone())
-        .await
-        .context("[kubernetes]")?
-        .map(AbortOnDrop);
+    let _nrt = kube.as_ref().map(|k| {
+        AbortOnDrop(crate::shell::nrt::start(
+            k.client.clone(),
+            k.node.clone(),
+            plugin.clone(),
+        ))
+    });
     // This node's pods from the API: admission from their specs (`shell::pod_directory`).
-    let _pod_watch = match crate::shell::pod_directory::start(&kubernetes, plugin.metrics().clone())
-        .await
-        .context("[kubernetes]")?
-    {
-        Some((pods, task)) => {
-            plugin.set_pod_directory(pods, kubernetes.pod_wait());
-            Some(AbortOnDrop(task))
-        }
-        None => None,
-    };
+    let _pod_watch = kube.as_ref().map(|k| {
+        let (pods, task) = crate::shell::pod_directory::start(
+            k.client.clone(),
+            k.node.clone(),
+            kubernetes.pod_wait(),
+            plugin.metrics().clone(),
+        );
+        plugin.set_pod_directory(pods, kubernetes.pod_wait());
+        AbortOnDrop(task)
+    });
+    let _kubernetes = kube.map(|k| AbortOnDrop(k.recorder));
     let stub = Stub::new(plugin.clone(), stub_config).context("nri plugin settings")?;
     plugin.attach(stub.updater(), stub.status());
     // `topolet status` (admin socket) and /metrics, /healthz, /readyz: never fatal.

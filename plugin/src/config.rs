@@ -724,6 +724,27 @@ oom_score_adj_floor = 0
         );
     }
 
+    /// `topolet status` shows each policy as the file spells it: `as_str` is the serde name.
+    #[test]
+    fn policy_names_are_the_files_spelling() {
+        for name in ["none", "static"] {
+            let c = parse(&format!(
+                "[cpu]\npolicy = \"{name}\"\n[memory]\npolicy = \"{name}\""
+            ))
+            .unwrap();
+            assert_eq!(c.cpu.policy.as_str(), name);
+            assert_eq!(c.memory.policy.as_str(), name);
+        }
+        for name in ["none", "best-effort", "restricted", "single-numa-node"] {
+            let c = parse(&format!("[topology]\npolicy = \"{name}\"")).unwrap();
+            assert_eq!(c.topology.policy.as_str(), name);
+        }
+        for name in ["container", "pod"] {
+            let c = parse(&format!("[topology]\nscope = \"{name}\"")).unwrap();
+            assert_eq!(c.topology.scope.to_string(), name);
+        }
+    }
+
     #[test]
     fn placement_maps_every_key() {
         let c = parse(

@@ -6,8 +6,9 @@
 //! `TestOrderedByPriorityDisk`, `TestOrderedByPriorityInodes`, `TestOrderedByMemory`,
 //! `TestOrderedByPriorityMemory`, `TestOrderedByPriorityProcess`, `TestSortByEvictionPriority`,
 //! `TestThresholdsMet`, `TestPercentageThresholdsMet`, `TestThresholdsUpdatedStats`,
-//! `TestThresholdsMetGracePeriod`, `TestNodeConditionsObservedSince` and the shape of
-//! `TestParseThresholdConfig` (its cases, with our key-naming messages).
+//! `TestThresholdsMetGracePeriod` and `TestNodeConditionsObservedSince`. The shape of
+//! `TestParseThresholdConfig` (its cases, with our key-naming messages) is in
+//! `config::eviction`'s tests, where the `[eviction]` section is parsed.
 //!
 //! Where they are run differently: the kubelet tests sort with one comparator at a time
 //! (`orderedBy(memory(statsFn))`); here the full rank function runs, which gives the same order
@@ -15,7 +16,7 @@
 //! pods set memory (or ephemeral-storage) requests equal to limits but no CPU, so their QoS class
 //! is Burstable or BestEffort and topolet's Guaranteed tier does not move them; the
 //! `guaranteed_and_critical_go_last` test covers that difference. `TestParseThresholdConfig`'s
-//! `allocatableMemory.available` and `containerfs.*` cases are refused here (unsupported signals).
+//! `allocatableMemory.available` and `containerfs.*` cases are refused (unsupported signals).
 
 use std::time::Duration;
 

@@ -664,7 +664,10 @@ pub fn config_toml(data: &[u8]) {
                 config.eviction().is_ok(),
                 "parse accepted an [eviction] section that eviction() rejects"
             );
-            match topolet::core::placement::Placement::new(plan_topology(), &config) {
+            match config
+                .placement()
+                .and_then(|s| topolet::core::placement::Placement::new(plan_topology(), &s))
+            {
                 Ok(_) => {}
                 Err(e) => assert!(
                     e.is_config(),
@@ -850,7 +853,7 @@ pub fn plan_input(data: &[u8]) {
     let topo = plan_topology();
     let mut config = Config::default();
     config.cpu.reserved_cpus = Some("0,48".into());
-    let out = match topolet::core::plan::plan(topo, &config, &pods) {
+    let out = match topolet::core::plan::plan(topo, &config.placement().unwrap(), &pods) {
         Ok(out) => out,
         Err(e) => panic!("plan failed for a valid configuration: {e}"),
     };

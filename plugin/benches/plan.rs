@@ -65,7 +65,8 @@ fn pod(i: usize) -> Pod {
 }
 
 fn loaded(topo: &Topology) -> Placement {
-    let (mut p, _) = Placement::new(topo, &config()).expect("valid config");
+    let (mut p, _) =
+        Placement::new(topo, &config().placement().expect("valid config")).expect("valid config");
     for i in 0..1000 {
         p.admit(&pod(i), -1000).expect("room for 1000 containers");
     }
@@ -144,7 +145,7 @@ fn bench(c: &mut Criterion) {
         )
     });
     let pods: Vec<Pod> = (0..2000).map(pod).collect();
-    let cfg = config();
+    let cfg = config().placement().expect("valid config");
     let t = Instant::now();
     let out = plan(&topo, &cfg, &pods).expect("plan");
     eprintln!(

@@ -1,8 +1,14 @@
 //! The node's TOML configuration file: its schema (every key, default and unit), parsing with
 //! errors that name the file and the key, and the value checks that need no machine.
 //!
+//! This is the edge between the file and the core: [`Config::placement`] and
+//! [`Config::eviction`] map the file into settings the core owns
+//! ([`PlacementSettings`], [`EvictionConfig`]); the enum of each concept (`CpuPolicyName`, …) is
+//! the core's, with its one default, and the core never reads this module. The `[eviction]`
+//! section's TOML form and its checks live in [`eviction`].
+//!
 //! Checks against the live machine (reserved CPUs that do not exist, memory reservations above a
-//! node's capacity, PCI addresses) happen when the policies are built from this file
+//! node's capacity, PCI addresses) happen when the policies are built from these settings
 //! (`crate::core::placement`); their errors name the key too. `plugin/config.example.toml`
 //! documents every key; a test keeps the two in step.
 
@@ -11,9 +17,29 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::core::cpu_policy::CpuPolicyConfig;
 use crate::core::cpuset::CpuSet;
-use crate::core::eviction::{EvictionConfig, EvictionConfigError, EvictionSection};
+use crate::core::eviction::EvictionConfig;
+use crate::core::hints::TopologyOptions;
+use crate::core::memory_policy::MemoryPolicyConfig;
+use crate::core::placement::PlacementError;
+use crate::core::placement_settings::PlacementSettings;
+use crate::core::qos::{self, ExclusiveCpuQuota};
 use crate::core::quantity;
+use crate::core::topology_manager::TopologyManagerConfig;
+
+pub mod eviction;
+
+pub use eviction::{EvictionConfigError, EvictionSection, ScalarText};
+
+/// `[cpu] policy`: the core's enum (one per concept, one default).
+pub use crate::core::cpu_policy::CpuPolicyName;
+/// `[topology] policy`: the core's enum.
+pub use crate::core::hints::TopologyPolicy as TopologyPolicyName;
+/// `[memory] policy`: the core's enum.
+pub use crate::core::memory_policy::MemoryPolicyKind as MemoryPolicyName;
+/// `[topology] scope`: the core's enum.
+pub use crate::core::topology_manager::Scope as TopologyScopeName;
 
 /// A configuration problem, always naming the file (when there is one) and the key.
 #[derive(Debug, thiserror::Error)]
@@ -126,7 +152,7 @@ impl<'de> Deserialize<'de> for PluginIndex {
 
 /// `[cpu]`: the CPU manager (kubelet `cpuManagerPolicy`, `reservedSystemCPUs`,
 /// `cpuManagerPolicyOptions`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CpuConfig {
     pub policy: CpuPolicyName,
@@ -140,29 +166,6 @@ pub struct CpuConfig {
     pub align_by_socket: bool,
     pub prefer_align_cpus_by_uncorecache: bool,
     pub strict_cpu_reservation: bool,
-}
-
-impl Default for CpuConfig {
-    fn default() -> Self {
-        CpuConfig {
-            policy: CpuPolicyName::Static,
-            reserved_cpus: None,
-            reserved_cpu_count: None,
-            full_pcpus_only: false,
-            distribute_cpus_across_numa: false,
-            distribute_cpus_across_cores: false,
-            align_by_socket: false,
-            prefer_align_cpus_by_uncorecache: false,
-            strict_cpu_reservation: false,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CpuPolicyName {
-    None,
-    Static,
 }
 
 /// `[topology]`: the topology manager (kubelet `topologyManagerPolicy`, `topologyManagerScope`,
@@ -179,32 +182,16 @@ pub struct TopologyConfig {
 impl Default for TopologyConfig {
     fn default() -> Self {
         TopologyConfig {
-            policy: TopologyPolicyName::BestEffort,
-            scope: TopologyScopeName::Container,
-            prefer_closest_numa_nodes: false,
-            max_allowable_numa_nodes: 8,
+            policy: TopologyPolicyName::default(),
+            scope: TopologyScopeName::default(),
+            prefer_closest_numa_nodes: TopologyOptions::default().prefer_closest_numa_nodes,
+            max_allowable_numa_nodes: TopologyOptions::default().max_allowable_numa_nodes,
         }
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TopologyPolicyName {
-    None,
-    BestEffort,
-    Restricted,
-    SingleNumaNode,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TopologyScopeName {
-    Container,
-    Pod,
-}
-
 /// `[memory]`: the memory manager (kubelet `memoryManagerPolicy`, `reservedMemory`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MemoryConfig {
     pub policy: MemoryPolicyName,
@@ -215,23 +202,6 @@ pub struct MemoryConfig {
     /// `cpuset.mems` on containers the memory manager does not pin, so they keep every node.
     /// Opting in risks OOM kills of shared containers while other nodes have free memory.
     pub shared_pool_mems_follow_cpus: bool,
-}
-
-impl Default for MemoryConfig {
-    fn default() -> Self {
-        MemoryConfig {
-            policy: MemoryPolicyName::None,
-            reserved: BTreeMap::new(),
-            shared_pool_mems_follow_cpus: false,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum MemoryPolicyName {
-    None,
-    Static,
 }
 
 /// `[qos]`: per-QoS-class cgroup values.
@@ -481,7 +451,8 @@ impl Config {
                 ));
             }
         }
-        EvictionConfig::from_section(&self.eviction)
+        self.eviction
+            .settings()
             .map_err(|EvictionConfigError { key, message }| value_err(&key, message))?;
         let admin = &self.admin.socket;
         if !admin.is_absolute() || admin.as_os_str().len() > MAX_SOCKET_PATH {
@@ -545,7 +516,57 @@ impl Config {
     /// The validated `[eviction]` section. `parse`/`load` already checked it, so this fails only
     /// for a `Config` built or changed in code.
     pub fn eviction(&self) -> Result<EvictionConfig, EvictionConfigError> {
-        EvictionConfig::from_section(&self.eviction)
+        self.eviction.settings()
+    }
+
+    /// The admission pipeline's settings. `parse`/`load` already checked the values, so this
+    /// fails only for a `Config` built or changed in code; the error names the key, as
+    /// `Placement::new`'s do.
+    pub fn placement(&self) -> Result<PlacementSettings, PlacementError> {
+        let c = &self.cpu;
+        let reserved_cpus = match &c.reserved_cpus {
+            Some(text) => Some(CpuSet::parse(text).map_err(|e| PlacementError::Config {
+                key: "cpu.reserved_cpus".into(),
+                message: e.to_string(),
+            })?),
+            None => None,
+        };
+        let t = &self.topology;
+        Ok(PlacementSettings {
+            cpu: CpuPolicyConfig {
+                policy: c.policy,
+                reserved_cpus,
+                reserved_cpu_count: c.reserved_cpu_count,
+                full_pcpus_only: c.full_pcpus_only,
+                distribute_cpus_across_numa: c.distribute_cpus_across_numa,
+                distribute_cpus_across_cores: c.distribute_cpus_across_cores,
+                align_by_socket: c.align_by_socket,
+                prefer_align_cpus_by_uncorecache: c.prefer_align_cpus_by_uncorecache,
+                strict_cpu_reservation: c.strict_cpu_reservation,
+            },
+            topology: TopologyManagerConfig {
+                policy: t.policy,
+                scope: t.scope,
+                options: TopologyOptions {
+                    prefer_closest_numa_nodes: t.prefer_closest_numa_nodes,
+                    max_allowable_numa_nodes: t.max_allowable_numa_nodes,
+                },
+            },
+            memory: MemoryPolicyConfig {
+                policy: self.memory.policy,
+                reserved: self.memory_reserved(),
+                reserved_hugepages: BTreeMap::new(),
+            },
+            devices: self.devices.clone(),
+            pids_limit: qos::pids_limit(self.qos.pids_limit),
+            exclusive_quota: if self.qos.keep_cfs_quota_for_exclusive {
+                ExclusiveCpuQuota::Keep
+            } else {
+                ExclusiveCpuQuota::Disable
+            },
+            shared_pool_mems_follow_cpus: self.memory.shared_pool_mems_follow_cpus,
+            oom_score_adj_floor: self.qos.oom_score_adj_floor,
+        })
     }
 
     /// The parsed `[memory] reserved` table.
@@ -688,6 +709,66 @@ oom_score_adj_floor = 0
                 "{key} is not documented"
             );
         }
+    }
+
+    /// One default per concept: the file's defaults are the core's.
+    #[test]
+    fn defaults_are_the_cores() {
+        assert_eq!(
+            Config::default().placement().unwrap(),
+            PlacementSettings::default()
+        );
+        assert_eq!(
+            Config::default().eviction().unwrap(),
+            EvictionConfig::default()
+        );
+    }
+
+    /// `topolet status` shows each policy as the file spells it: `as_str` is the serde name.
+    #[test]
+    fn policy_names_are_the_files_spelling() {
+        for name in ["none", "static"] {
+            let c = parse(&format!(
+                "[cpu]\npolicy = \"{name}\"\n[memory]\npolicy = \"{name}\""
+            ))
+            .unwrap();
+            assert_eq!(c.cpu.policy.as_str(), name);
+            assert_eq!(c.memory.policy.as_str(), name);
+        }
+        for name in ["none", "best-effort", "restricted", "single-numa-node"] {
+            let c = parse(&format!("[topology]\npolicy = \"{name}\"")).unwrap();
+            assert_eq!(c.topology.policy.as_str(), name);
+        }
+        for name in ["container", "pod"] {
+            let c = parse(&format!("[topology]\nscope = \"{name}\"")).unwrap();
+            assert_eq!(c.topology.scope.to_string(), name);
+        }
+    }
+
+    #[test]
+    fn placement_maps_every_key() {
+        let c = parse(
+            "[cpu]\npolicy = \"none\"\nreserved_cpus = \"0,1\"\nfull_pcpus_only = true\n\
+             [topology]\npolicy = \"restricted\"\nscope = \"pod\"\n\
+             [memory]\npolicy = \"static\"\nreserved = { 1 = \"1Gi\" }\n\
+             [qos]\npids_limit = 100\nkeep_cfs_quota_for_exclusive = true\noom_score_adj_floor = 0\n",
+        )
+        .unwrap();
+        let s = c.placement().unwrap();
+        assert_eq!(s.cpu.policy, CpuPolicyName::None);
+        assert_eq!(s.cpu.reserved_cpus, Some(CpuSet::from_iter([0, 1])));
+        assert!(s.cpu.full_pcpus_only);
+        assert_eq!(s.topology.policy, TopologyPolicyName::Restricted);
+        assert_eq!(s.topology.scope, TopologyScopeName::Pod);
+        assert_eq!(s.memory.policy, MemoryPolicyName::Static);
+        assert_eq!(s.memory.reserved, BTreeMap::from([(1, 1 << 30)]));
+        assert_eq!(s.pids_limit, Some(100));
+        assert_eq!(s.exclusive_quota, ExclusiveCpuQuota::Keep);
+        assert_eq!(s.oom_score_adj_floor, Some(0));
+        let mut bad = Config::default();
+        bad.cpu.reserved_cpus = Some("3-1".into());
+        let e = bad.placement().unwrap_err().to_string();
+        assert!(e.starts_with("cpu.reserved_cpus: "), "{e}");
     }
 
     #[test]

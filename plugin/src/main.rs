@@ -270,7 +270,7 @@ fn status(socket: &Path, output: StatusFormat) -> ExitCode {
         }
     };
     let text = match output {
-        StatusFormat::Table => topolet::core::status::render_table(&status),
+        StatusFormat::Table => topolet::shell::status_table::render_table(&status),
         StatusFormat::Json => match serde_json::to_string_pretty(&status) {
             Ok(j) => j + "\n",
             Err(e) => {
@@ -368,7 +368,7 @@ fn plan(sysfs_root: &Path, config: Option<&Path>, pods: &Path) -> anyhow::Result
     let topology = topolet::shell::sysfs::discover(sysfs_root)?;
     let pods = topolet::core::pod_input::parse_pods(&text)
         .with_context(|| format!("{}", pods.display()))?;
-    let out = topolet::core::plan::plan(&topology, &config, &pods)?;
+    let out = topolet::core::plan::plan(&topology, &config.placement()?, &pods)?;
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
 }
@@ -376,7 +376,9 @@ fn plan(sysfs_root: &Path, config: Option<&Path>, pods: &Path) -> anyhow::Result
 fn config_check(file: &Path, sysfs_root: &Path) -> anyhow::Result<()> {
     let config = Config::load(file)?;
     let topology = topolet::shell::sysfs::discover(sysfs_root)?;
-    let (_, warnings) = topolet::core::placement::Placement::new(&topology, &config)
+    let (_, warnings) = config
+        .placement()
+        .and_then(|settings| topolet::core::placement::Placement::new(&topology, &settings))
         .with_context(|| format!("{}", file.display()))?;
     for w in warnings {
         eprintln!("topolet: warning: {}: {w}", file.display());

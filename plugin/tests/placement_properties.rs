@@ -20,8 +20,10 @@ use topolet::core::assignments::Assignments;
 use topolet::core::container_key::ContainerKey;
 use topolet::core::cpuset::CpuSet;
 use topolet::core::hints::NumaMask;
+use topolet::core::nri_container::NriContainer;
 use topolet::core::placement::{ContainerResources, Placement};
 use topolet::core::pod::{Container, ContainerRef, ContainerRestartPolicy, Pod, ResourceList};
+use topolet::core::qos;
 use topolet::core::reconcile::RunningContainer;
 use topolet::core::topology::{Device, SyntheticSpec, Topology};
 
@@ -426,7 +428,7 @@ fn run(
     ops: &[Op],
 ) -> Result<Option<(Trace, Placement, Live)>, TestCaseError> {
     let config = config(cfg, topo);
-    let mut p = match Placement::new(topo, &config) {
+    let mut p = match config.placement().and_then(|s| Placement::new(topo, &s)) {
         Ok((p, _)) => p,
         Err(e) => {
             prop_assert!(e.is_config(), "not a config error: {e}");
@@ -634,12 +636,21 @@ fn running_view(p: &Placement, live: &Live) -> Vec<RunningContainer> {
             .get(key)
             .cloned()
             .unwrap_or_else(|| p.shared_pool());
+        // NRI's view: the class the pod's cgroup path names, this container alone.
+        let alone = Pod {
+            init_containers: Vec::new(),
+            containers: vec![c.clone()],
+            ..pod.clone()
+        };
         out.push(RunningContainer {
             id: format!("ctr-{}-{}", key.pod_uid, key.container),
-            pod: Pod {
-                init_containers: Vec::new(),
-                containers: vec![c],
-                ..pod.clone()
+            container: NriContainer {
+                namespace: pod.namespace.clone(),
+                name: pod.name.clone(),
+                uid: pod.uid.clone(),
+                class: qos::class(&alone),
+                role: None,
+                container: c,
             },
             cpuset: Some(cpuset),
         });
@@ -687,7 +698,7 @@ proptest! {
             }))
             .map(|(k, s)| (k.clone(), s.clone()))
             .collect();
-        let (mut fresh, _) = Placement::new(&topo, &config).unwrap();
+        let (mut fresh, _) = Placement::new(&topo, &config.placement().unwrap()).unwrap();
         let rec = fresh.reconcile(&running, -1000);
         prop_assert_eq!(fresh.exclusive(), &expect, "notes: {:?}", rec.notes);
         prop_assert!(rec.notes.is_empty(), "clean restart gave notes {:?}", rec.notes);
@@ -696,7 +707,7 @@ proptest! {
         prop_assert_eq!(rec.containers.len(), running.len());
         for (id, r) in &rec.containers {
             let rc = running.iter().find(|c| &c.id == id).unwrap();
-            let key = key_of(&rc.pod, &rc.pod.containers[0]);
+            let key = rc.container.key();
             prop_assert_eq!(r.exclusive, expect.contains_key(&key), "{}", id);
             if let Some(set) = expect.get(&key) {
                 prop_assert_eq!(&r.cpuset, set);
@@ -712,7 +723,7 @@ proptest! {
         let exclusive_ids: Vec<usize> = running
             .iter()
             .enumerate()
-            .filter(|(_, r)| expect.contains_key(&key_of(&r.pod, &r.pod.containers[0])))
+            .filter(|(_, r)| expect.contains_key(&r.container.key()))
             .map(|(i, _)| i)
             .collect();
         if !exclusive_ids.is_empty() {
@@ -742,7 +753,7 @@ proptest! {
                 }
                 _ => false,
             };
-            let (mut fresh, _) = Placement::new(&topo, &config).unwrap();
+            let (mut fresh, _) = Placement::new(&topo, &config.placement().unwrap()).unwrap();
             let rec = fresh.reconcile(&bad, -1000);
             fresh.check_invariants().map_err(|e| TestCaseError::fail(e.to_string()))?;
             no_cpu_twice(&fresh)?;

@@ -144,7 +144,8 @@ fn every_fixture_plans_a_representative_pod_list() {
         let config = config_with_nics(&topo, "0");
         let nic = !config.devices.is_empty();
         let pods = parse_pods(&representative(nic)).unwrap();
-        let out = plan(&topo, &config, &pods).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let out = plan(&topo, &config.placement().unwrap(), &pods)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(out.containers.len(), if nic { 9 } else { 8 }, "{name}");
         check_plan(&name, &topo, &out);
         // Enough room everywhere but the 2-cpu hosts: everything admitted.
@@ -169,7 +170,11 @@ fn every_fixture_plans_a_representative_pod_list() {
             }
         }
         // Deterministic.
-        assert_eq!(plan(&topo, &config, &pods).unwrap(), out, "{name}");
+        assert_eq!(
+            plan(&topo, &config.placement().unwrap(), &pods).unwrap(),
+            out,
+            "{name}"
+        );
     }
 }
 
@@ -184,7 +189,8 @@ fn ci_host_exact_json() {
         .devices
         .insert(NIC.into(), vec!["0000:00:01.0".into()]);
     let pods = parse_pods(CI_PODS).unwrap();
-    let got = serde_json::to_value(plan(&topo, &config, &pods).unwrap()).unwrap();
+    let got =
+        serde_json::to_value(plan(&topo, &config.placement().unwrap(), &pods).unwrap()).unwrap();
     let want: Value = serde_json::from_str(CI_JSON).unwrap();
     assert_eq!(got, want, "{}", serde_json::to_string_pretty(&got).unwrap());
 }
@@ -334,7 +340,7 @@ fn dual_socket_exact_json_and_whole_cores_left() {
         pod_yaml("d", &[], &[("c", "2")]),
     ))
     .unwrap();
-    let out = plan(&topo, &config, &pods).unwrap();
+    let out = plan(&topo, &config.placement().unwrap(), &pods).unwrap();
     let got = serde_json::to_value(&out).unwrap();
     let want: Value = serde_json::from_str(HT_JSON).unwrap();
     assert_eq!(got, want, "{}", serde_json::to_string_pretty(&got).unwrap());
@@ -418,7 +424,12 @@ const HT_JSON: &str = r#"{
 
 fn plan_yaml(fixture_name: &str, config: &Config, yaml: &str) -> PlanOutput {
     let topo = discover(&fixture(fixture_name)).unwrap();
-    plan(&topo, config, &parse_pods(yaml).unwrap()).unwrap()
+    plan(
+        &topo,
+        &config.placement().unwrap(),
+        &parse_pods(yaml).unwrap(),
+    )
+    .unwrap()
 }
 
 #[test]

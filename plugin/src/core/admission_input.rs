@@ -9,6 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::nri_container::NriContainer;
+use super::placement::{ContainerResources, Placement, PlacementError};
 use super::pod::{Container, ContainerRef, Pod};
 use super::qos::{self, QosClass};
 
@@ -83,9 +85,13 @@ pub enum AdmissionInput {
     /// The API's pod (uid set to the NRI sandbox's, which differs for a static pod's mirror)
     /// and which of its containers this is.
     Api { pod: Pod, which: ContainerRef },
-    /// The inversion's one-container pod (`shell::nri_view`), its container admitted as an app
-    /// container; everything in [`INVERSION_UNKNOWNS`] is absent from it.
-    Inversion { estimate: Pod, why: Fallback },
+    /// The inversion's container (`shell::nri_view`): its path's class, its estimates, and
+    /// everything in [`INVERSION_UNKNOWNS`] absent (an unknown role is admitted as an app
+    /// container's).
+    Inversion {
+        estimate: NriContainer,
+        why: Fallback,
+    },
 }
 
 impl AdmissionInput {
@@ -96,27 +102,36 @@ impl AdmissionInput {
         }
     }
 
-    /// The pod admission works on.
-    pub fn pod(&self) -> &Pod {
-        match self {
-            AdmissionInput::Api { pod, .. } => pod,
-            AdmissionInput::Inversion { estimate, .. } => estimate,
-        }
-    }
-
-    /// Which of [`AdmissionInput::pod`]'s containers is admitted.
-    pub fn which(&self) -> ContainerRef {
-        match self {
-            AdmissionInput::Api { which, .. } => *which,
-            AdmissionInput::Inversion { .. } => ContainerRef::App(0),
-        }
-    }
-
     /// Why the inversion decided; `None` for the API.
     pub fn fallback(&self) -> Option<Fallback> {
         match self {
             AdmissionInput::Api { .. } => None,
             AdmissionInput::Inversion { why, .. } => Some(*why),
+        }
+    }
+}
+
+impl Placement {
+    /// Admits the container `input` describes, from whichever source.
+    pub fn admit_input(
+        &mut self,
+        input: &AdmissionInput,
+        floor: i32,
+    ) -> Result<ContainerResources, PlacementError> {
+        match input {
+            AdmissionInput::Api { pod, which } => self.admit_container(pod, *which, floor),
+            AdmissionInput::Inversion { estimate, .. } => self.admit_nri(estimate, floor),
+        }
+    }
+
+    /// The refusal message of [`Placement::admit_input`]'s `err` (see
+    /// [`Placement::refusal_message`]).
+    pub fn refusal_message_input(&self, input: &AdmissionInput, err: &PlacementError) -> String {
+        match input {
+            AdmissionInput::Api { pod, which } => self.refusal_message_of(pod, *which, err, false),
+            AdmissionInput::Inversion { estimate, .. } => {
+                self.refusal_message_nri(estimate, err, false)
+            }
         }
     }
 }
@@ -189,15 +204,21 @@ pub struct AdmissionRecord {
 /// both give the kubelet's oom_score_adj, which is all the inversion reads it from; not for a
 /// node-critical pod, whose −997 carries no request). Everything in
 /// [`Refinement`] may differ and is listed instead.
-pub fn compare(api: &Pod, which: ContainerRef, estimate: &Pod, memory_capacity: u64) -> Comparison {
+pub fn compare(
+    api: &Pod,
+    which: ContainerRef,
+    estimate: &NriContainer,
+    memory_capacity: u64,
+) -> Comparison {
     let mut out = Comparison::default();
-    let (Some(a), Some(e)) = (api.container(which), estimate.containers.first()) else {
+    let Some(a) = api.container(which) else {
         out.differences
             .push("container: missing from one of the sources".into());
         return out;
     };
+    let e = &estimate.container;
     let class_a = qos::class(api);
-    let class_e = qos::class(estimate);
+    let class_e = estimate.class;
     if class_a != class_e {
         out.differences
             .push(format!("qos class: api {class_a}, inversion {class_e}"));
@@ -260,7 +281,7 @@ pub fn compare(api: &Pod, which: ContainerRef, estimate: &Pod, memory_capacity: 
             // requests under 2·capacity/1000 read as none.)
             let variant = qos::OomScoreVariant::Current;
             let oom_a = qos::oom_score_adj(api, a, memory_capacity, variant);
-            let oom_e = qos::oom_score_adj(estimate, e, memory_capacity, variant);
+            let oom_e = qos::oom_score_adj_in_class(class_e, e, memory_capacity, variant);
             if oom_a != oom_e {
                 out.differences.push(format!(
                     "memory request: api {ma} (oom_score_adj {oom_a}), inversion {me} \
@@ -294,6 +315,18 @@ mod tests {
         }
     }
 
+    /// What NRI would say of `pod`'s first app container with an exact inversion.
+    fn nri(pod: &Pod) -> NriContainer {
+        NriContainer {
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+            uid: pod.uid.clone(),
+            class: qos::class(pod),
+            role: None,
+            container: pod.containers[0].clone(),
+        }
+    }
+
     /// A Guaranteed pod: 2 CPUs, 1 GiB.
     fn guaranteed() -> Pod {
         one(ctr(
@@ -306,7 +339,7 @@ mod tests {
     #[test]
     fn the_same_container_agrees() {
         let g = guaranteed();
-        let c = compare(&g, ContainerRef::App(0), &g, 64 * GIB);
+        let c = compare(&g, ContainerRef::App(0), &nri(&g), 64 * GIB);
         assert!(c.agrees() && c.refinements.is_empty(), "{c:?}");
     }
 
@@ -318,7 +351,7 @@ mod tests {
             rl(Some(1500), Some(GIB)),
             rl(Some(1500), Some(2 * GIB)),
         ));
-        let c = compare(&api, ContainerRef::App(0), &est, 64 * GIB);
+        let c = compare(&api, ContainerRef::App(0), &nri(&est), 64 * GIB);
         let text = c.differences.join("; ");
         for fact in [
             "qos class",
@@ -345,7 +378,7 @@ mod tests {
             rl(Some(500), Some(GIB - cap / 2000)),
             ResourceList::default(),
         ));
-        let c = compare(&api, ContainerRef::App(0), &near, cap);
+        let c = compare(&api, ContainerRef::App(0), &nri(&near), cap);
         assert!(c.agrees(), "{c:?}");
         assert_eq!(c.refinements, vec![Refinement::MemoryRequestExact]);
         let far = one(ctr(
@@ -353,7 +386,7 @@ mod tests {
             rl(Some(500), Some(GIB / 2)),
             ResourceList::default(),
         ));
-        assert!(!compare(&api, ContainerRef::App(0), &far, cap).agrees());
+        assert!(!compare(&api, ContainerRef::App(0), &nri(&far), cap).agrees());
         // 32 MiB on a 25 GB node: oom_score_adj 999, which the inversion reads as no request.
         let cap = 25_275_990_016;
         let small = one(ctr(
@@ -362,7 +395,7 @@ mod tests {
             ResourceList::default(),
         ));
         let none = one(ctr("app", rl(Some(100), None), ResourceList::default()));
-        let c = compare(&small, ContainerRef::App(0), &none, cap);
+        let c = compare(&small, ContainerRef::App(0), &nri(&none), cap);
         assert!(c.agrees(), "{c:?}");
         assert_eq!(c.refinements, vec![Refinement::MemoryRequestExact]);
     }
@@ -389,7 +422,7 @@ mod tests {
             .insert(2 << 20, 4 << 20);
         // oom_score_adj -997 carried no memory request.
         let est = one(ctr("app", rl(Some(100), None), ResourceList::default()));
-        let c = compare(&api, ContainerRef::App(0), &est, 64 * GIB);
+        let c = compare(&api, ContainerRef::App(0), &nri(&est), 64 * GIB);
         assert!(c.agrees(), "{c:?}");
         assert_eq!(
             c.refinements,
@@ -401,7 +434,7 @@ mod tests {
             ]
         );
         let side = one(ctr("side", rl(Some(100), None), ResourceList::default()));
-        let c = compare(&api, ContainerRef::Init(0), &side, 64 * GIB);
+        let c = compare(&api, ContainerRef::Init(0), &nri(&side), 64 * GIB);
         assert!(c.refinements.contains(&Refinement::Role), "{c:?}");
     }
 
@@ -422,10 +455,10 @@ mod tests {
         };
         assert_eq!((input.source(), input.fallback()), (Source::Api, None));
         let inv = AdmissionInput::Inversion {
-            estimate: p,
+            estimate: nri(&p),
             why: Fallback::NotSynced,
         };
-        assert_eq!(inv.which(), ContainerRef::App(0));
+        assert_eq!(inv.source(), Source::Inversion);
         assert_eq!(inv.fallback().map(Fallback::as_str), Some("not_synced"));
     }
 }

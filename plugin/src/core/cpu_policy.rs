@@ -32,13 +32,30 @@ use super::cpuset::CpuSet;
 use super::hints::{NumaMask, TopologyHint};
 use super::topology::Topology;
 
-/// `[cpu] policy`.
+/// `[cpu] policy` (kubelet `cpuManagerPolicy`). The default is topolet's (`static`), not the
+/// kubelet's (`none`): exclusive CPUs are what topolet is for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CpuPolicyName {
-    #[default]
     None,
+    #[default]
     Static,
+}
+
+impl CpuPolicyName {
+    /// The configuration's spelling (`none`, `static`), as `topolet status` shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CpuPolicyName::None => "none",
+            CpuPolicyName::Static => "static",
+        }
+    }
+}
+
+impl std::fmt::Display for CpuPolicyName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// The `[cpu]` configuration keys.
@@ -1051,7 +1068,13 @@ mod tests {
             ]
         );
         assert_eq!(p.hints(&key("p", "c"), 3), Some(vec![]));
-        let none = policy(dual_socket_ht(), CpuPolicyConfig::default());
+        let none = policy(
+            dual_socket_ht(),
+            CpuPolicyConfig {
+                policy: CpuPolicyName::None,
+                ..CpuPolicyConfig::default()
+            },
+        );
         assert_eq!(none.hints(&key("p", "c"), 2), None);
     }
 

@@ -146,11 +146,13 @@ pub type ProviderHints = BTreeMap<String, Option<Vec<TopologyHint>>>;
 /// runs on unless `max_allowable_numa_nodes` raises it.
 pub const DEFAULT_MAX_ALLOWABLE_NUMA_NODES: usize = 8;
 
-/// `--topology-manager-policy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// `--topology-manager-policy` (`[topology] policy`). The default is topolet's
+/// (`best-effort`), not the kubelet's (`none`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum TopologyPolicy {
-    #[default]
     None,
+    #[default]
     BestEffort,
     Restricted,
     SingleNumaNode,

@@ -23,8 +23,9 @@ use super::container_key::ContainerKey;
 use super::hints::{node_subsets, NumaMask, ProviderHints, TopologyHint};
 use super::topology::Topology;
 
-/// `--memory-manager-policy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// `--memory-manager-policy` (`[memory] policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum MemoryPolicyKind {
     #[default]
     None,
@@ -38,6 +39,20 @@ impl MemoryPolicyKind {
             "static" => Some(MemoryPolicyKind::Static),
             _ => None,
         }
+    }
+
+    /// The configuration's spelling (`none`, `static`), as `topolet status` shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemoryPolicyKind::None => "none",
+            MemoryPolicyKind::Static => "static",
+        }
+    }
+}
+
+impl fmt::Display for MemoryPolicyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

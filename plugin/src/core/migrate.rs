@@ -1,4 +1,4 @@
-//! Configuration reload: a new [`Config`] takes over from the running one only when every
+//! Configuration reload: new [`PlacementSettings`] take over from the running one only when every
 //! current assignment survives it unchanged.
 //!
 //! The kubelet refuses to start when its CPU or memory manager policy differs from its state
@@ -16,7 +16,7 @@ use std::fmt;
 use super::cpu_policy::CpuPolicyName;
 use super::memory_policy::MemoryPolicyKind;
 use super::placement::{Placement, PlacementError};
-use crate::config::Config;
+use super::placement_settings::PlacementSettings;
 
 /// A new configuration that running containers stand in the way of.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,9 +70,9 @@ pub struct Migrated {
 }
 
 impl Placement {
-    /// Rebuilds the pipeline from `config` on the same machine and restores every current
+    /// Rebuilds the pipeline from `config` (the new configuration's settings) on the same machine and restores every current
     /// assignment into it. `self` is never changed: on error the caller keeps using it.
-    pub fn migrate(&self, config: &Config) -> Result<Migrated, MigrateError> {
+    pub fn migrate(&self, config: &PlacementSettings) -> Result<Migrated, MigrateError> {
         let (mut next, warnings) = Placement::new(&self.topology, config)?;
         let reserved_key = if config.cpu.reserved_cpu_count.is_some() {
             "cpu.reserved_cpu_count"
@@ -157,12 +157,17 @@ impl Placement {
 }
 
 /// The first half of a refusal: what the new value would do.
-fn lead(key: &str, config: &Config) -> String {
+fn lead(key: &str, config: &PlacementSettings) -> String {
     match key {
         "cpu.policy" => "\"none\" would take exclusive cpus from running containers".into(),
         "cpu.reserved_cpus" => format!(
             "reserving {} would take cpus running containers hold exclusively",
-            config.cpu.reserved_cpus.as_deref().unwrap_or("")
+            config
+                .cpu
+                .reserved_cpus
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default()
         ),
         "cpu.reserved_cpu_count" => format!(
             "reserving {} cpus would take cpus running containers hold exclusively",
@@ -180,8 +185,9 @@ fn lead(key: &str, config: &Config) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{CpuPolicyName as CfgCpu, MemoryPolicyName, TopologyPolicyName};
     use crate::core::container_key::ContainerKey;
+    use crate::core::cpuset::CpuSet;
+    use crate::core::hints::TopologyPolicy;
     use crate::core::pod::{Container, Pod, ResourceList};
     use crate::core::topology::{Device, SyntheticSpec, Topology};
 
@@ -203,10 +209,14 @@ mod tests {
         Topology::build(&raw).unwrap()
     }
 
-    fn base() -> Config {
-        let mut c = Config::default();
-        c.cpu.policy = CfgCpu::Static;
-        c.cpu.reserved_cpus = Some("0".into());
+    fn cpus(list: &str) -> Option<CpuSet> {
+        Some(CpuSet::parse(list).unwrap())
+    }
+
+    fn base() -> PlacementSettings {
+        let mut c = PlacementSettings::default();
+        c.cpu.policy = CpuPolicyName::Static;
+        c.cpu.reserved_cpus = cpus("0");
         c
     }
 
@@ -233,7 +243,7 @@ mod tests {
         }
     }
 
-    fn placed(config: &Config, pods: &[Pod]) -> Placement {
+    fn placed(config: &PlacementSettings, pods: &[Pod]) -> Placement {
         let (mut p, _) = Placement::new(&machine(), config).unwrap();
         for pod in pods {
             p.admit(pod, -1000).unwrap();
@@ -241,7 +251,7 @@ mod tests {
         p
     }
 
-    fn refusal(p: &Placement, c: &Config) -> (Option<String>, String) {
+    fn refusal(p: &Placement, c: &PlacementSettings) -> (Option<String>, String) {
         let e = p.migrate(c).unwrap_err();
         (e.key().map(str::to_string), e.to_string())
     }
@@ -250,9 +260,9 @@ mod tests {
     fn compatible_change_carries_every_assignment_and_applies_to_new_containers() {
         let p = placed(&base(), &[guaranteed("a", 2, 0), guaranteed("b", 1, 0)]);
         let mut c = base();
-        c.qos.pids_limit = 2048;
-        c.cpu.reserved_cpus = Some("0,7".into());
-        c.topology.policy = TopologyPolicyName::SingleNumaNode;
+        c.pids_limit = Some(2048);
+        c.cpu.reserved_cpus = cpus("0,7");
+        c.topology.policy = TopologyPolicy::SingleNumaNode;
         let m = p.migrate(&c).unwrap();
         assert_eq!(m.carried, 2);
         assert_eq!(m.placement.assignments(), p.assignments());
@@ -270,7 +280,7 @@ mod tests {
     fn policy_none_is_refused_while_containers_hold_exclusive_cpus() {
         let p = placed(&base(), &[guaranteed("a", 2, 0)]);
         let mut c = base();
-        c.cpu.policy = CfgCpu::None;
+        c.cpu.policy = CpuPolicyName::None;
         c.cpu.reserved_cpus = None;
         let (key, text) = refusal(&p, &c);
         assert_eq!(key.as_deref(), Some("cpu.policy"));
@@ -287,7 +297,7 @@ mod tests {
         let held = p.exclusive()[&ContainerKey::new("a", "app")].clone();
         let first = held.iter().next().unwrap();
         let mut c = base();
-        c.cpu.reserved_cpus = Some(format!("0,{first}"));
+        c.cpu.reserved_cpus = cpus(&format!("0,{first}"));
         let (key, text) = refusal(&p, &c);
         assert_eq!(key.as_deref(), Some("cpu.reserved_cpus"));
         assert!(
@@ -304,8 +314,8 @@ mod tests {
     #[test]
     fn memory_policy_change_is_refused_with_pinned_containers() {
         let mut c = base();
-        c.memory.policy = MemoryPolicyName::Static;
-        c.memory.reserved = BTreeMap::from([("0".into(), "512Mi".into())]);
+        c.memory.policy = MemoryPolicyKind::Static;
+        c.memory.reserved = BTreeMap::from([(0, 512 << 20)]);
         let p = placed(&c, &[guaranteed("a", 1, 0)]);
         assert!(p.assignments().containers[0].memory.is_some());
         let (key, text) = refusal(&p, &base());
@@ -313,8 +323,7 @@ mod tests {
         assert!(text.contains("a/app has memory pinned"), "{text}");
         // A reservation that leaves too little for what is pinned.
         let mut bigger = c.clone();
-        bigger.memory.reserved =
-            BTreeMap::from([("0".into(), "3584Mi".into()), ("1".into(), "3584Mi".into())]);
+        bigger.memory.reserved = BTreeMap::from([(0, 3584 << 20), (1, 3584 << 20)]);
         let (key, _) = refusal(&p, &bigger);
         assert_eq!(key.as_deref(), Some("memory.reserved"));
         // none → static with nothing pinned is fine.
@@ -337,11 +346,11 @@ mod tests {
     #[test]
     fn every_conflict_is_listed_and_an_invalid_config_is_invalid() {
         let mut c = base();
-        c.memory.policy = MemoryPolicyName::Static;
-        c.memory.reserved = BTreeMap::from([("0".into(), "512Mi".into())]);
+        c.memory.policy = MemoryPolicyKind::Static;
+        c.memory.reserved = BTreeMap::from([(0, 512 << 20)]);
         let p = placed(&c, &[guaranteed("a", 1, 0), guaranteed("b", 1, 0)]);
-        let mut none = Config::default();
-        none.cpu.policy = CfgCpu::None;
+        let mut none = PlacementSettings::default();
+        none.cpu.policy = CpuPolicyName::None;
         let e = p.migrate(&none).unwrap_err();
         let MigrateError::BreaksRunning(r) = &e else {
             panic!("{e}")
@@ -351,7 +360,7 @@ mod tests {
         assert!(r[0].message.contains("a/app") && r[0].message.contains("b/app"));
 
         let mut bad = base();
-        bad.cpu.reserved_cpus = Some("0,64".into());
+        bad.cpu.reserved_cpus = cpus("0,64");
         let e = p.migrate(&bad).unwrap_err();
         assert!(matches!(e, MigrateError::Invalid(_)), "{e}");
         assert!(e.to_string().contains("reserved_cpus"), "{e}");

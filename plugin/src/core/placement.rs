@@ -12,30 +12,29 @@
 //! Restart reconciliation lives in `core::reconcile`.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use serde::Serialize;
 
 use super::assignments::Assignments;
 use super::container_key::ContainerKey;
-use super::cpu_policy::{ContainerRole, CpuPolicy, CpuPolicyConfig, CpuPolicyError, CpuPolicyName};
+use super::cpu_policy::{ContainerRole, CpuPolicy, CpuPolicyError, CpuPolicyName};
 use super::cpuset::CpuSet;
 use super::device_hints::{DeviceConfigError, DeviceError, DeviceHints};
-use super::hints::{NumaMask, ProviderHints, TopologyConfigError, TopologyOptions, TopologyPolicy};
+use super::hints::{NumaMask, ProviderHints, TopologyConfigError};
 use super::memory_policy::MemoryResource;
 use super::memory_policy::{
-    binary_quantity, MemoryConfigError, MemoryError, MemoryPolicy, MemoryPolicyConfig,
-    MemoryPolicyKind, MemoryRequest,
+    binary_quantity, MemoryConfigError, MemoryError, MemoryPolicy, MemoryPolicyKind, MemoryRequest,
 };
+use super::nri_container::NriContainer;
 use super::nrt::{Book, Books};
+use super::placement_settings::PlacementSettings;
 use super::pod::{Container, ContainerRef, Pod, ResourceList};
 use super::qos::{self, ExclusiveCpuQuota, QosClass};
 use super::topology::Topology;
 use super::topology_manager::{
     format_amount, merge_free, FreePerNode, ResourceAmounts, Scope, TopologyAffinityError,
-    TopologyManager, TopologyManagerConfig,
+    TopologyManager,
 };
-use crate::config::{self, Config};
 
 /// Why a configuration or a container was refused.
 #[derive(Debug, thiserror::Error)]
@@ -240,75 +239,17 @@ fn topology_key(e: &TopologyConfigError) -> &'static str {
     }
 }
 
-fn config_err(key: &str, message: impl fmt::Display) -> PlacementError {
-    PlacementError::Config {
-        key: key.to_string(),
-        message: message.to_string(),
-    }
-}
-
 impl Placement {
-    /// Builds the pipeline for `topology` from `config`; returns warnings for the caller to log.
-    /// Errors name the configuration key at fault.
+    /// Builds the pipeline for `topology` from `settings`; returns warnings for the caller to
+    /// log. Errors name the configuration key at fault.
     pub fn new(
         topology: &Topology,
-        config: &Config,
+        settings: &PlacementSettings,
     ) -> Result<(Placement, Vec<String>), PlacementError> {
-        let c = &config.cpu;
-        let reserved_cpus = match &c.reserved_cpus {
-            Some(text) => {
-                Some(CpuSet::parse(text).map_err(|e| config_err("cpu.reserved_cpus", e))?)
-            }
-            None => None,
-        };
-        let cpu_cfg = CpuPolicyConfig {
-            policy: match c.policy {
-                config::CpuPolicyName::None => CpuPolicyName::None,
-                config::CpuPolicyName::Static => CpuPolicyName::Static,
-            },
-            reserved_cpus,
-            reserved_cpu_count: c.reserved_cpu_count,
-            full_pcpus_only: c.full_pcpus_only,
-            distribute_cpus_across_numa: c.distribute_cpus_across_numa,
-            distribute_cpus_across_cores: c.distribute_cpus_across_cores,
-            align_by_socket: c.align_by_socket,
-            prefer_align_cpus_by_uncorecache: c.prefer_align_cpus_by_uncorecache,
-            strict_cpu_reservation: c.strict_cpu_reservation,
-        };
-        let (cpu, warnings) = CpuPolicy::new(topology.clone(), cpu_cfg)?;
-
-        let t = &config.topology;
-        let tm = TopologyManager::new(
-            TopologyManagerConfig {
-                policy: match t.policy {
-                    config::TopologyPolicyName::None => TopologyPolicy::None,
-                    config::TopologyPolicyName::BestEffort => TopologyPolicy::BestEffort,
-                    config::TopologyPolicyName::Restricted => TopologyPolicy::Restricted,
-                    config::TopologyPolicyName::SingleNumaNode => TopologyPolicy::SingleNumaNode,
-                },
-                scope: match t.scope {
-                    config::TopologyScopeName::Container => Scope::Container,
-                    config::TopologyScopeName::Pod => Scope::Pod,
-                },
-                options: TopologyOptions {
-                    prefer_closest_numa_nodes: t.prefer_closest_numa_nodes,
-                    max_allowable_numa_nodes: t.max_allowable_numa_nodes,
-                },
-            },
-            topology,
-        )?;
-        let memory = MemoryPolicy::new(
-            &MemoryPolicyConfig {
-                policy: match config.memory.policy {
-                    config::MemoryPolicyName::None => MemoryPolicyKind::None,
-                    config::MemoryPolicyName::Static => MemoryPolicyKind::Static,
-                },
-                reserved: config.memory_reserved(),
-                reserved_hugepages: BTreeMap::new(),
-            },
-            topology,
-        )?;
-        let devices = DeviceHints::new(&config.devices, topology)?;
+        let (cpu, warnings) = CpuPolicy::new(topology.clone(), settings.cpu.clone())?;
+        let tm = TopologyManager::new(settings.topology, topology)?;
+        let memory = MemoryPolicy::new(&settings.memory, topology)?;
+        let devices = DeviceHints::new(&settings.devices, topology)?;
         Ok((
             Placement {
                 topology: topology.clone(),
@@ -317,14 +258,10 @@ impl Placement {
                 devices,
                 tm,
                 qos: QosSettings {
-                    pids_limit: qos::pids_limit(config.qos.pids_limit),
-                    exclusive_quota: if config.qos.keep_cfs_quota_for_exclusive {
-                        ExclusiveCpuQuota::Keep
-                    } else {
-                        ExclusiveCpuQuota::Disable
-                    },
+                    pids_limit: settings.pids_limit,
+                    exclusive_quota: settings.exclusive_quota,
                 },
-                shared_mems_follow_cpus: config.memory.shared_pool_mems_follow_cpus,
+                shared_mems_follow_cpus: settings.shared_pool_mems_follow_cpus,
                 affinity: BTreeMap::new(),
                 pod_affinity: BTreeMap::new(),
                 saved: Assignments::default(),
@@ -438,50 +375,59 @@ impl Placement {
         self.admit_container(pod, ContainerRef::App(0), floor)
     }
 
-    /// Admits one container: hints, merge, allocation, cgroup values. Nothing changes when it
-    /// is refused.
+    /// Admits container `which` of `pod` (a pod's spec: the API's, `topolet plan`'s): hints,
+    /// merge, allocation, cgroup values. Nothing changes when it is refused.
     pub fn admit_container(
         &mut self,
         pod: &Pod,
         which: ContainerRef,
         floor: i32,
     ) -> Result<ContainerResources, PlacementError> {
-        let c = pod
-            .container(which)
-            .ok_or_else(|| PlacementError::NoSuchContainer {
-                pod: pod.key(),
-                which,
-            })?
-            .clone();
-        let class = qos::class(pod);
-        let key = ContainerKey::new(pod.uid.clone(), c.name.clone());
-        let role = match which {
-            ContainerRef::Init(_) if c.is_restartable() => ContainerRole::Sidecar,
-            ContainerRef::Init(_) => ContainerRole::Init,
-            ContainerRef::App(_) => ContainerRole::App,
-        };
+        let subject = Subject::of_pod(pod, which)?;
+        self.admit_subject(&subject, floor)
+    }
+
+    /// Admits a container NRI described (the path's class, estimates, unknowns absent), as
+    /// [`Placement::admit_container`] does a pod's.
+    pub fn admit_nri(
+        &mut self,
+        c: &NriContainer,
+        floor: i32,
+    ) -> Result<ContainerResources, PlacementError> {
+        self.admit_subject(&Subject::of_nri(c), floor)
+    }
+
+    fn admit_subject(
+        &mut self,
+        s: &Subject<'_>,
+        floor: i32,
+    ) -> Result<ContainerResources, PlacementError> {
+        let c = s.container;
+        let class = s.class;
+        let key = s.key();
+        let role = s.role;
         let n_cpus = self.exclusive_cpus(class, &c.requests);
         let mem = memory_request(class, &c.requests);
         let affinity = match self.tm.scope() {
             Scope::Container => {
-                let subject = format!("container {}/{}", pod.key(), c.name);
+                let subject = format!("container {}/{}", s.pod_key, c.name);
                 self.admit_hint(&subject, &key, None, n_cpus, &mem, &c.requests)?
             }
-            Scope::Pod => match self.pod_affinity.get(&pod.uid) {
+            Scope::Pod => match self.pod_affinity.get(s.pod_uid) {
                 Some(a) => *a,
                 None => {
-                    let total = pod.effective_requests();
-                    let subject = format!("pod {}", pod.key());
-                    let pod_key = ContainerKey::new(pod.uid.clone(), "");
+                    let total = s.pod_requests();
+                    let subject = format!("pod {}", s.pod_key);
+                    let pod_key = ContainerKey::new(s.pod_uid, "");
                     let a = self.admit_hint(
                         &subject,
                         &pod_key,
-                        Some(&pod.uid),
+                        Some(s.pod_uid),
                         self.exclusive_cpus(class, &total),
                         &memory_request(class, &total),
                         &total,
                     )?;
-                    self.pod_affinity.insert(pod.uid.clone(), a);
+                    self.pod_affinity.insert(s.pod_uid.to_string(), a);
                     a
                 }
             },
@@ -490,11 +436,11 @@ impl Placement {
         let grant = Grant {
             reason: match &grant.exclusive {
                 Some(set) => format!("{class} with {} integer cpus: exclusive", set.len()),
-                None => self.shared_reason(class, &c),
+                None => self.shared_reason(class, c),
             },
             ..grant
         };
-        Ok(self.resources(pod, &c, grant, floor))
+        Ok(self.resources(s, grant, floor))
     }
 
     /// Allocates from every provider with `affinity`, all or nothing.
@@ -627,6 +573,16 @@ impl Placement {
         self.refusal_message_of(pod, ContainerRef::App(0), err, resize)
     }
 
+    /// [`Placement::refusal_message`] of a container NRI described.
+    pub fn refusal_message_nri(
+        &self,
+        c: &NriContainer,
+        err: &PlacementError,
+        resize: bool,
+    ) -> String {
+        self.refusal_message_subject(&Subject::of_nri(c), err, resize)
+    }
+
     /// [`Placement::refusal_message`] of container `which` of `pod` (a pod from the API).
     pub fn refusal_message_of(
         &self,
@@ -635,10 +591,20 @@ impl Placement {
         err: &PlacementError,
         resize: bool,
     ) -> String {
-        let Some(c) = pod.container(which) else {
-            return format!("topolet: {}: {err}", err.kubelet_reason());
-        };
-        let class = qos::class(pod);
+        match Subject::of_pod(pod, which) {
+            Ok(s) => self.refusal_message_subject(&s, err, resize),
+            Err(_) => format!("topolet: {}: {err}", err.kubelet_reason()),
+        }
+    }
+
+    fn refusal_message_subject(
+        &self,
+        s: &Subject<'_>,
+        err: &PlacementError,
+        resize: bool,
+    ) -> String {
+        let c = s.container;
+        let class = s.class;
         let n_cpus = self.exclusive_cpus(class, &c.requests);
         let mut mem = memory_request(class, &c.requests);
         if self.memory.kind() == MemoryPolicyKind::None {
@@ -676,10 +642,9 @@ impl Placement {
             None => err.kubelet_reason().to_string(),
         };
         let mut out = format!(
-            "topolet: {reason}: container {} of pod {}/{} asks {}{}; free per NUMA node: {}",
+            "topolet: {reason}: container {} of pod {} asks {}{}; free per NUMA node: {}",
             c.name,
-            pod.namespace,
-            pod.name,
+            s.pod_key,
             if what.is_empty() {
                 "nothing".to_string()
             } else {
@@ -760,11 +725,11 @@ impl Placement {
     /// The cgroup values of `c` (of `pod`) placed as `grant`.
     pub(crate) fn resources(
         &self,
-        pod: &Pod,
-        c: &Container,
+        s: &Subject<'_>,
         grant: Grant,
         floor: i32,
     ) -> ContainerResources {
+        let c = s.container;
         let exclusive = grant.exclusive.is_some();
         let cpuset = grant
             .exclusive
@@ -795,12 +760,7 @@ impl Placement {
             cpu_period: qos::DEFAULT_CPU_PERIOD_US,
             memory_limit: c.limits.memory_bytes.filter(|&m| m > 0),
             oom_score_adj: qos::clamp_to_floor(
-                qos::oom_score_adj(
-                    pod,
-                    c,
-                    self.topology.memory_capacity(),
-                    qos::OomScoreVariant::Current,
-                ),
+                s.oom_score_adj(self.topology.memory_capacity()),
                 floor,
             ),
             pids_limit: self.qos.pids_limit,
@@ -840,18 +800,28 @@ impl Placement {
     /// shrink keeping their CPUs; a container that stops or starts qualifying moves between the
     /// shared pool and an exclusive set. An infeasible resize changes nothing.
     pub fn resize(&mut self, pod: &Pod, floor: i32) -> Result<ContainerResources, PlacementError> {
-        let c = pod
-            .containers
-            .first()
-            .ok_or_else(|| PlacementError::NoSuchContainer {
-                pod: pod.key(),
-                which: ContainerRef::App(0),
-            })?
-            .clone();
-        let class = qos::class(pod);
-        let key = ContainerKey::new(pod.uid.clone(), c.name.clone());
+        let subject = Subject::of_pod(pod, ContainerRef::App(0))?;
+        self.resize_subject(&subject, floor)
+    }
+
+    /// [`Placement::resize`] of a container NRI described.
+    pub fn resize_nri(
+        &mut self,
+        c: &NriContainer,
+        floor: i32,
+    ) -> Result<ContainerResources, PlacementError> {
+        self.resize_subject(&Subject::of_nri(c), floor)
+    }
+
+    fn resize_subject(
+        &mut self,
+        s: &Subject<'_>,
+        floor: i32,
+    ) -> Result<ContainerResources, PlacementError> {
+        let class = s.class;
+        let key = s.key();
         let held = self.cpu.exclusive(&key).cloned();
-        match (held, self.exclusive_cpus(class, &c.requests)) {
+        match (held, self.exclusive_cpus(class, &s.container.requests)) {
             (Some(_), Some(n)) => {
                 let set = self.cpu.resize(&key, n)?;
                 let grant = Grant {
@@ -861,7 +831,7 @@ impl Placement {
                     devices: Vec::new(),
                     reason: format!("{class} resized to {n} exclusive cpus"),
                 };
-                Ok(self.resources(pod, &c, grant, floor))
+                Ok(self.resources(s, grant, floor))
             }
             (Some(_), None) => {
                 // Back to the shared pool: everything the exclusive grant booked goes back with
@@ -878,9 +848,9 @@ impl Placement {
                     devices: Vec::new(),
                     reason: format!("{class} no longer qualifies for exclusive cpus: shared pool"),
                 };
-                Ok(self.resources(pod, &c, grant, floor))
+                Ok(self.resources(s, grant, floor))
             }
-            (None, _) => self.admit(pod, floor),
+            (None, _) => self.admit_subject(s, floor),
         }
     }
 
@@ -889,6 +859,80 @@ impl Placement {
         self.cpu.check_invariants()?;
         self.memory.check_invariants()?;
         Ok(())
+    }
+}
+
+/// One container to admit, from either source: a pod's spec (the API, `topolet plan`) or what
+/// NRI says ([`NriContainer`]). Every rule that reads more of the pod than the container asks
+/// here, and an NRI container answers with what NRI knows (the path's class; no other
+/// containers, priority or pod-level resources).
+pub(crate) struct Subject<'a> {
+    /// `namespace/name`.
+    pod_key: String,
+    pod_uid: &'a str,
+    class: QosClass,
+    role: ContainerRole,
+    container: &'a Container,
+    /// The whole spec, when the source has one.
+    pod: Option<&'a Pod>,
+}
+
+impl<'a> Subject<'a> {
+    pub(crate) fn of_pod(pod: &'a Pod, which: ContainerRef) -> Result<Self, PlacementError> {
+        let container = pod
+            .container(which)
+            .ok_or_else(|| PlacementError::NoSuchContainer {
+                pod: pod.key(),
+                which,
+            })?;
+        let role = match which {
+            ContainerRef::Init(_) if container.is_restartable() => ContainerRole::Sidecar,
+            ContainerRef::Init(_) => ContainerRole::Init,
+            ContainerRef::App(_) => ContainerRole::App,
+        };
+        Ok(Subject {
+            pod_key: pod.key(),
+            pod_uid: &pod.uid,
+            class: qos::class(pod),
+            role,
+            container,
+            pod: Some(pod),
+        })
+    }
+
+    pub(crate) fn of_nri(c: &'a NriContainer) -> Self {
+        Subject {
+            pod_key: c.pod_key(),
+            pod_uid: &c.uid,
+            class: c.class,
+            role: c.role_or_app(),
+            container: &c.container,
+            pod: None,
+        }
+    }
+
+    fn key(&self) -> ContainerKey {
+        ContainerKey::new(self.pod_uid, self.container.name.clone())
+    }
+
+    /// The pod's aggregate request (pod scope): the spec's effective requests, else (NRI) the
+    /// container's own, the only ones known.
+    fn pod_requests(&self) -> ResourceList {
+        match self.pod {
+            Some(pod) => pod.effective_requests(),
+            None => self.container.requests.clone(),
+        }
+    }
+
+    /// The kubelet's oom_score_adj for the container (before the runtime's floor).
+    fn oom_score_adj(&self, memory_capacity: u64) -> i32 {
+        let variant = qos::OomScoreVariant::Current;
+        match self.pod {
+            Some(pod) => qos::oom_score_adj(pod, self.container, memory_capacity, variant),
+            None => {
+                qos::oom_score_adj_in_class(self.class, self.container, memory_capacity, variant)
+            }
+        }
     }
 }
 
@@ -928,7 +972,7 @@ fn amounts(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{CpuPolicyName as CfgCpu, TopologyPolicyName, TopologyScopeName};
+    use crate::core::hints::TopologyPolicy;
     use crate::core::pod::ContainerRestartPolicy;
     use crate::core::topology::{Device, SyntheticSpec};
 
@@ -978,10 +1022,10 @@ mod tests {
         }
     }
 
-    fn config() -> Config {
-        let mut c = Config::default();
-        c.cpu.policy = CfgCpu::Static;
-        c.cpu.reserved_cpus = Some("0".into());
+    fn config() -> PlacementSettings {
+        let mut c = PlacementSettings::default();
+        c.cpu.policy = CpuPolicyName::Static;
+        c.cpu.reserved_cpus = Some(CpuSet::from_iter([0]));
         c.devices
             .insert("example.com/nic".into(), vec!["0000:01:00.0".into()]);
         c
@@ -992,8 +1036,8 @@ mod tests {
     #[test]
     fn books_follow_the_memory_managers_and_devices_assignments() {
         let mut c = config();
-        c.memory.policy = crate::config::MemoryPolicyName::Static;
-        c.memory.reserved.insert("0".into(), "1Gi".into());
+        c.memory.policy = MemoryPolicyKind::Static;
+        c.memory.reserved.insert(0, 1 << 30);
         let (mut p, _) = Placement::new(&machine(), &c).unwrap();
         let book = |p: &Placement, name: &str| p.books()[&0][name];
         let gib = 1u64 << 30;
@@ -1110,9 +1154,9 @@ mod tests {
     #[test]
     fn resize_down_to_the_shared_pool_releases_memory_and_affinity() {
         let mut c = config();
-        c.memory.policy = crate::config::MemoryPolicyName::Static;
-        c.memory.reserved = std::collections::BTreeMap::from([("0".into(), "512Mi".into())]);
-        c.topology.policy = TopologyPolicyName::SingleNumaNode;
+        c.memory.policy = MemoryPolicyKind::Static;
+        c.memory.reserved = BTreeMap::from([(0, 512 << 20)]);
+        c.topology.policy = TopologyPolicy::SingleNumaNode;
         let (mut p, _) = Placement::new(&machine(), &c).unwrap();
         let big = pod("web", vec![], vec![guaranteed("app", 2, 0)]);
         let got = p.admit(&big, -1000).unwrap();
@@ -1149,8 +1193,8 @@ mod tests {
     #[test]
     fn reconcile_restores_the_pinned_memory_of_a_shared_container() {
         let mut c = config();
-        c.memory.policy = crate::config::MemoryPolicyName::Static;
-        c.memory.reserved = std::collections::BTreeMap::from([("0".into(), "512Mi".into())]);
+        c.memory.policy = MemoryPolicyKind::Static;
+        c.memory.reserved = BTreeMap::from([(0, 512 << 20)]);
         let mut frac = pod("web", vec![], vec![guaranteed("app", 1, 0)]);
         frac.containers[0].requests.cpu_millis = Some(1500);
         frac.containers[0].limits.cpu_millis = Some(1500);
@@ -1165,7 +1209,14 @@ mod tests {
         after.load_hints(saved);
         let running = crate::core::reconcile::RunningContainer {
             id: "ctr".into(),
-            pod: frac.clone(),
+            container: NriContainer {
+                namespace: frac.namespace.clone(),
+                name: frac.name.clone(),
+                uid: frac.uid.clone(),
+                class: qos::class(&frac),
+                role: None,
+                container: frac.containers[0].clone(),
+            },
             cpuset: Some(after.shared_pool()),
         };
         let out = after.reconcile(&[running], -1000);
@@ -1183,10 +1234,10 @@ mod tests {
     #[test]
     fn release_reports_an_affinity_only_entry() {
         let mut c = config();
-        c.cpu.policy = CfgCpu::None;
+        c.cpu.policy = CpuPolicyName::None;
         c.cpu.reserved_cpus = None;
-        c.topology.policy = TopologyPolicyName::BestEffort;
-        c.topology.scope = TopologyScopeName::Pod;
+        c.topology.policy = TopologyPolicy::BestEffort;
+        c.topology.scope = Scope::Pod;
         let (mut p, _) = Placement::new(&machine(), &c).unwrap();
         // The pod's affinity comes from its NIC; "side" holds nothing but that affinity.
         let web = pod(

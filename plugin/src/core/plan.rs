@@ -9,10 +9,10 @@ use serde::Serialize;
 
 use super::hints::NumaMask;
 use super::placement::{Placement, PlacementError};
+use super::placement_settings::PlacementSettings;
 use super::pod::{ContainerRef, Pod};
 use super::qos;
 use super::topology::Topology;
-use crate::config::Config;
 
 /// One container's line in the plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -60,16 +60,16 @@ pub struct PlanOutput {
     pub pools: Pools,
 }
 
-/// Admits `pods` in order (each pod's init containers first) on `topology` under `config`.
-/// The oom_score_adj floor is `[qos] oom_score_adj_floor` when set (no floor otherwise: a plan
+/// Admits `pods` in order (each pod's init containers first) on `topology` under `settings`.
+/// The oom_score_adj floor is `settings.oom_score_adj_floor` (`[qos] oom_score_adj_floor`) when set (no floor otherwise: a plan
 /// describes what the kubelet's rules give).
 pub fn plan(
     topology: &Topology,
-    config: &Config,
+    settings: &PlacementSettings,
     pods: &[Pod],
 ) -> Result<PlanOutput, PlacementError> {
-    let (mut placement, _warnings) = Placement::new(topology, config)?;
-    let floor = config.qos.oom_score_adj_floor.unwrap_or(-1000);
+    let (mut placement, _warnings) = Placement::new(topology, settings)?;
+    let floor = settings.oom_score_adj_floor.unwrap_or(-1000);
     let mut rows: Vec<(PlannedContainer, OnShared)> = Vec::new();
     for pod in pods {
         let class = qos::class(pod);

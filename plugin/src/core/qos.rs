@@ -337,15 +337,71 @@ pub fn oom_score_adj(
     memory_capacity: u64,
     variant: OomScoreVariant,
 ) -> i32 {
-    if pod.is_node_critical() {
+    let is_sidecar =
+        container.is_restartable() && pod.init_containers.iter().any(|c| c.name == container.name);
+    oom_rule(
+        OomFacts {
+            node_critical: pod.is_node_critical(),
+            class: class(pod),
+            remaining: remaining_pod_memory_per_container(pod),
+            sidecar_min_regular: is_sidecar
+                .then(|| pod.containers.iter().map(|c| c.requests.memory()).min())
+                .flatten(),
+        },
+        container,
+        memory_capacity,
+        variant,
+    )
+}
+
+/// [`oom_score_adj`] when only the pod's class is known (the NRI view, `core::nri_container`):
+/// the pod's priority, pod-level resources and other containers are unknown, so steps 1, the
+/// pod-level share of 3, and 4 do not apply.
+pub fn oom_score_adj_in_class(
+    class: QosClass,
+    container: &Container,
+    memory_capacity: u64,
+    variant: OomScoreVariant,
+) -> i32 {
+    oom_rule(
+        OomFacts {
+            node_critical: false,
+            class,
+            remaining: 0,
+            sidecar_min_regular: None,
+        },
+        container,
+        memory_capacity,
+        variant,
+    )
+}
+
+/// What [`oom_score_adj`]'s rule reads about the pod.
+struct OomFacts {
+    node_critical: bool,
+    class: QosClass,
+    /// `remainingPodMemReqPerContainer`.
+    remaining: i64,
+    /// For a sidecar: the smallest memory request among the pod's regular containers.
+    sidecar_min_regular: Option<u64>,
+}
+
+/// The rule of [`oom_score_adj`], steps 1–5, on the facts it reads.
+fn oom_rule(
+    pod: OomFacts,
+    container: &Container,
+    memory_capacity: u64,
+    variant: OomScoreVariant,
+) -> i32 {
+    if pod.node_critical {
         return variant.guaranteed();
     }
-    match class(pod) {
+    match pod.class {
         QosClass::Guaranteed => return variant.guaranteed(),
         QosClass::BestEffort => return BEST_EFFORT_OOM_SCORE_ADJ,
         QosClass::Burstable => {}
     }
-    let remaining = remaining_pod_memory_per_container(pod);
+    let remaining = pod.remaining;
     let with_share = |r: u64| -> u64 {
         if remaining >= 0 {
             r.saturating_add(remaining.unsigned_abs())
@@ -354,12 +410,8 @@ pub fn oom_score_adj(
         }
     };
     let mut adj = linear_oom(with_share(container.requests.memory()), memory_capacity);
-    let is_sidecar =
-        container.is_restartable() && pod.init_containers.iter().any(|c| c.name == container.name);
-    if is_sidecar {
-        if let Some(min_regular) = pod.containers.iter().map(|c| c.requests.memory()).min() {
-            adj = adj.min(linear_oom(with_share(min_regular), memory_capacity));
-        }
+    if let Some(min_regular) = pod.sidecar_min_regular {
+        adj = adj.min(linear_oom(with_share(min_regular), memory_capacity));
     }
     let adj = adj.clamp(
         i64::from(variant.burstable_min()),

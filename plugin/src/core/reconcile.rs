@@ -18,17 +18,16 @@ use std::collections::BTreeMap;
 use super::container_key::ContainerKey;
 use super::cpu_policy::ContainerRole;
 use super::cpuset::CpuSet;
-use super::placement::{ContainerResources, Grant, Placement};
-use super::pod::Pod;
-use super::qos;
+use super::nri_container::NriContainer;
+use super::placement::{ContainerResources, Grant, Placement, Subject};
 
 /// A running container as the runtime reports it.
 #[derive(Debug, Clone)]
 pub struct RunningContainer {
     /// Runtime id.
     pub id: String,
-    /// Its pod, with this container as the only one (`containers[0]`).
-    pub pod: Pod,
+    /// The container as NRI describes it.
+    pub container: NriContainer,
     /// The cpuset it actually has.
     pub cpuset: Option<CpuSet>,
 }
@@ -54,10 +53,7 @@ impl Placement {
         self.pod_affinity.clear();
         let saved = std::mem::take(&mut self.saved);
 
-        let mut order: Vec<&RunningContainer> = running
-            .iter()
-            .filter(|r| !r.pod.containers.is_empty())
-            .collect();
+        let mut order: Vec<&RunningContainer> = running.iter().collect();
         order.sort_by(|a, b| a.id.cmp(&b.id));
         let mut placed: BTreeMap<String, ContainerResources> = BTreeMap::new();
         let mut shared: Vec<&RunningContainer> = Vec::new();
@@ -65,13 +61,12 @@ impl Placement {
 
         // Pass 1: containers whose own cpuset is a valid exclusive set keep it.
         for r in order {
-            let c = &r.pod.containers[0];
-            let class = qos::class(&r.pod);
-            let Some(n) = self.exclusive_cpus(class, &c.requests) else {
+            let Some(n) = self.exclusive_cpus(r.container.class, &r.container.container.requests)
+            else {
                 shared.push(r);
                 continue;
             };
-            let key = ContainerKey::new(r.pod.uid.clone(), c.name.clone());
+            let key = r.container.key();
             match r.cpuset.as_ref().filter(|s| s.len() == n) {
                 Some(set) if self.cpu.restore(&key, set, ContainerRole::App).is_ok() => {
                     let grant = self.restore_rest(
@@ -80,15 +75,17 @@ impl Placement {
                         &saved,
                         "restored from the running container",
                     );
-                    placed.insert(r.id.clone(), self.resources(&r.pod, c, grant, floor));
+                    placed.insert(
+                        r.id.clone(),
+                        self.resources(&Subject::of_nri(&r.container), grant, floor),
+                    );
                 }
                 _ => pending.push(r),
             }
         }
         // Pass 2: the rest get their saved set if still free, else a fresh admission.
         for r in pending {
-            let c = &r.pod.containers[0];
-            let key = ContainerKey::new(r.pod.uid.clone(), c.name.clone());
+            let key = r.container.key();
             let saved_cpus = saved.get(&key).and_then(|a| a.cpus.clone());
             if let Some(set) = saved_cpus {
                 if self.cpu.restore(&key, &set, ContainerRole::App).is_ok() {
@@ -98,11 +95,14 @@ impl Placement {
                     ));
                     let grant =
                         self.restore_rest(&key, Some(&set), &saved, "restored from the state file");
-                    placed.insert(r.id.clone(), self.resources(&r.pod, c, grant, floor));
+                    placed.insert(
+                        r.id.clone(),
+                        self.resources(&Subject::of_nri(&r.container), grant, floor),
+                    );
                     continue;
                 }
             }
-            match self.admit(&r.pod, floor) {
+            match self.admit_nri(&r.container, floor) {
                 Ok(res) => {
                     notes.push(format!(
                         "{key}: runs on {}, given exclusive cpus {}",
@@ -130,11 +130,13 @@ impl Placement {
         }
         // Shared containers: the shared pool as it ends up, with what they had pinned.
         for r in shared {
-            let c = &r.pod.containers[0];
-            let key = ContainerKey::new(r.pod.uid.clone(), c.name.clone());
-            let reason = format!("{}: shared pool", qos::class(&r.pod));
+            let key = r.container.key();
+            let reason = format!("{}: shared pool", r.container.class);
             let grant = self.restore_rest(&key, None, &saved, &reason);
-            placed.insert(r.id.clone(), self.resources(&r.pod, c, grant, floor));
+            placed.insert(
+                r.id.clone(),
+                self.resources(&Subject::of_nri(&r.container), grant, floor),
+            );
         }
         Reconciled {
             containers: placed.into_iter().collect(),

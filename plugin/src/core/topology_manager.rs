@@ -1,10 +1,15 @@
 //! The topology manager's admission step for one container (container scope) or one pod (pod
-//! scope): the orchestrator gathers hints from every [`HintProvider`] (CPU, memory, hugepages,
-//! devices), [`TopologyManager::admit`] merges them under the policy and admits or refuses with an
-//! error naming the policy, the request and what was free per NUMA node, and the orchestrator
-//! then allocates every provider with the merged affinity. Mirrors
+//! scope): the orchestrator (`core::placement`, `admit_hint`) gathers hints from the CPU, memory
+//! (and hugepages) and device providers, [`TopologyManager::admit`] merges them under the policy
+//! and admits or refuses with an error naming the policy, the request and what was free per NUMA
+//! node, and the orchestrator then allocates every provider with the merged affinity. Mirrors
 //! `pkg/kubelet/cm/topologymanager/{topology_manager,scope,scope_container,scope_pod}.go`; the
 //! merge itself lives in [`super::hints`].
+//!
+//! There is no provider trait (the kubelet's `HintProvider`): topolet has exactly three
+//! providers, each with its own request type, and the orchestrator calls them directly. A trait
+//! and a pod-request helper that only tests used were removed; the pod scope's aggregate request
+//! is `Pod::effective_requests` (`core::pod`, KEP-753).
 //!
 //! Plain data in, decision out: the manager keeps no hint store (the kubelet's `Store.GetAffinity`
 //! side channel); the affinity is returned and handed to each provider's `allocate`.
@@ -15,13 +20,11 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::container_key::ContainerKey;
-use super::device_hints::{DeviceError, DeviceHints};
 use super::hints::{
     merge, MergeResult, NumaMask, ProviderHints, TopologyConfigError, TopologyOptions,
     TopologyPolicy,
 };
-use super::memory_policy::{binary_quantity, MemoryError, MemoryPolicy, MemoryRequest};
+use super::memory_policy::binary_quantity;
 use super::topology::Topology;
 
 /// Resource name → amount (`cpu` millicores, `memory`/`hugepages-*` bytes, extended: count).
@@ -30,8 +33,9 @@ pub type ResourceAmounts = BTreeMap<String, u64>;
 /// Node id → resource name → free amount, in the units of [`ResourceAmounts`].
 pub type FreePerNode = BTreeMap<usize, BTreeMap<String, u64>>;
 
-/// `--topology-manager-scope`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// `--topology-manager-scope` (`[topology] scope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Scope {
     #[default]
     Container,
@@ -46,6 +50,20 @@ impl Scope {
             _ => None,
         }
     }
+
+    /// The configuration's spelling (`container`, `pod`), as `topolet status` shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Container => "container",
+            Scope::Pod => "pod",
+        }
+    }
+}
+
+impl std::fmt::Display for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// `[topology]`.
@@ -54,189 +72,6 @@ pub struct TopologyManagerConfig {
     pub policy: TopologyPolicy,
     pub scope: Scope,
     pub options: TopologyOptions,
-}
-
-/// What hints are asked for: one container, or a whole pod (pod scope) with its aggregate
-/// request ([`pod_request`]).
-#[derive(Debug, Clone, Copy)]
-pub enum HintTarget<'a> {
-    Container {
-        key: &'a ContainerKey,
-        guaranteed: bool,
-        resources: &'a ResourceAmounts,
-    },
-    Pod {
-        uid: &'a str,
-        guaranteed: bool,
-        resources: &'a ResourceAmounts,
-    },
-}
-
-impl HintTarget<'_> {
-    pub fn guaranteed(&self) -> bool {
-        match self {
-            HintTarget::Container { guaranteed, .. } | HintTarget::Pod { guaranteed, .. } => {
-                *guaranteed
-            }
-        }
-    }
-
-    pub fn resources(&self) -> &ResourceAmounts {
-        match self {
-            HintTarget::Container { resources, .. } | HintTarget::Pod { resources, .. } => {
-                resources
-            }
-        }
-    }
-}
-
-/// Why a provider could not allocate with the merged affinity.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AllocateError {
-    #[error(transparent)]
-    Memory(#[from] MemoryError),
-    #[error(transparent)]
-    Device(#[from] DeviceError),
-    /// Another provider's error (the CPU manager's), already formatted.
-    #[error("{0}")]
-    Other(String),
-}
-
-/// A hint provider, as the kubelet's `HintProvider` (`GetTopologyHints` /
-/// `GetPodTopologyHints` / `Allocate`), plus what it has free for refusal messages.
-pub trait HintProvider {
-    /// Hints for a container or a pod; resources the provider does not manage are left out.
-    fn hints(&self, target: &HintTarget<'_>) -> ProviderHints;
-    /// Allocate `key`'s resources inside `affinity` (`None`: anywhere). Idempotent per key.
-    fn allocate(
-        &mut self,
-        key: &ContainerKey,
-        guaranteed: bool,
-        resources: &ResourceAmounts,
-        affinity: Option<NumaMask>,
-    ) -> Result<(), AllocateError>;
-    /// Free amounts per node of the resources this provider manages.
-    fn free_per_node(&self) -> FreePerNode;
-}
-
-/// `hugepages-2Mi` → 2097152; `None` for any other name or a malformed size. The size is a
-/// Kubernetes quantity, read by the same parser as pod specs (`core::pod_input`).
-pub fn hugepage_size(resource: &str) -> Option<u64> {
-    let size = resource.strip_prefix("hugepages-")?;
-    super::quantity::parse_value(size).ok().filter(|&s| s > 0)
-}
-
-/// The memory manager's view of an amounts map.
-pub fn memory_request(guaranteed: bool, resources: &ResourceAmounts) -> MemoryRequest {
-    MemoryRequest {
-        guaranteed,
-        memory: resources.get("memory").copied().unwrap_or(0),
-        hugepages: resources
-            .iter()
-            .filter_map(|(name, &bytes)| hugepage_size(name).map(|size| (size, bytes)))
-            .collect(),
-    }
-}
-
-impl HintProvider for MemoryPolicy {
-    fn hints(&self, target: &HintTarget<'_>) -> ProviderHints {
-        let request = memory_request(target.guaranteed(), target.resources());
-        match target {
-            HintTarget::Container { key, .. } => MemoryPolicy::hints(self, Some(key), &request),
-            HintTarget::Pod { uid, .. } => self.pod_hints(uid, &request),
-        }
-    }
-
-    fn allocate(
-        &mut self,
-        key: &ContainerKey,
-        guaranteed: bool,
-        resources: &ResourceAmounts,
-        affinity: Option<NumaMask>,
-    ) -> Result<(), AllocateError> {
-        MemoryPolicy::allocate(self, key, &memory_request(guaranteed, resources), affinity)?;
-        Ok(())
-    }
-
-    fn free_per_node(&self) -> FreePerNode {
-        MemoryPolicy::free_per_node(self)
-    }
-}
-
-impl HintProvider for DeviceHints {
-    fn hints(&self, target: &HintTarget<'_>) -> ProviderHints {
-        match target {
-            HintTarget::Container { key, resources, .. } => {
-                DeviceHints::hints(self, Some(key), resources)
-            }
-            HintTarget::Pod { resources, .. } => DeviceHints::hints(self, None, resources),
-        }
-    }
-
-    fn allocate(
-        &mut self,
-        key: &ContainerKey,
-        _guaranteed: bool,
-        resources: &ResourceAmounts,
-        affinity: Option<NumaMask>,
-    ) -> Result<(), AllocateError> {
-        DeviceHints::allocate(self, key, resources, affinity)?;
-        Ok(())
-    }
-
-    fn free_per_node(&self) -> FreePerNode {
-        DeviceHints::free_per_node(self)
-    }
-}
-
-/// How a container takes part in the pod's aggregate request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ContainerKind {
-    /// A regular init container: runs alone (beside the sidecars started before it).
-    Init,
-    /// A restartable init container (sidecar): keeps running beside everything after it.
-    Sidecar,
-    App,
-}
-
-/// The pod's effective request, as the kubelet computes it for pod scope
-/// (`k8s.io/component-helpers/resource` `PodRequests`, KEP-753): the sum of the app containers
-/// plus the sidecars, or the largest init-time peak (an init container plus the sidecars started
-/// before it, or the sidecars so far), whichever is larger, per resource. `containers` in spec
-/// order (init containers first).
-pub fn pod_request(containers: &[(ContainerKind, &ResourceAmounts)]) -> ResourceAmounts {
-    let mut sidecars = ResourceAmounts::new();
-    let mut init_peak = ResourceAmounts::new();
-    let mut apps = ResourceAmounts::new();
-    let add = |into: &mut ResourceAmounts, from: &ResourceAmounts| {
-        for (r, &v) in from {
-            let e = into.entry(r.clone()).or_insert(0);
-            *e = e.saturating_add(v);
-        }
-    };
-    let max_into = |into: &mut ResourceAmounts, from: &ResourceAmounts| {
-        for (r, &v) in from {
-            let e = into.entry(r.clone()).or_insert(0);
-            *e = (*e).max(v);
-        }
-    };
-    for &(kind, res) in containers {
-        match kind {
-            ContainerKind::Init => {
-                let mut peak = sidecars.clone();
-                add(&mut peak, res);
-                max_into(&mut init_peak, &peak);
-            }
-            ContainerKind::Sidecar => {
-                add(&mut sidecars, res);
-                max_into(&mut init_peak, &sidecars);
-            }
-            ContainerKind::App => add(&mut apps, res),
-        }
-    }
-    add(&mut apps, &sidecars);
-    max_into(&mut apps, &init_peak);
-    apps
 }
 
 /// One amount in Kubernetes spelling: `cpu` as cores (`6`, `1500m`), memory and hugepages with a
@@ -405,8 +240,11 @@ pub fn merge_free(parts: impl IntoIterator<Item = FreePerNode>) -> FreePerNode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::container_key::ContainerKey;
     use crate::core::hints::TopologyHint;
-    use crate::core::memory_policy::{MemoryPolicyConfig, MemoryPolicyKind};
+    use crate::core::memory_policy::{
+        MemoryPolicy, MemoryPolicyConfig, MemoryPolicyKind, MemoryRequest,
+    };
     use crate::core::topology::SyntheticSpec;
 
     const GI: u64 = 1 << 30;
@@ -477,31 +315,15 @@ mod tests {
         };
         let e = TopologyManager::new(cfg, &t).expect_err("9 > 8");
         assert!(e.to_string().contains("more than 8") && e.to_string().contains("has 9"));
-        assert!(TopologyManager::new(TopologyManagerConfig::default(), &t).is_ok());
+        let none = TopologyManagerConfig {
+            policy: TopologyPolicy::None,
+            ..TopologyManagerConfig::default()
+        };
+        assert!(TopologyManager::new(none, &t).is_ok());
     }
 
     #[test]
-    fn pod_request_follows_kep_753() {
-        let a = amounts(&[("cpu", 2000), ("memory", GI)]);
-        let b = amounts(&[("cpu", 1000)]);
-        let init_big = amounts(&[("cpu", 5000)]);
-        let side = amounts(&[("cpu", 500), ("memory", GI)]);
-        let got = pod_request(&[
-            (ContainerKind::Sidecar, &side),
-            (ContainerKind::Init, &init_big),
-            (ContainerKind::App, &a),
-            (ContainerKind::App, &b),
-        ]);
-        // cpu: max(2000+1000+500, 500+5000) = 5500; memory: max(1Gi+1Gi, 1Gi) = 2Gi.
-        assert_eq!(got, amounts(&[("cpu", 5500), ("memory", 2 * GI)]));
-    }
-
-    #[test]
-    fn hugepage_names() {
-        assert_eq!(hugepage_size("hugepages-2Mi"), Some(2 << 20));
-        assert_eq!(hugepage_size("hugepages-1Gi"), Some(1 << 30));
-        assert_eq!(hugepage_size("hugepages-"), None);
-        assert_eq!(hugepage_size("memory"), None);
+    fn amounts_in_kubernetes_spelling() {
         assert_eq!(format_amount("cpu", 1500), "1500m");
         assert_eq!(format_amount("hugepages-2Mi", 4 << 20), "4Mi");
     }
@@ -529,39 +351,28 @@ mod tests {
             &t,
         )
         .expect("ok");
-        let c1 = amounts(&[("memory", 10 * GI)]);
-        let c2 = amounts(&[("memory", 12 * GI)]);
-        let pod = pod_request(&[(ContainerKind::App, &c1), (ContainerKind::App, &c2)]);
-        let providers: Vec<&mut dyn HintProvider> = vec![&mut memory];
-        let target = HintTarget::Pod {
-            uid: "u1",
+        let request = |bytes: u64| MemoryRequest {
             guaranteed: true,
-            resources: &pod,
+            memory: bytes,
+            hugepages: BTreeMap::new(),
         };
-        let hints: Vec<ProviderHints> = providers.iter().map(|p| p.hints(&target)).collect();
+        let pod = amounts(&[("memory", 22 * GI)]);
+        let hints = [memory.pod_hints("u1", &request(22 * GI))];
         let affinity = tm
-            .admit("pod default/web", &pod, &hints, || {
-                merge_free(providers.iter().map(|p| p.free_per_node()))
-            })
+            .admit("pod default/web", &pod, &hints, || memory.free_per_node())
             .expect("22Gi fits on one node");
         assert_eq!(affinity, NumaMask::single(0));
-        for p in providers {
-            for (name, res) in [("a", &c1), ("b", &c2)] {
-                p.allocate(&ContainerKey::new("u1", name), true, res, affinity)
-                    .expect("allocated");
-            }
+        for (name, bytes) in [("a", 10 * GI), ("b", 12 * GI)] {
+            memory
+                .allocate(&ContainerKey::new("u1", name), &request(bytes), affinity)
+                .expect("allocated");
         }
         assert_eq!(
             memory.free(0, crate::core::memory_policy::MemoryResource::Memory),
             8 * GI
         );
-        // A second identical pod only fits on node 1; a third nowhere on one node.
-        let target = HintTarget::Pod {
-            uid: "u2",
-            guaranteed: true,
-            resources: &pod,
-        };
-        let hints = [HintProvider::hints(&memory, &target)];
+        // A second identical pod only fits on node 1.
+        let hints = [memory.pod_hints("u2", &request(22 * GI))];
         assert_eq!(
             tm.admit("pod default/web2", &pod, &hints, FreePerNode::new),
             Ok(NumaMask::single(1))

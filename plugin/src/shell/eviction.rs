@@ -836,7 +836,7 @@ impl EvictionLoop {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::eviction::EvictionSection;
+    use crate::config::EvictionSection;
     use crate::core::qos::QosClass;
     use crate::shell::evict::EvictError;
     use async_trait::async_trait;
@@ -904,7 +904,7 @@ mod tests {
             "interval = \"1s\"\nhard = { \"pid.available\" = \"500\" }\naction = \"api\"",
         )
         .unwrap();
-        let config = EvictionConfig::from_section(&section).unwrap();
+        let config = section.settings().unwrap();
         let metrics = Arc::new(Metrics::new());
         let l = EvictionLoop {
             sources: SignalSources {

@@ -25,5 +25,6 @@ pub mod reload;
 pub mod run;
 pub mod signals;
 pub mod state_file;
+pub mod status_table;
 pub mod sysfs;
 pub mod update_outbox;

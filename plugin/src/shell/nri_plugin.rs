@@ -101,7 +101,7 @@ impl Decided {
 /// What topolet remembers about a container it manages.
 #[derive(Debug, Clone)]
 struct Managed {
-    /// The container as NRI described it; `view.pod` is the inversion's estimate whichever
+    /// The container as NRI described it; `view.estimate` is the inversion's whichever
     /// source decided (resizes and the pod cgroup's values work from it).
     view: ContainerView,
     decided: Decided,
@@ -171,7 +171,7 @@ impl TopoletPlugin {
     /// Builds the placement from `config` and `topology` and loads the persisted assignments (a
     /// bad state file is reported, moved aside and rebuilt at the next Synchronize).
     pub fn new(config: Config, topology: Topology) -> anyhow::Result<TopoletPlugin> {
-        let (placement, warnings) = Placement::new(&topology, &config)?;
+        let (placement, warnings) = Placement::new(&topology, &config.placement()?)?;
         for w in warnings {
             tracing::warn!(warning = %w, "configuration");
         }
@@ -302,7 +302,7 @@ impl TopoletPlugin {
         let inversion = |why: Fallback| {
             self.metrics.admission_fallback(why.as_str());
             AdmissionInput::Inversion {
-                estimate: view.pod.clone(),
+                estimate: view.estimate.clone(),
                 why,
             }
         };
@@ -346,8 +346,8 @@ impl TopoletPlugin {
             return;
         };
         let object = ObjectRef {
-            namespace: view.pod.namespace.clone(),
-            name: view.pod.name.clone(),
+            namespace: view.estimate.namespace.clone(),
+            name: view.estimate.name.clone(),
             uid: view.key.pod_uid.clone(),
         };
         sink.record(Occurrence::new(object, type_, reason, message));
@@ -528,7 +528,7 @@ impl TopoletPlugin {
     /// (`core::migrate`). Shared containers are moved if the shared pool changed.
     pub fn reload(&self, config: &Config) -> Result<ReloadOutcome, MigrateError> {
         let mut node = self.lock();
-        let migrated = node.placement.migrate(config)?;
+        let migrated = node.placement.migrate(&config.placement()?)?;
         node.placement = migrated.placement;
         match config.qos.oom_score_adj_floor {
             Some(floor) => node.oom_floor = Some(floor),
@@ -875,7 +875,7 @@ impl Plugin for TopoletPlugin {
             .iter()
             .map(|v| RunningContainer {
                 id: v.id.clone(),
-                pod: v.pod.clone(),
+                container: v.estimate.clone(),
                 cpuset: v.current.cpuset_cpus.clone(),
             })
             .collect();
@@ -1070,7 +1070,8 @@ impl Plugin for TopoletPlugin {
         self.metrics.admission_source("create", source.as_str());
         let comparison = match &input {
             AdmissionInput::Api { pod, which } => {
-                let c = admission_input::compare(pod, *which, &view.pod, self.memory_capacity());
+                let c =
+                    admission_input::compare(pod, *which, &view.estimate, self.memory_capacity());
                 if !c.agrees() {
                     self.metrics.admission_disagreement();
                     tracing::warn!(pod = %view.pod_ref, container = %ctr.name, differences = ?c.differences, "the inversion of this container disagrees with its pod's spec; the spec decides");
@@ -1086,15 +1087,10 @@ impl Plugin for TopoletPlugin {
         };
         let mut node = self.event_lock();
         let floor = node.oom_floor.unwrap_or(0);
-        let decision = match node
-            .placement
-            .admit_container(input.pod(), input.which(), floor)
-        {
+        let decision = match node.placement.admit_input(&input, floor) {
             Ok(d) => d,
             Err(e) => {
-                let msg = node
-                    .placement
-                    .refusal_message_of(input.pod(), input.which(), &e, false);
+                let msg = node.placement.refusal_message_input(&input, &e);
                 self.metrics.refused("create", metrics::refusal_reason(&e));
                 self.log_refusal(&mut node, "create", source, &view, &msg);
                 self.refusal_event(&view, &e, &msg);
@@ -1171,10 +1167,10 @@ impl Plugin for TopoletPlugin {
         // resized spec yet when the kubelet acts on it).
         self.metrics
             .admission_source("resize", Source::Inversion.as_str());
-        let decision = match node.placement.resize(&view.pod, floor) {
+        let decision = match node.placement.resize_nri(&view.estimate, floor) {
             Ok(d) => d,
             Err(e) => {
-                let msg = node.placement.refusal_message(&view.pod, &e, true);
+                let msg = node.placement.refusal_message_nri(&view.estimate, &e, true);
                 self.metrics.refused("resize", metrics::refusal_reason(&e));
                 self.log_refusal(&mut node, "resize", Source::Inversion, &view, &msg);
                 self.refusal_event(&view, &e, &msg);
@@ -1456,22 +1452,11 @@ impl TopoletPlugin {
         };
         drop(node);
         let c = &self.config;
-        let name = |v: &dyn std::fmt::Debug| {
-            let s = format!("{v:?}");
-            let mut out = String::new();
-            for (i, ch) in s.chars().enumerate() {
-                if ch.is_ascii_uppercase() && i > 0 {
-                    out.push('-');
-                }
-                out.push(ch.to_ascii_lowercase());
-            }
-            out
-        };
         let policies = Policies {
-            cpu: name(&c.cpu.policy),
-            topology: name(&c.topology.policy),
-            topology_scope: name(&c.topology.scope),
-            memory: name(&c.memory.policy),
+            cpu: c.cpu.policy.as_str().into(),
+            topology: c.topology.policy.as_str().into(),
+            topology_scope: c.topology.scope.as_str().into(),
+            memory: c.memory.policy.as_str().into(),
         };
         (snapshot, policies)
     }

@@ -28,6 +28,7 @@ use topolet_nri::api;
 
 use crate::core::container_key::ContainerKey;
 use crate::core::cpuset::CpuSet;
+use crate::core::nri_container::NriContainer;
 use crate::core::pod::{Container, Pod, ResourceList};
 use crate::core::qos::{self, QosClass};
 
@@ -59,16 +60,18 @@ pub struct ContainerView {
     pub qos: QosClass,
     /// The pod sandbox's cgroup parent: the pod cgroup (`shell::pod_cgroup`).
     pub cgroup_parent: String,
-    /// A one-container pod with the requests and limits estimated from the cgroup values, for the
-    /// core's rules.
-    pub pod: Pod,
+    /// What admission is told (`core::nri_container`): the pod's identity, the class
+    /// ([`ContainerView::qos`], the path's, unless its values contradict a Guaranteed path: see
+    /// `admission_class`), the requests and limits estimated from the cgroup values, the role
+    /// unknown.
+    pub estimate: NriContainer,
     pub current: CurrentResources,
 }
 
 impl ContainerView {
-    /// The estimated container (the only one in [`ContainerView::pod`]).
+    /// The estimated container.
     pub fn container(&self) -> &Container {
-        &self.pod.containers[0]
+        &self.estimate.container
     }
 }
 
@@ -157,7 +160,8 @@ pub fn with_resources(
     }
     let container = estimate_container(&view.container().name, view.qos, &current, memory_capacity);
     let mut next = view.clone();
-    next.pod.containers = pod_containers(view.qos, container);
+    next.estimate.class = admission_class(view.qos, &container);
+    next.estimate.container = container;
     next.current = current;
     next
 }
@@ -189,48 +193,32 @@ pub fn view(
             .as_ref()
             .map(|l| l.cgroup_parent.clone())
             .unwrap_or_default(),
-        pod: Pod {
+        estimate: NriContainer {
             namespace: pod.namespace.clone(),
             name: pod.name.clone(),
             uid,
-            containers: pod_containers(info.qos, container),
-            ..Pod::default()
+            class: admission_class(info.qos, &container),
+            role: None,
+            container,
         },
         current,
     })
 }
 
-/// The containers of the pod one NRI container stands for, in the class its cgroup path names.
-///
-/// A Burstable pod's container may itself have requests equal to its limits (another container
-/// makes the pod Burstable): read back alone it would look Guaranteed and be given exclusive CPUs
-/// and oom_score_adj −997, more than the kubelet gave it. An empty container then stands for the
-/// rest of the pod, so that `qos::class` agrees with the path. It carries no resources, so no
-/// hint, allocation or oom_score_adj changes because of it; it is never admitted (the NRI path
-/// admits app container 0 only).
-///
-/// Likewise a Burstable pod's container without requests or limits (another container makes the
-/// pod Burstable) would read back as BestEffort, and get oom_score_adj 1000 where the kubelet
-/// gave it 999: then the container standing for the rest of the pod carries the least request
-/// there is (1 millicore), which no rule applied to container 0 looks at.
-fn pod_containers(class: QosClass, container: Container) -> Vec<Container> {
-    let mut containers = vec![container];
-    let alone = Pod {
-        containers: containers.clone(),
-        ..Pod::default()
-    };
-    match (class, qos::class(&alone)) {
-        (QosClass::Burstable, QosClass::Guaranteed) => containers.push(Container::default()),
-        (QosClass::Burstable, QosClass::BestEffort) => containers.push(Container {
-            requests: ResourceList {
-                cpu_millis: Some(1),
-                ..ResourceList::default()
-            },
-            ..Container::default()
+/// The class admission uses for a container whose pod's cgroup path names `path`: the path's,
+/// except that a Guaranteed path whose values cannot be Guaranteed (no CPU or no memory limit:
+/// only a hand-made cgroup parent has that, the kubelet never makes it) is taken for what its
+/// values are, so that nothing claims exclusive CPUs or −997 without the resources for them. A
+/// Burstable pod's container stays Burstable whatever its own values (another container makes
+/// the pod Burstable), a BestEffort pod's has no values.
+fn admission_class(path: QosClass, estimate: &Container) -> QosClass {
+    match path {
+        QosClass::Guaranteed => qos::class(&Pod {
+            containers: vec![estimate.clone()],
+            ..Pod::default()
         }),
-        _ => {}
+        QosClass::Burstable | QosClass::BestEffort => path,
     }
-    containers
 }
 
 /// The requests and limits the kubelet must have started from to produce `cur`.
@@ -359,7 +347,7 @@ pub(crate) mod tests {
         assert_eq!(v.key, ContainerKey::new("u1", "app"));
         assert_eq!(v.container().requests.cpu_millis, Some(2000));
         assert_eq!(v.container().limits.memory_bytes, Some(1 << 30));
-        assert_eq!(qos::class(&v.pod), QosClass::Guaranteed);
+        assert_eq!(v.estimate.class, QosClass::Guaranteed);
         assert_eq!(
             qos::exclusive_cpu_count(v.qos, v.container().requests.cpu()),
             Some(2)
@@ -379,7 +367,7 @@ pub(crate) mod tests {
         assert_eq!(v.container().requests.cpu_millis, Some(500));
         let req = v.container().requests.memory();
         assert!(req <= 4 * GIB && 4 * GIB - req < 64 * GIB / 1000, "{req}");
-        assert_eq!(qos::class(&v.pod), QosClass::Burstable);
+        assert_eq!(v.estimate.class, QosClass::Burstable);
     }
 
     #[test]
@@ -391,9 +379,9 @@ pub(crate) mod tests {
             64 * GIB,
         )
         .unwrap();
-        assert_eq!(qos::class(&v.pod), QosClass::Burstable);
-        let oom = qos::oom_score_adj(
-            &v.pod,
+        assert_eq!(v.estimate.class, QosClass::Burstable);
+        let oom = qos::oom_score_adj_in_class(
+            v.estimate.class,
             v.container(),
             64 * GIB,
             qos::OomScoreVariant::Current,
@@ -410,7 +398,7 @@ pub(crate) mod tests {
         )
         .unwrap();
         assert_eq!(v.qos, QosClass::BestEffort);
-        assert_eq!(qos::class(&v.pod), QosClass::BestEffort);
+        assert_eq!(v.estimate.class, QosClass::BestEffort);
 
         let err = view(
             &sandbox("u4", "/system.slice/foo"),

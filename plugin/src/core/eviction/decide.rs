@@ -15,10 +15,10 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use super::config::EvictionConfig;
 use super::message::eviction_message;
 use super::observe::{Observations, PressureTracker, Timestamp};
 use super::rank::{rank, tier, Tier, UsageByPod};
+use super::settings::EvictionConfig;
 use super::signal::NodeCondition;
 use super::threshold::Threshold;
 use crate::core::pod::Pod;

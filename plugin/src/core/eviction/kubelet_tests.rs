@@ -6,8 +6,9 @@
 //! `TestOrderedByPriorityDisk`, `TestOrderedByPriorityInodes`, `TestOrderedByMemory`,
 //! `TestOrderedByPriorityMemory`, `TestOrderedByPriorityProcess`, `TestSortByEvictionPriority`,
 //! `TestThresholdsMet`, `TestPercentageThresholdsMet`, `TestThresholdsUpdatedStats`,
-//! `TestThresholdsMetGracePeriod`, `TestNodeConditionsObservedSince` and the shape of
-//! `TestParseThresholdConfig` (its cases, with our key-naming messages).
+//! `TestThresholdsMetGracePeriod` and `TestNodeConditionsObservedSince`. The shape of
+//! `TestParseThresholdConfig` (its cases, with our key-naming messages) is in
+//! `config::eviction`'s tests, where the `[eviction]` section is parsed.
 //!
 //! Where they are run differently: the kubelet tests sort with one comparator at a time
 //! (`orderedBy(memory(statsFn))`); here the full rank function runs, which gives the same order
@@ -15,17 +16,16 @@
 //! pods set memory (or ephemeral-storage) requests equal to limits but no CPU, so their QoS class
 //! is Burstable or BestEffort and topolet's Guaranteed tier does not move them; the
 //! `guaranteed_and_critical_go_last` test covers that difference. `TestParseThresholdConfig`'s
-//! `allocatableMemory.available` and `containerfs.*` cases are refused here (unsupported signals).
+//! `allocatableMemory.available` and `containerfs.*` cases are refused (unsupported signals).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::config::{EvictionConfig, EvictionSection, ScalarText};
 use super::decide::{decide, HARD_EVICTION_GRACE_PERIOD};
 use super::observe::{thresholds_met, Observations, PressureTracker, SignalObservation, Timestamp};
 use super::rank::{rank_keys, PodUsage, UsageByPod};
+use super::settings::EvictionConfig;
 use super::signal::{NodeCondition, Signal};
-use super::threshold::{Threshold, ThresholdValue};
+use super::threshold::{parse_min_reclaim, parse_threshold_value, Threshold, ThresholdValue};
 use crate::core::pod::{Container, Pod, ResourceList};
 
 const MI: u64 = 1 << 20;
@@ -576,19 +576,30 @@ fn percentage_thresholds_met_table() {
     assert_eq!(sig(thresholds_met(&both, &o(Some(300), None), true)), []);
 }
 
-fn section(hard: &[(&str, &str)]) -> EvictionSection {
-    EvictionSection {
-        hard: Some(
-            hard.iter()
-                .map(|(k, v)| (k.to_string(), ScalarText::from(*v)))
-                .collect(),
-        ),
-        ..Default::default()
+/// A threshold of `signal` at `value` (kubelet statement syntax), no grace period.
+fn threshold(signal: &str, value: &str) -> Threshold {
+    let signal = Signal::parse(signal).unwrap();
+    Threshold::hard(signal, parse_threshold_value(value).unwrap().unwrap())
+}
+
+/// The default settings with exactly these hard thresholds, in signal order (as
+/// `crate::config::eviction` builds them; its tests check the parsing).
+fn config(hard: &[(&str, &str)]) -> EvictionConfig {
+    let mut thresholds: Vec<Threshold> = hard.iter().map(|(s, v)| threshold(s, v)).collect();
+    thresholds.sort_by_key(|t| t.signal);
+    EvictionConfig {
+        thresholds,
+        ..EvictionConfig::default()
     }
 }
 
-fn config(hard: &[(&str, &str)]) -> EvictionConfig {
-    EvictionConfig::from_section(&section(hard)).unwrap()
+/// `c` with a soft threshold of `signal` at `value` and its grace period.
+fn with_soft(mut c: EvictionConfig, signal: &str, value: &str, grace: Duration) -> EvictionConfig {
+    c.thresholds.push(Threshold {
+        grace_period: Some(grace),
+        ..threshold(signal, value)
+    });
+    c
 }
 
 fn t(secs: u64) -> Timestamp {
@@ -645,10 +656,12 @@ fn thresholds_updated_stats() {
 /// `TestThresholdsMetGracePeriod` + `TestThresholdsFirstObservedAt` through the tracker.
 #[test]
 fn soft_grace_period_must_pass_continuously() {
-    let mut s = section(&[("memory.available", "1Gi")]);
-    s.soft = BTreeMap::from([("memory.available".into(), ScalarText::from("2Gi"))]);
-    s.soft_grace_period = BTreeMap::from([("memory.available".into(), ScalarText::from("1m"))]);
-    let c = EvictionConfig::from_section(&s).unwrap();
+    let c = with_soft(
+        config(&[("memory.available", "1Gi")]),
+        "memory.available",
+        "2Gi",
+        Duration::from_secs(60),
+    );
     let mut tr = PressureTracker::new();
     let soft_only = memory_obs(3 * GI / 2, None);
     let u = tr.update(&c, &soft_only, t(0));
@@ -717,9 +730,8 @@ fn pressure_transition_period() {
 /// Once driving eviction, a threshold stays met until available ≥ value + min reclaim.
 #[test]
 fn minimum_reclaim_keeps_eviction_going() {
-    let mut s = section(&[("memory.available", "1Gi")]);
-    s.minimum_reclaim = BTreeMap::from([("memory.available".into(), ScalarText::from("500Mi"))]);
-    let c = EvictionConfig::from_section(&s).unwrap();
+    let mut c = config(&[("memory.available", "1Gi")]);
+    c.thresholds[0].min_reclaim = Some(parse_min_reclaim("500Mi").unwrap());
     let mut tr = PressureTracker::new();
     assert_eq!(
         tr.update(&c, &memory_obs(GI - 1, None), t(0))
@@ -779,11 +791,13 @@ fn memory_drives_eviction_first() {
 
 #[test]
 fn decide_one_victim_with_grace_period() {
-    let mut s = section(&[("memory.available", "1Gi")]);
-    s.soft = BTreeMap::from([("pid.available".into(), ScalarText::from("1000"))]);
-    s.soft_grace_period = BTreeMap::from([("pid.available".into(), ScalarText::from("30s"))]);
-    s.max_pod_grace_period = ScalarText::from("20");
-    let c = EvictionConfig::from_section(&s).unwrap();
+    let mut c = with_soft(
+        config(&[("memory.available", "1Gi")]),
+        "pid.available",
+        "1000",
+        Duration::from_secs(30),
+    );
+    c.max_pod_grace_period = Duration::from_secs(20);
     let be = Pod {
         termination_grace_period_seconds: Some(60),
         ..pod("best-effort", DEFAULT, none(), none())
@@ -872,137 +886,4 @@ fn decide_one_victim_with_grace_period() {
         super::decide::grace_period(&c0, &soft, &g),
         Duration::from_secs(30)
     );
-}
-
-/// `TestParseThresholdConfig`'s cases, with errors naming the key.
-#[test]
-fn parse_threshold_config() {
-    let tbl = |pairs: &[(&str, &str)]| -> BTreeMap<String, ScalarText> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), ScalarText::from(*v)))
-            .collect()
-    };
-    // no values: the kubelet's defaults.
-    let d = EvictionConfig::from_section(&EvictionSection::default()).unwrap();
-    let got: Vec<String> = d.thresholds.iter().map(|t| t.to_string()).collect();
-    assert_eq!(
-        got,
-        [
-            "memory.available<104857600",
-            "nodefs.available<10%",
-            "nodefs.inodesFree<5%",
-            "imagefs.available<15%",
-            "imagefs.inodesFree<5%"
-        ]
-    );
-    // all memory eviction values
-    let s = EvictionSection {
-        hard: Some(tbl(&[("memory.available", "150Mi")])),
-        soft: tbl(&[("memory.available", "300Mi")]),
-        soft_grace_period: tbl(&[("memory.available", "30s")]),
-        minimum_reclaim: tbl(&[("memory.available", "0")]),
-        ..Default::default()
-    };
-    let c = EvictionConfig::from_section(&s).unwrap();
-    assert_eq!(
-        c.thresholds,
-        [
-            Threshold {
-                min_reclaim: Some(ThresholdValue::Quantity(0)),
-                ..Threshold::hard(Signal::MemoryAvailable, ThresholdValue::Quantity(150 * MI))
-            },
-            Threshold {
-                grace_period: Some(Duration::from_secs(30)),
-                min_reclaim: Some(ThresholdValue::Quantity(0)),
-                ..Threshold::hard(Signal::MemoryAvailable, ThresholdValue::Quantity(300 * MI))
-            },
-        ]
-    );
-    // percentage values; "0%" and "100%" disable.
-    let s = EvictionSection {
-        hard: Some(tbl(&[
-            ("memory.available", "10%"),
-            ("nodefs.available", "0%"),
-            ("pid.available", "100%"),
-        ])),
-        soft: tbl(&[("memory.available", "30%")]),
-        soft_grace_period: tbl(&[("memory.available", "30s")]),
-        minimum_reclaim: tbl(&[("memory.available", "5%")]),
-        ..Default::default()
-    };
-    let c = EvictionConfig::from_section(&s).unwrap();
-    assert_eq!(c.thresholds.len(), 2);
-    assert_eq!(c.thresholds[0].value, ThresholdValue::Percentage(0.1));
-    assert_eq!(
-        c.thresholds[1].min_reclaim,
-        Some(ThresholdValue::Percentage(0.05))
-    );
-    // An empty hard table: no hard thresholds at all.
-    assert!(EvictionConfig::from_section(&section(&[]))
-        .unwrap()
-        .thresholds
-        .is_empty());
-    // Errors, each naming the key.
-    let cases: Vec<(EvictionSection, &str)> = vec![
-        (section(&[("memory.availble", "1Gi")]), "eviction.hard.\"memory.availble\": unknown signal"),
-        (section(&[("allocatableMemory.available", "1Gi")]), "eviction.hard.\"allocatableMemory.available\": unknown signal"),
-        (section(&[("memory.available", "-150Mi")]), "eviction.hard.\"memory.available\": \"-150Mi\" must not be negative"),
-        (section(&[("memory.available", "0")]), "eviction.hard.\"memory.available\": \"0\" must be positive"),
-        (section(&[("memory.available", "-15%")]), "eviction.hard.\"memory.available\": \"-15%\" must not be negative"),
-        (section(&[("memory.available", "150%")]), "eviction.hard.\"memory.available\": \"150%\" is over 100%"),
-        (section(&[("memory.available", "lots")]), "eviction.hard.\"memory.available\": invalid quantity"),
-        (
-            EvictionSection { soft: tbl(&[("memory.available", "-150Mi")]), soft_grace_period: tbl(&[("memory.available", "30s")]), ..Default::default() },
-            "eviction.soft.\"memory.available\": \"-150Mi\" must not be negative",
-        ),
-        (
-            EvictionSection { soft: tbl(&[("memory.available", "150Mi")]), ..Default::default() },
-            "eviction.soft.\"memory.available\": soft threshold without a grace period",
-        ),
-        (
-            EvictionSection { soft: tbl(&[("memory.available", "150Mi")]), soft_grace_period: tbl(&[("memory.available", "-30s")]), ..Default::default() },
-            "eviction.soft_grace_period.\"memory.available\": duration \"-30s\" must not be negative",
-        ),
-        (
-            EvictionSection { soft: tbl(&[("memory.available", "150Mi")]), soft_grace_period: tbl(&[("memory.available", "30")]), ..Default::default() },
-            "eviction.soft_grace_period.\"memory.available\": invalid duration",
-        ),
-        (
-            EvictionSection { soft_grace_period: tbl(&[("memory.available", "30s")]), ..Default::default() },
-            "eviction.soft_grace_period.\"memory.available\": grace period without a soft threshold",
-        ),
-        (
-            EvictionSection { minimum_reclaim: tbl(&[("memory.available", "-300Mi")]), ..Default::default() },
-            "eviction.minimum_reclaim.\"memory.available\": \"-300Mi\" must not be negative",
-        ),
-        (
-            EvictionSection { minimum_reclaim: tbl(&[("memory.available", "-15%")]), ..Default::default() },
-            "eviction.minimum_reclaim.\"memory.available\": \"-15%\" must be positive",
-        ),
-        (
-            EvictionSection { minimum_reclaim: tbl(&[("pid.available", "10")]), ..Default::default() },
-            "eviction.minimum_reclaim.\"pid.available\": minimum reclaim for a signal with no hard or soft threshold",
-        ),
-        (
-            EvictionSection { minimum_reclaim: tbl(&[("nodefs.avail", "10")]), ..Default::default() },
-            "eviction.minimum_reclaim.\"nodefs.avail\": unknown signal",
-        ),
-        (
-            EvictionSection { pressure_transition_period: ScalarText::from("5 minutes"), ..Default::default() },
-            "eviction.pressure_transition_period: invalid duration",
-        ),
-        (
-            EvictionSection { interval: ScalarText::from("0s"), ..Default::default() },
-            "eviction.interval: must be longer than 0s",
-        ),
-        (
-            EvictionSection { max_pod_grace_period: ScalarText::from("-1"), ..Default::default() },
-            "eviction.max_pod_grace_period: -1 must not be negative",
-        ),
-    ];
-    for (s, want) in cases {
-        let err = EvictionConfig::from_section(&s).unwrap_err().to_string();
-        assert!(err.starts_with(want), "want {want:?}, got {err:?}");
-    }
 }

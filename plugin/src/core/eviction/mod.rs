@@ -7,7 +7,8 @@
 //! - [`signal`]: `Signal`, `NodeCondition`;
 //! - [`duration`]: Go duration strings;
 //! - [`threshold`]: `Threshold`, `ThresholdValue`, statement parsing;
-//! - [`config`]: the `[eviction]` section, `EvictionConfig`, `DEFAULT_HARD`;
+//! - [`settings`]: `EvictionConfig` (the settings; `crate::config::eviction` maps the
+//!   `[eviction]` section into it), `EvictionAction`, `DEFAULT_HARD`;
 //! - [`observe`]: `Observations`, `thresholds_met`, the `PressureTracker` state machine;
 //! - [`rank`]: `PodUsage`, `rank` (memory, disk, inodes, pids);
 //! - [`decide`]: one interval's `Decision` (threshold, candidates, grace periods);
@@ -17,7 +18,6 @@
 //! - [`npd`]: node conditions as a node-problem-detector custom plugin result;
 //! - [`usage_input`]: the `topolet rank --usage` JSON.
 
-pub mod config;
 pub mod decide;
 pub mod duration;
 #[cfg(test)]
@@ -27,15 +27,14 @@ pub mod node_status;
 pub mod npd;
 pub mod observe;
 pub mod rank;
+pub mod settings;
 pub mod signal;
 pub mod threshold;
 pub mod usage_input;
 
-pub use config::{
-    EvictionAction, EvictionConfig, EvictionConfigError, EvictionSection, DEFAULT_HARD,
-};
 pub use decide::{candidates, decide, Candidate, Decision};
 pub use observe::{Observations, PressureTracker, PressureUpdate, SignalObservation, Timestamp};
 pub use rank::{rank, rank_keys, PodUsage, UsageByPod};
+pub use settings::{EvictionAction, EvictionConfig, DEFAULT_HARD};
 pub use signal::{NodeCondition, Signal, SignalResource};
 pub use threshold::{Operator, Threshold, ThresholdKey, ThresholdValue};

@@ -22,10 +22,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
-use super::config::EvictionConfig;
 use super::duration::format_duration;
 use super::message::quantity;
 use super::observe::Observations;
+use super::settings::EvictionConfig;
 use super::signal::NodeCondition;
 use super::threshold::Threshold;
 

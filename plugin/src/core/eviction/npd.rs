@@ -13,8 +13,8 @@
 
 use std::collections::BTreeSet;
 
-use super::config::EvictionConfig;
 use super::observe::{thresholds_met, Observations};
+use super::settings::EvictionConfig;
 use super::signal::{NodeCondition, Signal};
 
 /// NPD's `defaultMaxOutputLength`.

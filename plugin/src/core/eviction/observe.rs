@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::config::EvictionConfig;
+use super::settings::EvictionConfig;
 use super::signal::{NodeCondition, Signal};
 use super::threshold::{Threshold, ThresholdKey};
 

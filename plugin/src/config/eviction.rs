@@ -1,11 +1,12 @@
-//! The `[eviction]` section of the node configuration: its raw TOML form ([`EvictionSection`])
-//! and the validated [`EvictionConfig`] built from it, with errors naming the key.
+//! The `[eviction]` section of the configuration file: its TOML form ([`EvictionSection`]) and
+//! its mapping into the core's [`EvictionConfig`] ([`EvictionSection::settings`]), with errors
+//! naming the key.
 //!
 //! Same vocabulary as KubeletConfiguration (`evictionHard`, `evictionSoft`,
 //! `evictionSoftGracePeriod`, `evictionMinimumReclaim`, `evictionPressureTransitionPeriod`,
 //! `evictionMaxPodGracePeriod`); parsing mirrors `ParseThresholdConfig` in
-//! `pkg/kubelet/eviction/helpers.go`, defaults mirror `pkg/kubelet/eviction/defaults_linux.go`
-//! and `pkg/kubelet/apis/config/v1beta1/defaults.go`.
+//! `pkg/kubelet/eviction/helpers.go`; the defaults are the core's
+//! (`crate::core::eviction::settings`).
 //!
 //! Where this is stricter than the kubelet (each is an error here, accepted silently there): a
 //! grace period for a signal with no soft threshold, a minimum reclaim for a signal with no
@@ -16,60 +17,16 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::duration::{format_duration, parse_duration};
-use super::signal::Signal;
-use super::threshold::{parse_min_reclaim, parse_threshold_value, Threshold, ThresholdValue};
-
-/// The kubelet's default hard thresholds on Linux (`DefaultEvictionHard`, defaults_linux.go),
-/// as of Kubernetes 1.31+ (which added `imagefs.inodesFree`). Used when `hard` is absent.
-pub const DEFAULT_HARD: [(Signal, &str); 5] = [
-    (Signal::MemoryAvailable, "100Mi"),
-    (Signal::NodeFsAvailable, "10%"),
-    (Signal::NodeFsInodesFree, "5%"),
-    (Signal::ImageFsAvailable, "15%"),
-    (Signal::ImageFsInodesFree, "5%"),
-];
-
-/// `evictionPressureTransitionPeriod` default.
-pub const DEFAULT_PRESSURE_TRANSITION_PERIOD: Duration = Duration::from_secs(300);
-/// The kubelet's eviction monitoring period (`evictionMonitoringPeriod`, housekeeping 10s).
-pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
-/// Where containerd serves CRI.
-pub const DEFAULT_CRI_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
-/// nodefs when `[eviction] nodefs_path` is not set: the kubelet's root directory.
-pub const DEFAULT_NODEFS_PATH: &str = "/var/lib/kubelet";
-/// imagefs when `[eviction] imagefs_path` is not set: containerd's root directory.
-pub const DEFAULT_IMAGEFS_PATH: &str = "/var/lib/containerd";
-
-/// `[eviction] node_condition_heartbeat` default: node-problem-detector's
-/// `--k8s-exporter-heartbeat-period`.
-pub const DEFAULT_CONDITION_HEARTBEAT: Duration = Duration::from_secs(300);
-
-/// How a decided eviction is carried out.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EvictionAction {
-    /// Decide, log and count; touch nothing.
-    #[default]
-    DryRun,
-    /// Stop the pod's containers and sandbox through containerd's CRI API.
-    Cri,
-    /// policy/v1 Eviction of the pod through the API server (PodDisruptionBudgets apply; the
-    /// kubelet then stops the pod and its controller replaces it).
-    Api,
-}
-
-impl EvictionAction {
-    /// The action when `[eviction] action` is not set: `api` when the Kubernetes API client is
-    /// on, else `dry-run`.
-    pub fn default_for(kube_client_on: bool) -> EvictionAction {
-        if kube_client_on {
-            EvictionAction::Api
-        } else {
-            EvictionAction::DryRun
-        }
-    }
-}
+use crate::core::eviction::duration::{format_duration, parse_duration};
+use crate::core::eviction::settings::{
+    DEFAULT_CONDITION_HEARTBEAT, DEFAULT_CRI_ENDPOINT, DEFAULT_HARD, DEFAULT_IMAGEFS_PATH,
+    DEFAULT_INTERVAL, DEFAULT_NODEFS_PATH, DEFAULT_PRESSURE_TRANSITION_PERIOD,
+};
+use crate::core::eviction::signal::Signal;
+use crate::core::eviction::threshold::{
+    parse_min_reclaim, parse_threshold_value, Threshold, ThresholdValue,
+};
+use crate::core::eviction::{EvictionAction, EvictionConfig};
 
 /// A TOML scalar kept as text: a string, or a number written without quotes (`1000`, `30`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,46 +127,6 @@ pub struct EvictionConfigError {
     pub message: String,
 }
 
-/// The validated eviction configuration.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EvictionConfig {
-    /// Hard thresholds first, then soft ones, each in [`Signal::ALL`] order.
-    pub thresholds: Vec<Threshold>,
-    /// A pressure condition stays true until this long after a threshold was last met.
-    pub pressure_transition_period: Duration,
-    /// Cap on the grace period of soft evictions; zero means the pod's own
-    /// `terminationGracePeriodSeconds`.
-    pub max_pod_grace_period: Duration,
-    pub interval: Duration,
-    /// `None`: [`EvictionAction::default_for`] the Kubernetes client (see [`EvictionConfig::action_for`]).
-    pub action: Option<EvictionAction>,
-    pub node_conditions: bool,
-    pub node_condition_heartbeat: Duration,
-    pub pressure_taint: bool,
-    pub cri_endpoint: String,
-    pub nodefs_path: std::path::PathBuf,
-    pub imagefs_path: std::path::PathBuf,
-}
-
-impl Default for EvictionConfig {
-    fn default() -> Self {
-        // The default section always builds; fall back to no thresholds rather than panic.
-        EvictionConfig::from_section(&EvictionSection::default()).unwrap_or(EvictionConfig {
-            thresholds: Vec::new(),
-            pressure_transition_period: DEFAULT_PRESSURE_TRANSITION_PERIOD,
-            max_pod_grace_period: Duration::ZERO,
-            interval: DEFAULT_INTERVAL,
-            action: None,
-            node_conditions: true,
-            node_condition_heartbeat: DEFAULT_CONDITION_HEARTBEAT,
-            pressure_taint: false,
-            cri_endpoint: DEFAULT_CRI_ENDPOINT.into(),
-            nodefs_path: DEFAULT_NODEFS_PATH.into(),
-            imagefs_path: DEFAULT_IMAGEFS_PATH.into(),
-        })
-    }
-}
-
 fn key(table: &str, signal: &str) -> String {
     format!("eviction.{table}.\"{signal}\"")
 }
@@ -255,9 +172,10 @@ fn duration(
     parse_duration(&text.0).map_err(|e| err(key.to_string(), e.to_string()))
 }
 
-impl EvictionConfig {
-    /// Validate `section` (see the module docs for every rule).
-    pub fn from_section(section: &EvictionSection) -> Result<EvictionConfig, EvictionConfigError> {
+impl EvictionSection {
+    /// The core's settings from this section (see the module docs for every rule).
+    pub fn settings(&self) -> Result<EvictionConfig, EvictionConfigError> {
+        let section = self;
         let hard = match &section.hard {
             Some(t) => parse_table("hard", t)?,
             None => DEFAULT_HARD
@@ -382,16 +300,167 @@ impl EvictionConfig {
             imagefs_path: section.imagefs_path.clone(),
         })
     }
+}
 
-    /// The action in effect: the configured one, else `api` with the Kubernetes client on and
-    /// `dry-run` without it.
-    pub fn action_for(&self, kube_client_on: bool) -> EvictionAction {
-        self.action
-            .unwrap_or_else(|| EvictionAction::default_for(kube_client_on))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MI: u64 = 1 << 20;
+
+    fn section(hard: &[(&str, &str)]) -> EvictionSection {
+        EvictionSection {
+            hard: Some(
+                hard.iter()
+                    .map(|(k, v)| (k.to_string(), ScalarText::from(*v)))
+                    .collect(),
+            ),
+            ..Default::default()
+        }
     }
 
-    /// The thresholds of one signal.
-    pub fn thresholds_for(&self, signal: Signal) -> impl Iterator<Item = &Threshold> {
-        self.thresholds.iter().filter(move |t| t.signal == signal)
+    /// The default section is the core's default settings.
+    #[test]
+    fn default_section_is_the_default_settings() {
+        assert_eq!(
+            EvictionSection::default().settings().unwrap(),
+            EvictionConfig::default()
+        );
+        for (signal, text) in DEFAULT_HARD {
+            assert!(
+                parse_threshold_value(text).unwrap().is_some(),
+                "{signal} {text}"
+            );
+        }
+    }
+
+    /// `TestParseThresholdConfig`'s cases, with errors naming the key.
+    #[test]
+    fn parse_threshold_config() {
+        let tbl = |pairs: &[(&str, &str)]| -> BTreeMap<String, ScalarText> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), ScalarText::from(*v)))
+                .collect()
+        };
+        // no values: the kubelet's defaults.
+        let d = EvictionSection::default().settings().unwrap();
+        let got: Vec<String> = d.thresholds.iter().map(|t| t.to_string()).collect();
+        assert_eq!(
+            got,
+            [
+                "memory.available<104857600",
+                "nodefs.available<10%",
+                "nodefs.inodesFree<5%",
+                "imagefs.available<15%",
+                "imagefs.inodesFree<5%"
+            ]
+        );
+        // all memory eviction values
+        let s = EvictionSection {
+            hard: Some(tbl(&[("memory.available", "150Mi")])),
+            soft: tbl(&[("memory.available", "300Mi")]),
+            soft_grace_period: tbl(&[("memory.available", "30s")]),
+            minimum_reclaim: tbl(&[("memory.available", "0")]),
+            ..Default::default()
+        };
+        let c = s.settings().unwrap();
+        assert_eq!(
+            c.thresholds,
+            [
+                Threshold {
+                    min_reclaim: Some(ThresholdValue::Quantity(0)),
+                    ..Threshold::hard(Signal::MemoryAvailable, ThresholdValue::Quantity(150 * MI))
+                },
+                Threshold {
+                    grace_period: Some(Duration::from_secs(30)),
+                    min_reclaim: Some(ThresholdValue::Quantity(0)),
+                    ..Threshold::hard(Signal::MemoryAvailable, ThresholdValue::Quantity(300 * MI))
+                },
+            ]
+        );
+        // percentage values; "0%" and "100%" disable.
+        let s = EvictionSection {
+            hard: Some(tbl(&[
+                ("memory.available", "10%"),
+                ("nodefs.available", "0%"),
+                ("pid.available", "100%"),
+            ])),
+            soft: tbl(&[("memory.available", "30%")]),
+            soft_grace_period: tbl(&[("memory.available", "30s")]),
+            minimum_reclaim: tbl(&[("memory.available", "5%")]),
+            ..Default::default()
+        };
+        let c = s.settings().unwrap();
+        assert_eq!(c.thresholds.len(), 2);
+        assert_eq!(c.thresholds[0].value, ThresholdValue::Percentage(0.1));
+        assert_eq!(
+            c.thresholds[1].min_reclaim,
+            Some(ThresholdValue::Percentage(0.05))
+        );
+        // An empty hard table: no hard thresholds at all.
+        assert!(section(&[]).settings().unwrap().thresholds.is_empty());
+        // Errors, each naming the key.
+        let cases: Vec<(EvictionSection, &str)> = vec![
+            (section(&[("memory.availble", "1Gi")]), "eviction.hard.\"memory.availble\": unknown signal"),
+            (section(&[("allocatableMemory.available", "1Gi")]), "eviction.hard.\"allocatableMemory.available\": unknown signal"),
+            (section(&[("memory.available", "-150Mi")]), "eviction.hard.\"memory.available\": \"-150Mi\" must not be negative"),
+            (section(&[("memory.available", "0")]), "eviction.hard.\"memory.available\": \"0\" must be positive"),
+            (section(&[("memory.available", "-15%")]), "eviction.hard.\"memory.available\": \"-15%\" must not be negative"),
+            (section(&[("memory.available", "150%")]), "eviction.hard.\"memory.available\": \"150%\" is over 100%"),
+            (section(&[("memory.available", "lots")]), "eviction.hard.\"memory.available\": invalid quantity"),
+            (
+                EvictionSection { soft: tbl(&[("memory.available", "-150Mi")]), soft_grace_period: tbl(&[("memory.available", "30s")]), ..Default::default() },
+                "eviction.soft.\"memory.available\": \"-150Mi\" must not be negative",
+            ),
+            (
+                EvictionSection { soft: tbl(&[("memory.available", "150Mi")]), ..Default::default() },
+                "eviction.soft.\"memory.available\": soft threshold without a grace period",
+            ),
+            (
+                EvictionSection { soft: tbl(&[("memory.available", "150Mi")]), soft_grace_period: tbl(&[("memory.available", "-30s")]), ..Default::default() },
+                "eviction.soft_grace_period.\"memory.available\": duration \"-30s\" must not be negative",
+            ),
+            (
+                EvictionSection { soft: tbl(&[("memory.available", "150Mi")]), soft_grace_period: tbl(&[("memory.available", "30")]), ..Default::default() },
+                "eviction.soft_grace_period.\"memory.available\": invalid duration",
+            ),
+            (
+                EvictionSection { soft_grace_period: tbl(&[("memory.available", "30s")]), ..Default::default() },
+                "eviction.soft_grace_period.\"memory.available\": grace period without a soft threshold",
+            ),
+            (
+                EvictionSection { minimum_reclaim: tbl(&[("memory.available", "-300Mi")]), ..Default::default() },
+                "eviction.minimum_reclaim.\"memory.available\": \"-300Mi\" must not be negative",
+            ),
+            (
+                EvictionSection { minimum_reclaim: tbl(&[("memory.available", "-15%")]), ..Default::default() },
+                "eviction.minimum_reclaim.\"memory.available\": \"-15%\" must be positive",
+            ),
+            (
+                EvictionSection { minimum_reclaim: tbl(&[("pid.available", "10")]), ..Default::default() },
+                "eviction.minimum_reclaim.\"pid.available\": minimum reclaim for a signal with no hard or soft threshold",
+            ),
+            (
+                EvictionSection { minimum_reclaim: tbl(&[("nodefs.avail", "10")]), ..Default::default() },
+                "eviction.minimum_reclaim.\"nodefs.avail\": unknown signal",
+            ),
+            (
+                EvictionSection { pressure_transition_period: ScalarText::from("5 minutes"), ..Default::default() },
+                "eviction.pressure_transition_period: invalid duration",
+            ),
+            (
+                EvictionSection { interval: ScalarText::from("0s"), ..Default::default() },
+                "eviction.interval: must be longer than 0s",
+            ),
+            (
+                EvictionSection { max_pod_grace_period: ScalarText::from("-1"), ..Default::default() },
+                "eviction.max_pod_grace_period: -1 must not be negative",
+            ),
+        ];
+        for (s, want) in cases {
+            let err = s.settings().unwrap_err().to_string();
+            assert!(err.starts_with(want), "want {want:?}, got {err:?}");
+        }
     }
 }

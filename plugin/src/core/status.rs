@@ -176,6 +176,22 @@ pub struct Pressure {
     /// `MemoryPressure`, `DiskPressure`, `PIDPressure` → set.
     pub conditions: BTreeMap<String, bool>,
     pub signals: Vec<Signal>,
+    /// The node's pressure stall information (PSI), informational (no eviction acts on it): one
+    /// entry per resource and kind, empty where the kernel has no PSI.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stall: Vec<Stall>,
+}
+
+/// One PSI line of the node: `resource` (`cpu`, `memory`, `io`), `kind` (`some`, `full`), the
+/// kernel's averages (percent of wall time stalled) and the stall time since boot.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stall {
+    pub resource: String,
+    pub kind: String,
+    pub avg10: f64,
+    pub avg60: f64,
+    pub avg300: f64,
+    pub total_seconds: f64,
 }
 
 /// One eviction signal: its last observed value and its thresholds, in the signal's unit (bytes
@@ -624,6 +640,15 @@ pub fn render_table(s: &Status) -> String {
                     .collect();
                 out.push_str(&table(&["SIGNAL", "VALUE", "HARD", "SOFT"], &rows));
             }
+            if !p.stall.is_empty() {
+                let some: Vec<String> = p
+                    .stall
+                    .iter()
+                    .filter(|x| x.kind == "some")
+                    .map(|x| format!("{} {:.2}%", x.resource, x.avg10))
+                    .collect();
+                let _ = writeln!(out, "stall (PSI some, avg10): {}", some.join(", "));
+            }
         }
     }
     if let Some(a) = &s.metrics_address {
@@ -794,6 +819,12 @@ mod tests {
                 value: Some((512u64 << 20) as f64),
                 thresholds: BTreeMap::from([("hard".into(), (100u64 << 20) as f64)]),
             }],
+            stall: vec![Stall {
+                resource: "memory".into(),
+                kind: "some".into(),
+                avg10: 1.5,
+                ..Stall::default()
+            }],
         });
         let text = render_table(&build(&t, inp));
         assert!(text.starts_with(
@@ -824,6 +855,10 @@ mod tests {
         assert!(text.contains("pressure: MemoryPressure\n"), "{text}");
         assert!(
             text.contains("memory.available  512.0 MiB  100.0 MiB  -"),
+            "{text}"
+        );
+        assert!(
+            text.contains("stall (PSI some, avg10): memory 1.50%\n"),
             "{text}"
         );
         assert!(text.contains("metrics: http://127.0.0.1:9464/metrics"));

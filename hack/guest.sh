@@ -27,7 +27,7 @@
 # Per run, a payload disk (ext4 from a directory: topolet, the in-guest suite binary, containerd,
 # runc, crictl, the test images and hack/) goes in as /dev/vdb, and an empty results disk as
 # /dev/vdc; after qemu exits the results are copied out with debugfs (no mount). Every boot runs
-# under `timeout` (GUEST_TIMEOUT, default 1200 s) which kills qemu; every temporary file is under one
+# under `timeout` (GUEST_TIMEOUT, default 1800 s) which kills qemu; every temporary file is under one
 # directory removed on exit. The host is not changed (apt-installs qemu-system-x86, mmdebstrap and
 # e2fsprogs if missing).
 #

@@ -102,8 +102,11 @@ impl Guest {
         guest::refused(&self.stack, &p, &ctr)
     }
 
-    fn status(&self) -> Result<Value> {
-        self.topolet.status()
+    /// The status, retried until topolet answers: under emulation (and while the kernel takes a
+    /// CPU offline, which stops every vCPU) an answer can take longer than the client's 10 s.
+    fn status(&mut self) -> Result<Value> {
+        self.topolet
+            .wait_status("an answer", GUEST_WAIT, |s| Some(s.clone()))
     }
 
     /// `topolet plan` of every pod created so far, on this guest's sysfs and topolet's config.

@@ -63,6 +63,10 @@ mkdir -p "$CARGO_TARGET_DIR"
   echo "--- node memory"; grep -H MemTotal /sys/devices/system/node/node*/meminfo
   echo "--- cgroup"; grep cgroup /proc/self/mountinfo; cat /sys/fs/cgroup/cgroup.subtree_control
   echo "--- PSI"; grep -H . /proc/pressure/* 2>&1
+  if [ "$KIND" = systemd ]; then
+    echo "--- systemd-analyze (boot time)"; systemd-analyze time; systemd-analyze blame | head -n 15
+    systemd-analyze critical-chain topolet-guest.service
+  fi
 } >/results/topology.txt 2>&1
 
 if [ "$MODE" = shell ]; then
@@ -73,11 +77,12 @@ if [ "$MODE" = shell ]; then
   poweroff_now
 fi
 
-echo "TOPOLET-GUEST: suite $SHAPE starting"
+echo "TOPOLET-GUEST: suite $SHAPE starting at uptime $(cut -d" " -f1 /proc/uptime)s"
+# The suite's output goes to the results disk and to the console (its steps, with the guest's
+# uptime: if qemu is killed at the host's timeout, the console shows where the suite was).
 # shellcheck disable=SC2086  # SUITE_ARGS is a word list
-/payload/bin/in_guest --exact "$SHAPE" --test-threads=1 $SUITE_ARGS >/results/suite.log 2>&1
-rc=$?
-echo "$rc" >/results/rc
+{ /payload/bin/in_guest --exact "$SHAPE" --test-threads=1 --nocapture $SUITE_ARGS 2>&1; echo "$?" >/results/rc; } | tee /results/suite.log
+rc="$(cat /results/rc)"
 [ ! -d "$CARGO_TARGET_DIR/it-logs" ] || cp -r "$CARGO_TARGET_DIR/it-logs" /results/it-logs
 echo "TOPOLET-GUEST: suite $SHAPE rc=$rc"
 umount /results

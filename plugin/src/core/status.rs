@@ -175,6 +175,22 @@ pub struct Pressure {
     /// `MemoryPressure`, `DiskPressure`, `PIDPressure` → set.
     pub conditions: BTreeMap<String, bool>,
     pub signals: Vec<Signal>,
+    /// The node's pressure stall information (PSI), informational (no eviction acts on it): one
+    /// entry per resource and kind, empty where the kernel has no PSI.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stall: Vec<Stall>,
+}
+
+/// One PSI line of the node: `resource` (`cpu`, `memory`, `io`), `kind` (`some`, `full`), the
+/// kernel's averages (percent of wall time stalled) and the stall time since boot.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stall {
+    pub resource: String,
+    pub kind: String,
+    pub avg10: f64,
+    pub avg60: f64,
+    pub avg300: f64,
+    pub total_seconds: f64,
 }
 
 /// One eviction signal: its last observed value and its thresholds, in the signal's unit (bytes

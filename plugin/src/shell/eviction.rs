@@ -43,6 +43,7 @@ use crate::shell::metrics::Metrics;
 use crate::shell::node_status::{NodeReport, ReportSender};
 use crate::shell::nri_plugin::{ManagedPod, TopoletPlugin};
 use crate::shell::pod_facts::{overlay, FactsByUid, PodFacts};
+use crate::shell::psi::PressureByResource;
 use crate::shell::signals::{dir_usage, DirUsage, NodeStats, SignalSources};
 
 /// Most directory entries walked per container when measuring disk usage.
@@ -165,6 +166,25 @@ pub async fn measure_pods(
     out
 }
 
+/// Each pod cgroup's PSI (cgroup v2), by pod uid; a pod whose files cannot be read is left out
+/// (it may be exiting right now).
+fn pods_pressure(
+    sources: &SignalSources,
+    pods: &[ManagedPod],
+) -> BTreeMap<String, PressureByResource> {
+    let mut out = BTreeMap::new();
+    for pod in pods {
+        match sources.pod_pressure(&pod.cgroup_parent) {
+            Ok(p) if !p.is_empty() => {
+                out.insert(pod.pod.uid.clone(), p);
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!(pod = %pod_ref(pod), error = %e, "pod pressure not readable"),
+        }
+    }
+    out
+}
+
 /// Process CPU time (user + system) so far.
 pub fn process_cpu_time() -> Duration {
     // SAFETY: getrusage fills the zeroed struct; RUSAGE_SELF is always valid.
@@ -205,6 +225,9 @@ fn log_observe_errors(node: &NodeStats, stats: &EvictionStats) {
     }
     if let Err(e) = &node.pid {
         errs.push(("pid.available", e.to_string()));
+    }
+    if let Err(e) = &node.pressure {
+        errs.push(("pressure", e.to_string()));
     }
     for (signal, e) in errs {
         tracing::warn!(signal, error = %e, "eviction: signal not observed this interval");
@@ -508,6 +531,10 @@ impl EvictionLoop {
                 .is_some_and(|o| t.is_met(o.available, o.capacity, true))
         });
         let usage = measure_pods(&self.sources, &pods, disk, self.cri.as_ref()).await;
+        if let Some(m) = &self.metrics {
+            let node_psi = node.pressure.as_ref().cloned().unwrap_or_default();
+            m.set_pressure(node_psi, pods_pressure(&self.sources, &pods));
+        }
         let core_obs: Observations = observed
             .iter()
             .map(|(signal, o)| {

@@ -7,8 +7,8 @@
 //! not kept here: the scrape reads them from a snapshot and passes them to [`Metrics::render`].
 //!
 //! [`Metrics`] is also the handle other loops report through: the eviction loop calls
-//! [`Metrics::eviction`], [`Metrics::set_signal`], [`Metrics::set_threshold`] and
-//! [`Metrics::set_condition`]; until something does, those families are exposed with no samples
+//! [`Metrics::eviction`], [`Metrics::set_signal`], [`Metrics::set_threshold`],
+//! [`Metrics::set_condition`] and [`Metrics::set_pressure`] (PSI); until something does, those families are exposed with no samples
 //! (and `topolet status` shows no pressure), never with made-up values.
 
 use std::collections::BTreeMap;
@@ -16,7 +16,8 @@ use std::fmt::Write as _;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::core::status::{Pressure, Signal};
+use crate::core::status::{Pressure, Signal, Stall};
+use crate::shell::psi::PressureByResource;
 
 /// Upper bounds (seconds) of the NRI event latency buckets: 2.5µs to 2.5s. Most events take
 /// tens of µs, so the low end is fine-grained (roughly 1-1.5-2-3-4-5 steps up to 100µs) for a
@@ -95,6 +96,9 @@ struct Families {
     signals: BTreeMap<String, f64>,
     thresholds: BTreeMap<(String, String), f64>,
     conditions: BTreeMap<String, bool>,
+    /// The node's PSI and each managed pod's (pod uid →), as of the eviction loop's last interval.
+    node_pressure: PressureByResource,
+    pod_pressure: BTreeMap<String, PressureByResource>,
     kube_events: BTreeMap<&'static str, u64>,
     kube_api_errors: BTreeMap<(&'static str, String), u64>,
     kube_client: bool,
@@ -266,6 +270,18 @@ impl Metrics {
         }
     }
 
+    /// The eviction loop's reading of pressure stall information: the node's and each managed
+    /// pod's (pod uid →; pods not listed lose their samples).
+    pub fn set_pressure(
+        &self,
+        node: PressureByResource,
+        pods: BTreeMap<String, PressureByResource>,
+    ) {
+        let mut f = self.lock();
+        f.node_pressure = node;
+        f.pod_pressure = pods;
+    }
+
     /// The eviction loop's node condition (`MemoryPressure`, `DiskPressure`, `PIDPressure`).
     pub fn set_condition(&self, condition: &str, active: bool) {
         self.lock().conditions.insert(condition.to_string(), active);
@@ -384,7 +400,11 @@ impl Metrics {
     /// What the eviction loop reported, for `topolet status`; `None` if it never reported.
     pub fn pressure(&self) -> Option<Pressure> {
         let f = self.lock();
-        if f.conditions.is_empty() && f.signals.is_empty() && f.thresholds.is_empty() {
+        if f.conditions.is_empty()
+            && f.signals.is_empty()
+            && f.thresholds.is_empty()
+            && f.node_pressure.is_empty()
+        {
             return None;
         }
         let mut signals: BTreeMap<String, Signal> = BTreeMap::new();
@@ -398,7 +418,18 @@ impl Metrics {
                 .thresholds
                 .insert(kind.clone(), *v);
         }
+        let stall = stall_lines(&f.node_pressure)
+            .map(|(resource, kind, s)| Stall {
+                resource: resource.to_string(),
+                kind: kind.to_string(),
+                avg10: s.avg10,
+                avg60: s.avg60,
+                avg300: s.avg300,
+                total_seconds: s.total_us as f64 / 1e6,
+            })
+            .collect();
         Some(Pressure {
+            stall,
             conditions: f.conditions.clone(),
             signals: signals
                 .into_iter()
@@ -427,6 +458,8 @@ impl Metrics {
                 signals: g.signals.clone(),
                 thresholds: g.thresholds.clone(),
                 conditions: g.conditions.clone(),
+                node_pressure: g.node_pressure.clone(),
+                pod_pressure: g.pod_pressure.clone(),
                 kube_events: g.kube_events.clone(),
                 kube_api_errors: g.kube_api_errors.clone(),
                 kube_client: g.kube_client,
@@ -687,6 +720,7 @@ impl Metrics {
                 if *on { 1.0 } else { 0.0 },
             );
         }
+        render_pressure(&mut w, &f.node_pressure, &f.pod_pressure);
 
         w.gauge(
             "topolet_kube_client_enabled",
@@ -731,6 +765,64 @@ impl Metrics {
         }
         render_pod_truth(&mut w, &f.pod_truth);
         w.out
+    }
+}
+
+/// Every (resource, kind, line) of one reading, `some` before `full`.
+fn stall_lines(
+    p: &PressureByResource,
+) -> impl Iterator<Item = (&'static str, &'static str, crate::shell::psi::Stall)> + '_ {
+    p.iter().flat_map(|(r, p)| {
+        std::iter::once((*r, "some", p.some)).chain(p.full.map(|f| (*r, "full", f)))
+    })
+}
+
+fn render_pressure(
+    w: &mut Writer,
+    node: &PressureByResource,
+    pods: &BTreeMap<String, PressureByResource>,
+) {
+    w.family(
+        "topolet_pressure_stall_seconds_total",
+        "counter",
+        "The node's pressure stall time (PSI, /proc/pressure) by resource (cpu, memory, io) and kind (some: a task stalled, full: all stalled); informational, no eviction acts on it.",
+    );
+    for (r, kind, s) in stall_lines(node) {
+        w.sample(
+            "topolet_pressure_stall_seconds_total",
+            &[("resource", r.to_string()), ("kind", kind.to_string())],
+            s.total_us as f64 / 1e6,
+        );
+    }
+    w.family(
+        "topolet_pressure_stall_avg10_ratio",
+        "gauge",
+        "The node's share of the last 10 s stalled (PSI avg10 / 100), by resource and kind.",
+    );
+    for (r, kind, s) in stall_lines(node) {
+        w.sample(
+            "topolet_pressure_stall_avg10_ratio",
+            &[("resource", r.to_string()), ("kind", kind.to_string())],
+            s.avg10 / 100.0,
+        );
+    }
+    w.family(
+        "topolet_pod_pressure_stall_seconds_total",
+        "counter",
+        "A managed pod cgroup's pressure stall time (cgroup v2 *.pressure) by pod uid, resource and kind.",
+    );
+    for (uid, p) in pods {
+        for (r, kind, s) in stall_lines(p) {
+            w.sample(
+                "topolet_pod_pressure_stall_seconds_total",
+                &[
+                    ("pod_uid", uid.clone()),
+                    ("resource", r.to_string()),
+                    ("kind", kind.to_string()),
+                ],
+                s.total_us as f64 / 1e6,
+            );
+        }
     }
 }
 
@@ -1174,6 +1266,84 @@ mod tests {
         for le in EVENT_BUCKETS {
             assert_eq!(format_float(le).parse::<f64>().unwrap(), le);
         }
+    }
+
+    #[test]
+    fn pressure_stall_series_and_status() {
+        use crate::shell::psi::{Pressure as Psi, Stall as Line};
+        let m = Metrics::new();
+        assert_eq!(m.pressure(), None);
+        let line = |avg10: f64, total_us: u64| Line {
+            avg10,
+            avg60: 0.5,
+            avg300: 0.25,
+            total_us,
+        };
+        let node = PressureByResource::from([
+            (
+                "cpu",
+                Psi {
+                    some: line(2.0, 3_000_000),
+                    full: None,
+                },
+            ),
+            (
+                "memory",
+                Psi {
+                    some: line(1.5, 1_500_000),
+                    full: Some(line(0.5, 500_000)),
+                },
+            ),
+        ]);
+        let pod = PressureByResource::from([(
+            "memory",
+            Psi {
+                some: line(0.0, 250_000),
+                full: Some(line(0.0, 0)),
+            },
+        )]);
+        m.set_pressure(node, BTreeMap::from([("uid-1".to_string(), pod)]));
+        let s = parse_exposition(&m.render(&Gauges::default())).unwrap();
+        let v = |n: &str, l: &[(&str, &str)]| value(&s, n, l);
+        let total = "topolet_pressure_stall_seconds_total";
+        assert_eq!(
+            v(total, &[("resource", "cpu"), ("kind", "some")]),
+            Some(3.0)
+        );
+        assert_eq!(v(total, &[("resource", "cpu"), ("kind", "full")]), None);
+        assert_eq!(
+            v(total, &[("resource", "memory"), ("kind", "full")]),
+            Some(0.5)
+        );
+        assert_eq!(
+            v(
+                "topolet_pressure_stall_avg10_ratio",
+                &[("resource", "memory"), ("kind", "some")]
+            ),
+            Some(0.015)
+        );
+        assert_eq!(
+            v(
+                "topolet_pod_pressure_stall_seconds_total",
+                &[
+                    ("pod_uid", "uid-1"),
+                    ("resource", "memory"),
+                    ("kind", "some")
+                ]
+            ),
+            Some(0.25)
+        );
+        let stall = m.pressure().unwrap().stall;
+        assert_eq!(stall.len(), 3);
+        assert_eq!(
+            (stall[2].resource.as_str(), stall[2].kind.as_str()),
+            ("memory", "full")
+        );
+        assert_eq!(stall[1].total_seconds, 1.5);
+        // A later interval replaces the pods: a gone pod loses its samples.
+        m.set_pressure(PressureByResource::new(), BTreeMap::new());
+        let s = parse_exposition(&m.render(&Gauges::default())).unwrap();
+        assert!(!s.iter().any(|x| x.name.contains("pressure_stall")));
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod pod_cgroup;
 pub mod pod_directory;
 pub mod pod_facts;
 pub mod proc_affinity;
+pub mod psi;
 pub mod refusal_log;
 pub mod reload;
 pub mod run;

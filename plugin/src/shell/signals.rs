@@ -9,11 +9,13 @@
 //! | `nodefs.available`, `nodefs.inodesFree` | statvfs of `[eviction] nodefs_path` (or its nearest existing ancestor): `f_bavail·f_frsize`, `f_ffree` |
 //! | `imagefs.*` | statvfs of `[eviction] imagefs_path`; the same numbers as nodefs (and `same_as_nodefs`) when both paths are on one filesystem (same `st_dev`) |
 //! | `pid.available` | min(`kernel/pid_max`, `kernel/threads-max`) − the task count of `/proc/loadavg` (its 4th field, `running/total`), as the kubelet's `pidlimit.Stats` |
+//! | pressure (informational, no threshold) | `/proc/pressure/{cpu,memory,io}` (see `shell::psi`) |
 //!
 //! Per pod, from the pod cgroup (the sandbox's `cgroup_parent`, systemd slices expanded):
 //! - memory working set: v1 `memory.usage_in_bytes − total_inactive_file`, v2 `memory.current −
 //!   inactive_file` (hierarchical: the pod's containers included);
 //! - processes: `pids.current` (tasks, i.e. threads, as the kernel counts them for `pids.max`);
+//! - pressure (cgroup v2, informational): `{cpu,memory,io}.pressure` ([`SignalSources::pod_pressure`]);
 //! - disk (see [`dir_usage`]): bytes and inodes of each container's writable layer (the overlay
 //!   `upperdir` of its root mount, read from `/proc/<pid>/mountinfo` of a process in the
 //!   container cgroup) plus its log directory (the directory of its CRI `log_path`, rotated
@@ -21,6 +23,8 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+
+use crate::shell::psi::{self, PressureByResource};
 
 /// A reading that failed, naming the file.
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +84,8 @@ pub struct NodeStats {
     /// True when imagefs is the nodefs filesystem.
     pub imagefs_is_nodefs: bool,
     pub pid: Result<PidStats, SignalError>,
+    /// Pressure stall information of the node (empty without PSI); informational.
+    pub pressure: Result<PressureByResource, SignalError>,
 }
 
 /// Where to read from.
@@ -113,6 +119,7 @@ impl SignalSources {
             imagefs,
             imagefs_is_nodefs,
             pid: self.pids(),
+            pressure: psi::node(&self.proc()),
         }
     }
 
@@ -173,6 +180,15 @@ impl SignalSources {
             memory_working_set,
             processes,
         })
+    }
+
+    /// Pressure stall information of the pod cgroup `cgroup_parent` (cgroup v2; empty on v1).
+    pub fn pod_pressure(&self, cgroup_parent: &str) -> Result<PressureByResource, SignalError> {
+        let base = self.cgroup();
+        if is_v1(&base) {
+            return Ok(PressureByResource::new());
+        }
+        psi::cgroup(&base.join(cgroup_relative_path(cgroup_parent)))
     }
 
     /// The overlay upper directory (writable layer) of container `id` in pod cgroup

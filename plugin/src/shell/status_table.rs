@@ -288,6 +288,15 @@ pub fn render_table(s: &Status) -> String {
                     .collect();
                 out.push_str(&table(&["SIGNAL", "VALUE", "HARD", "SOFT"], &rows));
             }
+            if !p.stall.is_empty() {
+                let some: Vec<String> = p
+                    .stall
+                    .iter()
+                    .filter(|x| x.kind == "some")
+                    .map(|x| format!("{} {:.2}%", x.resource, x.avg10))
+                    .collect();
+                let _ = writeln!(out, "stall (PSI some, avg10): {}", some.join(", "));
+            }
         }
     }
     if let Some(a) = &s.metrics_address {
@@ -316,7 +325,7 @@ mod tests {
 
     use super::*;
     use crate::core::status::fixtures::{input, machine, GIB};
-    use crate::core::status::{build, Pressure, Signal};
+    use crate::core::status::{build, Pressure, Signal, Stall};
 
     #[test]
     fn table_is_aligned_and_has_every_section() {
@@ -331,6 +340,12 @@ mod tests {
                 signal: "memory.available".into(),
                 value: Some((512u64 << 20) as f64),
                 thresholds: BTreeMap::from([("hard".into(), (100u64 << 20) as f64)]),
+            }],
+            stall: vec![Stall {
+                resource: "memory".into(),
+                kind: "some".into(),
+                avg10: 1.5,
+                ..Stall::default()
             }],
         });
         let text = render_table(&build(&t, inp));
@@ -362,6 +377,10 @@ mod tests {
         assert!(text.contains("pressure: MemoryPressure\n"), "{text}");
         assert!(
             text.contains("memory.available  512.0 MiB  100.0 MiB  -"),
+            "{text}"
+        );
+        assert!(
+            text.contains("stall (PSI some, avg10): memory 1.50%\n"),
             "{text}"
         );
         assert!(text.contains("metrics: http://127.0.0.1:9464/metrics"));

@@ -125,7 +125,11 @@ pub(crate) fn spawn_updater(
                 let _ = job.reply.send(Err(UpdateError::NotConnected));
                 continue;
             };
-            if job.pinned.as_ref().is_some_and(|p| !Arc::ptr_eq(p, &client)) {
+            if job
+                .pinned
+                .as_ref()
+                .is_some_and(|p| !Arc::ptr_eq(p, &client))
+            {
                 tracing::debug!("nri update containers of an earlier connection dropped");
                 let _ = job.reply.send(Err(UpdateError::NotConnected));
                 continue;

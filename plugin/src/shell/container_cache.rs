@@ -623,7 +623,12 @@ mod tests {
     }
 
     fn record(uid: &str, name: &str, id: &str, lifecycle: Lifecycle) -> Record {
-        Record::new(view(uid, name, id), Decided::synchronize(), target("1-3"), lifecycle)
+        Record::new(
+            view(uid, name, id),
+            Decided::synchronize(),
+            target("1-3"),
+            lifecycle,
+        )
     }
 
     /// A synchronized cache with running containers `a`, `b` (pod p) and `c` (pod q).
@@ -683,7 +688,11 @@ mod tests {
         c.connection_configured(QUIET);
         let out = c.batch_done(&b, BatchResult::Answered);
         assert!(out.stale_connection);
-        assert_eq!(c.get("a").expect("a").acked(), None, "the old request's result is ignored");
+        assert_eq!(
+            c.get("a").expect("a").acked(),
+            None,
+            "the old request's result is ignored"
+        );
         assert!(c.in_flight().is_none());
     }
 
@@ -707,7 +716,11 @@ mod tests {
         let out = c.batch_done(&batch, BatchResult::Answered);
         assert_eq!(out.superseded, vec!["a".to_string()]);
         assert_eq!(c.get("b").expect("b").acked(), Some(g_a));
-        assert_eq!(c.get("a").expect("a").acked(), None, "its older target is not acknowledged");
+        assert_eq!(
+            c.get("a").expect("a").acked(),
+            None,
+            "its older target is not acknowledged"
+        );
         assert_eq!(c.reply_ids("c"), vec!["a".to_string()]);
         let a = c.get("a").expect("a");
         assert_eq!(a.acked(), Some(a.generation()));
@@ -767,8 +780,7 @@ mod tests {
         assert!(c.has_successor("a") && c.has_successor("a2"));
         c.remove("a");
         assert!(!c.has_successor("a2"));
-        c.left_alone_mut()
-            .insert(ContainerKey::new("p", "z"));
+        c.left_alone_mut().insert(ContainerKey::new("p", "z"));
         c.remove_pod("p");
         assert_eq!(c.pod_ids("p").count(), 0);
         assert!(c.left_alone().is_empty());

@@ -47,9 +47,7 @@ use crate::core::placement::{ContainerResources, Placement, PlacementError};
 use crate::core::reconcile::RunningContainer;
 use crate::core::status::{ExclusiveInput, Policies, Snapshot};
 use crate::core::topology::Topology;
-use crate::shell::container_cache::{
-    BatchResult, ContainerCache, Decided, Lifecycle, Record,
-};
+use crate::shell::container_cache::{BatchResult, ContainerCache, Decided, Lifecycle, Record};
 use crate::shell::effective_config::EffectiveConfig;
 use crate::shell::kubernetes::EventSink;
 use crate::shell::metrics::{self, event, Metrics};
@@ -453,7 +451,9 @@ impl TopoletPlugin {
                         Err(_) => node.cache.batch_done(&batch, BatchResult::Failed),
                     };
                     if outcome.stale_connection {
-                        tracing::debug!("an update request of an earlier connection ended; ignored");
+                        tracing::debug!(
+                            "an update request of an earlier connection ended; ignored"
+                        );
                         return;
                     }
                     if !outcome.superseded.is_empty() {
@@ -1303,11 +1303,10 @@ impl TopoletPlugin {
                 .map(|(_, m)| m.view().container().clone())
                 .collect();
             // The real priority when the pod watch holds the pod (never waits).
-            let (priority, priority_class_name) =
-                match self.pods.get().map(|(d, _)| d.get(&uid)) {
-                    Some(Lookup::Found(p)) => (p.priority, p.priority_class_name.clone()),
-                    _ => (None, None),
-                };
+            let (priority, priority_class_name) = match self.pods.get().map(|(d, _)| d.get(&uid)) {
+                Some(Lookup::Found(p)) => (p.priority, p.priority_class_name.clone()),
+                _ => (None, None),
+            };
             out.push(ManagedPod {
                 sandbox_id: id.clone(),
                 cgroup_parent: sb
@@ -1375,7 +1374,11 @@ impl TopoletPlugin {
         // containerd id, pod and mems of each key, preferring the instance holding the cpus.
         let mut known: HashMap<&ContainerKey, (&str, &str, Option<NumaMask>)> = HashMap::new();
         for (id, m) in node.cache.iter() {
-            let entry = (id.as_str(), m.view().pod_ref.as_str(), Some(m.target().mems));
+            let entry = (
+                id.as_str(),
+                m.view().pod_ref.as_str(),
+                Some(m.target().mems),
+            );
             if m.target().exclusive || !known.contains_key(&m.view().key) {
                 known.insert(&m.view().key, entry);
             }

@@ -481,7 +481,10 @@ pub(crate) mod tests {
             GIB,
         )
         .unwrap_err();
-        assert!(matches!(err, NoView::Ignored(Ignored::NotKubernetes { .. })));
+        assert!(matches!(
+            err,
+            NoView::Ignored(Ignored::NotKubernetes { .. })
+        ));
         assert!(err.to_string().contains("/system.slice/foo"));
 
         let mut pause = container("POD", 2, 0, 0, -998);
@@ -530,8 +533,18 @@ pub(crate) mod tests {
     #[test]
     fn mems_are_sets_and_numa_ids_past_the_mask_are_an_error() {
         let pod = sandbox("u8", "/kubepods/besteffort/podu8");
-        let a = view(&pod, &with_cpuset(container("a", 2, 0, 0, 1000), "0-3", "0,1"), GIB).unwrap();
-        let b = view(&pod, &with_cpuset(container("a", 2, 0, 0, 1000), "0-3", "0-1"), GIB).unwrap();
+        let a = view(
+            &pod,
+            &with_cpuset(container("a", 2, 0, 0, 1000), "0-3", "0,1"),
+            GIB,
+        )
+        .unwrap();
+        let b = view(
+            &pod,
+            &with_cpuset(container("a", 2, 0, 0, 1000), "0-3", "0-1"),
+            GIB,
+        )
+        .unwrap();
         assert_eq!(a.current.cpuset_mems, b.current.cpuset_mems);
         let m = a.current.cpuset_mems.as_ref().unwrap();
         assert_eq!(mems_mask(m).unwrap(), NumaMask::from_ids([0, 1]).unwrap());

@@ -29,14 +29,25 @@ pub enum UpdateError {
 
 struct Job {
     req: UpdateContainersRequest,
+    /// The connection registered when the job was queued: the job goes out on it or not at all
+    /// (a request computed for one connection must not reach the next before its Synchronize).
+    /// `None`: queued while disconnected; it waits for the next connection.
+    pinned: Option<Arc<RuntimeClient>>,
     reply: oneshot::Sender<Result<Vec<ContainerUpdate>, UpdateError>>,
 }
 
 /// Cloneable handle for unsolicited updates; usable from any task, including
 /// from inside a plugin handler (enqueueing never blocks).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ContainerUpdater {
     tx: mpsc::UnboundedSender<Job>,
+    slot: ClientSlot,
+}
+
+impl std::fmt::Debug for ContainerUpdater {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ContainerUpdater").finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for Job {
@@ -79,8 +90,9 @@ impl ContainerUpdater {
             evict,
             ..Default::default()
         };
+        let pinned = self.slot.borrow().clone();
         self.tx
-            .send(Job { req, reply })
+            .send(Job { req, pinned, reply })
             .map_err(|_| UpdateError::StubStopped)?;
         Ok(PendingUpdate { rx })
     }
@@ -90,14 +102,16 @@ impl ContainerUpdater {
 pub(crate) type ClientSlot = watch::Receiver<Option<Arc<RuntimeClient>>>;
 
 /// Creates the handle and spawns its sender task. Jobs are sent one at a time,
-/// in order; a job waits up to `connect_wait` for a connection, else fails
-/// with [`UpdateError::NotConnected`].
+/// in order; a job queued while disconnected waits up to `connect_wait` for a
+/// connection, else fails with [`UpdateError::NotConnected`]; a job queued on one
+/// connection fails the same way if that connection is gone when its turn comes.
 pub(crate) fn spawn_updater(
     mut slot: ClientSlot,
     request_timeout: Duration,
     connect_wait: Duration,
 ) -> ContainerUpdater {
     let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
+    let handle_slot = slot.clone();
     tokio::spawn(async move {
         while let Some(job) = rx.recv().await {
             let client = {
@@ -111,6 +125,15 @@ pub(crate) fn spawn_updater(
                 let _ = job.reply.send(Err(UpdateError::NotConnected));
                 continue;
             };
+            if job
+                .pinned
+                .as_ref()
+                .is_some_and(|p| !Arc::ptr_eq(p, &client))
+            {
+                tracing::debug!("nri update containers of an earlier connection dropped");
+                let _ = job.reply.send(Err(UpdateError::NotConnected));
+                continue;
+            }
             let ctx = ttrpc::context::with_duration(request_timeout);
             let n = job.req.update.len();
             let res = client
@@ -129,5 +152,8 @@ pub(crate) fn spawn_updater(
             let _ = job.reply.send(res);
         }
     });
-    ContainerUpdater { tx }
+    ContainerUpdater {
+        tx,
+        slot: handle_slot,
+    }
 }

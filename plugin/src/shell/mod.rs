@@ -1,6 +1,8 @@
 //! The imperative shell: sysfs and cgroup readers, NRI handlers, state files, CLI glue.
 pub mod admin;
+pub mod container_cache;
 pub mod cri;
+pub mod effective_config;
 pub mod evict;
 pub mod eviction;
 pub mod http;

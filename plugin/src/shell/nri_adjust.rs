@@ -35,8 +35,10 @@ pub fn adjustment(
         }
     }
     let mems = target.mems.to_string();
+    // Compared as sets: `0-1` is `0,1`.
+    let want: CpuSet = target.mems.ids().collect();
     match &cur.cpuset_mems {
-        Some(existing) if *existing != mems => conflicts.push(format!(
+        Some(existing) if *existing != want => conflicts.push(format!(
             "cpuset.mems is already {existing}; topolet wanted {mems}"
         )),
         Some(_) => {}

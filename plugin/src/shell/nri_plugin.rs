@@ -1,9 +1,12 @@
 //! The NRI event handlers: the only module that turns runtime events into placement decisions
 //! and decisions into NRI adjustments and updates.
 //!
-//! Every handler is short: it looks the container up, asks `core::placement` for a decision,
-//! hands the assignments to the state-file writer (`shell::persister`: written and fsynced on
-//! its own thread, never waited for) and answers.
+//! Every handler is short: it builds the NRI view (`shell::nri_view`), asks `core::placement`
+//! for a decision, records it in the container cache (`shell::container_cache`: one record per
+//! container with its lifecycle, target and generation; it decides what a reply or an
+//! unsolicited update may carry), hands the assignments to the state-file writer
+//! (`shell::persister`: written and fsynced on its own thread, never waited for) and renders
+//! the reply (`shell::nri_adjust`). The configuration in effect is `shell::effective_config`.
 //! Shared-pool changes reach the other containers in the reply to the event that caused them
 //! (CreateContainer, UpdateContainer and StopContainer replies carry updates), or, when the
 //! event's reply cannot (RemoveContainer, RemovePodSandbox, PostStartContainer, a reload), in
@@ -33,9 +36,7 @@ use topolet_nri::stub::ConnectionStatus;
 use topolet_nri::updater::ContainerUpdater;
 
 use crate::config::Config;
-use crate::core::admission_input::{
-    self, AdmissionInput, AdmissionRecord, Comparison, Fallback, Source,
-};
+use crate::core::admission_input::{self, AdmissionInput, AdmissionRecord, Fallback, Source};
 use crate::core::assignments::Assignments;
 use crate::core::container_key::ContainerKey;
 use crate::core::cpuset::CpuSet;
@@ -46,10 +47,12 @@ use crate::core::placement::{ContainerResources, Placement, PlacementError};
 use crate::core::reconcile::RunningContainer;
 use crate::core::status::{ExclusiveInput, Policies, Snapshot};
 use crate::core::topology::Topology;
+use crate::shell::container_cache::{BatchResult, ContainerCache, Decided, Lifecycle, Record};
+use crate::shell::effective_config::EffectiveConfig;
 use crate::shell::kubernetes::EventSink;
 use crate::shell::metrics::{self, event, Metrics};
 use crate::shell::nri_adjust;
-use crate::shell::nri_view::{self, ContainerView};
+use crate::shell::nri_view::{self, ContainerView, NoView};
 use crate::shell::oom_floor;
 use crate::shell::persister::{FileWriter, PersistStatus, Persister};
 use crate::shell::pod_cgroup::{self, Work};
@@ -58,7 +61,6 @@ use crate::shell::proc_affinity;
 use crate::shell::refusal_log::{RefusalLog, Verdict};
 use crate::shell::reload::ReloadOutcome;
 use crate::shell::state_file;
-use crate::shell::update_outbox::Outbox;
 
 /// The reason of the Normal Event of an exclusive CPU grant.
 pub const GRANT_REASON: &str = "ExclusiveCPUsAssigned";
@@ -79,68 +81,23 @@ pub struct NodeState {
     pub left_alone: BTreeSet<ContainerKey>,
 }
 
-/// Which source decided a container's admission (`core::admission_input`).
-#[derive(Debug, Clone)]
-struct Decided {
-    source: Source,
-    fallback: Option<Fallback>,
-    /// API decisions: the inversion of the same container next to the API's facts.
-    comparison: Option<Comparison>,
-}
-
-impl Decided {
-    fn synchronize() -> Decided {
-        Decided {
-            source: Source::Inversion,
-            fallback: Some(Fallback::Synchronize),
-            comparison: None,
-        }
-    }
-}
-
-/// What topolet remembers about a container it manages.
-#[derive(Debug, Clone)]
-struct Managed {
-    /// The container as NRI described it; `view.estimate` is the inversion's whichever
-    /// source decided (resizes and the pod cgroup's values work from it).
-    view: ContainerView,
-    decided: Decided,
-    /// The cgroup values we last asked the runtime for.
-    applied: ContainerResources,
-    /// Seen running (PostStartContainer, or running at Synchronize). Until then an update may
-    /// reach only the stored spec while the task starts from the old one.
-    started: bool,
-    /// Seen stopped (StopContainer, or exited at Synchronize): no longer counted in its pod's
-    /// cgroup values.
-    stopped: bool,
-}
-
 struct Node {
     placement: Placement,
-    /// Managed containers by containerd id.
-    containers: HashMap<String, Managed>,
+    /// Every managed container, the updates waiting for them, the containers left alone
+    /// (`shell::container_cache`).
+    cache: ContainerCache,
     /// Kubernetes pod sandboxes by id: their uids for RemovePodSandbox, and the eviction loop's
     /// pods ([`TopoletPlugin::managed_pods`]).
     sandboxes: HashMap<String, api::PodSandbox>,
     oom_floor: Option<i32>,
-    /// Kubernetes containers whose cpuset another party set at creation.
-    left_alone: BTreeSet<ContainerKey>,
-    /// Containers sent an update before they were seen running (at Synchronize, or a pool
-    /// change between their creation and their start): containerd may start their task from
-    /// the old spec, so the update is sent again once they run.
-    reapply: BTreeSet<String>,
-    /// Containers waiting for an update.
-    outbox: Outbox,
-    /// Running containers (id, init pid) whose task is to be checked against their cpuset after
-    /// a Synchronize (`shell::proc_affinity`).
-    verify: Vec<(String, u32)>,
     /// The last refusal of each container, so that the kubelet's retries are not all logged.
     refusals: RefusalLog,
 }
 
 /// The topolet NRI plugin.
 pub struct TopoletPlugin {
-    config: Config,
+    /// The configuration in effect (`shell::effective_config`): reload swaps it.
+    config: EffectiveConfig,
     topology: Topology,
     node: Mutex<Node>,
     updater: OnceLock<ContainerUpdater>,
@@ -171,6 +128,16 @@ impl TopoletPlugin {
     /// Builds the placement from `config` and `topology` and loads the persisted assignments (a
     /// bad state file is reported, moved aside and rebuilt at the next Synchronize).
     pub fn new(config: Config, topology: Topology) -> anyhow::Result<TopoletPlugin> {
+        // NUMA masks hold ids below 64: a larger id would silently give empty mems.
+        if let Some(id) = topology
+            .numa_ids()
+            .find(|&id| id >= crate::core::hints::MAX_NUMA_ID)
+        {
+            anyhow::bail!(
+                "machine: NUMA node {id} (sysfs node{id}): topolet handles NUMA node ids below {}",
+                crate::core::hints::MAX_NUMA_ID
+            );
+        }
         let (placement, warnings) = Placement::new(&topology, &config.placement()?)?;
         for w in warnings {
             tracing::warn!(warning = %w, "configuration");
@@ -178,18 +145,14 @@ impl TopoletPlugin {
         let state_path = config.state.dir.join(STATE_FILE);
         let mut node = Node {
             placement,
-            containers: HashMap::new(),
+            cache: ContainerCache::new(Instant::now()),
             sandboxes: HashMap::new(),
             oom_floor: config.qos.oom_score_adj_floor,
-            left_alone: BTreeSet::new(),
-            reapply: BTreeSet::new(),
-            outbox: Outbox::new(Instant::now()),
-            verify: Vec::new(),
             refusals: RefusalLog::default(),
         };
         match state_file::load::<NodeState>(&state_path) {
             Ok(Some(saved)) => {
-                node.left_alone = saved.left_alone;
+                *node.cache.left_alone_mut() = saved.left_alone;
                 let report = node.placement.load_hints(saved.assignments);
                 tracing::info!(path = %state_path.display(), %report, "state file loaded; the runtime's view will confirm it at synchronize");
             }
@@ -207,7 +170,7 @@ impl TopoletPlugin {
             }
         }
         Ok(TopoletPlugin {
-            config,
+            config: EffectiveConfig::new(config),
             topology,
             node: Mutex::new(node),
             updater: OnceLock::new(),
@@ -260,16 +223,12 @@ impl TopoletPlugin {
         if !node.placement.disables_exclusive_quota() {
             return;
         }
-        let Some(m) = node
-            .containers
-            .values()
-            .find(|m| m.view.key.pod_uid == uid && m.applied.exclusive)
-        else {
+        let Some((_, m)) = node.cache.pod(uid).find(|(_, m)| m.target().exclusive) else {
             return;
         };
         self.pod_cgroups().submit(Work::Unlimit {
-            pod: m.view.pod_ref.clone(),
-            cgroup_parent: m.view.cgroup_parent.clone(),
+            pod: m.view().pod_ref.clone(),
+            cgroup_parent: m.view().cgroup_parent.clone(),
         });
     }
 
@@ -433,7 +392,7 @@ impl TopoletPlugin {
     /// path: a container whose task may run outside its target (an update that reached only
     /// its stored spec while it started, before a topolet restart) is queued to be sent it again.
     fn verify_running(self: &Arc<Self>) {
-        let checks = std::mem::take(&mut self.lock().verify);
+        let checks = self.lock().cache.take_verify();
         if checks.is_empty() {
             return;
         }
@@ -447,13 +406,13 @@ impl TopoletPlugin {
             let Some(p) = plugin.upgrade() else { return };
             let mut node = p.lock();
             for (id, allowed) in seen {
-                let Some(m) = node.containers.get(&id) else {
+                let Some(m) = node.cache.get(&id) else {
                     continue;
                 };
                 match allowed {
-                    Ok(allowed) if !allowed.is_subset(&m.applied.cpuset) => {
-                        tracing::warn!(pod = %m.view.pod_ref, container = %m.view.key.container, runs_on = %allowed, cpus = %m.applied.cpuset, "container runs outside its cpuset (an update reached only its spec); sending it again");
-                        node.outbox.queue(&id);
+                    Ok(allowed) if !allowed.is_subset(&m.target().cpuset) => {
+                        tracing::warn!(pod = %m.view().pod_ref, container = %m.view().key.container, runs_on = %allowed, cpus = %m.target().cpuset, "container runs outside its cpuset (an update reached only its spec); sending it again");
+                        node.cache.queue(&id);
                     }
                     Ok(_) => {}
                     // Exited since, or not ours to see: the next Synchronize looks again.
@@ -466,58 +425,60 @@ impl TopoletPlugin {
     }
 
     /// Sends the queued containers their current targets in one UpdateContainers request, if
-    /// the outbox says it is time (`shell::update_outbox`).
+    /// the cache says it is time (`shell::container_cache`: after this connection's
+    /// Synchronize, after a lull, one request at a time). The request is queued to the stub
+    /// under the lock that computed it, so no newer target can be taken in between.
     fn flush_updates(self: &Arc<Self>) {
-        let (ids, updates) = {
-            let mut node = self.lock();
-            if !node.outbox.due(Instant::now()) {
-                return;
-            }
-            let ids = node.outbox.take();
-            let updates = updates_for(&mut node, &ids);
-            (ids, updates)
-        };
         let Some(updater) = self.updater.get() else {
             return;
         };
-        if updates.is_empty() {
+        let mut node = self.lock();
+        let Some(batch) = node.cache.take_due(Instant::now()) else {
             return;
-        }
+        };
+        let updates = updates_for(&node, &batch.ids());
         let n = updates.len();
         match updater.update(updates, Vec::new()) {
             Ok(pending) => {
+                drop(node);
                 let plugin = Arc::downgrade(self);
                 tokio::spawn(async move {
                     let result = pending.await;
                     let Some(p) = plugin.upgrade() else { return };
                     let mut node = p.lock();
+                    let outcome = match &result {
+                        Ok(_) => node.cache.batch_done(&batch, BatchResult::Answered),
+                        Err(_) => node.cache.batch_done(&batch, BatchResult::Failed),
+                    };
+                    if outcome.stale_connection {
+                        tracing::debug!(
+                            "an update request of an earlier connection ended; ignored"
+                        );
+                        return;
+                    }
+                    if !outcome.superseded.is_empty() {
+                        tracing::debug!(containers = ?outcome.superseded, "targets changed while their update was in flight: sent again");
+                    }
                     match result {
-                        Ok(failed) => {
-                            node.outbox.sent(&ids);
-                            if failed.is_empty() {
-                                tracing::debug!(containers = n, "container updates applied");
-                            } else {
-                                tracing::warn!(
-                                    failed = failed.len(),
-                                    "container updates partly failed (containers may have exited)"
-                                );
-                            }
+                        Ok(failed) if failed.is_empty() => {
+                            tracing::debug!(containers = n, "container updates applied")
+                        }
+                        Ok(failed) => tracing::warn!(
+                            failed = failed.len(),
+                            "container updates partly failed (containers may have exited)"
+                        ),
+                        Err(e) if outcome.given_up.is_empty() => {
+                            tracing::warn!(error = %e, containers = n, "container updates not applied; will retry")
                         }
                         Err(e) => {
-                            let given_up = node.outbox.failed(&ids);
-                            if given_up.is_empty() {
-                                tracing::warn!(error = %e, containers = n, "container updates not applied; will retry");
-                            } else {
-                                tracing::error!(error = %e, containers = ?given_up, "container updates not applied after repeated attempts; the next synchronize will correct them");
-                            }
+                            tracing::error!(error = %e, containers = ?outcome.given_up, "container updates not applied after repeated attempts; the next synchronize will correct them")
                         }
                     }
                 });
             }
             Err(e) => {
                 tracing::warn!(error = %e, "container updates not queued");
-                let mut node = self.lock();
-                node.outbox.failed(&ids);
+                node.cache.batch_not_queued(&batch);
             }
         }
     }
@@ -525,14 +486,16 @@ impl TopoletPlugin {
     /// Switches to `config` (its `[nri]` and `[state]` are ignored: read only at start) for
     /// containers created from now on, keeping every current assignment; refused, changing
     /// nothing, when the configuration is invalid or would break a running container
-    /// (`core::migrate`). Shared containers are moved if the shared pool changed.
+    /// (`core::migrate`). Shared containers are moved if the shared pool changed. On success
+    /// `config` is the configuration in effect for every reader ([`TopoletPlugin::config`]).
     pub fn reload(&self, config: &Config) -> Result<ReloadOutcome, MigrateError> {
         let mut node = self.lock();
         let migrated = node.placement.migrate(&config.placement()?)?;
         node.placement = migrated.placement;
+        let previous = self.config.swap(config.clone());
         match config.qos.oom_score_adj_floor {
             Some(floor) => node.oom_floor = Some(floor),
-            None if self.config.qos.oom_score_adj_floor.is_some() => tracing::warn!(
+            None if previous.qos.oom_score_adj_floor.is_some() => tracing::warn!(
                 "qos.oom_score_adj_floor removed: detection from the runtime takes effect at restart"
             ),
             None => {}
@@ -545,6 +508,11 @@ impl TopoletPlugin {
             shared: node.placement.shared_pool(),
             reserved: node.placement.reserved().clone(),
         })
+    }
+
+    /// The configuration in effect (the start-up one until a reload succeeds).
+    pub fn config(&self) -> Arc<Config> {
+        self.config.get()
     }
 
     /// Final state write on exit: the newest assignments, waited for (at most
@@ -586,7 +554,7 @@ impl TopoletPlugin {
         self.books_changed.notify_one();
         let state = NodeState {
             assignments: node.placement.assignments(),
-            left_alone: node.left_alone.clone(),
+            left_alone: node.cache.left_alone().clone(),
         };
         match self.persister() {
             Some(p) => p.submit(state),
@@ -618,14 +586,14 @@ impl TopoletPlugin {
     /// pool for an update (carried by the next reply that can, or sent after a lull).
     fn push_shared_pool(&self, node: &mut Node, skip: Option<&str>) {
         for id in shared_changes(node, skip) {
-            node.outbox.queue(&id);
+            node.cache.queue(&id);
         }
     }
 
     /// The queued updates of every container but `skip`, for the reply to an event about
     /// `skip`.
     fn reply_updates(&self, node: &mut Node, skip: &str) -> Vec<api::ContainerUpdate> {
-        let ids = node.outbox.take_except(skip);
+        let ids = node.cache.reply_ids(skip);
         let updates = updates_for(node, &ids);
         if !updates.is_empty() {
             tracing::debug!(
@@ -639,7 +607,7 @@ impl TopoletPlugin {
     /// Locks the node for an event handler: the runtime is busy now.
     fn event_lock(&self) -> MutexGuard<'_, Node> {
         let mut node = self.lock();
-        node.outbox.event(Instant::now());
+        node.cache.event(Instant::now());
         node
     }
 
@@ -648,7 +616,7 @@ impl TopoletPlugin {
     }
 
     fn detect_oom_floor(&self, node: &mut Node) {
-        if self.config.qos.oom_score_adj_floor.is_some() {
+        if self.config.get().qos.oom_score_adj_floor.is_some() {
             return;
         }
         let pid = self
@@ -677,15 +645,15 @@ impl TopoletPlugin {
 /// Which source decided each managed container, ordered by pod, container and id.
 fn admission_records(node: &Node) -> Vec<AdmissionRecord> {
     let mut out: Vec<AdmissionRecord> = node
-        .containers
+        .cache
         .iter()
         .map(|(id, m)| AdmissionRecord {
-            pod: m.view.pod_ref.clone(),
-            container: m.view.key.container.clone(),
+            pod: m.view().pod_ref.clone(),
+            container: m.view().key.container.clone(),
             id: id.clone(),
-            source: m.decided.source,
-            fallback: m.decided.fallback,
-            comparison: m.decided.comparison.clone(),
+            source: m.decided().source,
+            fallback: m.decided().fallback,
+            comparison: m.decided().comparison.clone(),
         })
         .collect();
     out.sort_by(|a, b| (&a.pod, &a.container, &a.id).cmp(&(&b.pod, &b.container, &b.id)));
@@ -693,23 +661,20 @@ fn admission_records(node: &Node) -> Vec<AdmissionRecord> {
 }
 
 /// Each of `ids`' current target as an update (failures ignored: a container may have exited
-/// meanwhile), sorted by id; a container not yet seen running is marked to get it again once it
-/// runs.
-fn updates_for(node: &mut Node, ids: &[String]) -> Vec<api::ContainerUpdate> {
+/// meanwhile), in the order of `ids` (the cache hands them sorted).
+fn updates_for(node: &Node, ids: &[String]) -> Vec<api::ContainerUpdate> {
     let mut updates = Vec::with_capacity(ids.len());
     for id in ids {
-        let Some(m) = node.containers.get(id) else {
+        let Some(m) = node.cache.get(id) else {
             continue;
         };
-        let mut update = if m.applied.exclusive {
-            nri_adjust::resize_update(&m.view, &m.applied)
+        let t = m.target();
+        let mut update = if t.exclusive {
+            nri_adjust::resize_update(m.view(), t)
         } else {
-            nri_adjust::cpuset_update(id, &m.applied.cpuset, &m.applied.mems, true)
+            nri_adjust::cpuset_update(id, &t.cpuset, &t.mems, true)
         };
         update.ignore_failure = true;
-        if !m.started {
-            node.reapply.insert(id.clone());
-        }
         updates.push(update);
     }
     updates
@@ -726,13 +691,13 @@ fn pod_cpu_of(
     let mut class = None;
     let mut period = crate::core::qos::DEFAULT_CPU_PERIOD_US;
     let mut containers = Vec::new();
-    for (id, m) in &node.containers {
-        if m.view.key.pod_uid != uid || m.stopped {
+    for (id, m) in node.cache.pod(uid) {
+        if !m.lifecycle().is_live() {
             continue;
         }
         let view = match replace {
             Some(v) if v.id == *id => v,
-            _ => &m.view,
+            _ => m.view(),
         };
         class = Some(view.qos);
         period = view.current.cpu_period.filter(|&p| p > 0).unwrap_or(period);
@@ -746,11 +711,20 @@ fn pod_cpu_of(
     ))
 }
 
-/// True when the runtime's `cpuset.mems` (list syntax) is `want`; an empty `want` (no NUMA
-/// information) matches anything.
-fn mems_match(actual: Option<&str>, want: &NumaMask) -> bool {
+/// True when the runtime's `cpuset.mems` is `want` (as sets: `0-1` is `0,1`); an empty `want`
+/// (no NUMA information) matches anything.
+fn mems_match(actual: Option<&CpuSet>, want: &NumaMask) -> bool {
     let want: CpuSet = want.ids().collect();
-    want.is_empty() || actual.and_then(|a| CpuSet::parse(a).ok()) == Some(want)
+    want.is_empty() || actual == Some(&want)
+}
+
+/// A container's lifecycle from its state in Synchronize.
+fn sync_lifecycle(c: &api::Container) -> Lifecycle {
+    match c.state.enum_value() {
+        Ok(api::ContainerState::CONTAINER_CREATED) => Lifecycle::Created,
+        Ok(api::ContainerState::CONTAINER_STOPPED) => Lifecycle::Stopped,
+        _ => Lifecycle::Running,
+    }
 }
 
 /// The mems to send a container whose mems were `before` and are now to be `after`: an empty
@@ -771,21 +745,23 @@ fn shared_changes(node: &mut Node, skip: Option<&str>) -> Vec<String> {
     let mems = node.placement.shared_mems();
     let all = node.placement.all_mems();
     let mut changed = Vec::new();
-    for (id, m) in node.containers.iter_mut() {
-        if Some(id.as_str()) == skip || m.applied.exclusive {
+    for (id, m) in node.cache.iter_mut() {
+        // Stopped containers left the update set at StopContainer.
+        if Some(id.as_str()) == skip || m.target().exclusive || !m.lifecycle().is_live() {
             continue;
         }
-        let target_mems = if m.applied.memory_pinned {
-            m.applied.mems
+        let t = m.target();
+        let target_mems = if t.memory_pinned {
+            t.mems
         } else {
-            widened(m.applied.mems, mems, all)
+            widened(t.mems, mems, all)
         };
-        if m.applied.cpuset == shared && m.applied.mems == target_mems {
-            continue;
+        if m.retarget(|t| {
+            t.cpuset.clone_from(&shared);
+            t.mems = target_mems;
+        }) {
+            changed.push(id.clone());
         }
-        m.applied.cpuset = shared.clone();
-        m.applied.mems = target_mems;
-        changed.push(id.clone());
     }
     changed.sort();
     changed
@@ -825,7 +801,8 @@ impl Plugin for TopoletPlugin {
             quiet_ms = quiet.as_millis() as u64,
             "unsolicited updates wait for this long a lull (NRI before v0.12.3 can deadlock on them)"
         );
-        node.outbox.set_quiet(quiet);
+        // A new connection: nothing goes unsolicited before its Synchronize.
+        node.cache.connection_configured(quiet);
         Ok(())
     }
 
@@ -852,16 +829,19 @@ impl Plugin for TopoletPlugin {
                     tracing::debug!(pod = %v.pod_ref, container = %c.name, qos = %v.qos, cpus = ?v.current.cpuset_cpus.as_ref().map(ToString::to_string), "synchronize: container");
                     views.push(v);
                 }
-                Err(why) => {
+                Err(NoView::Ignored(why)) => {
                     tracing::debug!(container = %c.name, reason = %why, "synchronize: not managed")
+                }
+                Err(NoView::Bad(e)) => {
+                    tracing::error!(pod = %format!("{}/{}", pod.namespace, pod.name), id = %c.id, error = %e, "synchronize: container not managed")
                 }
             }
         }
         let mut node = self.event_lock();
         // Containers someone else placed at creation stay theirs; forget those that are gone.
         let running: BTreeSet<ContainerKey> = views.iter().map(|v| v.key.clone()).collect();
-        node.left_alone.retain(|k| running.contains(k));
-        views.retain(|v| !node.left_alone.contains(&v.key));
+        node.cache.left_alone_mut().retain(|k| running.contains(k));
+        views.retain(|v| !node.cache.left_alone().contains(&v.key));
         let (n_pods, n_containers) = (pods.len(), containers.len());
         // The runtime's pods move into the book (no copy of their labels and annotations).
         let sandboxes = pods
@@ -885,79 +865,75 @@ impl Plugin for TopoletPlugin {
         }
         let mut by_id: HashMap<String, ContainerView> =
             views.into_iter().map(|v| (v.id.clone(), v)).collect();
-        let created: BTreeSet<&str> = containers
+        let states: HashMap<&str, Lifecycle> = containers
             .iter()
-            .filter(|c| c.state.enum_value() == Ok(api::ContainerState::CONTAINER_CREATED))
-            .map(|c| c.id.as_str())
+            .map(|c| (c.id.as_str(), sync_lifecycle(c)))
             .collect();
         let all_mems = node.placement.all_mems();
-        let managed = outcome
+        let mut records: Vec<(String, Record)> = outcome
             .containers
             .into_iter()
-            .filter_map(|(id, mut applied)| {
+            .filter_map(|(id, mut target)| {
                 let view = by_id.remove(&id)?;
                 // Mems someone narrowed (an earlier topolet with shared_pool_mems_follow_cpus, or
                 // a container that held exclusive cpus) go back to every node.
-                let reported = view
-                    .current
-                    .cpuset_mems
-                    .as_deref()
-                    .and_then(|m| CpuSet::parse(m).ok())
-                    .and_then(|m| NumaMask::from_ids(m.iter()));
-                applied.mems = widened(reported.unwrap_or_default(), applied.mems, all_mems);
-                let started = !created.contains(id.as_str());
-                Some((
-                    id,
-                    Managed {
-                        view,
-                        decided: Decided::synchronize(),
-                        applied,
-                        started,
-                        stopped: false,
-                    },
-                ))
+                let reported = match view.current.cpuset_mems.as_ref().map(nri_view::mems_mask) {
+                    Some(Ok(m)) => m,
+                    Some(Err(e)) => {
+                        tracing::error!(pod = %view.pod_ref, container = %view.key.container, error = %e, "synchronize: cpuset.mems reported by the runtime cannot be used; treated as every node");
+                        all_mems
+                    }
+                    None => NumaMask::default(),
+                };
+                target.mems = widened(reported, target.mems, all_mems);
+                let lifecycle = states.get(id.as_str()).copied().unwrap_or(Lifecycle::Running);
+                let record = Record::new(view, Decided::synchronize(), target, lifecycle);
+                Some((id, record))
             })
             .collect();
-        let old_containers = std::mem::replace(&mut node.containers, managed);
-        // This reply carries every container's update: nothing queued before still applies.
-        node.outbox.clear();
+        records.sort_by(|a, b| a.0.cmp(&b.0));
         let mut updates: Vec<api::ContainerUpdate> = Vec::new();
-        let mut reapply = BTreeSet::new();
-        for (id, m) in &node.containers {
-            // A container still being created may be starting its task right now, from a spec
-            // older than the one reported (an update that reached only the stored spec before a
-            // restart): it gets its cpuset again once it runs, whether or not it needs one now.
-            if created.contains(id.as_str()) {
-                reapply.insert(id.clone());
+        for (_, m) in &records {
+            // Stopped containers are sent nothing.
+            if !m.lifecycle().is_live() {
+                continue;
             }
-            let mems_ok = mems_match(m.view.current.cpuset_mems.as_deref(), &m.applied.mems);
-            if let Some(update) = nri_adjust::sync_update(&m.view, &m.applied, mems_ok) {
+            let mems_ok = mems_match(m.view().current.cpuset_mems.as_ref(), &m.target().mems);
+            if let Some(update) = nri_adjust::sync_update(m.view(), m.target(), mems_ok) {
                 updates.push(update);
             }
         }
-        updates.sort_by(|a, b| a.container_id.cmp(&b.container_id));
-        node.reapply = reapply;
-        let updated: BTreeSet<&str> = updates.iter().map(|u| u.container_id.as_str()).collect();
-        let running: HashMap<&str, u32> = containers
+        let created: Vec<String> = records
+            .iter()
+            .filter(|(_, m)| m.lifecycle() == Lifecycle::Created)
+            .map(|(id, _)| id.clone())
+            .collect();
+        // This reply carries every container's update: nothing queued before still applies.
+        let old_containers = node.cache.synchronized(records);
+        // A container still being created may be starting its task right now, from a spec
+        // older than the one reported (an update that reached only the stored spec before a
+        // restart): it gets its cpuset again once it runs, whether or not it needs one now.
+        for id in &created {
+            node.cache.resend_on_start(id);
+        }
+        let updated: Vec<String> = updates.iter().map(|u| u.container_id.clone()).collect();
+        node.cache.sent_in_sync(&updated);
+        let updated: BTreeSet<&str> = updated.iter().map(String::as_str).collect();
+        let mut verify: Vec<(String, u32)> = containers
             .iter()
             .filter(|c| c.state.enum_value() == Ok(api::ContainerState::CONTAINER_RUNNING))
             .filter(|c| c.pid > 0)
-            .map(|c| (c.id.as_str(), c.pid))
-            .collect();
-        let mut verify: Vec<(String, u32)> = node
-            .containers
-            .keys()
-            .filter(|id| !updated.contains(id.as_str()))
-            .filter_map(|id| Some((id.clone(), *running.get(id.as_str())?)))
+            .filter(|c| !updated.contains(c.id.as_str()) && node.cache.get(&c.id).is_some())
+            .map(|c| (c.id.clone(), c.pid))
             .collect();
         verify.sort();
-        node.verify = verify;
+        node.cache.set_verify(verify);
         // Pods holding exclusive CPUs: their cgroup's quota too (as at creation).
         let exclusive_pods: BTreeSet<String> = node
-            .containers
-            .values()
-            .filter(|m| m.applied.exclusive)
-            .map(|m| m.view.key.pod_uid.clone())
+            .cache
+            .iter()
+            .filter(|(_, m)| m.target().exclusive)
+            .map(|(_, m)| m.view().key.pod_uid.clone())
             .collect();
         for uid in &exclusive_pods {
             self.unlimit_pod(&node, uid);
@@ -966,7 +942,7 @@ impl Plugin for TopoletPlugin {
         tracing::info!(
             pods = n_pods,
             containers = n_containers,
-            managed = node.containers.len(),
+            managed = node.cache.len(),
             updates = updates.len(),
             shared = %node.placement.shared_pool(),
             "synchronized"
@@ -974,7 +950,7 @@ impl Plugin for TopoletPlugin {
         drop(node);
         // Freeing the runtime's request and the previous books (tens of MB on a 10,000-container
         // node) is left to a blocking-pool thread, so the reply does not wait for it.
-        drop((by_id, created));
+        drop((by_id, states));
         let garbage = (containers, old_sandboxes, old_containers);
         if tokio::runtime::Handle::try_current().is_ok() {
             tokio::task::spawn_blocking(move || drop(garbage));
@@ -991,16 +967,12 @@ impl Plugin for TopoletPlugin {
     ) -> PluginResult<()> {
         let _timer = self.metrics.time(event::POST_START_CONTAINER);
         let mut node = self.event_lock();
-        let Some(m) = node.containers.get_mut(&ctr.id) else {
-            return Ok(());
-        };
-        m.started = true;
-        let (pod_ref, cpus) = (m.view.pod_ref.clone(), m.applied.cpuset.clone());
-        if !node.reapply.remove(&ctr.id) {
+        if !node.cache.start(&ctr.id) {
             return Ok(());
         }
-        tracing::info!(pod = %pod_ref, container = %ctr.name, cpus = %cpus, "started after its cpuset changed: it will be sent again");
-        node.outbox.queue(&ctr.id);
+        if let Some(m) = node.cache.get(&ctr.id) {
+            tracing::info!(pod = %m.view().pod_ref, container = %ctr.name, cpus = %m.target().cpuset, "started after its cpuset changed: it will be sent again");
+        }
         Ok(())
     }
 
@@ -1017,18 +989,20 @@ impl Plugin for TopoletPlugin {
         let _timer = self.metrics.time(event::REMOVE_POD_SANDBOX);
         let mut node = self.event_lock();
         let stored = node.sandboxes.remove(&pod.id);
-        let uid = nri_view::pod_qos(stored.as_ref().unwrap_or(&pod))
-            .ok()
-            .map(|i| i.pod_uid);
-        let Some(uid) = uid else { return Ok(()) };
-        node.containers.retain(|_, m| m.view.key.pod_uid != uid);
+        let sandbox = stored.as_ref().unwrap_or(&pod);
+        if nri_view::pod_qos(sandbox).is_err() {
+            return Ok(());
+        }
+        let Some(uid) = nri_view::pod_uid(sandbox) else {
+            return Ok(());
+        };
         node.refusals.clear_pod(&uid);
         if let Some(sink) = self.events.get() {
             sink.forget(&uid);
         }
-        let before = node.left_alone.len();
-        node.left_alone.retain(|k| k.pod_uid != uid);
-        let forgot = node.left_alone.len() != before;
+        let before = node.cache.left_alone().len();
+        node.cache.remove_pod(&uid);
+        let forgot = node.cache.left_alone().len() != before;
         if node.placement.release_pod(&uid) {
             tracing::info!(pod = %format!("{}/{}", pod.namespace, pod.name), shared = %node.placement.shared_pool(), "pod removed: its cpus are back in the shared pool");
             self.persist(&node);
@@ -1051,15 +1025,20 @@ impl Plugin for TopoletPlugin {
         };
         let view = match nri_view::view(pod, ctr, self.memory_capacity()) {
             Ok(v) => v,
-            Err(why) => {
+            Err(NoView::Ignored(why)) => {
                 tracing::debug!(container = %ctr.name, reason = %why, "not managed");
                 return Ok(api::CreateContainerResponse::default());
+            }
+            Err(NoView::Bad(e)) => {
+                let msg = format!("topolet: pod {}/{}: {e}", pod.namespace, pod.name);
+                tracing::error!(error = %msg, "container refused");
+                return Err(PluginError::Failed(msg));
             }
         };
         if let Some(cpus) = &view.current.cpuset_cpus {
             tracing::warn!(pod = %view.pod_ref, container = %ctr.name, cpus = %cpus, "cpuset already set by the kubelet's cpu manager or an earlier NRI plugin; topolet leaves this container alone");
             let mut node = self.event_lock();
-            if node.left_alone.insert(view.key.clone()) {
+            if node.cache.left_alone_mut().insert(view.key.clone()) {
                 self.persist(&node);
             }
             return Ok(api::CreateContainerResponse::default());
@@ -1121,15 +1100,9 @@ impl Plugin for TopoletPlugin {
             self.grant_event(&view, &decision, false);
         }
         let uid = view.key.pod_uid.clone();
-        node.containers.insert(
-            ctr.id.clone(),
-            Managed {
-                view,
-                decided,
-                applied: decision,
-                started: false,
-                stopped: false,
-            },
+        node.cache.insert(
+            &ctr.id,
+            Record::new(view, decided, decision, Lifecycle::Created),
         );
         if exclusive {
             self.unlimit_pod(&node, &uid);
@@ -1153,16 +1126,16 @@ impl Plugin for TopoletPlugin {
             return Ok(api::UpdateContainerResponse::default());
         };
         let mut node = self.event_lock();
-        let Some(m) = node.containers.get(&ctr.id).cloned() else {
+        let Some(m) = node.cache.get(&ctr.id).cloned() else {
             return Ok(api::UpdateContainerResponse::default());
         };
         let view = nri_view::with_resources(
-            &m.view,
+            m.view(),
             req.linux_resources.as_ref(),
             self.memory_capacity(),
         );
         let floor = node.oom_floor.unwrap_or(0);
-        let uid = m.view.key.pod_uid.clone();
+        let uid = m.view().key.pod_uid.clone();
         // A resize decides from the runtime's new values (exact; the watch may not have the
         // resized spec yet when the kubelet acts on it).
         self.metrics
@@ -1176,18 +1149,15 @@ impl Plugin for TopoletPlugin {
                 self.refusal_event(&view, &e, &msg);
                 // The kubelet resized the pod cgroup before asking: put it back to what the
                 // containers run with (where it holds exactly the refused request's values).
-                let exclusive = node
-                    .containers
-                    .values()
-                    .any(|o| o.view.key.pod_uid == uid && o.applied.exclusive);
+                let exclusive = node.cache.pod(&uid).any(|(_, o)| o.target().exclusive);
                 let enforce = !(exclusive && node.placement.disables_exclusive_quota());
                 let refused = pod_cpu_of(&node, &uid, Some(&view), true);
                 let restore = pod_cpu_of(&node, &uid, None, enforce);
                 if let (Some(refused), Some(restore)) = (refused, restore) {
                     if refused != restore {
                         self.pod_cgroups().submit(Work::Revert {
-                            pod: m.view.pod_ref.clone(),
-                            cgroup_parent: m.view.cgroup_parent.clone(),
+                            pod: m.view().pod_ref.clone(),
+                            cgroup_parent: m.view().cgroup_parent.clone(),
                             refused,
                             restore,
                         });
@@ -1198,32 +1168,24 @@ impl Plugin for TopoletPlugin {
         };
         node.refusals.clear("resize", &view.key);
         let mut decision = decision;
-        decision.mems = widened(m.applied.mems, decision.mems, node.placement.all_mems());
+        let before = m.target();
+        decision.mems = widened(before.mems, decision.mems, node.placement.all_mems());
         let changed_pool =
-            decision.exclusive != m.applied.exclusive || decision.cpuset != m.applied.cpuset;
-        tracing::info!(pod = %m.view.pod_ref, container = %ctr.name, cpus = %decision.cpuset, exclusive = decision.exclusive, source = Source::Inversion.as_str(), "container resized");
+            decision.exclusive != before.exclusive || decision.cpuset != before.cpuset;
+        tracing::info!(pod = %m.view().pod_ref, container = %ctr.name, cpus = %decision.cpuset, exclusive = decision.exclusive, source = Source::Inversion.as_str(), "container resized");
         if decision.exclusive && changed_pool {
             self.grant_event(&view, &decision, true);
         }
         let own = nri_adjust::resize_update(&view, &decision);
         let (pod_ref, cgroup_parent) = (view.pod_ref.clone(), view.cgroup_parent.clone());
-        let left_exclusive = m.applied.exclusive && !decision.exclusive;
-        node.containers.insert(
-            ctr.id.clone(),
-            Managed {
-                view,
-                decided: m.decided.clone(),
-                applied: decision,
-                started: m.started,
-                stopped: m.stopped,
-            },
-        );
+        let left_exclusive = before.exclusive && !decision.exclusive;
+        if let Some(r) = node.cache.get_mut(&ctr.id) {
+            r.set_view(view);
+            r.retarget(|t| *t = decision);
+        }
         // The kubelet rewrote the pod cgroup's quota for the new size: unlimited again while
         // the pod holds exclusive CPUs; the kubelet's once its last exclusive container left.
-        let pod_exclusive = node
-            .containers
-            .values()
-            .any(|o| o.view.key.pod_uid == uid && o.applied.exclusive);
+        let pod_exclusive = node.cache.pod(&uid).any(|(_, o)| o.target().exclusive);
         if pod_exclusive {
             self.unlimit_pod(&node, &uid);
         } else if left_exclusive && node.placement.disables_exclusive_quota() {
@@ -1255,9 +1217,8 @@ impl Plugin for TopoletPlugin {
     ) -> PluginResult<Vec<api::ContainerUpdate>> {
         let _timer = self.metrics.time(event::STOP_CONTAINER);
         let mut node = self.event_lock();
-        if let Some(m) = node.containers.get_mut(&ctr.id) {
-            m.stopped = true;
-        }
+        // It leaves the update set now (`shell::container_cache`).
+        node.cache.stop(&ctr.id);
         self.release(&mut node, &ctr.id, "stopped");
         Ok(self.reply_updates(&mut node, &ctr.id))
     }
@@ -1270,9 +1231,7 @@ impl Plugin for TopoletPlugin {
         let _timer = self.metrics.time(event::REMOVE_CONTAINER);
         let mut node = self.event_lock();
         self.release(&mut node, &ctr.id, "removed");
-        node.containers.remove(&ctr.id);
-        node.reapply.remove(&ctr.id);
-        node.outbox.remove(&ctr.id);
+        node.cache.remove(&ctr.id);
         Ok(())
     }
 }
@@ -1281,24 +1240,20 @@ impl TopoletPlugin {
     /// Returns a stopped or removed container's exclusive resources (idempotent: a second call,
     /// or a call for a container we never saw, changes nothing).
     fn release(&self, node: &mut Node, id: &str, what: &str) {
-        let Some(key) = node.containers.get(id).map(|m| m.view.key.clone()) else {
+        let Some(key) = node.cache.get(id).map(|m| m.view().key.clone()) else {
             return;
         };
         // A restarted container (same pod and name, new id) inherits the key's resources: the
         // old instance's late stop or removal must not take them from the new one.
-        let successor = node
-            .containers
-            .iter()
-            .any(|(other, m)| other != id && m.view.key == key);
-        if successor {
-            if let Some(m) = node.containers.get_mut(id) {
-                m.applied.exclusive = false;
+        if node.cache.has_successor(id) {
+            if let Some(m) = node.cache.get_mut(id) {
+                m.retarget(|t| t.exclusive = false);
             }
             return;
         }
         if node.placement.release(&key) {
-            if let Some(m) = node.containers.get_mut(id) {
-                m.applied.exclusive = false;
+            if let Some(m) = node.cache.get_mut(id) {
+                m.retarget(|t| t.exclusive = false);
             }
             tracing::info!(container = %key, shared = %node.placement.shared_pool(), "container {what}: exclusive cpus released");
             self.persist(node);
@@ -1333,26 +1288,21 @@ impl TopoletPlugin {
             let Ok(info) = nri_view::pod_qos(sb) else {
                 continue;
             };
+            let uid = nri_view::pod_uid(sb).unwrap_or_else(|| info.pod_uid.clone());
             let static_or_mirror = crate::core::pod::is_static_or_mirror(|k| {
                 sb.annotations.get(k).map(String::as_str)
             });
-            let mut ids: Vec<&String> = node
-                .containers
-                .iter()
-                .filter(|(_, m)| m.view.key.pod_uid == info.pod_uid)
-                .map(|(cid, _)| cid)
-                .collect();
-            ids.sort();
-            let containers = ids
-                .iter()
-                .map(|cid| node.containers[*cid].view.container().clone())
+            let ids: Vec<&String> = node.cache.pod_ids(&uid).collect();
+            let containers = node
+                .cache
+                .pod(&uid)
+                .map(|(_, m)| m.view().container().clone())
                 .collect();
             // The real priority when the pod watch holds the pod (never waits).
-            let (priority, priority_class_name) =
-                match self.pods.get().map(|(d, _)| d.get(&info.pod_uid)) {
-                    Some(Lookup::Found(p)) => (p.priority, p.priority_class_name.clone()),
-                    _ => (None, None),
-                };
+            let (priority, priority_class_name) = match self.pods.get().map(|(d, _)| d.get(&uid)) {
+                Some(Lookup::Found(p)) => (p.priority, p.priority_class_name.clone()),
+                _ => (None, None),
+            };
             out.push(ManagedPod {
                 sandbox_id: id.clone(),
                 cgroup_parent: sb
@@ -1364,7 +1314,7 @@ impl TopoletPlugin {
                 pod: crate::core::pod::Pod {
                     namespace: sb.namespace.clone(),
                     name: sb.name.clone(),
-                    uid: info.pod_uid.clone(),
+                    uid,
                     priority,
                     priority_class_name,
                     static_or_mirror,
@@ -1402,9 +1352,9 @@ impl TopoletPlugin {
         self.lock().placement.books()
     }
 
-    /// `[topology] max_allowable_numa_nodes` (as started, like the status's policies).
+    /// `[topology] max_allowable_numa_nodes` in effect.
     pub fn max_allowable_numa_nodes(&self) -> usize {
-        self.config.topology.max_allowable_numa_nodes
+        self.config.get().topology.max_allowable_numa_nodes
     }
 
     /// The stub's connection status, once attached.
@@ -1419,10 +1369,14 @@ impl TopoletPlugin {
         let p = &node.placement;
         // containerd id, pod and mems of each key, preferring the instance holding the cpus.
         let mut known: HashMap<&ContainerKey, (&str, &str, Option<NumaMask>)> = HashMap::new();
-        for (id, m) in &node.containers {
-            let entry = (id.as_str(), m.view.pod_ref.as_str(), Some(m.applied.mems));
-            if m.applied.exclusive || !known.contains_key(&m.view.key) {
-                known.insert(&m.view.key, entry);
+        for (id, m) in node.cache.iter() {
+            let entry = (
+                id.as_str(),
+                m.view().pod_ref.as_str(),
+                Some(m.target().mems),
+            );
+            if m.target().exclusive || !known.contains_key(&m.view().key) {
+                known.insert(&m.view().key, entry);
             }
         }
         let exclusive = p
@@ -1446,12 +1400,12 @@ impl TopoletPlugin {
             assignable: p.cpu.assignable(),
             exclusive,
             free: p.free_per_node(),
-            managed: node.containers.len(),
-            left_alone: node.left_alone.len(),
+            managed: node.cache.len(),
+            left_alone: node.cache.left_alone().len(),
             admissions: admission_records(&node),
         };
         drop(node);
-        let c = &self.config;
+        let c = self.config.get();
         let policies = Policies {
             cpu: c.cpu.policy.as_str().into(),
             topology: c.topology.policy.as_str().into(),
@@ -1461,3 +1415,7 @@ impl TopoletPlugin {
         (snapshot, policies)
     }
 }
+
+#[cfg(test)]
+#[path = "nri_plugin_tests.rs"]
+mod tests;

@@ -28,6 +28,7 @@ use topolet_nri::api;
 
 use crate::core::container_key::ContainerKey;
 use crate::core::cpuset::CpuSet;
+use crate::core::hints::{NumaMask, MAX_NUMA_ID};
 use crate::core::nri_container::NriContainer;
 use crate::core::pod::{Container, Pod, ResourceList};
 use crate::core::qos::{self, QosClass};
@@ -43,7 +44,8 @@ pub struct CurrentResources {
     pub cpu_quota: Option<i64>,
     pub cpu_period: Option<u64>,
     pub cpuset_cpus: Option<CpuSet>,
-    pub cpuset_mems: Option<String>,
+    /// As a set (`0-1` and `0,1` are the same).
+    pub cpuset_mems: Option<CpuSet>,
     pub memory_limit: Option<i64>,
     pub oom_score_adj: Option<i64>,
     pub pids_limit: Option<i64>,
@@ -84,6 +86,57 @@ pub enum Ignored {
     Sandbox,
 }
 
+/// A field of a container from NRI that topolet cannot read: never taken as absent (topolet
+/// would then claim the field).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("container {container:?}: {field} {value:?} from the runtime cannot be read: {reason}")]
+pub struct BadField {
+    pub container: String,
+    pub field: &'static str,
+    pub value: String,
+    pub reason: String,
+}
+
+/// Why a container has no view.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoView {
+    /// Not topolet's business.
+    #[error("{0}")]
+    Ignored(Ignored),
+    /// Topolet's business, but the runtime's description cannot be read.
+    #[error(transparent)]
+    Bad(#[from] BadField),
+}
+
+impl From<Ignored> for NoView {
+    fn from(i: Ignored) -> NoView {
+        NoView::Ignored(i)
+    }
+}
+
+/// The field names used in [`BadField`].
+pub const CPUSET_CPUS_FIELD: &str = "linux.resources.cpu.cpus";
+pub const CPUSET_MEMS_FIELD: &str = "linux.resources.cpu.mems";
+
+/// A `cpuset.mems` set as a NUMA mask; an id topolet's masks cannot hold is an error naming it.
+pub fn mems_mask(mems: &CpuSet) -> Result<NumaMask, String> {
+    match mems.iter().find(|&id| id >= MAX_NUMA_ID) {
+        Some(id) => Err(format!(
+            "NUMA node {id} in cpuset.mems {mems}: topolet handles NUMA node ids below {MAX_NUMA_ID}"
+        )),
+        None => NumaMask::from_ids(mems.iter()).ok_or_else(|| format!("cpuset.mems {mems}")),
+    }
+}
+
+/// The pod uid of a sandbox: the sandbox's own uid (the kubelet's pod uid), else the one its
+/// cgroup path names. The one source of a pod's uid for every handler.
+pub fn pod_uid(pod: &api::PodSandbox) -> Option<String> {
+    if !pod.uid.is_empty() {
+        return Some(pod.uid.clone());
+    }
+    pod_qos(pod).ok().map(|i| i.pod_uid)
+}
+
 impl std::fmt::Display for Ignored {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -110,28 +163,42 @@ pub fn pod_qos(pod: &api::PodSandbox) -> Result<qos::CgroupParentInfo, Ignored> 
     })
 }
 
-/// Reads the container's current cgroup values.
-pub fn current_resources(ctr: &api::Container) -> CurrentResources {
+/// Reads the container's current cgroup values; a cpuset that does not parse is an error
+/// naming the container and the field.
+pub fn current_resources(ctr: &api::Container) -> Result<CurrentResources, BadField> {
     let mut cur = CurrentResources::default();
     let Some(linux) = ctr.linux.as_ref() else {
-        return cur;
+        return Ok(cur);
     };
     cur.oom_score_adj = linux.oom_score_adj.as_ref().map(|o| o.value);
     let Some(res) = linux.resources.as_ref() else {
-        return cur;
+        return Ok(cur);
+    };
+    let set = |field: &'static str, value: &str| -> Result<Option<CpuSet>, BadField> {
+        if value.trim().is_empty() {
+            return Ok(None);
+        }
+        CpuSet::parse(value)
+            .map(|s| Some(s).filter(|s| !s.is_empty()))
+            .map_err(|e| BadField {
+                container: ctr.name.clone(),
+                field,
+                value: value.to_string(),
+                reason: e.to_string(),
+            })
     };
     if let Some(cpu) = res.cpu.as_ref() {
         cur.cpu_shares = cpu.shares.as_ref().map(|v| v.value);
         cur.cpu_quota = cpu.quota.as_ref().map(|v| v.value);
         cur.cpu_period = cpu.period.as_ref().map(|v| v.value);
-        cur.cpuset_cpus = CpuSet::parse(&cpu.cpus).ok().filter(|s| !s.is_empty());
-        cur.cpuset_mems = Some(cpu.mems.clone()).filter(|m| !m.is_empty());
+        cur.cpuset_cpus = set(CPUSET_CPUS_FIELD, &cpu.cpus)?;
+        cur.cpuset_mems = set(CPUSET_MEMS_FIELD, &cpu.mems)?;
     }
     if let Some(mem) = res.memory.as_ref() {
         cur.memory_limit = mem.limit.as_ref().map(|v| v.value).filter(|&v| v > 0);
     }
     cur.pids_limit = res.pids.as_ref().map(|p| p.limit).filter(|&l| l > 0);
-    cur
+    Ok(cur)
 }
 
 /// The view after an in-place resize: `resources` (from UpdateContainer) replace the cgroup
@@ -166,23 +233,19 @@ pub fn with_resources(
     next
 }
 
-/// Builds the view of `ctr` in `pod`, or says why topolet leaves it alone.
+/// Builds the view of `ctr` in `pod`, or says why topolet leaves it alone or cannot read it.
 pub fn view(
     pod: &api::PodSandbox,
     ctr: &api::Container,
     memory_capacity: u64,
-) -> Result<ContainerView, Ignored> {
+) -> Result<ContainerView, NoView> {
     if ctr.labels.get(CRI_KIND_LABEL).map(String::as_str) == Some("sandbox") {
-        return Err(Ignored::Sandbox);
+        return Err(Ignored::Sandbox.into());
     }
     let info = pod_qos(pod)?;
-    let current = current_resources(ctr);
+    let current = current_resources(ctr)?;
     let container = estimate_container(&ctr.name, info.qos, &current, memory_capacity);
-    let uid = if pod.uid.is_empty() {
-        info.pod_uid.clone()
-    } else {
-        pod.uid.clone()
-    };
+    let uid = pod_uid(pod).unwrap_or_else(|| info.pod_uid.clone());
     Ok(ContainerView {
         key: ContainerKey::new(uid.clone(), ctr.name.clone()),
         id: ctr.id.clone(),
@@ -406,15 +469,86 @@ pub(crate) mod tests {
             GIB,
         )
         .unwrap_err();
-        assert!(matches!(err, Ignored::NotKubernetes { .. }));
+        assert!(matches!(
+            err,
+            NoView::Ignored(Ignored::NotKubernetes { .. })
+        ));
         assert!(err.to_string().contains("/system.slice/foo"));
 
         let mut pause = container("POD", 2, 0, 0, -998);
         pause.labels.insert(CRI_KIND_LABEL.into(), "sandbox".into());
         assert_eq!(
             view(&sandbox("u5", "/kubepods/podu5"), &pause, GIB).unwrap_err(),
-            Ignored::Sandbox
+            NoView::Ignored(Ignored::Sandbox)
         );
+    }
+
+    fn with_cpuset(mut c: api::Container, cpus: &str, mems: &str) -> api::Container {
+        let cpu = c
+            .linux
+            .mut_or_insert_default()
+            .resources
+            .mut_or_insert_default()
+            .cpu
+            .mut_or_insert_default();
+        cpu.cpus = cpus.into();
+        cpu.mems = mems.into();
+        c
+    }
+
+    #[test]
+    fn an_unreadable_cpuset_is_an_error_naming_the_container_and_the_field() {
+        let pod = sandbox("u7", "/kubepods/besteffort/podu7");
+        for (cpus, mems, field) in [
+            ("0-x", "", CPUSET_CPUS_FIELD),
+            ("0-1", "zero", CPUSET_MEMS_FIELD),
+        ] {
+            let c = with_cpuset(container("app", 2, 0, 0, 1000), cpus, mems);
+            let err = view(&pod, &c, GIB).unwrap_err();
+            let NoView::Bad(bad) = &err else {
+                panic!("{err:?}")
+            };
+            assert_eq!((bad.container.as_str(), bad.field), ("app", field));
+            let text = err.to_string();
+            assert!(text.contains("\"app\"") && text.contains(field), "{text}");
+        }
+        // Empty fields are absent, not errors.
+        let c = with_cpuset(container("app", 2, 0, 0, 1000), "", " ");
+        let v = view(&pod, &c, GIB).unwrap();
+        assert_eq!((v.current.cpuset_cpus, v.current.cpuset_mems), (None, None));
+    }
+
+    #[test]
+    fn mems_are_sets_and_numa_ids_past_the_mask_are_an_error() {
+        let pod = sandbox("u8", "/kubepods/besteffort/podu8");
+        let a = view(
+            &pod,
+            &with_cpuset(container("a", 2, 0, 0, 1000), "0-3", "0,1"),
+            GIB,
+        )
+        .unwrap();
+        let b = view(
+            &pod,
+            &with_cpuset(container("a", 2, 0, 0, 1000), "0-3", "0-1"),
+            GIB,
+        )
+        .unwrap();
+        assert_eq!(a.current.cpuset_mems, b.current.cpuset_mems);
+        let m = a.current.cpuset_mems.as_ref().unwrap();
+        assert_eq!(mems_mask(m).unwrap(), NumaMask::from_ids([0, 1]).unwrap());
+        let far = CpuSet::parse("0,64").unwrap();
+        let e = mems_mask(&far).unwrap_err();
+        assert!(e.contains("NUMA node 64") && e.contains("below 64"), "{e}");
+    }
+
+    #[test]
+    fn the_pod_uid_is_the_sandbox_s_and_else_the_cgroup_path_s() {
+        let mut pod = sandbox("from-sandbox", "/kubepods/besteffort/podfrom-path");
+        assert_eq!(pod_uid(&pod).as_deref(), Some("from-sandbox"));
+        pod.uid.clear();
+        assert_eq!(pod_uid(&pod).as_deref(), Some("from-path"));
+        let v = view(&pod, &container("app", 2, 0, 0, 1000), GIB).unwrap();
+        assert_eq!(v.key.pod_uid, "from-path");
     }
 
     #[test]

@@ -131,9 +131,9 @@ pub fn candidate(running: &Config, mut new: Config) -> Candidate {
 }
 
 /// Watches `path` and reloads `plugin` on SIGHUP or when the file changes; runs until the task
-/// is dropped. `running` is the configuration the plugin started with (`None`: no file yet,
-/// defaults; a file that appears later is loaded).
-pub async fn watch(plugin: Arc<TopoletPlugin>, path: PathBuf, running: Config) {
+/// is dropped. A new file is measured against the plugin's configuration in effect
+/// ([`TopoletPlugin::config`]), which a successful reload replaces.
+pub async fn watch(plugin: Arc<TopoletPlugin>, path: PathBuf) {
     let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(s) => Some(s),
         Err(e) => {
@@ -146,7 +146,6 @@ pub async fn watch(plugin: Arc<TopoletPlugin>, path: PathBuf, running: Config) {
         seen: file_id(&path),
         last_text: std::fs::read_to_string(&path).ok(),
         path,
-        running,
     };
     tracing::info!(path = %w.path.display(), poll_seconds = POLL_INTERVAL.as_secs(), "watching the configuration file (reload also on SIGHUP)");
     let mut tick = tokio::time::interval(POLL_INTERVAL);
@@ -176,7 +175,6 @@ pub async fn watch(plugin: Arc<TopoletPlugin>, path: PathBuf, running: Config) {
 struct Watcher {
     plugin: Arc<TopoletPlugin>,
     path: PathBuf,
-    running: Config,
     seen: Option<FileId>,
     /// The content last tried (applied or rejected): a touched but unchanged file is not
     /// reloaded, nor a rejected one logged again every poll.
@@ -210,7 +208,7 @@ impl Watcher {
                 return;
             }
         };
-        let c = candidate(&self.running, new);
+        let c = candidate(&self.plugin.config(), new);
         for what in &c.restart_needed {
             tracing::warn!(trigger, path = %self.path.display(), change = %what, "configuration change needs a restart of topolet; keeping the running values");
         }
@@ -232,7 +230,6 @@ impl Watcher {
                     reserved = %outcome.reserved,
                     "configuration reloaded: applies to containers created from now on"
                 );
-                self.running = c.config;
             }
             Err(e) => {
                 tracing::error!(trigger, path = %self.path.display(), key = e.key().unwrap_or(""), error = %format!("{}: {e}", self.path.display()), "configuration rejected; the running configuration stays");

@@ -55,7 +55,6 @@ async fn serve(
         Some(config.nri.socket.clone()),
     )
     .context("nri plugin settings")?;
-    let running = config.clone();
     let eviction = config.eviction().context("[eviction]")?;
     let (admin_config, metrics_config) = (config.admin.clone(), config.metrics.clone());
     let kubernetes = config.kubernetes.clone();
@@ -125,7 +124,6 @@ async fn serve(
         Some(path) => Some(AbortOnDrop(tokio::spawn(crate::shell::reload::watch(
             plugin.clone(),
             path.to_path_buf(),
-            running,
         )))),
         None => {
             tracing::info!("no configuration file: defaults apply; SIGHUP is ignored");

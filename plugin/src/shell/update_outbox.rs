@@ -119,7 +119,14 @@ impl Outbox {
     /// reply to an event. The runtime applies a reply's updates before it answers the event, so
     /// they count as delivered.
     pub fn take_except(&mut self, skip: &str) -> Vec<String> {
-        let kept = self.ids.take(skip);
+        self.take_except_all(&[skip])
+    }
+
+    /// Takes every queued id but those in `skip` (the event's own container, and containers
+    /// an unsolicited request in flight carries: `shell::container_cache`) for the reply to an
+    /// event; they count as delivered.
+    pub fn take_except_all(&mut self, skip: &[&str]) -> Vec<String> {
+        let kept: Vec<String> = skip.iter().filter_map(|s| self.ids.take(*s)).collect();
         let ids: Vec<String> = std::mem::take(&mut self.ids).into_iter().collect();
         self.ids.extend(kept);
         self.sent(&ids);

@@ -1,0 +1,808 @@
+//! `ContainerCache`: everything topolet knows about each container it manages, in one record
+//! per container, and the rules of when a container's target may be sent to the runtime.
+//!
+//! The model is nri-plugins' `pkg/resmgr/cache`: the handlers turn an NRI event into a core
+//! decision and hand the result to the cache (`insert`, `Record::retarget`, `start`, `stop`,
+//! `remove`); the cache says what the reply carries (`reply_ids`) and what an unsolicited
+//! update may carry (`take_due`). A record holds:
+//! - the container as NRI described it (`view`) and which admission source decided it;
+//! - its lifecycle ([`Lifecycle`]: created, running, stopped);
+//! - its target (what topolet wants the runtime to apply: cpuset, mems, the other cgroup values)
+//!   and a generation bumped on every change of the target;
+//! - the generation last sent and the one the runtime acknowledged;
+//! - whether it must be sent its target again once it runs (an update that reached only the
+//!   stored spec while its task was starting).
+//!
+//! Beside the records: the queue of containers waiting for their target (`shell::update_outbox`
+//! decides when an unsolicited request may go), the unsolicited request in flight, the running
+//! containers to check against their cpusets after a Synchronize (`verify`), and the containers
+//! topolet left alone because someone else set their cpuset.
+//!
+//! Ordering rules, all enforced here:
+//! - **Nothing before Synchronize.** Every NRI connection starts unsynchronized
+//!   ([`ContainerCache::connection_configured`]); no unsolicited request is taken until that
+//!   connection's Synchronize ([`ContainerCache::synchronized`]), and the results of a request
+//!   sent on an earlier connection are ignored.
+//! - **A stale target never overtakes a newer one.** One unsolicited request is in flight at a
+//!   time; its containers are held out of replies until it completes, and a container whose
+//!   target changed meanwhile is queued again, so its newest target is what arrives last.
+//! - **Only created or running containers are sent updates.** A stopped container leaves the
+//!   update set at StopContainer.
+//!
+//! Pod and key indexes keep the per-event queries (a pod's containers, a restarted container's
+//! successor) independent of the number of live containers.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use crate::core::admission_input::{Comparison, Fallback, Source};
+use crate::core::container_key::ContainerKey;
+use crate::core::placement::ContainerResources;
+use crate::shell::nri_view::ContainerView;
+use crate::shell::update_outbox::Outbox;
+
+/// Which source decided a container's admission (`core::admission_input`).
+#[derive(Debug, Clone)]
+pub struct Decided {
+    pub source: Source,
+    pub fallback: Option<Fallback>,
+    /// API decisions: the inversion of the same container next to the API's facts.
+    pub comparison: Option<Comparison>,
+}
+
+impl Decided {
+    /// A container found at Synchronize: its cgroup values decided.
+    pub fn synchronize() -> Decided {
+        Decided {
+            source: Source::Inversion,
+            fallback: Some(Fallback::Synchronize),
+            comparison: None,
+        }
+    }
+}
+
+/// Where a container is in its life, as NRI told us.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lifecycle {
+    /// Created (CreateContainer, or listed created at Synchronize), not seen running yet: an
+    /// update may reach only its stored spec while its task starts from the old one.
+    Created,
+    /// Seen running (PostStartContainer, or listed running at Synchronize).
+    Running,
+    /// Seen stopped (StopContainer, or listed exited at Synchronize): no longer sent updates,
+    /// no longer counted in its pod's cgroup values.
+    Stopped,
+}
+
+impl Lifecycle {
+    /// Created or running: the runtime can apply an update to it.
+    pub fn is_live(self) -> bool {
+        self != Lifecycle::Stopped
+    }
+}
+
+/// One managed container.
+#[derive(Debug, Clone)]
+pub struct Record {
+    view: ContainerView,
+    decided: Decided,
+    target: ContainerResources,
+    lifecycle: Lifecycle,
+    generation: u64,
+    sent: Option<u64>,
+    acked: Option<u64>,
+    resend_on_start: bool,
+}
+
+impl Record {
+    pub fn new(
+        view: ContainerView,
+        decided: Decided,
+        target: ContainerResources,
+        lifecycle: Lifecycle,
+    ) -> Record {
+        Record {
+            view,
+            decided,
+            target,
+            lifecycle,
+            generation: 1,
+            sent: None,
+            acked: None,
+            resend_on_start: false,
+        }
+    }
+
+    /// The container as NRI described it; `view.estimate` is the inversion's estimate whichever
+    /// source decided.
+    pub fn view(&self) -> &ContainerView {
+        &self.view
+    }
+
+    pub fn decided(&self) -> &Decided {
+        &self.decided
+    }
+
+    /// What topolet wants the runtime to apply.
+    pub fn target(&self) -> &ContainerResources {
+        &self.target
+    }
+
+    pub fn lifecycle(&self) -> Lifecycle {
+        self.lifecycle
+    }
+
+    /// Bumped on every change of the target.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The generation last handed to the runtime (a reply or an unsolicited request).
+    pub fn sent(&self) -> Option<u64> {
+        self.sent
+    }
+
+    /// The generation the runtime confirmed (a reply it applied, a request it answered).
+    pub fn acked(&self) -> Option<u64> {
+        self.acked
+    }
+
+    /// Changes the target with `f`; the generation moves when the target did. Returns whether
+    /// it changed.
+    pub fn retarget(&mut self, f: impl FnOnce(&mut ContainerResources)) -> bool {
+        let before = self.target.clone();
+        f(&mut self.target);
+        let changed = self.target != before;
+        if changed {
+            self.generation += 1;
+        }
+        changed
+    }
+
+    /// The view after an in-place resize (the same container: same key).
+    pub fn set_view(&mut self, view: ContainerView) {
+        debug_assert_eq!(view.key, self.view.key);
+        self.view = view;
+    }
+}
+
+/// An unsolicited request taken by [`ContainerCache::take_due`]: the containers it carries
+/// and the generation of each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Batch {
+    /// The NRI connection it was taken on.
+    pub connection: u64,
+    pub entries: Vec<(String, u64)>,
+}
+
+impl Batch {
+    pub fn ids(&self) -> Vec<String> {
+        self.entries.iter().map(|(id, _)| id.clone()).collect()
+    }
+}
+
+/// How an unsolicited request ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchResult {
+    /// The runtime answered (containers it could not update may have exited).
+    Answered,
+    /// It did not reach the runtime.
+    Failed,
+}
+
+/// What [`ContainerCache::batch_done`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchOutcome {
+    /// Containers whose target changed while the request was in flight: queued again.
+    pub superseded: Vec<String>,
+    /// Containers given up on after repeated failures (the next Synchronize corrects them).
+    pub given_up: Vec<String>,
+    /// The request belonged to an earlier connection: its result was ignored.
+    pub stale_connection: bool,
+}
+
+/// The records and the send rules (module doc).
+#[derive(Debug)]
+pub struct ContainerCache {
+    records: HashMap<String, Record>,
+    by_pod: HashMap<String, BTreeSet<String>>,
+    by_key: HashMap<ContainerKey, BTreeSet<String>>,
+    outbox: Outbox,
+    in_flight: Option<Batch>,
+    connection: u64,
+    synced: bool,
+    verify: Vec<(String, u32)>,
+    left_alone: BTreeSet<ContainerKey>,
+}
+
+impl ContainerCache {
+    pub fn new(now: Instant) -> ContainerCache {
+        ContainerCache {
+            records: HashMap::new(),
+            by_pod: HashMap::new(),
+            by_key: HashMap::new(),
+            outbox: Outbox::new(now),
+            in_flight: None,
+            connection: 0,
+            synced: false,
+            verify: Vec::new(),
+            left_alone: BTreeSet::new(),
+        }
+    }
+
+    // --- records ---------------------------------------------------------------------------
+
+    pub fn get(&self, id: &str) -> Option<&Record> {
+        self.records.get(id)
+    }
+
+    pub fn get_mut(&mut self, id: &str) -> Option<&mut Record> {
+        self.records.get_mut(id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Record)> {
+        self.records.iter()
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&String, &mut Record)> {
+        self.records.iter_mut()
+    }
+
+    /// Adds (or replaces) the record of container `id`. A replaced record keeps counting its
+    /// generation, so that a request in flight with the old one is recognised as stale.
+    pub fn insert(&mut self, id: &str, mut record: Record) {
+        if let Some(old) = self.records.get(id) {
+            record.generation = old.generation + u64::from(old.target != record.target);
+            record.sent = old.sent;
+            record.acked = old.acked;
+            record.resend_on_start = old.resend_on_start;
+            if old.view.key != record.view.key {
+                let old_key = old.view.key.clone();
+                self.unindex(id, &old_key);
+            }
+        }
+        self.index(id, &record.view.key);
+        self.records.insert(id.to_string(), record);
+    }
+
+    /// Forgets container `id` (RemoveContainer).
+    pub fn remove(&mut self, id: &str) -> Option<Record> {
+        let record = self.records.remove(id)?;
+        self.unindex(id, &record.view.key);
+        self.outbox.remove(id);
+        Some(record)
+    }
+
+    /// Forgets every container of pod `uid` (RemovePodSandbox).
+    pub fn remove_pod(&mut self, uid: &str) {
+        for id in self.by_pod.remove(uid).unwrap_or_default() {
+            if let Some(r) = self.records.remove(&id) {
+                if let Some(ids) = self.by_key.get_mut(&r.view.key) {
+                    ids.remove(&id);
+                    if ids.is_empty() {
+                        self.by_key.remove(&r.view.key);
+                    }
+                }
+            }
+            self.outbox.remove(&id);
+        }
+        self.left_alone.retain(|k| k.pod_uid != uid);
+    }
+
+    /// The ids of pod `uid`'s containers, sorted.
+    pub fn pod_ids(&self, uid: &str) -> impl Iterator<Item = &String> {
+        self.by_pod.get(uid).into_iter().flatten()
+    }
+
+    /// The records of pod `uid`'s containers, by id.
+    pub fn pod(&self, uid: &str) -> impl Iterator<Item = (&String, &Record)> {
+        self.pod_ids(uid)
+            .filter_map(|id| self.records.get(id).map(|r| (id, r)))
+    }
+
+    /// True when another container than `id` has `id`'s key (a restarted container: same pod
+    /// and name, new id).
+    pub fn has_successor(&self, id: &str) -> bool {
+        let Some(r) = self.records.get(id) else {
+            return false;
+        };
+        self.by_key
+            .get(&r.view.key)
+            .is_some_and(|ids| ids.iter().any(|o| o != id))
+    }
+
+    fn index(&mut self, id: &str, key: &ContainerKey) {
+        self.by_pod
+            .entry(key.pod_uid.clone())
+            .or_default()
+            .insert(id.to_string());
+        self.by_key
+            .entry(key.clone())
+            .or_default()
+            .insert(id.to_string());
+    }
+
+    fn unindex(&mut self, id: &str, key: &ContainerKey) {
+        if let Some(ids) = self.by_pod.get_mut(&key.pod_uid) {
+            ids.remove(id);
+            if ids.is_empty() {
+                self.by_pod.remove(&key.pod_uid);
+            }
+        }
+        if let Some(ids) = self.by_key.get_mut(key) {
+            ids.remove(id);
+            if ids.is_empty() {
+                self.by_key.remove(key);
+            }
+        }
+    }
+
+    // --- lifecycle -------------------------------------------------------------------------
+
+    /// Container `id` runs (PostStartContainer). Returns true when it must be sent its target
+    /// again (it was sent one while it was only created): it is then queued.
+    pub fn start(&mut self, id: &str) -> bool {
+        let Some(r) = self.records.get_mut(id) else {
+            return false;
+        };
+        if r.lifecycle == Lifecycle::Created {
+            r.lifecycle = Lifecycle::Running;
+        }
+        if std::mem::take(&mut r.resend_on_start) && r.lifecycle.is_live() {
+            self.outbox.queue(id);
+            return true;
+        }
+        false
+    }
+
+    /// Container `id` stopped (StopContainer): it leaves the update set now.
+    pub fn stop(&mut self, id: &str) {
+        if let Some(r) = self.records.get_mut(id) {
+            r.lifecycle = Lifecycle::Stopped;
+            r.resend_on_start = false;
+        }
+        self.outbox.remove(id);
+    }
+
+    /// Marks `id` to be sent its target again once it runs (it was listed created at
+    /// Synchronize: its task may start from a spec older than the one reported).
+    pub fn resend_on_start(&mut self, id: &str) {
+        if let Some(r) = self.records.get_mut(id) {
+            r.resend_on_start = r.lifecycle == Lifecycle::Created;
+        }
+    }
+
+    /// Whether `id` is to be sent its target again once it runs.
+    pub fn will_resend_on_start(&self, id: &str) -> bool {
+        self.records.get(id).is_some_and(|r| r.resend_on_start)
+    }
+
+    // --- connection ------------------------------------------------------------------------
+
+    /// A new NRI connection was configured: nothing is sent unsolicited until its Synchronize,
+    /// and the request in flight (if any) belongs to the old connection.
+    pub fn connection_configured(&mut self, quiet: Duration) {
+        self.connection += 1;
+        self.synced = false;
+        self.in_flight = None;
+        self.outbox.set_quiet(quiet);
+    }
+
+    /// The connection's Synchronize: `records` (the runtime's view, decided again) replace
+    /// every record; the Synchronize reply carries every update, so nothing queued before
+    /// still applies. Returns the previous records (to be freed off the event path).
+    pub fn synchronized(&mut self, records: Vec<(String, Record)>) -> HashMap<String, Record> {
+        self.outbox.clear();
+        self.in_flight = None;
+        self.synced = true;
+        self.by_pod.clear();
+        self.by_key.clear();
+        let old = std::mem::take(&mut self.records);
+        for (id, mut r) in records {
+            if let Some(o) = old.get(&id) {
+                r.generation = o.generation + 1;
+            }
+            self.index(&id, &r.view.key);
+            self.records.insert(id, r);
+        }
+        old
+    }
+
+    /// Whether this connection's Synchronize happened.
+    pub fn is_synced(&self) -> bool {
+        self.synced
+    }
+
+    /// Records that the Synchronize reply carried the current target of `ids`.
+    pub fn sent_in_sync(&mut self, ids: &[String]) {
+        for id in ids {
+            if let Some(r) = self.records.get_mut(id) {
+                r.sent = Some(r.generation);
+                r.acked = Some(r.generation);
+            }
+        }
+    }
+
+    // --- updates ---------------------------------------------------------------------------
+
+    /// The runtime sent an event at `now` (the lull starts again).
+    pub fn event(&mut self, now: Instant) {
+        self.outbox.event(now);
+    }
+
+    /// `id` must be sent its current target.
+    pub fn queue(&mut self, id: &str) {
+        if self.records.get(id).is_some_and(|r| r.lifecycle.is_live()) {
+            self.outbox.queue(id);
+        }
+    }
+
+    /// The containers the reply to an event about `skip` carries: every queued live container
+    /// but `skip` and those in the unsolicited request in flight (they wait for it), sorted.
+    /// The runtime applies a reply's updates before it answers the event: they count as
+    /// acknowledged. A container not yet running is marked to be sent again once it runs.
+    pub fn reply_ids(&mut self, skip: &str) -> Vec<String> {
+        let mut held: Vec<&str> = vec![skip];
+        if let Some(b) = &self.in_flight {
+            held.extend(b.entries.iter().map(|(id, _)| id.as_str()));
+        }
+        let ids = self.outbox.take_except_all(&held);
+        self.deliverable(ids, true)
+    }
+
+    /// The unsolicited request due now, if the runtime has been quiet long enough, this
+    /// connection is synchronized and no other request is in flight. Its containers count as
+    /// sent; call [`ContainerCache::batch_done`] with its result.
+    pub fn take_due(&mut self, now: Instant) -> Option<Batch> {
+        if !self.synced || self.in_flight.is_some() || !self.outbox.due(now) {
+            return None;
+        }
+        let ids = self.outbox.take();
+        let ids = self.deliverable(ids, false);
+        if ids.is_empty() {
+            return None;
+        }
+        let entries = ids
+            .into_iter()
+            .filter_map(|id| {
+                let g = self.records.get(&id)?.generation;
+                Some((id, g))
+            })
+            .collect();
+        let batch = Batch {
+            connection: self.connection,
+            entries,
+        };
+        self.in_flight = Some(batch.clone());
+        Some(batch)
+    }
+
+    /// The unsolicited request `batch` ended with `result`.
+    pub fn batch_done(&mut self, batch: &Batch, result: BatchResult) -> BatchOutcome {
+        let mut out = BatchOutcome::default();
+        if batch.connection != self.connection || self.in_flight.as_ref() != Some(batch) {
+            out.stale_connection = true;
+            return out;
+        }
+        self.in_flight = None;
+        match result {
+            BatchResult::Answered => {
+                let ids = batch.ids();
+                self.outbox.sent(&ids);
+                for (id, g) in &batch.entries {
+                    let Some(r) = self.records.get_mut(id) else {
+                        continue;
+                    };
+                    if r.generation == *g {
+                        r.acked = Some(*g);
+                    } else if r.lifecycle.is_live() {
+                        self.outbox.queue(id);
+                        out.superseded.push(id.clone());
+                    }
+                }
+            }
+            BatchResult::Failed => {
+                let live: Vec<String> = batch
+                    .ids()
+                    .into_iter()
+                    .filter(|id| self.records.get(id).is_some_and(|r| r.lifecycle.is_live()))
+                    .collect();
+                out.given_up = self.outbox.failed(&live);
+            }
+        }
+        out
+    }
+
+    /// A request taken by [`ContainerCache::take_due`] could not even be queued: its
+    /// containers are queued again (bounded attempts); returns those given up on.
+    pub fn batch_not_queued(&mut self, batch: &Batch) -> Vec<String> {
+        if self.in_flight.as_ref() == Some(batch) {
+            self.in_flight = None;
+        }
+        self.outbox.failed(&batch.ids())
+    }
+
+    /// Whether an unsolicited request is in flight.
+    pub fn in_flight(&self) -> Option<&Batch> {
+        self.in_flight.as_ref()
+    }
+
+    /// Whether anything is waiting to be sent.
+    pub fn has_pending(&self) -> bool {
+        !self.outbox.is_empty()
+    }
+
+    /// Keeps the live, known ids, marks them sent (and acknowledged if `reply`), and the created
+    /// ones to be sent again once they run.
+    fn deliverable(&mut self, ids: Vec<String>, reply: bool) -> Vec<String> {
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let Some(r) = self.records.get_mut(&id) else {
+                continue;
+            };
+            if !r.lifecycle.is_live() {
+                continue;
+            }
+            r.sent = Some(r.generation);
+            if reply {
+                r.acked = Some(r.generation);
+            }
+            if r.lifecycle == Lifecycle::Created {
+                r.resend_on_start = true;
+            }
+            out.push(id);
+        }
+        out
+    }
+
+    // --- verification and left-alone -------------------------------------------------------
+
+    /// Running containers (id, init pid) to check against their cpusets
+    /// (`shell::proc_affinity`), taken once.
+    pub fn take_verify(&mut self) -> Vec<(String, u32)> {
+        std::mem::take(&mut self.verify)
+    }
+
+    pub fn set_verify(&mut self, checks: Vec<(String, u32)>) {
+        self.verify = checks;
+    }
+
+    /// Kubernetes containers whose cpuset another party set at creation.
+    pub fn left_alone(&self) -> &BTreeSet<ContainerKey> {
+        &self.left_alone
+    }
+
+    pub fn left_alone_mut(&mut self) -> &mut BTreeSet<ContainerKey> {
+        &mut self.left_alone
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::cpuset::CpuSet;
+    use crate::core::qos::QosClass;
+    use crate::shell::update_outbox::QUIET;
+
+    fn view(uid: &str, name: &str, id: &str) -> ContainerView {
+        ContainerView {
+            key: ContainerKey::new(uid, name),
+            id: id.to_string(),
+            pod_ref: format!("default/{uid}"),
+            qos: QosClass::BestEffort,
+            cgroup_parent: String::new(),
+            estimate: crate::core::nri_container::NriContainer {
+                namespace: "default".into(),
+                name: uid.into(),
+                uid: uid.into(),
+                class: QosClass::BestEffort,
+                role: None,
+                container: crate::core::pod::Container::default(),
+            },
+            current: Default::default(),
+        }
+    }
+
+    fn target(cpus: &str) -> ContainerResources {
+        ContainerResources {
+            exclusive: false,
+            cpuset: CpuSet::parse(cpus).expect("cpus"),
+            mems: Default::default(),
+            memory_pinned: false,
+            numa_affinity: None,
+            cpu_shares: 2,
+            cpu_quota: 0,
+            cpu_period: 100_000,
+            memory_limit: None,
+            oom_score_adj: 1000,
+            pids_limit: None,
+            devices: Vec::new(),
+            reason: String::new(),
+        }
+    }
+
+    fn record(uid: &str, name: &str, id: &str, lifecycle: Lifecycle) -> Record {
+        Record::new(
+            view(uid, name, id),
+            Decided::synchronize(),
+            target("1-3"),
+            lifecycle,
+        )
+    }
+
+    /// A synchronized cache with running containers `a`, `b` (pod p) and `c` (pod q).
+    fn cache(t0: Instant) -> ContainerCache {
+        let mut c = ContainerCache::new(t0);
+        c.connection_configured(QUIET);
+        c.synchronized(vec![
+            ("a".into(), record("p", "x", "a", Lifecycle::Running)),
+            ("b".into(), record("p", "y", "b", Lifecycle::Running)),
+            ("c".into(), record("q", "x", "c", Lifecycle::Running)),
+        ]);
+        c
+    }
+
+    fn move_to(c: &mut ContainerCache, id: &str, cpus: &str) {
+        let set = CpuSet::parse(cpus).expect("cpus");
+        assert!(c.get_mut(id).expect("record").retarget(|t| t.cpuset = set));
+        c.queue(id);
+    }
+
+    #[test]
+    fn the_generation_moves_only_when_the_target_does() {
+        let mut c = cache(Instant::now());
+        let r = c.get_mut("a").expect("a");
+        let g = r.generation();
+        assert!(!r.retarget(|t| t.cpuset = CpuSet::parse("1-3").expect("cpus")));
+        assert_eq!(r.generation(), g);
+        assert!(r.retarget(|t| t.cpuset = CpuSet::parse("2-3").expect("cpus")));
+        assert_eq!(r.generation(), g + 1);
+    }
+
+    #[test]
+    fn nothing_goes_unsolicited_before_the_connection_s_synchronize() {
+        let t0 = Instant::now();
+        let mut c = cache(t0);
+        move_to(&mut c, "a", "2-3");
+        // The connection drops and a new one is configured: the queued update waits for its
+        // Synchronize, however long the lull.
+        c.connection_configured(QUIET);
+        assert!(c.take_due(t0 + QUIET * 100).is_none());
+        assert!(c.has_pending());
+        // Its Synchronize decides every container afresh and carries the updates itself.
+        let rec = c.get("a").cloned().expect("a");
+        c.synchronized(vec![("a".into(), rec)]);
+        assert!(!c.has_pending());
+        move_to(&mut c, "a", "3");
+        let b = c.take_due(t0 + QUIET * 100).expect("due after synchronize");
+        assert_eq!(b.ids(), vec!["a".to_string()]);
+    }
+
+    #[test]
+    fn a_request_from_an_earlier_connection_is_ignored_when_it_completes() {
+        let t0 = Instant::now();
+        let mut c = cache(t0);
+        move_to(&mut c, "a", "2-3");
+        let b = c.take_due(t0 + QUIET).expect("due");
+        c.connection_configured(QUIET);
+        let out = c.batch_done(&b, BatchResult::Answered);
+        assert!(out.stale_connection);
+        assert_eq!(
+            c.get("a").expect("a").acked(),
+            None,
+            "the old request's result is ignored"
+        );
+        assert!(c.in_flight().is_none());
+    }
+
+    #[test]
+    fn a_stale_target_never_overtakes_a_newer_one() {
+        let t0 = Instant::now();
+        let mut c = cache(t0);
+        move_to(&mut c, "a", "2-3");
+        move_to(&mut c, "b", "2-3");
+        let batch = c.take_due(t0 + QUIET).expect("due");
+        let g_a = c.get("a").expect("a").generation();
+        assert_eq!(batch.entries, vec![("a".into(), g_a), ("b".into(), g_a)]);
+        // While the request is in flight, "a" gets a newer target: the next reply does not
+        // carry it (it could be applied before the request in flight, which would then
+        // overwrite it with the older target) ...
+        move_to(&mut c, "a", "3");
+        assert!(c.reply_ids("c").is_empty());
+        // ... nor does a second unsolicited request go.
+        assert!(c.take_due(t0 + QUIET * 10).is_none());
+        // When the request completes, "a" is queued again with its newest target; "b" is done.
+        let out = c.batch_done(&batch, BatchResult::Answered);
+        assert_eq!(out.superseded, vec!["a".to_string()]);
+        assert_eq!(c.get("b").expect("b").acked(), Some(g_a));
+        assert_eq!(
+            c.get("a").expect("a").acked(),
+            None,
+            "its older target is not acknowledged"
+        );
+        assert_eq!(c.reply_ids("c"), vec!["a".to_string()]);
+        let a = c.get("a").expect("a");
+        assert_eq!(a.acked(), Some(a.generation()));
+    }
+
+    #[test]
+    fn a_failed_request_is_retried_a_bounded_number_of_times() {
+        let t0 = Instant::now();
+        let mut c = cache(t0);
+        move_to(&mut c, "a", "2-3");
+        let mut given_up = Vec::new();
+        for _ in 0..crate::shell::update_outbox::MAX_ATTEMPTS {
+            let b = c.take_due(t0 + QUIET).expect("due again");
+            given_up = c.batch_done(&b, BatchResult::Failed).given_up;
+        }
+        assert_eq!(given_up, vec!["a".to_string()]);
+        assert!(c.take_due(t0 + QUIET).is_none());
+    }
+
+    #[test]
+    fn stopped_containers_leave_the_update_set_at_stop() {
+        let t0 = Instant::now();
+        let mut c = cache(t0);
+        move_to(&mut c, "a", "2-3");
+        move_to(&mut c, "b", "2-3");
+        c.stop("a");
+        assert_eq!(c.reply_ids("c"), vec!["b".to_string()]);
+        // Queued again later (a pool change): still not sent.
+        move_to(&mut c, "a", "3");
+        assert!(c.reply_ids("c").is_empty());
+        assert!(c.take_due(t0 + QUIET).is_none());
+        assert_eq!(c.get("a").expect("a").lifecycle(), Lifecycle::Stopped);
+    }
+
+    #[test]
+    fn a_reply_skips_the_event_s_own_container_and_marks_created_ones_for_their_start() {
+        let t0 = Instant::now();
+        let mut c = cache(t0);
+        c.insert("d", record("r", "x", "d", Lifecycle::Created));
+        move_to(&mut c, "a", "2-3");
+        move_to(&mut c, "d", "2-3");
+        assert_eq!(c.reply_ids("a"), vec!["d".to_string()]);
+        assert!(c.will_resend_on_start("d"));
+        assert!(c.start("d"), "sent while created: again once running");
+        assert!(!c.start("d"), "once");
+        assert_eq!(c.reply_ids("x"), vec!["a".to_string(), "d".to_string()]);
+    }
+
+    #[test]
+    fn pod_and_key_indexes_follow_inserts_and_removals() {
+        let t0 = Instant::now();
+        let mut c = cache(t0);
+        assert_eq!(c.pod_ids("p").cloned().collect::<Vec<_>>(), ["a", "b"]);
+        assert!(!c.has_successor("a"));
+        // "a" restarted: same pod and name, new id.
+        c.insert("a2", record("p", "x", "a2", Lifecycle::Created));
+        assert!(c.has_successor("a") && c.has_successor("a2"));
+        c.remove("a");
+        assert!(!c.has_successor("a2"));
+        c.left_alone_mut().insert(ContainerKey::new("p", "z"));
+        c.remove_pod("p");
+        assert_eq!(c.pod_ids("p").count(), 0);
+        assert!(c.left_alone().is_empty());
+        assert_eq!(c.len(), 1);
+        assert!(c.get("c").is_some());
+    }
+
+    #[test]
+    fn replacing_a_record_keeps_counting_its_generation() {
+        let t0 = Instant::now();
+        let mut c = cache(t0);
+        let g = c.get("a").expect("a").generation();
+        let mut r = record("p", "x", "a", Lifecycle::Running);
+        r.target.cpuset = CpuSet::parse("2").expect("cpus");
+        c.insert("a", r);
+        assert_eq!(c.get("a").expect("a").generation(), g + 1);
+    }
+}

@@ -1,0 +1,345 @@
+//! Unit tests of the handlers' pieces, without a socket: the handlers called directly on a
+//! `TopoletPlugin` of a small synthetic machine (2 sockets × 2 cores × 2 threads: node 0 = CPUs
+//! 0,1,4,5, node 1 = 2,3,6,7; CPU 0 reserved), NRI messages shaped as the kubelet's through
+//! containerd. The protocol-level tests (real stub, fake runtime) are plugin/tests/nri_handlers.rs.
+
+use std::path::Path;
+
+use super::*;
+use crate::config::CpuPolicyName;
+use crate::core::topology::SyntheticSpec;
+use crate::shell::nri_view::tests::{container, sandbox};
+use crate::shell::update_outbox::QUIET;
+
+const GIB: i64 = 1 << 30;
+
+fn machine() -> Topology {
+    SyntheticSpec {
+        sockets: 2,
+        numa_per_socket: 1,
+        l3_per_numa: 1,
+        cores_per_l3: 2,
+        threads_per_core: 2,
+        memory_per_node: 8 << 30,
+    }
+    .build()
+}
+
+fn config(dir: &Path) -> Config {
+    let mut c = Config::default();
+    c.cpu.reserved_cpus = Some("0".into());
+    c.qos.oom_score_adj_floor = Some(0);
+    c.state.dir = dir.to_path_buf();
+    c
+}
+
+struct Fixture {
+    plugin: TopoletPlugin,
+    dir: tempfile::TempDir,
+}
+
+fn fixture(edit: impl FnOnce(&mut Config)) -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut c = config(dir.path());
+    edit(&mut c);
+    let mut plugin = TopoletPlugin::new(c, machine()).expect("plugin");
+    // No cgroup hierarchy to be found there: pod cgroup writes never reach the host.
+    plugin.set_proc_root(dir.path().join("proc"));
+    plugin.set_sysfs_root(dir.path().join("sys"));
+    Fixture { plugin, dir }
+}
+
+fn besteffort(uid: &str, name: &str) -> (api::PodSandbox, api::Container) {
+    let sb = sandbox(uid, &format!("/kubepods/besteffort/pod{uid}"));
+    let mut c = container(name, 2, 0, 0, 1000);
+    c.id = format!("{uid}-{name}");
+    c.pod_sandbox_id = sb.id.clone();
+    (sb, c)
+}
+
+fn guaranteed(uid: &str, name: &str, cpus: i64) -> (api::PodSandbox, api::Container) {
+    let sb = sandbox(uid, &format!("/kubepods/pod{uid}"));
+    let mut c = container(name, 1024 * cpus as u64, 100_000 * cpus, GIB, -997);
+    c.id = format!("{uid}-{name}");
+    c.pod_sandbox_id = sb.id.clone();
+    (sb, c)
+}
+
+fn running(mut c: api::Container, cpus: &str) -> api::Container {
+    c.state = api::ContainerState::CONTAINER_RUNNING.into();
+    c.pid = 1;
+    c.linux
+        .mut_or_insert_default()
+        .resources
+        .mut_or_insert_default()
+        .cpu
+        .mut_or_insert_default()
+        .cpus = cpus.into();
+    c
+}
+
+async fn create(
+    p: &TopoletPlugin,
+    (sb, c): &(api::PodSandbox, api::Container),
+) -> PluginResult<api::CreateContainerResponse> {
+    p.run_pod_sandbox(sb.clone())
+        .await
+        .expect("run pod sandbox");
+    p.create_container(api::CreateContainerRequest {
+        pod: protobuf::MessageField::some(sb.clone()),
+        container: protobuf::MessageField::some(c.clone()),
+        ..Default::default()
+    })
+    .await
+}
+
+async fn configure(p: &TopoletPlugin) {
+    let runtime = RuntimeInfo {
+        name: "containerd".into(),
+        version: "v2.4.2".into(),
+        nri_version: Some(topolet_nri::version::NriVersion::new(0, 12, 3)),
+        registration_timeout_ms: 0,
+        request_timeout_ms: 0,
+    };
+    p.configure(&api::ConfigureRequest::default(), &runtime)
+        .await
+        .expect("configure");
+}
+
+fn ids(updates: &[api::ContainerUpdate]) -> Vec<&str> {
+    updates.iter().map(|u| u.container_id.as_str()).collect()
+}
+
+fn cpus_of(updates: &[api::ContainerUpdate], id: &str) -> Option<String> {
+    let u = updates.iter().find(|u| u.container_id == id)?;
+    Some(
+        u.linux
+            .as_ref()?
+            .resources
+            .as_ref()?
+            .cpu
+            .as_ref()?
+            .cpus
+            .clone(),
+    )
+}
+
+#[tokio::test]
+async fn reload_is_what_status_the_nrt_attributes_and_the_oom_floor_read() {
+    let f = fixture(|_| {});
+    let (_, before) = f.plugin.snapshot();
+    assert_eq!(before.cpu, "static");
+    assert_eq!(f.plugin.max_allowable_numa_nodes(), 8);
+    let nrt_before = crate::shell::nrt::content(&f.plugin);
+    let mut next = config(f.dir.path());
+    next.cpu.policy = CpuPolicyName::None;
+    next.topology.policy = crate::config::TopologyPolicyName::SingleNumaNode;
+    next.topology.max_allowable_numa_nodes = 16;
+    next.qos.oom_score_adj_floor = Some(-10);
+    f.plugin.reload(&next).expect("reload");
+    let (_, after) = f.plugin.snapshot();
+    assert_eq!(after.cpu, "none", "status shows the reloaded policy");
+    assert_eq!(after.topology, "single-numa-node");
+    let nrt_after = crate::shell::nrt::content(&f.plugin);
+    assert_ne!(nrt_before.topology_policies, nrt_after.topology_policies);
+    assert!(
+        nrt_after
+            .attributes
+            .iter()
+            .any(|a| a.value == "single-numa-node"),
+        "{:?}",
+        nrt_after.attributes
+    );
+    assert_eq!(f.plugin.max_allowable_numa_nodes(), 16);
+    assert_eq!(f.plugin.config().qos.oom_score_adj_floor, Some(-10));
+    assert_eq!(f.plugin.lock().oom_floor, Some(-10));
+    // A refused reload changes nothing.
+    let mut bad = config(f.dir.path());
+    bad.cpu.reserved_cpus = Some("0-63".into());
+    assert!(f.plugin.reload(&bad).is_err());
+    assert_eq!(f.plugin.snapshot().1.cpu, "none");
+    assert_eq!(f.plugin.config().cpu.reserved_cpus.as_deref(), Some("0"));
+}
+
+#[tokio::test]
+async fn stopped_containers_are_not_sent_shared_pool_updates() {
+    let f = fixture(|_| {});
+    let p = &f.plugin;
+    let (b, c) = (besteffort("b", "app"), besteffort("c", "app"));
+    create(p, &b).await.expect("create b");
+    create(p, &c).await.expect("create c");
+    // An exclusive grant moves both shared containers off its CPUs.
+    let a = guaranteed("a", "app", 2);
+    let reply = create(p, &a).await.expect("create a");
+    assert_eq!(ids(&reply.update), ["b-app", "c-app"]);
+    // c stops, then a stops: its CPUs go back to the pool, and only b is moved.
+    let stop = p
+        .stop_container(c.0.clone(), c.1.clone())
+        .await
+        .expect("stop c");
+    assert!(stop.is_empty());
+    let stop = p
+        .stop_container(a.0.clone(), a.1.clone())
+        .await
+        .expect("stop a");
+    assert_eq!(ids(&stop), ["b-app"]);
+    // The kubelet's shared pool: every CPU no container holds, the reserved ones included.
+    assert_eq!(cpus_of(&stop, "b-app").as_deref(), Some("0-7"));
+    let node = p.lock();
+    assert_eq!(
+        node.cache.get("c-app").map(Record::lifecycle),
+        Some(Lifecycle::Stopped)
+    );
+    assert!(
+        !node.cache.has_pending(),
+        "nothing waits for the stopped container"
+    );
+}
+
+#[tokio::test]
+async fn nothing_goes_unsolicited_before_a_new_connection_s_synchronize() {
+    let f = fixture(|_| {});
+    let p = &f.plugin;
+    let (sb, c) = besteffort("b", "app");
+    let (sa, a) = guaranteed("a", "app", 2);
+    configure(p).await;
+    let updates = p
+        .synchronize(
+            vec![sa.clone(), sb.clone()],
+            vec![running(a.clone(), "2,6"), running(c.clone(), "0-1,3-5,7")],
+        )
+        .await
+        .expect("synchronize");
+    // a is taken over (its quota removed, its memory node set); b already runs on the pool.
+    assert_eq!(ids(&updates), ["a-app"]);
+    // The connection is replaced; meanwhile a's removal gives its CPUs back to the pool,
+    // and RemoveContainer's reply cannot carry b's move.
+    configure(p).await;
+    p.remove_container(sa, a).await.expect("remove a");
+    {
+        let mut node = p.lock();
+        assert!(node.cache.has_pending());
+        let later = Instant::now() + QUIET * 100;
+        assert!(
+            node.cache.take_due(later).is_none(),
+            "not before synchronize"
+        );
+    }
+    // Synchronize's reply carries the update itself; nothing stays queued.
+    let updates = p
+        .synchronize(vec![sb], vec![running(c, "0-1,3-5,7")])
+        .await
+        .expect("synchronize");
+    assert_eq!(ids(&updates), ["b-app"]);
+    assert_eq!(cpus_of(&updates, "b-app").as_deref(), Some("0-7"));
+    let mut node = p.lock();
+    assert!(!node.cache.has_pending());
+    let r = node.cache.get("b-app").expect("b");
+    assert_eq!(r.acked(), Some(r.generation()));
+    // Synchronized: a later change may go unsolicited after a lull.
+    let g = r.generation();
+    assert!(node
+        .cache
+        .get_mut("b-app")
+        .expect("b")
+        .retarget(|t| t.cpuset = CpuSet::parse("1-7").expect("cpus")));
+    node.cache.queue("b-app");
+    let batch = node
+        .cache
+        .take_due(Instant::now() + QUIET * 100)
+        .expect("due");
+    assert_eq!(batch.entries, vec![("b-app".to_string(), g + 1)]);
+}
+
+#[tokio::test]
+async fn an_unreadable_cpuset_from_the_runtime_is_refused_naming_container_and_field() {
+    let f = fixture(|_| {});
+    let (sb, mut c) = besteffort("b", "app");
+    c.linux
+        .mut_or_insert_default()
+        .resources
+        .mut_or_insert_default()
+        .cpu
+        .mut_or_insert_default()
+        .cpus = "1-x".into();
+    let err = create(&f.plugin, &(sb, c)).await.expect_err("refused");
+    let text = err.to_string();
+    assert!(
+        text.contains("\"app\"") && text.contains(nri_view::CPUSET_CPUS_FIELD),
+        "{text}"
+    );
+    assert!(f.plugin.lock().cache.is_empty(), "never claimed");
+}
+
+#[test]
+fn mems_written_differently_are_the_same_mems() {
+    let sb = sandbox("a", "/kubepods/poda");
+    let mut c = container("app", 2048, 200_000, GIB, -997);
+    let cpu = c
+        .linux
+        .mut_or_insert_default()
+        .resources
+        .mut_or_insert_default()
+        .cpu
+        .mut_or_insert_default();
+    cpu.mems = "0-1".into();
+    let view = nri_view::view(&sb, &c, 16 * GIB as u64).expect("view");
+    let f = fixture(|_| {});
+    let mut target = f
+        .plugin
+        .lock()
+        .placement
+        .admit_nri(&view.estimate, 0)
+        .expect("admitted");
+    target.mems = NumaMask::from_ids([0, 1]).expect("mask");
+    let (_, conflicts) = nri_adjust::adjustment(&view, &target);
+    assert!(conflicts.is_empty(), "0-1 is 0,1: {conflicts:?}");
+    target.mems = NumaMask::from_ids([1]).expect("mask");
+    let (_, conflicts) = nri_adjust::adjustment(&view, &target);
+    assert_eq!(conflicts.len(), 1, "a real difference is still one");
+    assert!(mems_match(
+        view.current.cpuset_mems.as_ref(),
+        &NumaMask::from_ids([0, 1]).expect("mask")
+    ));
+}
+
+#[test]
+fn numa_ids_a_mask_cannot_hold_are_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let big = SyntheticSpec {
+        sockets: 65,
+        numa_per_socket: 1,
+        l3_per_numa: 1,
+        cores_per_l3: 1,
+        threads_per_core: 1,
+        memory_per_node: 1 << 30,
+    }
+    .build();
+    let err = TopoletPlugin::new(config(dir.path()), big)
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("NUMA node 64"), "{err}");
+}
+
+#[tokio::test]
+async fn the_pod_uid_of_a_removed_sandbox_is_the_sandbox_s() {
+    let f = fixture(|_| {});
+    // The sandbox's uid and the one in its cgroup path differ: the sandbox's is the pod's.
+    let mut sb = sandbox("uid-a", "/kubepods/besteffort/podother");
+    sb.id = "sb".into();
+    let mut c = container("app", 2, 0, 0, 1000);
+    c.id = "ctr".into();
+    create(&f.plugin, &(sb.clone(), c)).await.expect("create");
+    assert_eq!(
+        f.plugin
+            .lock()
+            .cache
+            .get("ctr")
+            .map(|r| r.view().key.pod_uid.clone()),
+        Some("uid-a".to_string())
+    );
+    assert_eq!(f.plugin.managed_pods()[0].pod.uid, "uid-a");
+    assert_eq!(f.plugin.managed_pods()[0].container_ids, ["ctr"]);
+    f.plugin.remove_pod_sandbox(sb).await.expect("remove");
+    assert!(f.plugin.lock().cache.is_empty());
+}

@@ -84,9 +84,8 @@ fn guaranteed_gets_cpu1_and_shared_containers_move_off_and_back() -> anyhow::Res
     let (gp, gc) = t.pod("g-1cpu", Requirements::guaranteed(1000, 128 * MIB))?;
     let mark = t.topolet.log_mark();
     let g = cri.run_pod_with(&gp, &gc)?;
-    let placed = t
-        .topolet
-        .wait_for_log(&format!("pod={}", gp.pod_ref()), mark, LOG_TIMEOUT)?;
+    // Placed before CreateContainer returned.
+    let placed = t.topolet.logged(&format!("pod={}", gp.pod_ref()), mark)?;
     ensure!(
         placed.contains("container placed") && field(&placed, "cpus").as_deref() == Some("1"),
         "want `container placed … cpus=1` for {}: {placed}",

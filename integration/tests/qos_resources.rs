@@ -13,7 +13,6 @@ use topolet_integration::cri::{Created, Cri};
 use topolet_integration::kube::{self, Qos, Requirements};
 use topolet_integration::logs::field;
 use topolet_integration::observe::{self, BundleResources};
-use topolet_integration::topolet::LOG_TIMEOUT;
 use topolet_integration::{wait, Stack, WithTopolet};
 
 const MIB: u64 = 1 << 20;
@@ -63,7 +62,7 @@ fn oom_floor(stack: &Stack) -> anyhow::Result<i64> {
 
 #[test]
 fn guaranteed_gets_cpu1_and_shared_containers_move_off_and_back() -> anyhow::Result<()> {
-    let mut t = WithTopolet::start()?;
+    let t = WithTopolet::start()?;
     let cri = t.stack.cri();
     let mut shared: Vec<(String, Created)> = Vec::new();
 

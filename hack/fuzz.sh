@@ -3,7 +3,7 @@
 #
 # Usage: hack/fuzz.sh [TARGET...]     (default: every target below)
 #
-# Targets (fuzz/fuzz_targets/, properties in fuzz/src/lib.rs):
+# Targets (fuzz/fuzz_targets/, properties in testkit/fuzz-props/src/lib.rs, crate topolet-fuzz-props):
 #   mux_frames    the NRI socket multiplexer's frame reader (proto/src/mux.rs)
 #   nri_messages  every NRI request the plugin side decodes, fed to TopoletPlugin's handlers
 #   config_toml   the TOML configuration (topolet::config) and the placement built from it

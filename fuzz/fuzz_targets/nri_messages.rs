@@ -1,4 +1,4 @@
-//! cargo-fuzz target `nri_messages`: the property lives in `topolet_fuzz::nri_messages` (fuzz/src/lib.rs).
+//! cargo-fuzz target `nri_messages`: the property lives in `topolet_fuzz_props::nri_messages` (testkit/fuzz-props/src/lib.rs).
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| topolet_fuzz::nri_messages(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| topolet_fuzz_props::nri_messages(data));

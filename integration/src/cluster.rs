@@ -811,13 +811,10 @@ impl KubeNode {
             "enabled = \"on\"\nkubeconfig = {kubeconfig:?}\nnode_name = {name:?}\n{kubernetes_toml}"
         );
         node.t.config.write(node.t.topolet.config_path())?;
-        let mark = node.t.topolet.log_mark();
         node.t.topolet.terminate(Duration::from_secs(10))?;
         node.t.topolet.restart()?;
-        node.t
-            .topolet
-            .wait_for_log("kubernetes API client on", mark, Duration::from_secs(20))?;
-        node.t.topolet.wait_synchronized(mark)?;
+        node.t.topolet.wait_nri_synchronized(1)?;
+        // The API client is on once its pod store has synced (a state: status and metrics).
         crate::admissions::wait_store_synced(&mut node.t.topolet, true)?;
         Ok(node)
     }

@@ -10,7 +10,8 @@
 //! - [`fixture`]: the usual set-up, a stack with topolet registered on it;
 //! - [`stack`]: an isolated containerd started with `hack/containerd.sh` (start, restart, stop on drop);
 //! - [`topolet`]: the plugin process under test (config, spawn, log lines, SIGKILL, restart);
-//! - [`kube`]: pod and container configs shaped exactly like the kubelet sends them per QoS class;
+//! - [`kube`]: pod and container configs shaped exactly like the kubelet sends them per QoS class
+//!   (the test kit's kubelet simulator, `topolet_testkit::kubelet`);
 //! - [`cri`]: CRI calls through `crictl` (JSON in, JSON out);
 //! - [`observe`]: what really happened to a container: its cgroup files, its `/proc` files and its
 //!   bundle `config.json` (read with oci-spec);
@@ -30,7 +31,7 @@ pub mod cluster;
 pub mod cri;
 pub mod fixture;
 pub mod guest;
-pub mod kube;
+pub use topolet_testkit::kubelet as kube;
 pub mod logs;
 pub mod manifests;
 pub mod observe;

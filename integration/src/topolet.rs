@@ -309,31 +309,42 @@ impl Topolet {
         lines_matching(&read_lossy(&self.log_path), after, pattern)
     }
 
-    /// Waits for `nri plugin registered` after `after`.
-    pub fn wait_registered(&mut self, after: usize) -> anyhow::Result<String> {
-        self.wait_for_log("nri plugin registered", after, LOG_TIMEOUT)
+    /// The first log line after byte `after` containing `pattern`, which must already be there:
+    /// for lines written before a state the caller has waited on (a CRI call that returned, a
+    /// status reached). An error shows the log's last lines.
+    pub fn logged(&self, pattern: &str, after: usize) -> anyhow::Result<String> {
+        find_line(&read_lossy(&self.log_path), after, pattern).with_context(|| {
+            format!(
+                "no topolet log line {pattern:?} after byte {after}; log:\n{}",
+                tail(&self.log(), 40)
+            )
+        })
     }
 
-    /// Waits for `synchronized` after `after`; returns the line.
-    pub fn wait_synchronized(&mut self, after: usize) -> anyhow::Result<String> {
-        self.wait_for_log(" synchronized", after, LOG_TIMEOUT)
+    /// The last log line containing `pattern`, which must already be there (see
+    /// [`Topolet::logged`]).
+    pub fn last_logged(&self, pattern: &str) -> anyhow::Result<String> {
+        lines_matching(&read_lossy(&self.log_path), 0, pattern)
+            .pop()
+            .with_context(|| {
+                format!(
+                    "no topolet log line {pattern:?}; log:\n{}",
+                    tail(&self.log(), 40)
+                )
+            })
+    }
+
+    /// Waits until the status says NRI is synchronized on connection `connects` or a later one
+    /// ([`Topolet::wait_nri_synchronized`]), then returns the Synchronize log line of the latest
+    /// connection (`pods=… containers=…`; written before the status turns synchronized).
+    pub fn wait_synchronized(&mut self, connects: u64) -> anyhow::Result<String> {
+        self.wait_nri_synchronized(connects)?;
+        self.last_logged("nri synchronized")
     }
 
     /// `topolet status -o json` over the admin socket.
     pub fn status(&self) -> anyhow::Result<Value> {
-        let out = Command::new(&self.bin)
-            .args(["status", "-o", "json", "--admin-socket"])
-            .arg(&self.admin_socket)
-            .output()
-            .with_context(|| format!("running {} status", self.bin.display()))?;
-        ensure!(
-            out.status.success(),
-            "topolet status --admin-socket {} failed ({}): {}",
-            self.admin_socket.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-        serde_json::from_slice(&out.stdout).context("parsing topolet status -o json")
+        status_of(&self.bin, &self.admin_socket)
     }
 
     /// Polls the status until `probe` returns `Some`; returns that. Fails early if the process
@@ -407,6 +418,37 @@ impl Drop for Topolet {
     fn drop(&mut self) {
         let _ = self.kill9();
     }
+}
+
+/// `topolet status -o json` of the topolet serving `admin_socket`, with binary `bin`.
+fn status_of(bin: &Path, admin_socket: &Path) -> anyhow::Result<Value> {
+    let out = Command::new(bin)
+        .args(["status", "-o", "json", "--admin-socket"])
+        .arg(admin_socket)
+        .output()
+        .with_context(|| format!("running {} status", bin.display()))?;
+    ensure!(
+        out.status.success(),
+        "topolet status --admin-socket {} failed ({}): {}",
+        admin_socket.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    serde_json::from_slice(&out.stdout).context("parsing topolet status -o json")
+}
+
+/// Waits until the topolet serving `admin_socket` (one this test did not start, e.g. a
+/// pre-installed plugin containerd launched) says NRI is synchronized; returns its status.
+pub fn wait_nri_synchronized_at(admin_socket: &Path) -> anyhow::Result<Value> {
+    let bin = binary()?;
+    wait::until(
+        &format!("topolet at {}: NRI synchronized", admin_socket.display()),
+        LOG_TIMEOUT,
+        || {
+            let s = status_of(&bin, admin_socket)?;
+            Ok((s["nri"]["synchronized"] == true).then_some(s))
+        },
+    )
 }
 
 /// Installs topolet as a pre-installed plugin `NN-name` in the stack's plugin dir: a `#!/bin/sh`

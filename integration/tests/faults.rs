@@ -292,17 +292,16 @@ fn corrupt_state_file_is_quarantined_and_rebuilt() -> anyhow::Result<()> {
         let mark = t.topolet.log_mark();
         t.topolet.restart()?;
         t.topolet.wait_nri_synchronized(1)?;
+        // Read (and logged) at start-up, before topolet dialled containerd.
         let line = t
             .topolet
-            .wait_for_log("state file unusable", mark, LOG_TIMEOUT)
+            .logged("state file unusable", mark)
             .with_context(|| format!("{kind} state file"))?;
         ensure!(
             line.contains(&state.display().to_string()) && line.contains(says),
             "{kind}: the log line does not name the file and the problem ({says:?}): {line}"
         );
-        let aside = t
-            .topolet
-            .wait_for_log("kept the unusable state file", mark, LOG_TIMEOUT)?;
+        let aside = t.topolet.logged("kept the unusable state file", mark)?;
         ensure!(
             field(&aside, "moved_to").as_deref() == Some(bad.to_string_lossy().as_ref()),
             "{kind}: moved to where? {aside}"

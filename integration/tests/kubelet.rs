@@ -551,9 +551,8 @@ fn restarts_of_topolet_containerd_and_kubelet_and_a_pod_created_while_topolet_is
         vec![],
     ))?;
     let gx = node.cluster.wait_running("gx")?;
-    let mark = node.t.topolet.log_mark();
     node.t.topolet.restart()?;
-    node.t.topolet.wait_synchronized(mark)?;
+    node.t.topolet.wait_nri_synchronized(1)?;
     wait_cpuset(&node, &gx, "main", EXCLUSIVE_CPU)?;
     let (cg, _) = node.observe(&gx, "main")?;
     assert_eq!(
@@ -584,16 +583,15 @@ fn restarts_of_topolet_containerd_and_kubelet_and_a_pod_created_while_topolet_is
     assert_eq!(restarts(&node)?, BTreeSet::from([0]));
 
     // topolet restart: same containers, same cpusets.
-    let mark = node.t.topolet.log_mark();
     node.t.topolet.kill9()?;
     node.t.topolet.restart()?;
-    node.t.topolet.wait_synchronized(mark)?;
+    node.t.topolet.wait_nri_synchronized(1)?;
     assert_eq!(cpusets(&node, &pods)?, want, "after a topolet restart");
 
     // containerd restart: topolet re-registers and re-synchronizes; nothing moves.
-    let mark = node.t.topolet.log_mark();
+    let connects = node.t.topolet.nri_connects()?;
     node.t.stack.restart_containerd()?;
-    node.t.topolet.wait_synchronized(mark)?;
+    node.t.topolet.wait_nri_synchronized(connects + 1)?;
     node.cluster.wait_running("gx")?;
     assert_eq!(cpusets(&node, &pods)?, want, "after a containerd restart");
 

@@ -282,10 +282,9 @@ fn node_resource_topology_follows_the_books_through_exclusive_and_shared_churn(
     wait_nrt(&mut node, "shared deleted", 1)?;
 
     // A restarted topolet holds no resourceVersion: it reads the object (get) and replaces it.
-    let mark = node.t.topolet.log_mark();
     node.t.topolet.terminate(Duration::from_secs(10))?;
     node.t.topolet.restart()?;
-    node.t.topolet.wait_synchronized(mark)?;
+    node.t.topolet.wait_nri_synchronized(1)?;
     wait::until_true(
         "the restarted topolet updated its NodeResourceTopology",
         cluster::POD_TIMEOUT,

@@ -23,8 +23,8 @@ const CTRD_PRE_SYNCED: &str = r#"pre-installed NRI plugin \"50-topolet\" synchro
 #[test]
 fn registers_with_containerd() -> anyhow::Result<()> {
     let mut t = WithTopolet::start()?;
-    let registered = t.topolet.wait_registered(0)?;
-    let synced = t.topolet.wait_synchronized(0)?;
+    let synced = t.topolet.wait_synchronized(1)?;
+    let registered = t.topolet.logged("nri plugin registered", 0)?;
     let reg = t
         .stack
         .wait_containerd_log(CTRD_REGISTERED, 0, LOG_TIMEOUT)?;
@@ -74,8 +74,7 @@ fn synchronize_lists_pods_that_existed_before() -> anyhow::Result<()> {
 
     let work = stack.work_dir("topolet")?;
     let mut topolet = Topolet::start(&work, &TopoletConfig::for_stack(&stack, &work))?;
-    topolet.wait_registered(0)?;
-    let synced = topolet.wait_synchronized(0)?;
+    let synced = topolet.wait_synchronized(1)?;
     ensure!(
         field(&synced, "pods").as_deref() == Some("4")
             && field(&synced, "containers").as_deref() == Some("2"),
@@ -114,8 +113,8 @@ fn sigkill_leaves_containerd_creating_containers() -> anyhow::Result<()> {
     )?;
     let mark = t.topolet.log_mark();
     let first = cri.run_pod_with(&p1, &c1)?;
-    t.topolet
-        .wait_for_log("container placed", mark, LOG_TIMEOUT)?;
+    // Placed before CreateContainer returned.
+    t.topolet.logged("container placed", mark)?;
 
     let ctrd_mark = t.stack.containerd_log_mark();
     t.topolet.kill9()?;
@@ -151,16 +150,15 @@ fn reconnects_after_containerd_restart() -> anyhow::Result<()> {
 
     let mark = t.topolet.log_mark();
     let ctrd_mark = t.stack.containerd_log_mark();
+    let connects = t.topolet.nri_connects()?;
     t.stack.restart_containerd()?;
+    // The state: synchronized on a new connection (the old one's end was logged before).
+    let synced = t.topolet.wait_synchronized(connects + 1)?;
     let closed = t
         .topolet
-        .wait_for_log("nri connection closed by runtime", mark, LOG_TIMEOUT)
-        .or_else(|_| {
-            t.topolet
-                .wait_for_log("nri reconnecting", mark, LOG_TIMEOUT)
-        })?;
-    t.topolet.wait_registered(mark)?;
-    let synced = t.topolet.wait_synchronized(mark)?;
+        .logged("nri connection closed by runtime", mark)
+        .or_else(|_| t.topolet.logged("nri reconnecting", mark))?;
+    t.topolet.logged("nri plugin registered", mark)?;
     t.stack
         .wait_containerd_log(CTRD_SYNCED, ctrd_mark, LOG_TIMEOUT)?;
     ensure!(t.topolet.is_running(), "topolet exited");
@@ -178,9 +176,7 @@ fn reconnects_after_containerd_restart() -> anyhow::Result<()> {
     let (p2, c2) = t.pod("after-restart", Requirements::best_effort())?;
     let m2 = t.topolet.log_mark();
     cri.run_pod_with(&p2, &c2)?;
-    let placed = t
-        .topolet
-        .wait_for_log("container placed", m2, LOG_TIMEOUT)?;
+    let placed = t.topolet.logged("container placed", m2)?;
     ensure!(
         field(&placed, "pod").as_deref() == Some(p2.pod_ref().as_str()),
         "placed line is not about {}: {placed}",
@@ -202,8 +198,10 @@ fn preinstalled_mode_is_launched_by_containerd() -> anyhow::Result<()> {
     let ctrd_mark = stack.containerd_log_mark();
     stack.restart_containerd()?;
 
-    let reg = logs::wait_for_line(&log_path, "nri plugin registered", 0, LOG_TIMEOUT)?;
-    logs::wait_for_line(&log_path, " synchronized", 0, LOG_TIMEOUT)?;
+    // The state: its status says synchronized; the lines were written before.
+    topolet::wait_nri_synchronized_at(&config.admin_socket)?;
+    let reg = logged(&log_path, "nri plugin registered", 0)?;
+    logged(&log_path, " synchronized", 0)?;
     let ctrd_reg = stack.wait_containerd_log(CTRD_PRE_REGISTERED, ctrd_mark, LOG_TIMEOUT)?;
     let ctrd = stack.wait_containerd_log(CTRD_PRE_SYNCED, ctrd_mark, LOG_TIMEOUT)?;
     let launched = topolet::pids_with_cmdline(&config_path.to_string_lossy());
@@ -228,13 +226,25 @@ fn preinstalled_mode_is_launched_by_containerd() -> anyhow::Result<()> {
     let (p, c) = fixture::pod_for(&stack, "pre-installed", Requirements::best_effort(), cap)?;
     let mark = logs::mark(&log_path);
     stack.cri().run_pod_with(&p, &c)?;
-    logs::wait_for_line(&log_path, "container placed", mark, LOG_TIMEOUT)?;
+    logged(&log_path, "container placed", mark)?;
     eprintln!(
         "wrapper {}: topolet: {reg}\ncontainerd: {ctrd_reg}\ncontainerd: {ctrd}\ncontainerd lines:\n{}",
         wrapper.display(),
         stack.containerd_log_lines("50-topolet", ctrd_mark).join("\n")
     );
     Ok(())
+}
+
+/// The first line after byte `after` of the log at `path` containing `pattern`, which must
+/// already be there (written before a state the test waited on).
+fn logged(path: &std::path::Path, pattern: &str, after: usize) -> anyhow::Result<String> {
+    logs::find_line(&logs::read_lossy(path), after, pattern).with_context(|| {
+        format!(
+            "no line {pattern:?} in {}:\n{}",
+            path.display(),
+            logs::tail(&logs::read_lossy(path), 30)
+        )
+    })
 }
 
 /// PPid of /proc/<pid>/status.

@@ -13,7 +13,6 @@ use topolet_integration::cri::{Created, Cri};
 use topolet_integration::kube::{self, Qos, Requirements};
 use topolet_integration::logs::field;
 use topolet_integration::observe::{self, BundleResources};
-use topolet_integration::topolet::LOG_TIMEOUT;
 use topolet_integration::{wait, Stack, WithTopolet};
 
 const MIB: u64 = 1 << 20;
@@ -63,7 +62,7 @@ fn oom_floor(stack: &Stack) -> anyhow::Result<i64> {
 
 #[test]
 fn guaranteed_gets_cpu1_and_shared_containers_move_off_and_back() -> anyhow::Result<()> {
-    let mut t = WithTopolet::start()?;
+    let t = WithTopolet::start()?;
     let cri = t.stack.cri();
     let mut shared: Vec<(String, Created)> = Vec::new();
 
@@ -84,9 +83,8 @@ fn guaranteed_gets_cpu1_and_shared_containers_move_off_and_back() -> anyhow::Res
     let (gp, gc) = t.pod("g-1cpu", Requirements::guaranteed(1000, 128 * MIB))?;
     let mark = t.topolet.log_mark();
     let g = cri.run_pod_with(&gp, &gc)?;
-    let placed = t
-        .topolet
-        .wait_for_log(&format!("pod={}", gp.pod_ref()), mark, LOG_TIMEOUT)?;
+    // Placed before CreateContainer returned.
+    let placed = t.topolet.logged(&format!("pod={}", gp.pod_ref()), mark)?;
     ensure!(
         placed.contains("container placed") && field(&placed, "cpus").as_deref() == Some("1"),
         "want `container placed … cpus=1` for {}: {placed}",

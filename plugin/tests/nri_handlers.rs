@@ -26,10 +26,11 @@ use topolet_nri::api::{self, Event};
 use topolet_nri::fake_runtime::{FakeRuntime, PluginConn};
 use topolet_nri::{Stub, StubConfig};
 
-#[allow(dead_code)]
-#[path = "../../fuzz/src/lib.rs"]
-mod fuzz;
-use fuzz::shapes::{besteffort, burstable, ctr, guaranteed, pod, pod_with_parent};
+use topolet_testkit::cgroup_names::{pod_cgroup_parent, Driver};
+use topolet_testkit::kubelet::nri::{
+    self as shapes, besteffort, burstable, ctr, guaranteed, kubelet_ctr, pod, pod_with_parent,
+};
+use topolet_testkit::kubelet::{ContainerSpec, PodSpec, Qos, Requirements};
 
 /// Guard against hangs only (a deadlock or a missing update fails the test), never a timing
 /// assertion.
@@ -73,8 +74,8 @@ fn set(s: &str) -> CpuSet {
 // ------------------------------------------------------------------------------------------------
 // Kubelet-shaped NRI messages
 
-// The pod and container builders are shared with the fuzz targets and the security tests
-// (`fuzz/src/lib.rs`, module `shapes`).
+// The pod and container builders are the test kit's kubelet simulator
+// (`topolet_testkit::kubelet::nri`), shared with the fuzz properties and the security tests.
 
 /// The memory nodes of `cpus` on both machines (node 0 = CPUs 0,1,4,5; node 1 = 2,3,6,7).
 fn mems_of(cpus: &CpuSet) -> String {
@@ -123,9 +124,15 @@ fn running_on(mut c: api::Container, cpus: &CpuSet) -> api::Container {
     c
 }
 
-/// The resources of an in-place resize to `millis` CPU (Guaranteed: limit = request).
+/// The resources of an in-place resize to `millis` CPU (Guaranteed: limit = request), as the
+/// kubelet sends them in UpdateContainerResources (CPU only).
 fn resize_to(millis: u64) -> api::LinuxResources {
-    fuzz::shapes::resources(millis * 1024 / 1000, millis as i64 * 100, 0)
+    let cpu_only = Requirements {
+        cpu_request_m: Some(millis),
+        cpu_limit_m: Some(millis),
+        ..Requirements::default()
+    };
+    cpu_only.kubelet_resources(shapes::NODE_MEMORY).to_nri(None)
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -491,6 +498,49 @@ async fn create_guaranteed_integer_gets_exclusive_cpu_and_kubelet_values_are_not
     p.kill().await;
 }
 
+/// Pods of the systemd cgroup driver, from the kubelet simulator (pod spec → the CRI request →
+/// the NRI message): the Guaranteed one gets an exclusive CPU, the Burstable one the shared pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn systemd_driver_pods_from_the_kubelet_simulator_are_placed_by_their_class() {
+    let env = Env::new();
+    let p = env.start_synced(env.config(), two_cpu()).await;
+    let mem = shapes::NODE_MEMORY;
+    let mut gx = PodSpec::on_node(Driver::Systemd, "", "/logs", "gx", Qos::Guaranteed);
+    gx.uid = "0a1b2c3d-1111-4222-8333-444455556666".into();
+    gx.cgroup_parent = pod_cgroup_parent(Driver::Systemd, "", Qos::Guaranteed, &gx.uid);
+    assert!(gx
+        .cgroup_parent
+        .ends_with("kubepods-pod0a1b2c3d_1111_4222_8333_444455556666.slice"));
+    let gc = ContainerSpec::sleeper(
+        "pause",
+        "app",
+        Requirements::guaranteed(1000, GIB as u64),
+        mem,
+    );
+    let r = p
+        .create(&gx.to_nri(), &gc.to_nri(&gx))
+        .await
+        .expect("create");
+    assert_eq!(adj_cpu(&r).map(|c| c.cpus.as_str()), Some("1"), "exclusive");
+
+    let bu = PodSpec::on_node(Driver::Systemd, "", "/logs", "bu", Qos::Burstable);
+    let bc = ContainerSpec::sleeper(
+        "pause",
+        "app",
+        Requirements::burstable(500, None, GIB as u64, None),
+        mem,
+    );
+    let r = p
+        .create(&bu.to_nri(), &bc.to_nri(&bu))
+        .await
+        .expect("create");
+    assert_eq!(
+        adj_cpu(&r).map(|c| c.cpus.as_str()),
+        Some("0"),
+        "the shared pool without the exclusive CPU"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keep_cfs_quota_leaves_the_kubelets_quota() {
     let env = Env::new();
@@ -517,10 +567,12 @@ async fn create_shared_classes_get_the_shared_pool_and_keep_kubelet_values() {
     let env = Env::new();
     let p = env.start_synced(env.config(), two_cpu()).await;
 
-    // Burstable: 500m request, 1.5 CPU limit, 1 GiB memory request (oom 881).
+    // Burstable: 500m request, 1.5 CPU limit, 1 GiB memory request, 2 GiB limit (shares 512,
+    // quota 150000, oom 881).
     let bu = pod("bu", "burstable");
+    let bu_req = Requirements::burstable(500, Some(1500), GIB as u64, Some(2 * GIB as u64));
     let r = p
-        .create(&bu, &ctr(&bu, "app", 512, 150_000, 2 * GIB, 881))
+        .create(&bu, &kubelet_ctr(&bu, "app", bu_req))
         .await
         .expect("create");
     let cpu = adj_cpu(&r).expect("cpu adjusted");
@@ -577,8 +629,9 @@ async fn create_shared_classes_get_the_shared_pool_and_keep_kubelet_values() {
 
     // Burstable at the current kubelet's lowest score (request ≥ capacity) stays as it is.
     let bu2 = pod("bu2", "burstable");
+    let bu2_req = Requirements::burstable(100, None, shapes::NODE_MEMORY, None);
     let r = p
-        .create(&bu2, &ctr(&bu2, "app", 102, 0, 0, 3))
+        .create(&bu2, &kubelet_ctr(&bu2, "app", bu2_req))
         .await
         .expect("create");
     assert_eq!(adj_oom(&r), None);

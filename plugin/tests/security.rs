@@ -19,10 +19,6 @@
 //! re-executed on that one test), so every mode checked is one the code sets itself; the umask
 //! of this process, whose other tests run in parallel, is left alone.
 
-#[allow(dead_code)]
-#[path = "../../fuzz/src/lib.rs"]
-mod fuzz;
-
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -30,7 +26,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fuzz::shapes::{besteffort, create, ctr, guaranteed, pod, pod_with_parent, GIB};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as ProptestConfig, TestCaseError, TestRunner};
 use topolet::config::Config;
@@ -38,10 +33,14 @@ use topolet::core::cpuset::CpuSet;
 use topolet::core::topology::{SyntheticSpec, Topology};
 use topolet::shell::nri_plugin::{TopoletPlugin, STATE_FILE};
 use topolet::shell::{admin, state_file};
+use topolet_fuzz_props as fuzz;
 use topolet_nri::api::{self, Event};
 use topolet_nri::fake_runtime::{FakeRuntime, PluginConn};
 use topolet_nri::plugin::Plugin;
 use topolet_nri::{Stub, StubConfig};
+use topolet_testkit::kubelet::nri::{
+    besteffort, create, ctr, guaranteed, pod, pod_with_parent, GIB,
+};
 
 const GUARD: Duration = Duration::from_secs(20);
 /// No floor: the QoS classes' own values are what is checked.

@@ -1,8 +1,11 @@
 //! The fuzz properties of topolet: one function per fuzz target, taking the raw fuzz input and
 //! panicking when a property beyond "no panic" fails. The cargo-fuzz targets in
 //! `fuzz/fuzz_targets/` are one-line wrappers around these; `plugin/tests/fuzz_replay.rs`
-//! includes this file (`#[path]`) and replays the seed corpora and every kept crash input
-//! (`fuzz/regressions/<target>/`) through the same functions in the normal `cargo test`.
+//! depends on this crate and replays the seed corpora and every kept crash input
+//! (`fuzz/regressions/<target>/`) through the same functions in the normal `cargo test`. The
+//! kubelet-shaped messages come from the test kit's kubelet simulator
+//! (`topolet_testkit::kubelet::nri`), the kubelet's cgroup naming from its oracle
+//! (`topolet_testkit::cgroup_names`), both written apart from `topolet::core::qos`.
 //!
 //! Targets and their properties:
 //! - [`mux_frames`]: bytes as a trunk read by `topolet_nri::mux` in chunks of a fuzzed size; each
@@ -33,11 +36,8 @@ use topolet_nri::api;
 use topolet_nri::mux::{decode_header, Mux, TrunkState, HEADER_LEN};
 use topolet_nri::plugin::{Plugin, RuntimeInfo};
 use topolet_nri::protobuf::Message;
-
-/// The repository root (`fuzz/` and `plugin/` both sit one level below it).
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use topolet_testkit::cgroup_names;
+use topolet_testkit::kubelet::Qos;
 
 fn sysfs_fixture(name: &str) -> PathBuf {
     topolet_testkit::sysfs::fixture(name)
@@ -281,53 +281,21 @@ fn nri_plugin() -> TopoletPlugin {
     TopoletPlugin::new(c, nri_topology().clone()).expect("plugin on the fixture machine")
 }
 
-/// The QoS class a cgroup parent names, by the kubelet's layout (an oracle written apart from
-/// `core::qos`, from the layout in pod_container_manager_linux.go: only the path components).
+/// The QoS class a cgroup parent names, by the kubelet's own naming (the test kit's oracle,
+/// written apart from `core::qos`).
 fn class_of_parent(parent: &str) -> Option<&'static str> {
     parent_info(parent).map(|(class, _)| class)
 }
 
-fn valid_uid(uid: &str) -> bool {
-    !uid.is_empty()
-        && uid
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-}
-
-/// `(class, pod uid)` of a kubelet pod cgroup path, systemd slice form first.
+/// `(class, pod uid)` of a kubelet pod cgroup path, either driver.
 fn parent_info(parent: &str) -> Option<(&'static str, String)> {
-    let path = parent.split(':').next().unwrap_or(parent);
-    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
-    let kubepods = |p: &str| p == "kubepods" || p.ends_with("-kubepods");
-    for part in parts.iter().rev() {
-        let Some((prefix, uid)) = part
-            .strip_suffix(".slice")
-            .and_then(|n| n.rsplit_once("-pod"))
-        else {
-            continue;
-        };
-        let class = if kubepods(prefix) {
-            "Guaranteed"
-        } else if prefix.strip_suffix("-burstable").is_some_and(kubepods) {
-            "Burstable"
-        } else if prefix.strip_suffix("-besteffort").is_some_and(kubepods) {
-            "BestEffort"
-        } else {
-            continue;
-        };
-        if valid_uid(uid) {
-            return Some((class, uid.replace('_', "-")));
-        }
-    }
-    let k = parts.iter().rposition(|p| *p == "kubepods")?;
-    let (class, pod) = match &parts[k + 1..] {
-        ["burstable", pod, ..] => ("Burstable", *pod),
-        ["besteffort", pod, ..] => ("BestEffort", *pod),
-        [pod, ..] => ("Guaranteed", *pod),
-        [] => return None,
+    let (qos, uid) = cgroup_names::parse_pod(parent)?;
+    let class = match qos {
+        Qos::Guaranteed => "Guaranteed",
+        Qos::Burstable => "Burstable",
+        Qos::BestEffort => "BestEffort",
     };
-    let uid = pod.strip_prefix("pod").filter(|u| valid_uid(u))?;
-    Some((class, uid.to_string()))
+    Some((class, uid))
 }
 
 /// The oom_score_adj range the kubelet gives `class` (clamped to `floor`).
@@ -922,123 +890,5 @@ pub fn plan_input(data: &[u8]) {
 // ------------------------------------------------------------------------------------------------
 // Kubelet-shaped NRI messages (seed corpora, and the security tests in plugin/tests/security.rs)
 
-/// Messages shaped like the kubelet's through containerd: the pod's cgroup parent carries the QoS
-/// class, the container its shares / quota / period / memory limit / oom_score_adj.
-pub mod shapes {
-    use topolet_nri::api;
-
-    pub const GIB: i64 = 1 << 30;
-
-    /// A sandbox under `/kubepods[/<class>]/pod<uid>` (`class` "" = Guaranteed).
-    pub fn pod(uid: &str, class: &str) -> api::PodSandbox {
-        let parent = match class {
-            "" => format!("/kubepods/pod{uid}"),
-            c => format!("/kubepods/{c}/pod{uid}"),
-        };
-        pod_with_parent(uid, &parent)
-    }
-
-    pub fn pod_with_parent(uid: &str, parent: &str) -> api::PodSandbox {
-        let mut linux = api::LinuxPodSandbox::new();
-        linux.cgroup_parent = parent.into();
-        api::PodSandbox {
-            id: format!("sb-{uid}"),
-            uid: uid.into(),
-            name: format!("pod-{uid}"),
-            namespace: "default".into(),
-            linux: Some(linux).into(),
-            ..Default::default()
-        }
-    }
-
-    /// The Linux resources the kubelet asks for: CFS shares, period 100ms, and the quota and
-    /// memory limit when set (`quota` / `mem` 0 mean unset).
-    pub fn resources(shares: u64, quota: i64, mem: i64) -> api::LinuxResources {
-        let mut cpu = api::LinuxCPU::new();
-        cpu.shares = Some(api::OptionalUInt64 {
-            value: shares,
-            ..Default::default()
-        })
-        .into();
-        if quota > 0 {
-            cpu.quota = Some(api::OptionalInt64 {
-                value: quota,
-                ..Default::default()
-            })
-            .into();
-        }
-        cpu.period = Some(api::OptionalUInt64 {
-            value: 100_000,
-            ..Default::default()
-        })
-        .into();
-        let mut res = api::LinuxResources::new();
-        res.cpu = Some(cpu).into();
-        if mem > 0 {
-            let mut m = api::LinuxMemory::new();
-            m.limit = Some(api::OptionalInt64 {
-                value: mem,
-                ..Default::default()
-            })
-            .into();
-            res.memory = Some(m).into();
-        }
-        res
-    }
-
-    /// A container as containerd hands it over: `quota` / `mem` 0 mean unset.
-    pub fn ctr(
-        pod: &api::PodSandbox,
-        name: &str,
-        shares: u64,
-        quota: i64,
-        mem: i64,
-        oom: i64,
-    ) -> api::Container {
-        let res = resources(shares, quota, mem);
-        let mut linux = api::LinuxContainer::new();
-        linux.resources = Some(res).into();
-        linux.oom_score_adj = Some(api::OptionalInt {
-            value: oom,
-            ..Default::default()
-        })
-        .into();
-        api::Container {
-            id: format!("{}-{name}", pod.uid),
-            pod_sandbox_id: pod.id.clone(),
-            name: name.into(),
-            linux: Some(linux).into(),
-            ..Default::default()
-        }
-    }
-
-    /// Guaranteed, `millis` CPU, 1 GiB (oom_score_adj −997).
-    pub fn guaranteed(pod: &api::PodSandbox, name: &str, millis: u64) -> api::Container {
-        ctr(
-            pod,
-            name,
-            millis * 1024 / 1000,
-            i64::try_from(millis).unwrap_or(i64::MAX / 100) * 100,
-            GIB,
-            -997,
-        )
-    }
-
-    /// Burstable: 500m request, no limit (oom 881 on a 2-CPU CI host).
-    pub fn burstable(pod: &api::PodSandbox, name: &str) -> api::Container {
-        ctr(pod, name, 512, 0, 0, 881)
-    }
-
-    /// BestEffort: shares 2, nothing else (oom 1000).
-    pub fn besteffort(pod: &api::PodSandbox, name: &str) -> api::Container {
-        ctr(pod, name, 2, 0, 0, 1000)
-    }
-
-    pub fn create(pod: &api::PodSandbox, c: &api::Container) -> api::CreateContainerRequest {
-        api::CreateContainerRequest {
-            pod: Some(pod.clone()).into(),
-            container: Some(c.clone()).into(),
-            ..Default::default()
-        }
-    }
-}
+/// Messages shaped like the kubelet's through containerd, from the test kit's kubelet simulator.
+pub use topolet_testkit::kubelet::nri as shapes;

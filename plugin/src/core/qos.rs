@@ -528,7 +528,9 @@ fn systemd_pod_slice(component: &str) -> Option<CgroupParentInfo> {
     } else {
         return None;
     };
-    if !valid_uid(uid) {
+    // The kubelet escapes a uid's `-` as `_` in a slice name (`-` separates the slice's
+    // parents): a `-` left in the uid is not a name the kubelet writes.
+    if !valid_uid(uid) || uid.contains('-') {
         return None;
     }
     Some(CgroupParentInfo {
@@ -1378,6 +1380,9 @@ mod tests {
             "/kubepods/pod",
             "/machine.slice/machine-qemu-pod1.slice",
             "/docker/abc",
+            // A `-` the kubelet would have escaped: not a slice it names.
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podab-cd.slice",
+            "kubepods-podab-cd.slice",
         ] {
             assert_eq!(qos_from_cgroup_parent(p), None, "{p:?}");
         }

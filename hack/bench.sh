@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
 # hack/bench.sh — topolet's benchmarks, each figure measured side by side with its baseline in one run.
 #
-# Usage: hack/bench.sh            (as root, after hack/install-deps.sh; ~10 min on 2 CPUs)
+# Usage: hack/bench.sh            (as root, after hack/install-deps.sh; ~15 min on 2 CPUs)
 #        BENCH_PARTS="wire events" hack/bench.sh    (only those parts; wire and events need no root)
+#        BENCH_BASE=main hack/bench.sh              (also topolet built at git revision main, as
+#                                                    plugin "base", interleaved with the working tree)
+#        BENCH_BASE_BIN=/a/topolet BENCH_TOPOLET_BIN=/b/topolet hack/bench.sh   (two binaries)
 #
 # Prints one table and writes target/bench/bench.json (ms / µs / MiB as the key says):
-#   nri_roundtrip_us  {"topolet"|"go_baseline": {"median","p99"}}      CreateContainer round trip [wire]
+#   nri_roundtrip_us  {PLUGIN: {"median","p99"}}                       CreateContainer round trip [wire]
 #   sync_ms           {"1000","10000"}                                 topolet Synchronize        [wire]
 #   sync_ms_go_baseline {"1000","10000"}  the same Synchronize into the Go baseline (which ignores it:
 #                     the wire + decode floor, including the driver's own encoding)           [wire]
-#   rss_mib           {"topolet","go_baseline"}                        VmRSS after 1,000 containers [wire]
-#   event_us          {"10"|"100"|"1000": {"median","p99"}}            topolet's own handling time per
-#                     NRI event at that many live containers                                  [events]
+#   sync_ms_by_plugin {PLUGIN: {"1000","10000"}} end to end; sync_plugin_ms {topolet|base: {...}} the
+#                     plugin's own Synchronize handling (its histogram's _sum, one observation) [wire]
+#   rss_mib           {PLUGIN}                                         VmRSS after 1,000 containers [wire]
+#   event_us          {"10"|"1000"|"10000": {"median","p99"}}          topolet's own handling time per
+#                     NRI event at that many live containers (event_us_base: the base's)      [events]
+#   load_create_us    {topolet|base: {"quiet"|"walk"|"slow_state": {"median","p99"}}}  CreateContainer
+#                     round trip while nothing else happens / while the eviction loop measures a
+#                     200,000-entry writable layer / while every state write stalls            [load]
 #   create_start_ms   {"none"|"topolet"|"go_baseline": {"median","p99"}}  CRI CreateContainer +
 #                     StartContainer through real containerd; create_start_overhead_ms
 #                     {"topolet"|"go_baseline": {"median_diff","ci95_lo","ci95_hi"}} vs none  [create_start]
@@ -20,7 +28,10 @@
 #                     with eviction_reaction_bound_s (interval + grace the config implies)   [eviction]
 #   event_us_by_kind  {N: {event: {"median","p99"}}}  the same per NRI event kind            [events]
 #   plus the raw figures each part measured (event_runs, create_start_detail, eviction_tests) and meta.
-# A part left out by BENCH_PARTS leaves its keys out.
+# A part left out by BENCH_PARTS leaves its keys out. PLUGIN is topolet, go_baseline and, with a base
+# (BENCH_BASE / BENCH_BASE_BIN), base; every figure of a base is measured in the same run, interleaved
+# with topolet's (parts wire, events and load; create_start and eviction measure topolet only), and
+# the table shows topolet/base ratios.
 #
 # Method.
 # [wire] The runtime side is proto/examples/bench_driver.rs, the project's fake runtime
@@ -50,6 +61,19 @@
 # 2.5µs..2.5s, fine steps below 100µs, so a figure is exact to its bucket's width). The driver also
 # checks the plugin reports N managed containers. BENCH_EVENT_REPEATS rounds, each over all sizes in
 # rotating order; reported: the median over rounds of each round's median and p99.
+# [load] Root. The CreateContainer round trip of [wire] (BENCH_LOAD_N requests per run, BENCH_LOAD_ROUNDS
+# rounds, every (plugin, condition) pair once per round in rotating order) under three conditions:
+# quiet (the [wire] config); walk: [eviction] interval 1s with a nodefs.available threshold that is
+# always met, so every interval measures every pod's disk usage, and one pod (the driver's
+# --extra-pod, created before the timed requests) is a real cgroup holding a real process whose root
+# is an overlay mount with a 200,000-entry upper directory (hack/bench.sh builds it: 200 directories
+# x 1,000 empty files; `unshare -m` + overlay + chroot, lower = /usr; the process sits in
+# /sys/fs/cgroup/pids/<parent>/<id>), which the loop walks up to its limit each interval
+# (the run checks the loop's "evicting one pod" dry-run line names that pod with disk > 0, and
+# reports the loop's wall time per interval); slow_state: [state] dir on hack/bench/slowfs, a
+# loopback FUSE mount where each rename (every state write ends with one) first waits
+# BENCH_SLOW_STATE_DELAY. Reported: median, p99 per plugin and condition, and each condition's p99
+# against quiet.
 # [create_start] One isolated containerd (hack/containerd.sh, line CONTAINERD_VERSION) and the Go CRI
 # client hack/nri-latency/ (k8s.io/cri-api, in-process gRPC, built offline from .deps) timing
 # CreateContainer + StartContainer together (StopContainer and RemoveContainer untimed, one warm-up
@@ -71,13 +95,21 @@
 # Both lines in one table; figures are means over the two tests where one number is shown.
 #
 # Environment:
-#   BENCH_PARTS         parts to run (default "wire events create_start eviction")
+#   BENCH_PARTS         parts to run (default "wire events load create_start eviction")
+#   BENCH_BASE          a git revision: topolet built at it (a detached worktree under the run's temp
+#                       dir, built into the same target dir, the binary copied out, the worktree
+#                       removed) runs as plugin "base" beside the working tree's
+#   BENCH_BASE_BIN      a topolet binary to run as "base" instead (no build)
+#   BENCH_TOPOLET_BIN   the topolet binary to measure as "topolet" instead of building the tree's
 #   BENCH_ROUNDS        [wire] rounds per plugin (default 5)
 #   BENCH_N             [wire] CreateContainer requests per round (default 2000)
 #   BENCH_SYNC_REPEATS  [wire] Synchronize runs per size (default 3)
-#   BENCH_EVENT_LIVE    [events] live container counts (default "10 100 1000")
+#   BENCH_EVENT_LIVE    [events] live container counts (default "10 1000 10000")
 #   BENCH_EVENT_CHURN   [events] churn pods per run (default 2000, 6 events each)
 #   BENCH_EVENT_REPEATS [events] rounds (default 3)
+#   BENCH_LOAD_ROUNDS   [load] rounds (default 3)
+#   BENCH_LOAD_N        [load] CreateContainer requests per run (default 5000)
+#   BENCH_SLOW_STATE_DELAY [load] wait before each state-file rename on slowfs (default 500ms)
 #   BENCH_CS_ROUNDS     [create_start] blocks per condition (default 20)
 #   BENCH_CS_BLOCK      [create_start] timed create+starts per block (default 25; 20x25 = 500)
 #   CONTAINERD_VERSION / TOPOLET_CONTAINERD_VERSION  [create_start, eviction] line (default as in
@@ -90,29 +122,46 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=hack/lib/common.sh
 source "$HACK_DIR/lib/common.sh"
 
-PARTS=" ${BENCH_PARTS:-wire events create_start eviction} "
+PARTS=" ${BENCH_PARTS:-wire events load create_start eviction} "
 ROUNDS="${BENCH_ROUNDS:-5}"
 N="${BENCH_N:-2000}"
 SYNC_REPEATS="${BENCH_SYNC_REPEATS:-3}"
-EVENT_LIVE="${BENCH_EVENT_LIVE:-10 100 1000}"
+EVENT_LIVE="${BENCH_EVENT_LIVE:-10 1000 10000}"
 EVENT_CHURN="${BENCH_EVENT_CHURN:-2000}"
 EVENT_REPEATS="${BENCH_EVENT_REPEATS:-3}"
+LOAD_ROUNDS="${BENCH_LOAD_ROUNDS:-3}"
+LOAD_N="${BENCH_LOAD_N:-5000}"
+SLOW_DELAY="${BENCH_SLOW_STATE_DELAY:-500ms}"
+BASE="${BENCH_BASE:-}"
+BASE_BIN="${BENCH_BASE_BIN:-}"
+TOPOLET_BIN_IN="${BENCH_TOPOLET_BIN:-}"
 CS_ROUNDS="${BENCH_CS_ROUNDS:-20}"
 CS_BLOCK="${BENCH_CS_BLOCK:-25}"
 VERSION="${CONTAINERD_VERSION:-${TOPOLET_CONTAINERD_VERSION:-$DEFAULT_CONTAINERD_VERSION}}"
-OUT_DIR="$REPO_ROOT/target/bench"
+TARGET_DIR="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
+OUT_DIR="$TARGET_DIR/bench"
 
 die() { echo "bench: error: $*" >&2; exit 1; }
 say() { echo "bench: $*" >&2; }
 part() { [[ "$PARTS" == *" $1 "* ]]; }
 
 for p in $PARTS; do
-  case "$p" in wire | events | create_start | eviction) ;; *) die "BENCH_PARTS: unknown part $p (wire events create_start eviction)" ;; esac
+  case "$p" in wire | events | load | create_start | eviction) ;; *) die "BENCH_PARTS: unknown part $p (wire events load create_start eviction)" ;; esac
 done
-for v in ROUNDS N SYNC_REPEATS EVENT_CHURN EVENT_REPEATS CS_ROUNDS CS_BLOCK; do
+for v in ROUNDS N SYNC_REPEATS EVENT_CHURN EVENT_REPEATS LOAD_ROUNDS LOAD_N CS_ROUNDS CS_BLOCK; do
   [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || die "BENCH_$v=${!v}: want a positive integer"
 done
 for n in $EVENT_LIVE; do [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "BENCH_EVENT_LIVE: $n is not a positive integer"; done
+[[ "$SLOW_DELAY" =~ ^[0-9]+(ms|s)$ ]] || die "BENCH_SLOW_STATE_DELAY=$SLOW_DELAY: want a duration like 500ms or 1s"
+[[ -z "$BASE" || -z "$BASE_BIN" ]] || die "BENCH_BASE and BENCH_BASE_BIN: set one of them"
+for b in "$BASE_BIN" "$TOPOLET_BIN_IN"; do [[ -z "$b" || -x "$b" ]] || die "$b: not an executable"; done
+if [[ -n "$BASE" ]]; then
+  git -C "$REPO_ROOT" rev-parse --verify -q "$BASE^{commit}" >/dev/null || die "BENCH_BASE=$BASE: not a git revision of $REPO_ROOT"
+fi
+if part load; then
+  [[ $EUID -eq 0 ]] || die "part load needs root (cgroups, overlay, FUSE)"
+  [[ -e /dev/fuse ]] || die "part load needs /dev/fuse (hack/bench/slowfs)"
+fi
 if part create_start || part eviction; then
   [[ $EUID -eq 0 ]] || die "parts create_start and eviction need root (BENCH_PARTS=\"wire events\" runs without)"
   validate_containerd_version "$VERSION" || exit 1
@@ -123,11 +172,17 @@ WORK="$(mktemp -d /tmp/topolet-bench.XXXXXX)"
 PLUGIN_PID=""
 DRIVER_PID=""
 STACK=""
+SLEEPER_PID=""   # [load] the process whose root is the 200,000-entry overlay
+SLOWFS_PID=""    # [load] the slowfs mount
+WALK_CGROUPS=()  # [load] cgroup directories created, deepest first
+BASE_SRC=""      # the BENCH_BASE worktree while it exists
 cleanup() {
   local rc=$?
-  for p in "$DRIVER_PID" "$PLUGIN_PID"; do
+  for p in "$DRIVER_PID" "$PLUGIN_PID" "$SLEEPER_PID" "$SLOWFS_PID"; do
     [[ -z "$p" ]] || { kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; }
   done
+  for d in "${WALK_CGROUPS[@]}"; do rmdir "$d" 2>/dev/null || echo "bench: rmdir $d failed" >&2; done
+  [[ -z "$BASE_SRC" ]] || git -C "$REPO_ROOT" worktree remove --force "$BASE_SRC" || echo "bench: git worktree remove $BASE_SRC failed" >&2
   [[ -z "$STACK" ]] || "$HACK_DIR/containerd.sh" stop "$STACK" >/dev/null 2>&1 || echo "bench: stop of $STACK failed" >&2
   ((rc == 0)) || echo "bench: logs kept in $WORK" >&2
   ((rc != 0)) || rm -rf "$WORK"
@@ -145,16 +200,38 @@ go_build() { # go_build DIR OUT: offline-first build with the shared module cach
     GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0 "$GO" build -trimpath -o "$2" .)
 }
 
+# The plugins measured: topolet (the working tree, or BENCH_TOPOLET_BIN), base when asked for.
+declare -A BIN
+TOPOLETS=(topolet)
+if [[ -n "$BASE" ]]; then
+  # Built first, into the same target dir (dependencies shared), and copied out: the tree's own
+  # build below then leaves target/release/topolet as the working tree's.
+  BASE_SRC="$WORK/base-src"
+  say "building topolet at $BASE ($(git -C "$REPO_ROOT" rev-parse --short "$BASE^{commit}")) as base"
+  git -C "$REPO_ROOT" worktree add -q --detach "$BASE_SRC" "$BASE" || die "git worktree add $BASE failed"
+  (cd "$BASE_SRC" && CARGO_TARGET_DIR="$TARGET_DIR" cargo build -q --release -p topolet --bin topolet) ||
+    die "cargo build of topolet at $BASE failed"
+  cp "$TARGET_DIR/release/topolet" "$WORK/topolet-base"
+  git -C "$REPO_ROOT" worktree remove --force "$BASE_SRC" || die "git worktree remove $BASE_SRC failed"
+  BASE_SRC=""
+  BASE_BIN="$WORK/topolet-base"
+fi
+[[ -z "$BASE_BIN" ]] || { BIN[base]="$BASE_BIN"; TOPOLETS+=(base); }
 say "building topolet, bench_driver (release), the Go baseline, the CRI client and the eviction test"
-(cd "$REPO_ROOT" && cargo build -q --release -p topolet --bin topolet) || die "cargo build -p topolet failed"
+if [[ -z "$TOPOLET_BIN_IN" ]]; then
+  (cd "$REPO_ROOT" && cargo build -q --release -p topolet --bin topolet) || die "cargo build -p topolet failed"
+fi
 (cd "$REPO_ROOT" && cargo build -q --release -p topolet-nri --features test-support --example bench_driver) ||
   die "cargo build of the bench_driver example failed"
-TOPOLET="$REPO_ROOT/target/release/topolet"
-DRIVER="$REPO_ROOT/target/release/examples/bench_driver"
+TOPOLET="${TOPOLET_BIN_IN:-$TARGET_DIR/release/topolet}"
+BIN[topolet]="$TOPOLET"
+DRIVER="$TARGET_DIR/release/examples/bench_driver"
 GO_BASELINE="$WORK/go-baseline"
 go_build "$HACK_DIR/bench/go-baseline" "$GO_BASELINE" || die "building hack/bench/go-baseline failed"
 CLIENT="$WORK/cri-client"
 go_build "$HACK_DIR/nri-latency" "$CLIENT" || die "building hack/nri-latency (the CRI client) failed"
+SLOWFS="$WORK/slowfs"
+if part load; then go_build "$HACK_DIR/bench/slowfs" "$SLOWFS" || die "building hack/bench/slowfs failed"; fi
 EVICTION_TEST=""
 if part eviction; then
   # Built now, with everything else, and run as a binary later: one snapshot of the tree for the run.
@@ -169,6 +246,7 @@ for line in sys.stdin:
 fi
 
 # topolet_config FILE SOCKET DIR METRICS: a topolet config; METRICS "on" serves /metrics on a free port.
+# CONF_STATE_DIR (default DIR/state) and CONF_EVICTION (a TOML [eviction] section) come from the caller.
 topolet_config() {
   local enabled=false
   [[ "$4" != on ]] || enabled=true
@@ -186,7 +264,7 @@ reserved_cpus = "0"
 pids_limit = 1024
 
 [state]
-dir = "$3/state"
+dir = "${CONF_STATE_DIR:-$3/state}"
 
 [admin]
 socket = "$3/admin.sock"
@@ -195,6 +273,7 @@ socket = "$3/admin.sock"
 enabled = $enabled
 address = "127.0.0.1:0"
 EOT
+  [[ -z "${CONF_EVICTION:-}" ]] || printf '\n%s\n' "$CONF_EVICTION" >>"$1"
 }
 
 RUN=0
@@ -205,9 +284,9 @@ start_plugin() {
   local dir="$WORK/run$RUN"
   mkdir -p "$dir"
   case "$1" in
-    topolet)
+    topolet | base)
       topolet_config "$dir/topolet.toml" "$2" "$dir" "$METRICS"
-      "$TOPOLET" run --config "$dir/topolet.toml" --log-file "$dir/topolet.log" 2>"$dir/stderr" &
+      "${BIN[$1]}" run --config "$dir/topolet.toml" --log-file "$dir/topolet.log" 2>"$dir/stderr" &
       ;;
     go_baseline) "$GO_BASELINE" --socket "$2" --idx 60 >"$dir/stderr" 2>&1 & ;;
     *) die "unknown plugin $1" ;;
@@ -245,97 +324,225 @@ field() { sed -E "s/.*\"$2\":([0-9.]+).*/\1/" <<<"$1"; }
 # median of the numbers given
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-PLUGINS=(topolet go_baseline)
+PLUGINS=("${TOPOLETS[@]}" go_baseline)
+NP=${#PLUGINS[@]}
+is_topolet() { [[ "$1" == topolet || "$1" == base ]]; }
 if part wire; then
   T=$SECONDS
-  say "[wire] NRI round trip: $ROUNDS rounds x $N CreateContainer per plugin, alternating"
+  : >"$WORK/wire.tsv" # lines: FIGURE PLUGIN [SIZE] VALUE
+  say "[wire] NRI round trip: $ROUNDS rounds x $N CreateContainer per plugin (${PLUGINS[*]}), rotating"
   for ((r = 0; r < ROUNDS; r++)); do
-    for ((k = 0; k < 2; k++)); do
-      p="${PLUGINS[(r + k) % 2]}"
+    for ((k = 0; k < NP; k++)); do
+      p="${PLUGINS[(r + k) % NP]}"
       drive "$p" roundtrip --n "$N" --round "$r" --samples "$WORK/samples-$p"
       say "  round $((r + 1)) $p: $J"
     done
   done
-  declare -A MED P99
   for p in "${PLUGINS[@]}"; do
     j="$("$DRIVER" stats "$WORK/samples-$p")"
-    MED[$p]="$(field "$j" median_us)"
-    P99[$p]="$(field "$j" p99_us)"
+    echo "rt_median $p $(field "$j" median_us)" >>"$WORK/wire.tsv"
+    echo "rt_p99 $p $(field "$j" p99_us)" >>"$WORK/wire.tsv"
   done
 
-  say "[wire] Synchronize: $SYNC_REPEATS x {1000, 10000} containers into a fresh plugin, alternating"
-  declare -A SYNC
+  say "[wire] Synchronize: $SYNC_REPEATS x {1000, 10000} containers into a fresh plugin, rotating"
   for size in 1000 10000; do
-    declare -A runs=([topolet]="" [go_baseline]="")
     for ((i = 0; i < SYNC_REPEATS; i++)); do
-      for ((k = 0; k < 2; k++)); do
-        p="${PLUGINS[(i + k) % 2]}"
-        drive "$p" sync --containers "$size"
+      for ((k = 0; k < NP; k++)); do
+        p="${PLUGINS[(i + k) % NP]}"
+        if is_topolet "$p"; then
+          METRICS=on
+          drive "$p" sync --containers "$size" --metrics-log "$WORK/run$((RUN + 1))/topolet.log"
+          METRICS=off
+          echo "sync_plugin $p $size $(field "$J" plugin_ms)" >>"$WORK/wire.tsv"
+        else
+          drive "$p" sync --containers "$size"
+        fi
         say "  $size $p: $J"
-        runs[$p]+=" $(field "$J" sync_ms)"
+        echo "sync $p $size $(field "$J" sync_ms)" >>"$WORK/wire.tsv"
       done
-    done
-    for p in "${PLUGINS[@]}"; do
-      # shellcheck disable=SC2086 # word-split the run list on purpose
-      SYNC[$p,$size]="$(median ${runs[$p]})"
     done
   done
 
   say "[wire] RSS after 1000 CreateContainer"
-  declare -A RSS
   for p in "${PLUGINS[@]}"; do
     drive "$p" roundtrip --n 1000 --round 99 --rss-pid-file "$WORK/pid-$((RUN + 1))"
     say "  $p: $J"
-    RSS[$p]="$(field "$J" rss_mib)"
+    echo "rss $p $(field "$J" rss_mib)" >>"$WORK/wire.tsv"
   done
-  cat >"$WORK/parts/wire.json" <<EOT
-{
-  "nri_roundtrip_us": {
-    "topolet": {"median": ${MED[topolet]}, "p99": ${P99[topolet]}},
-    "go_baseline": {"median": ${MED[go_baseline]}, "p99": ${P99[go_baseline]}}
-  },
-  "sync_ms": {"1000": ${SYNC[topolet,1000]}, "10000": ${SYNC[topolet,10000]}},
-  "sync_ms_go_baseline": {"1000": ${SYNC[go_baseline,1000]}, "10000": ${SYNC[go_baseline,10000]}},
-  "rss_mib": {"topolet": ${RSS[topolet]}, "go_baseline": ${RSS[go_baseline]}},
-  "meta": {"wire": {"rounds": $ROUNDS, "requests_per_round": $N, "sync_repeats": $SYNC_REPEATS,
-           "runtime": "fake containerd v2.2.7 / NRI v0.11.0 (topolet_nri::fake_runtime)", "seconds": $((SECONDS - T))}}
-}
+  python3 - "$WORK/wire.tsv" "$ROUNDS" "$N" "$SYNC_REPEATS" $((SECONDS - T)) >"$WORK/parts/wire.json" <<'EOT'
+import json, statistics, sys
+rt, sync, plugin, rss = {}, {}, {}, {}
+for line in open(sys.argv[1]):
+    f = line.split()
+    if f[0] in ("rt_median", "rt_p99"):
+        rt.setdefault(f[1], {})["median" if f[0] == "rt_median" else "p99"] = float(f[2])
+    elif f[0] == "sync":
+        sync.setdefault(f[1], {}).setdefault(f[2], []).append(float(f[3]))
+    elif f[0] == "sync_plugin":
+        plugin.setdefault(f[1], {}).setdefault(f[2], []).append(float(f[3]))
+    elif f[0] == "rss":
+        rss[f[1]] = float(f[2])
+med = lambda d: {p: {n: round(statistics.median(v), 2) for n, v in by.items()} for p, by in d.items()}
+sync, plugin = med(sync), med(plugin)
+print(json.dumps({
+    "nri_roundtrip_us": rt,
+    "sync_ms": sync["topolet"],
+    "sync_ms_go_baseline": sync["go_baseline"],
+    "sync_ms_by_plugin": sync,
+    "sync_plugin_ms": plugin,
+    "rss_mib": rss,
+    "meta": {"wire": {"rounds": int(sys.argv[2]), "requests_per_round": int(sys.argv[3]),
+                      "sync_repeats": int(sys.argv[4]),
+                      "runtime": "fake containerd v2.2.7 / NRI v0.11.0 (topolet_nri::fake_runtime)",
+                      "seconds": int(sys.argv[5])}}}))
 EOT
 fi
 
 if part events; then
   T=$SECONDS
   read -r -a SIZES <<<"$EVENT_LIVE"
-  say "[events] $EVENT_REPEATS rounds x {${SIZES[*]}} live containers, $EVENT_CHURN churn pods each, rotating"
+  say "[events] $EVENT_REPEATS rounds x {${SIZES[*]}} live containers x {${TOPOLETS[*]}}, $EVENT_CHURN churn pods each, rotating"
   METRICS=on
   : >"$WORK/events.jsonl"
+  NT=${#TOPOLETS[@]}
   for ((r = 0; r < EVENT_REPEATS; r++)); do
-    for ((k = 0; k < ${#SIZES[@]}; k++)); do
-      live="${SIZES[(r + k) % ${#SIZES[@]}]}"
-      drive topolet events --live "$live" --churn "$EVENT_CHURN" --metrics-log "$WORK/run$((RUN + 1))/topolet.log"
-      say "  round $((r + 1)) live $live: $J"
-      echo "$J" >>"$WORK/events.jsonl"
+    for ((k = 0; k < ${#SIZES[@]} * NT; k++)); do
+      live="${SIZES[((r + k) / NT) % ${#SIZES[@]}]}"
+      v="${TOPOLETS[(r + k) % NT]}"
+      drive "$v" events --live "$live" --churn "$EVENT_CHURN" --metrics-log "$WORK/run$((RUN + 1))/topolet.log"
+      say "  round $((r + 1)) $v live $live: $J"
+      echo "{\"plugin\":\"$v\",${J#\{}" >>"$WORK/events.jsonl"
     done
   done
   METRICS=off
   python3 - "$WORK/events.jsonl" "$EVENT_CHURN" "$EVENT_REPEATS" $((SECONDS - T)) >"$WORK/parts/events.json" <<'EOT'
 import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-by = {}
-for r in runs:
-    if r["managed_containers"] != r["live"]:
-        sys.exit(f"bench: events: plugin reported {r['managed_containers']} managed containers, want {r['live']}")
-    by.setdefault(str(r["live"]), []).append(r)
-ev = {k: {"median": round(statistics.median(x["all"]["median_us"] for x in v), 1),
-          "p99": round(statistics.median(x["all"]["p99_us"] for x in v), 1),
-          "events_per_run": v[0]["all"]["n"]} for k, v in by.items()}
-kinds = {k: {e: {"median": round(statistics.median(x["by_event"][e]["median_us"] for x in v), 1),
-                 "p99": round(statistics.median(x["by_event"][e]["p99_us"] for x in v), 1)}
-             for e in v[0]["by_event"]} for k, v in by.items()}
-print(json.dumps({"event_us": ev, "event_us_by_kind": kinds, "event_runs": runs,
-                  "meta": {"events": {"churn_pods": int(sys.argv[2]), "rounds": int(sys.argv[3]),
-                                      "seconds": int(sys.argv[4]),
-                                      "quantiles": "histogram_quantile of the churn-only histogram delta"}}}))
+out = {"event_runs": runs}
+for plugin in sorted({r["plugin"] for r in runs}):
+    by = {}
+    for r in runs:
+        if r["plugin"] != plugin:
+            continue
+        if r["managed_containers"] != r["live"]:
+            sys.exit(f"bench: events: {plugin} reported {r['managed_containers']} managed containers, want {r['live']}")
+        by.setdefault(str(r["live"]), []).append(r)
+    ev = {k: {"median": round(statistics.median(x["all"]["median_us"] for x in v), 1),
+              "p99": round(statistics.median(x["all"]["p99_us"] for x in v), 1),
+              "events_per_run": v[0]["all"]["n"]} for k, v in by.items()}
+    kinds = {k: {e: {"median": round(statistics.median(x["by_event"][e]["median_us"] for x in v), 1),
+                     "p99": round(statistics.median(x["by_event"][e]["p99_us"] for x in v), 1)}
+                 for e in v[0]["by_event"]} for k, v in by.items()}
+    suffix = "" if plugin == "topolet" else "_" + plugin
+    out["event_us" + suffix] = ev
+    out["event_us_by_kind" + suffix] = kinds
+out["meta"] = {"events": {"churn_pods": int(sys.argv[2]), "rounds": int(sys.argv[3]),
+                          "seconds": int(sys.argv[4]),
+                          "quantiles": "histogram_quantile of the churn-only histogram delta"}}
+print(json.dumps(out))
+EOT
+fi
+
+if part load; then
+  T=$SECONDS
+  # The walked pod: a real cgroup under a bench-only parent, a real process in it whose root is an
+  # overlay with a 200,000-entry upper directory. The driver creates it in the plugin (--extra-pod).
+  WALK_PARENT="/topolet-bench-$$/kubepods/besteffort/pod00000007-0000-4003-8000-0000000000ff"
+  WALK_ID="$(printf 'b%063d' 0)"
+  WALK="$WORK/walk"
+  say "[load] building a 200,000-entry writable layer and its container cgroup"
+  mkdir -p "$WALK/upper" "$WALK/work" "$WALK/merged"
+  python3 - "$WALK/upper" <<'EOT'
+import os, sys
+for d in range(200):
+    p = os.path.join(sys.argv[1], f"d{d:03d}")
+    os.mkdir(p)
+    for f in range(999):
+        os.close(os.open(os.path.join(p, f"f{f:03d}"), os.O_CREAT | os.O_WRONLY, 0o644))
+EOT
+  CG_PIDS="/sys/fs/cgroup/pids"
+  [[ -d "$CG_PIDS" ]] || die "[load] needs the cgroup v1 pids controller at $CG_PIDS"
+  rel="" dirs=()
+  for part_ in ${WALK_PARENT//\// } "$WALK_ID"; do
+    rel="$rel/$part_"
+    [[ -d "$CG_PIDS$rel" ]] || { mkdir "$CG_PIDS$rel" || die "mkdir $CG_PIDS$rel failed"; dirs=("$CG_PIDS$rel" "${dirs[@]}"); }
+  done
+  WALK_CGROUPS=("${dirs[@]}")
+  unshare -m --propagation private sh -c "mount -t overlay overlay -o lowerdir=/usr,upperdir=$WALK/upper,workdir=$WALK/work $WALK/merged && echo \$\$ >$CG_PIDS$rel/cgroup.procs && exec chroot $WALK/merged /bin/sleep infinity" &
+  SLEEPER_PID=$!
+  deadline=$((SECONDS + 20))
+  until grep -qx "$SLEEPER_PID" "$CG_PIDS$rel/cgroup.procs" 2>/dev/null && grep -q " / / .*upperdir=$WALK/upper" "/proc/$SLEEPER_PID/mountinfo" 2>/dev/null; do
+    kill -0 "$SLEEPER_PID" 2>/dev/null || die "[load] the overlay process exited (unshare/mount/chroot failed)"
+    ((SECONDS < deadline)) || die "[load] the overlay process is not in $CG_PIDS$rel with its overlay root"
+    sleep 0.05
+  done
+  # The slow state directory.
+  mkdir -p "$WORK/slow-backing" "$WORK/slow"
+  "$SLOWFS" --delay "$SLOW_DELAY" "$WORK/slow-backing" "$WORK/slow" >"$WORK/slowfs.log" 2>&1 &
+  SLOWFS_PID=$!
+  deadline=$((SECONDS + 20))
+  until grep -q "^mounted" "$WORK/slowfs.log"; do
+    kill -0 "$SLOWFS_PID" 2>/dev/null || die "[load] slowfs failed: $(cat "$WORK/slowfs.log")"
+    ((SECONDS < deadline)) || die "[load] slowfs did not mount $WORK/slow"
+    sleep 0.05
+  done
+  WALK_EVICTION='[eviction]
+interval = "1s"
+hard = { "nodefs.available" = "1000Pi" }'
+  CONDS=(quiet walk slow_state)
+  : >"$WORK/load.tsv" # lines: PLUGIN CONDITION SAMPLES-FILE [LOG]
+  NT=${#TOPOLETS[@]}
+  say "[load] $LOAD_ROUNDS rounds x {${CONDS[*]}} x {${TOPOLETS[*]}}, $LOAD_N CreateContainer each, rotating"
+  for ((r = 0; r < LOAD_ROUNDS; r++)); do
+    for ((k = 0; k < ${#CONDS[@]} * NT; k++)); do
+      c="${CONDS[((r + k) / NT) % ${#CONDS[@]}]}"
+      v="${TOPOLETS[(r + k) % NT]}"
+      CONF_STATE_DIR="" CONF_EVICTION=""
+      extra=()
+      case "$c" in
+        walk) CONF_EVICTION="$WALK_EVICTION" extra=(--extra-pod "$WALK_PARENT:$WALK_ID") ;;
+        slow_state) CONF_STATE_DIR="$WORK/slow/run$((RUN + 1))" ;;
+      esac
+      drive "$v" roundtrip --n "$LOAD_N" --round "$((200 + r))" --samples "$WORK/load-$v-$c" "${extra[@]}"
+      say "  round $((r + 1)) $v $c: $J"
+      echo "$v $c $WORK/run$RUN/topolet.log" >>"$WORK/load.tsv"
+    done
+  done
+  CONF_STATE_DIR="" CONF_EVICTION=""
+  kill -TERM "$SLEEPER_PID"; wait "$SLEEPER_PID" 2>/dev/null || true; SLEEPER_PID=""
+  kill -TERM "$SLOWFS_PID"; wait "$SLOWFS_PID" 2>/dev/null || true; SLOWFS_PID=""
+  for d in "${WALK_CGROUPS[@]}"; do rmdir "$d" || die "rmdir $d failed"; done
+  WALK_CGROUPS=()
+  for v in "${TOPOLETS[@]}"; do
+    for c in "${CONDS[@]}"; do
+      echo "stats $v $c $("$DRIVER" stats "$WORK/load-$v-$c")" >>"$WORK/load.tsv"
+    done
+  done
+  python3 - "$WORK/load.tsv" "$LOAD_ROUNDS" "$LOAD_N" "$SLOW_DELAY" $((SECONDS - T)) >"$WORK/parts/load.json" <<'EOT'
+import json, re, statistics, sys
+stats, walk_ms, logs = {}, {}, []
+for line in open(sys.argv[1]):
+    f = line.split(" ", 3)
+    if f[0] == "stats":
+        d = json.loads(f[3])
+        stats.setdefault(f[1], {})[f[2]] = {"median": d["median_us"], "p99": d["p99_us"], "n": d["n"]}
+    else:
+        logs.append((f[0], f[1], f[2].strip()))
+for plugin, cond, log in logs:
+    text = open(log).read()
+    if cond == "walk":
+        # The loop measured the walked pod: its dry-run line names the pod with its disk bytes.
+        if not any("evicting one pod" in l and re.search(r"\bdisk=[1-9]", l) for l in text.splitlines()):
+            sys.exit(f"bench: load: {plugin} never measured the walked pod's disk usage (log {log})")
+        w = [int(x) for x in re.findall(r"wall_us_per_iteration=(\d+)", text)]
+        if w:
+            walk_ms.setdefault(plugin, []).append(w[-1] / 1000)
+print(json.dumps({
+    "load_create_us": stats,
+    "load_walk_ms_per_interval": {p: round(statistics.median(v), 1) for p, v in walk_ms.items()},
+    "meta": {"load": {"rounds": int(sys.argv[2]), "requests_per_run": int(sys.argv[3]),
+                      "walk_entries": 200_000, "slow_state_delay": sys.argv[4],
+                      "seconds": int(sys.argv[5])}}}))
 EOT
 fi
 
@@ -453,32 +660,72 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
     out.update(d)
 json.dump(out, open(sys.argv[2], "w"), indent=2)
 rows = []
-def row(name, a, b="", c=""):
-    rows.append((name, str(a), str(b), str(c)))
+def row(*cells):
+    rows.append(tuple(str(c) for c in cells))
+def ratio(a, b, fmt="{:.2f}x"):
+    return fmt.format(a / b) if a is not None and b else ""
 g = out.get
 if "nri_roundtrip_us" in out:
-    rows.append(("[wire] fake runtime", "topolet", "go_baseline", "ratio"))
     rt = out["nri_roundtrip_us"]
+    base = "base" in rt
+    head = ["[wire] fake runtime", "topolet"] + (["base"] if base else []) + ["go_baseline", "topolet/go"]
+    rows.append(tuple(head + (["topolet/base"] if base else [])))
+    def wire_row(name, t, b, go):
+        row(name, t, *([b] if base else []), go if go is not None else "-", ratio(t, go),
+            *([ratio(t, b)] if base else []))
     for q in ("median", "p99"):
-        t, b = rt["topolet"][q], rt["go_baseline"][q]
-        row(f"NRI round trip {q} (us)", t, b, f"{t / b:.2f}x")
+        wire_row(f"NRI round trip {q} (us)", rt["topolet"][q], rt.get("base", {}).get(q), rt["go_baseline"][q])
+    sp, pl = out["sync_ms_by_plugin"], out.get("sync_plugin_ms", {})
     for n in ("1000", "10000"):
-        t, b = out["sync_ms"][n], out["sync_ms_go_baseline"][n]
-        row(f"Synchronize {int(n):,} ctrs (ms)", t, b, f"{t / b:.2f}x")
-    t, b = out["rss_mib"]["topolet"], out["rss_mib"]["go_baseline"]
-    row("RSS after 1,000 ctrs (MiB)", t, b, f"{t / b:.2f}x")
-if "event_us" in out:
-    rows.append(("[events] topolet histogram", "median", "p99", "median vs smallest"))
-    ev = out["event_us"]
+        wire_row(f"Synchronize {int(n):,} ctrs, end to end (ms)", sp["topolet"][n], sp.get("base", {}).get(n),
+                 sp["go_baseline"][n])
+        if n in pl.get("topolet", {}):
+            wire_row(f"  of which the plugin's handler (ms)", pl["topolet"][n], pl.get("base", {}).get(n), None)
+    rss = out["rss_mib"]
+    wire_row("RSS after 1,000 ctrs (MiB)", rss["topolet"], rss.get("base"), rss["go_baseline"])
+for plugin in ("topolet", "base"):
+    key = "event_us" + ("" if plugin == "topolet" else "_base")
+    if key not in out:
+        continue
+    rows.append((f"[events] {plugin} histogram", "median", "p99", "median vs smallest"))
+    ev = out[key]
     sizes = sorted(ev, key=int)
     for n in sizes:
         row(f"event at {int(n):,} live ctrs (us)", ev[n]["median"], ev[n]["p99"],
             f"{ev[n]['median'] / ev[sizes[0]]['median']:.2f}x")
-    kinds, small, big = out.get("event_us_by_kind", {}), sizes[0], sizes[-1]
+    kinds, small, big = out.get(key.replace("event_us", "event_us_by_kind"), {}), sizes[0], sizes[-1]
     for kind in sorted(kinds.get(big, {})):
         k, k0 = kinds[big][kind], kinds.get(small, {}).get(kind)
         row(f"  {kind} at {int(big):,} (us)", k["median"], k["p99"],
             f"{k['median'] / k0['median']:.2f}x vs {int(small):,} live" if k0 and k0["median"] else "")
+if "event_us" in out and "event_us_base" in out:
+    rows.append(("[events] topolet vs base", "topolet p99", "base p99", "topolet/base (median, p99)"))
+    for n in sorted(out["event_us"], key=int):
+        t, b = out["event_us"][n], out["event_us_base"].get(n)
+        if b:
+            row(f"event at {int(n):,} live ctrs (us)", t["p99"], b["p99"],
+                f"{t['median'] / b['median']:.2f}x, {t['p99'] / b['p99']:.2f}x")
+    big = max(out["event_us"], key=int)
+    for kind in ("CreateContainer", "StopContainer"):
+        t = out["event_us_by_kind"].get(big, {}).get(kind)
+        b = out["event_us_by_kind_base"].get(big, {}).get(kind)
+        if t and b:
+            row(f"  {kind} at {int(big):,} (us)", t["p99"], b["p99"],
+                f"{t['median'] / b['median']:.2f}x, {t['p99'] / b['p99']:.2f}x")
+if "load_create_us" in out:
+    ld = out["load_create_us"]
+    rows.append(("[load] CreateContainer", "median", "p99", "p99 vs quiet" + (" | topolet/base p99" if "base" in ld else "")))
+    for plugin in ("topolet", "base"):
+        for c in ("quiet", "walk", "slow_state"):
+            if c not in ld.get(plugin, {}):
+                continue
+            x = ld[plugin][c]
+            extra = ""
+            if plugin == "topolet" and "base" in ld:
+                extra = " | " + ratio(x["p99"], ld["base"][c]["p99"])
+            row(f"{plugin}, {c} (us)", x["median"], x["p99"], ratio(x["p99"], ld[plugin]["quiet"]["p99"]) + extra)
+    for plugin, ms in out.get("load_walk_ms_per_interval", {}).items():
+        row(f"{plugin}: eviction interval wall while walking (ms)", ms, "", "")
 if "create_start_ms" in out:
     rows.append(("[create_start] real CRI", "median", "p99", "overhead vs none (95% CI)"))
     cs, ov = out["create_start_ms"], out["create_start_overhead_ms"]
@@ -495,9 +742,11 @@ if "eviction_loop_ms_per_interval" in out:
     for sig, s in out["eviction_reaction_s"].items():
         bound = out["eviction_reaction_bound_s"][sig]
         row(f"reaction {sig} (s)", s, f"{bound} (interval+grace)", f"{s / bound:.2f}x")
-w = [max(len(r[i]) for r in rows) for i in range(4)]
+ncol = max(len(r) for r in rows)
+rows = [r + ("",) * (ncol - len(r)) for r in rows]
+w = [max(len(r[i]) for r in rows) for i in range(ncol)]
 print()
 for r in rows:
-    print(f"{r[0]:<{w[0]}}  {r[1]:>{w[1]}}  {r[2]:>{w[2]}}  {r[3]}")
+    print(f"{r[0]:<{w[0]}}  " + "  ".join(f"{c:>{w[i + 1]}}" for i, c in enumerate(r[1:])).rstrip())
 print(f"({out['meta']['cpus']} CPUs, {out['meta']['seconds']} s; written to {sys.argv[2]})")
 EOT

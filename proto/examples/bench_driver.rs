@@ -11,10 +11,14 @@
 //!   NRI lock as containerd holds it. Appends per-request ns to FILE; with `--rss-pid-file`, reads
 //!   the VmRSS of the pid written in F (the plugin, started after the driver) after the last
 //!   request. Prints `{"n","median_us","p99_us","adjusted"[,"rss_mib"]}` (`adjusted`: replies
-//!   carrying a Linux adjustment).
-//! * `sync --socket S --containers N`: one Synchronize of N running containers (2 per pod), paged
-//!   as containerd does when the request would exceed ttrpc's 4 MiB message limit. Prints
-//!   `{"containers","messages","sync_ms"}`.
+//!   carrying a Linux adjustment). With `--extra-pod CGROUP_PARENT:ID`, first announces, creates and
+//!   starts one more BestEffort container `ID` in a pod of that cgroup parent (untimed; hack/bench.sh
+//!   gives it a real cgroup and a 200,000-entry writable layer for the eviction loop to measure).
+//! * `sync --socket S --containers N [--metrics-log FILE]`: one Synchronize of N running containers
+//!   (2 per pod), paged as containerd does when the request would exceed ttrpc's 4 MiB message
+//!   limit. Prints `{"containers","messages","sync_ms"[,"plugin_ms"]}`; `plugin_ms`, with
+//!   `--metrics-log`, is the plugin's own Synchronize handling time (the `_sum` of its
+//!   `topolet_nri_event_duration_seconds{event="Synchronize"}`, one observation).
 //! * `events --socket S --live N --churn M --metrics-log FILE`: the plugin's own per-event handling
 //!   time at N live containers. Brings the plugin to N live containers (N/2 pods of app + sidecar,
 //!   each announced, created and started as containerd does), scrapes the plugin's
@@ -90,7 +94,8 @@ fn main() -> Res<()> {
                     .map_err(|_| "no plugin connected")??;
                 let mask = setup(&conn).await?;
                 if cmd == "sync" {
-                    run_sync(&conn, num("containers", 1000)?).await
+                    let log = opts.get("metrics-log").map(String::as_str);
+                    run_sync(&conn, num("containers", 1000)?, log).await
                 } else if cmd == "events" {
                     let log = opts
                         .get("metrics-log")
@@ -100,6 +105,12 @@ fn main() -> Res<()> {
                     let rss_pid = opts.get("rss-pid-file").cloned();
                     let samples = opts.get("samples").cloned();
                     let (n, round) = (num("n", 2000)?, num("round", 0)?);
+                    if let Some(extra) = opts.get("extra-pod") {
+                        let (parent, id) = extra
+                            .rsplit_once(':')
+                            .ok_or("--extra-pod wants CGROUP_PARENT:CONTAINER_ID")?;
+                        extra_pod(&conn, mask, parent, id).await?;
+                    }
                     run_roundtrip(&conn, mask, n, round, samples, rss_pid).await
                 }
             })
@@ -109,8 +120,9 @@ fn main() -> Res<()> {
 }
 
 fn usage() -> Box<dyn std::error::Error> {
-    "usage: bench_driver roundtrip|sync --socket S [--n N --round R --samples F --rss-pid-file F \
-     | --containers N | --live N --churn M --metrics-log F] | stats FILE..."
+    "usage: bench_driver roundtrip|sync|events --socket S [--n N --round R --samples F \
+     --rss-pid-file F --extra-pod PARENT:ID | --containers N [--metrics-log F] | --live N \
+     --churn M --metrics-log F] | stats FILE..."
         .into()
 }
 
@@ -203,7 +215,24 @@ async fn run_roundtrip(
     Ok(())
 }
 
-async fn run_sync(conn: &PluginConn, n: usize) -> Res<()> {
+/// Announces, creates and starts BestEffort container `id` in a pod of cgroup parent `parent`.
+async fn extra_pod(conn: &PluginConn, mask: EventMask, parent: &str, id: &str) -> Res<()> {
+    let mut pod = sandbox(7, 3); // pod 3: BestEffort (see `qos`)
+                                 // The kubelet names the pod cgroup after the pod's uid.
+    if let Some((_, uid)) = parent.rsplit_once("/pod") {
+        pod.uid = uid.to_string();
+    }
+    let mut linux = (*pod.linux).clone();
+    linux.cgroup_parent = parent.to_string();
+    linux.cgroups_path = format!("{parent}/{}", pod.id);
+    pod.linux = MessageField::some(linux);
+    send(conn, mask, Event::RUN_POD_SANDBOX, &pod, None).await?;
+    let mut ctr = container(&pod, 0, api::ContainerState::CONTAINER_UNKNOWN);
+    ctr.id = id.to_string();
+    start_container(conn, mask, &pod, ctr).await
+}
+
+async fn run_sync(conn: &PluginConn, n: usize, metrics_log: Option<&str>) -> Res<()> {
     let pods: Vec<_> = (0..n.div_ceil(2)).map(|p| sandbox(9, p)).collect();
     let ctrs: Vec<_> = (0..n)
         .map(|i| container(&pods[i / 2], i % 2, api::ContainerState::CONTAINER_RUNNING))
@@ -226,7 +255,18 @@ async fn run_sync(conn: &PluginConn, n: usize) -> Res<()> {
     let start = Instant::now();
     let (_, messages) = conn.synchronize(pods, ctrs, page).await?;
     let ms = start.elapsed().as_secs_f64() * 1e3;
-    println!("{{\"containers\":{n},\"messages\":{messages},\"bytes\":{size},\"sync_ms\":{ms:.2}}}");
+    let plugin = match metrics_log {
+        Some(log) => {
+            let addr = metrics_address(log).await?;
+            let sum = event_sum(&addr, "Synchronize")?
+                .ok_or("the plugin's histogram has no Synchronize")?;
+            format!(",\"plugin_ms\":{:.2}", sum * 1e3)
+        }
+        None => String::new(),
+    };
+    println!(
+        "{{\"containers\":{n},\"messages\":{messages},\"bytes\":{size},\"sync_ms\":{ms:.2}{plugin}}}"
+    );
     Ok(())
 }
 
@@ -294,20 +334,7 @@ type Buckets = BTreeMap<String, Vec<(f64, f64)>>;
 /// GET /metrics from `addr`; returns the event histograms and the `topolet_managed_containers`
 /// gauge.
 fn scrape(addr: &str) -> Res<(Buckets, Option<f64>)> {
-    let mut s = std::net::TcpStream::connect(addr).map_err(|e| format!("metrics {addr}: {e}"))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut text = String::new();
-    s.read_to_string(&mut text)?;
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| format!("metrics {addr}: no HTTP header"))?;
-    if !head.starts_with("HTTP/1.1 200") {
-        return Err(format!("metrics {addr}: {}", head.lines().next().unwrap_or("")).into());
-    }
+    let body = metrics_body(addr)?;
     let mut out = Buckets::new();
     let mut managed = None;
     for line in body.lines() {
@@ -336,6 +363,36 @@ fn scrape(addr: &str) -> Res<(Buckets, Option<f64>)> {
             .push((le, value.trim().parse()?));
     }
     Ok((out, managed))
+}
+
+/// The `_sum` (seconds) of the plugin's event histogram for `event`, if it has one.
+fn event_sum(addr: &str, event: &str) -> Res<Option<f64>> {
+    let want = format!("topolet_nri_event_duration_seconds_sum{{event=\"{event}\"}} ");
+    for line in metrics_body(addr)?.lines() {
+        if let Some(v) = line.strip_prefix(&want) {
+            return Ok(Some(v.trim().parse()?));
+        }
+    }
+    Ok(None)
+}
+
+/// The body of GET /metrics from `addr`.
+fn metrics_body(addr: &str) -> Res<String> {
+    let mut s = std::net::TcpStream::connect(addr).map_err(|e| format!("metrics {addr}: {e}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("metrics {addr}: no HTTP header"))?;
+    if !head.starts_with("HTTP/1.1 200") {
+        return Err(format!("metrics {addr}: {}", head.lines().next().unwrap_or("")).into());
+    }
+    Ok(body.to_string())
 }
 
 /// Prometheus' `histogram_quantile(q, …)` over cumulative `buckets` sorted by bound: linear

@@ -19,6 +19,9 @@
 //! - The loop never takes the plugin down: an unreadable signal is logged and the others are
 //!   evaluated; a failed eviction is logged and counted and the next interval decides again; a
 //!   panic inside an iteration is caught and logged.
+//! - The loop never holds up an NRI request: every cgroup, `/proc` and filesystem read and every
+//!   directory walk of an interval runs on the runtime's blocking pool ([`off_runtime`]); the
+//!   runtime's worker, which carries the NRI socket and the handlers, only awaits it.
 //! - Eviction is opt-in on a node without the API: the default action is then `dry-run`; with
 //!   the Kubernetes API client on it is `api` (the kubelet's own eviction, done the way an agent
 //!   beside it must).
@@ -117,14 +120,62 @@ impl EvictionStats {
     }
 }
 
+/// Runs `f` (file reads, directory walks) on the runtime's blocking pool and waits for it: the
+/// eviction loop's observation never runs on a runtime worker, which also carries the NRI socket
+/// and every handler (a 200,000-entry walk or a stalled cgroup read would otherwise hold each
+/// NRI request behind it, past containerd's 2 s deadline). A panic in `f` is resumed here, so the
+/// iteration's own catch (in [`EvictionLoop::run`]) still sees it.
+pub async fn off_runtime<T, F>(f: F) -> T
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    match tokio::task::spawn_blocking(f).await {
+        Ok(v) => v,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => panic!("eviction: observation task cancelled: {e}"),
+    }
+}
+
 /// Usage of every pod in `pods`, from its cgroup (memory, processes) and, when `disk`, from its
 /// containers' writable layers and log directories. A pod whose cgroup cannot be read gets zero
-/// usage and a debug log (it may be exiting right now).
+/// usage and a debug log (it may be exiting right now). The log directories are asked from the
+/// CRI first (async); every file read and walk then runs in one [`off_runtime`] call.
 pub async fn measure_pods(
     sources: &SignalSources,
     pods: &[ManagedPod],
     disk: bool,
     cri: Option<&CriClient>,
+) -> HashMap<String, MeasuredUsage> {
+    let mut log_dirs: HashMap<String, std::path::PathBuf> = HashMap::new();
+    if let (true, Some(cri)) = (disk, cri) {
+        for pod in pods {
+            for (id, c) in pod.container_ids.iter().zip(&pod.pod.containers) {
+                match cri.container_status(id).await {
+                    Ok(Some(st)) if !st.log_path.is_empty() => {
+                        if let Some(dir) = std::path::Path::new(&st.log_path).parent() {
+                            log_dirs.insert(id.clone(), dir.to_path_buf());
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::debug!(pod = %pod_ref(pod), container = %c.name, error = %e, "log path unknown")
+                    }
+                }
+            }
+        }
+    }
+    let (sources, pods) = (sources.clone(), pods.to_vec());
+    off_runtime(move || measure_pods_blocking(&sources, &pods, disk, &log_dirs)).await
+}
+
+/// The file-reading part of [`measure_pods`]: cgroup files, writable layers and the log
+/// directories found (by container id). Blocks; runs off the runtime.
+fn measure_pods_blocking(
+    sources: &SignalSources,
+    pods: &[ManagedPod],
+    disk: bool,
+    log_dirs: &HashMap<String, std::path::PathBuf>,
 ) -> HashMap<String, MeasuredUsage> {
     let mut out = HashMap::new();
     for pod in pods {
@@ -145,19 +196,8 @@ pub async fn measure_pods(
                         tracing::debug!(pod = %pod_ref(pod), container = %c.name, error = %e, "writable layer not found")
                     }
                 }
-                if let Some(cri) = cri {
-                    match cri.container_status(id).await {
-                        Ok(Some(st)) if !st.log_path.is_empty() => {
-                            let log = std::path::Path::new(&st.log_path);
-                            if let Some(dir) = log.parent() {
-                                usage.disk += dir_usage(dir, DISK_WALK_LIMIT);
-                            }
-                        }
-                        Ok(_) => {}
-                        Err(e) => {
-                            tracing::debug!(pod = %pod_ref(pod), container = %c.name, error = %e, "log path unknown")
-                        }
-                    }
+                if let Some(dir) = log_dirs.get(id) {
+                    usage.disk += dir_usage(dir, DISK_WALK_LIMIT);
                 }
             }
         }
@@ -518,7 +558,8 @@ impl EvictionLoop {
     pub async fn iterate(&self, state: &Mutex<LoopState>) {
         let wall = Instant::now();
         let cpu0 = process_cpu_time();
-        let node = self.sources.observe();
+        let sources = self.sources.clone();
+        let node = off_runtime(move || sources.observe()).await;
         log_observe_errors(&node, &self.stats);
         let observed = observations(&node);
         let pods = self.pods.managed_pods();
@@ -638,23 +679,34 @@ impl EvictionLoop {
     }
 
     /// The kubelet's message for evicting `p` for `threshold`, with each container's working
-    /// set (memory only, as measured from its cgroup) against its request.
-    fn message(&self, threshold: &Threshold, o: Option<Observed>, p: &ManagedPod) -> String {
+    /// set (memory only, as measured from its cgroup, off the runtime) against its request.
+    async fn message(&self, threshold: &Threshold, o: Option<Observed>, p: &ManagedPod) -> String {
         let resource = threshold.signal.resource();
         let containers: Vec<ContainerUsage> = if resource == SignalResource::Memory {
-            p.container_ids
+            let sources = self.sources.clone();
+            let wanted: Vec<(String, String, u64)> = p
+                .container_ids
                 .iter()
                 .zip(&p.pod.containers)
-                .filter_map(|(id, c)| {
-                    let cg = format!("{}/{id}", p.cgroup_parent);
-                    let u = self.sources.pod_usage(&cg).ok()?;
-                    Some(ContainerUsage {
-                        name: c.name.clone(),
-                        usage: u.memory_working_set,
-                        request: c.requests.memory_bytes.unwrap_or(0),
-                    })
+                .map(|(id, c)| {
+                    let cgroup = format!("{}/{id}", p.cgroup_parent);
+                    (cgroup, c.name.clone(), c.requests.memory_bytes.unwrap_or(0))
                 })
-                .collect()
+                .collect();
+            off_runtime(move || {
+                wanted
+                    .into_iter()
+                    .filter_map(|(cgroup, name, request)| {
+                        let u = sources.pod_usage(&cgroup).ok()?;
+                        Some(ContainerUsage {
+                            name,
+                            usage: u.memory_working_set,
+                            request,
+                        })
+                    })
+                    .collect()
+            })
+            .await
         } else {
             Vec::new()
         };
@@ -722,7 +774,7 @@ impl EvictionLoop {
             let Some(p) = pods.iter().find(|p| p.pod.uid == cand.uid) else {
                 continue;
             };
-            let message = self.message(threshold, o, p);
+            let message = self.message(threshold, o, p).await;
             let u = seen.by_pod.get(&p.pod.key()).copied().unwrap_or_default();
             let controller = facts
                 .as_ref()
@@ -995,5 +1047,226 @@ mod tests {
         let m = l.metrics.as_ref().unwrap();
         assert_eq!(m.eviction_results("api", "pdb_refused"), 1);
         assert_eq!(m.eviction_results("api", "evicted"), 1);
+    }
+
+    // --------------------------------------------------------------------------------------------
+    // Observation off the runtime: an NRI request is answered while a read of the loop blocks.
+
+    use crate::core::topology::SyntheticSpec;
+    use std::path::{Path, PathBuf};
+    use topolet_nri::api;
+    use topolet_nri::fake_runtime::FakeRuntime;
+
+    /// Guard against hangs only, never a timing assertion.
+    const GUARD: Duration = Duration::from_secs(20);
+
+    fn write(root: &Path, rel: &str, text: &str) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    /// Replaces `path` by a FIFO: opening it for reading blocks until a writer opens it, and
+    /// reading it until every writer has closed it — a cgroup or `/proc` read that stalls.
+    fn fifo(path: &Path) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let _ = std::fs::remove_file(path);
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+        assert_eq!(
+            unsafe { libc::mkfifo(c.as_ptr(), 0o600) },
+            0,
+            "mkfifo {}",
+            path.display()
+        );
+    }
+
+    /// A BestEffort pod and its container, as the kubelet has containerd send them.
+    fn be_pod(uid: &str) -> (api::PodSandbox, api::Container) {
+        let mut linux = api::LinuxPodSandbox::new();
+        linux.cgroup_parent = format!("/kubepods/besteffort/pod{uid}");
+        let pod = api::PodSandbox {
+            id: format!("sb-{uid}"),
+            uid: uid.into(),
+            name: format!("pod-{uid}"),
+            namespace: "default".into(),
+            linux: Some(linux).into(),
+            ..Default::default()
+        };
+        let mut cpu = api::LinuxCPU::new();
+        cpu.shares = Some(api::OptionalUInt64 {
+            value: 2,
+            ..Default::default()
+        })
+        .into();
+        let mut res = api::LinuxResources::new();
+        res.cpu = Some(cpu).into();
+        let mut cl = api::LinuxContainer::new();
+        cl.resources = Some(res).into();
+        cl.oom_score_adj = Some(api::OptionalInt {
+            value: 1000,
+            ..Default::default()
+        })
+        .into();
+        let c = api::Container {
+            id: format!("{uid}-main"),
+            pod_sandbox_id: pod.id.clone(),
+            name: "main".into(),
+            linux: Some(cl).into(),
+            ..Default::default()
+        };
+        (pod, c)
+    }
+
+    fn create_request(pod: &api::PodSandbox, c: &api::Container) -> api::CreateContainerRequest {
+        api::CreateContainerRequest {
+            pod: Some(pod.clone()).into(),
+            container: Some(c.clone()).into(),
+            ..Default::default()
+        }
+    }
+
+    /// The real plugin behind its stub on a current-thread runtime (one thread: anything the
+    /// eviction loop did on it would hold every NRI request), with pod `p1` created; the loop
+    /// then starts over `root`, whose file `blocked` (relative) is a FIFO held open for writing
+    /// by a thread until told to write and close. A second CreateContainer must be answered
+    /// while the loop is inside that read, and the loop must finish its interval afterwards.
+    async fn answered_while_blocked_at(blocked: &str) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        write(&root, "proc/meminfo", "MemTotal: 1048576 kB\n");
+        write(&root, "proc/sys/kernel/pid_max", "1000\n");
+        write(&root, "proc/loadavg", "0.1 0.1 0.1 1/100 1\n");
+        // cgroup v2 (no memory/ directory): the pod's usage from its own directory.
+        let pod_cg = "sys/fs/cgroup/kubepods/besteffort/podp1";
+        write(&root, &format!("{pod_cg}/memory.current"), "4096\n");
+        write(&root, &format!("{pod_cg}/memory.stat"), "inactive_file 0\n");
+        write(&root, &format!("{pod_cg}/pids.current"), "1\n");
+        // What the blocked file holds once released (read before it becomes the FIFO).
+        let fifo_path: PathBuf = root.join(blocked);
+        let text = std::fs::read_to_string(&fifo_path).unwrap();
+        fifo(&fifo_path);
+
+        let topology = SyntheticSpec {
+            sockets: 1,
+            numa_per_socket: 1,
+            l3_per_numa: 1,
+            cores_per_l3: 2,
+            threads_per_core: 1,
+            memory_per_node: 8 << 30,
+        }
+        .build();
+        let mut config = crate::config::Config::default();
+        config.cpu.reserved_cpus = Some("0".into());
+        config.qos.oom_score_adj_floor = Some(0);
+        config.state.dir = dir.path().join("state");
+        let plugin = Arc::new(TopoletPlugin::new(config, topology).unwrap());
+        let rt = FakeRuntime::bind(dir.path().join("nri.sock")).unwrap();
+        let cfg =
+            topolet_nri::StubConfig::new("topolet", "50", dir.path().join("nri.sock")).unwrap();
+        let stub = Arc::new(topolet_nri::Stub::new(plugin.clone(), cfg).unwrap());
+        plugin.attach(stub.updater(), stub.status());
+        let serve = tokio::spawn(async move {
+            let _ = stub.run().await;
+        });
+        let conn = tokio::time::timeout(GUARD, rt.accept())
+            .await
+            .unwrap()
+            .unwrap();
+        tokio::time::timeout(GUARD, conn.wait_registered())
+            .await
+            .unwrap()
+            .unwrap();
+        // NRI v0.11: lifecycle events as StateChange, which the fake runtime sends.
+        conn.configure_as("v2.2.7", "v0.11.0").await.unwrap();
+        conn.synchronize(vec![], vec![], None).await.unwrap();
+        let (p1, c1) = be_pod("p1");
+        // The loop's pods are the sandboxes NRI announced (RunPodSandbox) with their containers.
+        let run = api::StateChangeEvent {
+            event: api::Event::RUN_POD_SANDBOX.into(),
+            pod: Some(p1.clone()).into(),
+            ..Default::default()
+        };
+        conn.state_change(&run).await.unwrap();
+        conn.create_container(&create_request(&p1, &c1))
+            .await
+            .unwrap();
+
+        // The writer end: opening it returns once the loop's read has opened the FIFO; it writes
+        // and closes when released (or after GUARD, so a loop that blocks the runtime thread
+        // ends the test with a failure instead of a hang).
+        let (opened_tx, opened_rx) = tokio::sync::oneshot::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let writer = std::thread::spawn(move || {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&fifo_path)
+                .unwrap();
+            let _ = opened_tx.send(());
+            let _ = release_rx.recv_timeout(GUARD);
+            f.write_all(text.as_bytes()).unwrap();
+        });
+
+        let section: EvictionSection =
+            toml::from_str("interval = \"1s\"\nhard = { \"pid.available\" = \"10\" }").unwrap();
+        let stats = Arc::new(EvictionStats::default());
+        let l = EvictionLoop {
+            sources: SignalSources {
+                root: root.clone(),
+                nodefs: root.clone(),
+                imagefs: root.clone(),
+            },
+            config: EvictionConfig::from_section(&section).unwrap(),
+            pods: plugin.clone(),
+            evictor: Arc::new(crate::shell::evict::DryRun),
+            cri: None,
+            stats: stats.clone(),
+            metrics: None,
+            facts: None,
+            events: None,
+            node_status: None,
+        };
+        let eviction = tokio::spawn(l.run());
+
+        tokio::time::timeout(GUARD, opened_rx)
+            .await
+            .expect("the eviction loop never read the blocked file")
+            .expect("the writer thread ended");
+        let (p2, c2) = be_pod("p2");
+        let reply = conn.create_container(&create_request(&p2, &c2)).await;
+        let done = stats.snapshot().iterations;
+        assert!(reply.is_ok(), "CreateContainer failed: {reply:?}");
+        assert_eq!(
+            done, 0,
+            "CreateContainer was answered only after the observation blocked at {blocked} ended: \
+             the loop read it on the runtime's thread"
+        );
+
+        release_tx.send(()).unwrap();
+        writer.join().unwrap();
+        // The interval completes once the read does (waits on the loop's own counter).
+        let guard = Instant::now();
+        while stats.snapshot().iterations == 0 {
+            assert!(
+                guard.elapsed() < GUARD,
+                "the eviction interval never completed"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let s = stats.snapshot();
+        assert_eq!(s.panics, 0);
+        eviction.abort();
+        serve.abort();
+    }
+
+    #[tokio::test]
+    async fn a_request_is_answered_while_a_node_signal_read_blocks() {
+        answered_while_blocked_at("proc/meminfo").await;
+    }
+
+    #[tokio::test]
+    async fn a_request_is_answered_while_a_pod_cgroup_read_blocks() {
+        answered_while_blocked_at("sys/fs/cgroup/kubepods/besteffort/podp1/memory.current").await;
     }
 }

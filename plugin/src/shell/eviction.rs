@@ -1217,7 +1217,7 @@ mod tests {
                 nodefs: root.clone(),
                 imagefs: root.clone(),
             },
-            config: EvictionConfig::from_section(&section).unwrap(),
+            config: section.settings().unwrap(),
             pods: plugin.clone(),
             evictor: Arc::new(crate::shell::evict::DryRun),
             cri: None,

@@ -1099,14 +1099,23 @@ impl Plugin for TopoletPlugin {
         if exclusive {
             self.grant_event(&view, &decision, false);
         }
+        // Every assignment is persisted, not only exclusive CPUs: a shared container's pinned
+        // memory, devices and NUMA affinity are books the memory manager and the device
+        // hints must find again after a restart.
+        let holds = exclusive
+            || decision.memory_pinned
+            || decision.numa_affinity.is_some()
+            || !decision.devices.is_empty();
         let uid = view.key.pod_uid.clone();
         node.cache.insert(
             &ctr.id,
             Record::new(view, decided, decision, Lifecycle::Created),
         );
+        if holds {
+            self.persist(&node);
+        }
         if exclusive {
             self.unlimit_pod(&node, &uid);
-            self.persist(&node);
             self.push_shared_pool(&mut node, Some(&ctr.id));
         }
         let update = self.reply_updates(&mut node, &ctr.id);

@@ -343,3 +343,42 @@ async fn the_pod_uid_of_a_removed_sandbox_is_the_sandbox_s() {
     f.plugin.remove_pod_sandbox(sb).await.expect("remove");
     assert!(f.plugin.lock().cache.is_empty());
 }
+
+#[tokio::test]
+async fn a_shared_container_s_pinned_memory_is_persisted_at_create() {
+    let f = fixture(|c| {
+        c.memory.policy = crate::config::MemoryPolicyName::Static;
+        for node in ["0", "1"] {
+            c.memory.reserved.insert(node.into(), "512Mi".into());
+        }
+    });
+    // Guaranteed with 1.5 CPUs: shared CPUs, memory pinned by the memory manager.
+    let sb = sandbox("frac", "/kubepods/podfrac");
+    let mut c = container("app", 1536, 150_000, GIB, -997);
+    c.id = "frac-app".into();
+    c.pod_sandbox_id = sb.id.clone();
+    create(&f.plugin, &(sb, c)).await.expect("admitted");
+    let record = f
+        .plugin
+        .lock()
+        .cache
+        .get("frac-app")
+        .cloned()
+        .expect("managed");
+    assert!(!record.target().exclusive, "shared CPUs");
+    assert!(record.target().memory_pinned, "memory pinned");
+    // A bound, not a timing: the persister's thread writes as soon as it is scheduled.
+    let st = f.plugin.flush_state(Duration::from_secs(600));
+    assert!(st.submitted > 0 && !st.pending() && !st.failing, "{st:?}");
+    let state: NodeState = crate::shell::state_file::load(&f.dir.path().join(STATE_FILE))
+        .expect("state file readable")
+        .expect("state file written");
+    let a = state
+        .assignments
+        .containers
+        .iter()
+        .find(|a| a.pod_uid == "frac" && a.container == "app")
+        .expect("the container's assignment is in the state file");
+    assert!(a.cpus.is_none(), "no exclusive CPUs: {a:?}");
+    assert!(a.memory.is_some(), "its pinned memory: {a:?}");
+}

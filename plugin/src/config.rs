@@ -99,6 +99,25 @@ pub struct NriConfig {
     pub name: String,
     /// Plugin index, two digits: plugins run in ascending index order.
     pub index: PluginIndex,
+    /// Seconds between drift checks (`shell::nri_plugin`: in a lull, every running container's
+    /// process is compared with its target, and a container off it is sent its target again).
+    /// Unset: [`DEFAULT_DRIFT_CHECK_S`]; 0: off; at most [`MAX_DRIFT_CHECK_S`].
+    pub drift_check_s: Option<u64>,
+}
+
+/// `[nri] drift_check_s` when unset.
+pub const DEFAULT_DRIFT_CHECK_S: u64 = 30;
+/// The largest `[nri] drift_check_s`: a day.
+pub const MAX_DRIFT_CHECK_S: u64 = 86_400;
+
+impl NriConfig {
+    /// The drift check's period; `None`: off.
+    pub fn drift_check(&self) -> Option<std::time::Duration> {
+        match self.drift_check_s.unwrap_or(DEFAULT_DRIFT_CHECK_S) {
+            0 => None,
+            s => Some(std::time::Duration::from_secs(s)),
+        }
+    }
 }
 
 impl Default for NriConfig {
@@ -107,6 +126,7 @@ impl Default for NriConfig {
             socket: PathBuf::from("/var/run/nri/nri.sock"),
             name: "topolet".into(),
             index: PluginIndex(50),
+            drift_check_s: None,
         }
     }
 }
@@ -486,6 +506,12 @@ impl Config {
                 ));
             }
         }
+        if let Some(s) = self.nri.drift_check_s.filter(|&s| s > MAX_DRIFT_CHECK_S) {
+            return Err(value_err(
+                "nri.drift_check_s",
+                format!("{s} is more than {MAX_DRIFT_CHECK_S} (a day); 0 turns the check off"),
+            ));
+        }
         if let Some(ms) = self
             .kubernetes
             .pod_wait_ms
@@ -857,6 +883,8 @@ oom_score_adj_floor = 0
             ),
             ("[kubernetes]\nnode_name = \"\"", "kubernetes.node_name"),
             ("[kubernetes]\npod_wait_ms = 5000", "kubernetes.pod_wait_ms"),
+            ("[nri]\ndrift_check_s = 86401", "nri.drift_check_s"),
+            ("[nri]\ndrift_check_s = -1", "drift_check_s"),
             ("[kubernetes]\npod_wait_ms = -1", "pod_wait_ms"),
             ("[kubernetes]\nbogus = 1", "bogus"),
         ] {

@@ -92,6 +92,9 @@ pub struct Record {
     sent: Option<u64>,
     acked: Option<u64>,
     resend_on_start: bool,
+    /// The container's init process, once known (PostStartContainer, or running at
+    /// Synchronize): what the drift check reads.
+    pid: Option<u32>,
 }
 
 impl Record {
@@ -110,7 +113,18 @@ impl Record {
             sent: None,
             acked: None,
             resend_on_start: false,
+            pid: None,
         }
+    }
+
+    /// The container's init process, once known.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// Records the container's init process (0: unknown).
+    pub fn set_pid(&mut self, pid: u32) {
+        self.pid = (pid > 0).then_some(pid);
     }
 
     /// The container as NRI described it; `view.estimate` is the inversion's estimate whichever
@@ -164,6 +178,19 @@ impl Record {
         debug_assert_eq!(view.key, self.view.key);
         self.view = view;
     }
+}
+
+/// One running container the drift check compares with what the kernel enforces
+/// (`shell::proc_affinity`): its init process may use no CPU outside `cpus`, and exactly the
+/// memory nodes `mems` when its target names some.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriftProbe {
+    pub id: String,
+    pub pid: u32,
+    /// The record's generation when the probe was taken.
+    pub generation: u64,
+    pub cpus: crate::core::cpuset::CpuSet,
+    pub mems: Option<crate::core::cpuset::CpuSet>,
 }
 
 /// An unsolicited request taken by [`ContainerCache::take_due`]: the containers it carries
@@ -563,6 +590,52 @@ impl ContainerCache {
         out
     }
 
+    // --- drift ---------------------------------------------------------------------------
+
+    /// What the drift check should compare now: every running container with a known init
+    /// process and its current target — only in a lull (the runtime quiet for `lull`, this
+    /// connection synchronized, nothing queued or in flight), when every target has reached the
+    /// runtime and any difference is drift, not an update on its way.
+    pub fn drift_probes(&self, now: Instant, lull: Duration) -> Vec<DriftProbe> {
+        if !self.synced
+            || self.in_flight.is_some()
+            || !self.outbox.is_empty()
+            || !self.outbox.quiet_for(now, lull)
+        {
+            return Vec::new();
+        }
+        let mut out: Vec<DriftProbe> = self
+            .records
+            .iter()
+            .filter(|(_, r)| r.lifecycle == Lifecycle::Running && !r.resend_on_start)
+            .filter_map(|(id, r)| {
+                Some(DriftProbe {
+                    id: id.clone(),
+                    pid: r.pid?,
+                    generation: r.generation,
+                    cpus: r.target.cpuset.clone(),
+                    mems: (!r.target.mems.is_empty()).then(|| r.target.mems.ids().collect()),
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        out
+    }
+
+    /// The drift check found `probe`'s container running outside its target: it is queued to be
+    /// sent its target again, unless its target changed since the probe was taken (that change
+    /// is on its way already) or it is no longer running. True when queued.
+    pub fn drifted(&mut self, probe: &DriftProbe) -> bool {
+        let current = self
+            .records
+            .get(&probe.id)
+            .is_some_and(|r| r.generation == probe.generation && r.lifecycle == Lifecycle::Running);
+        if current {
+            self.outbox.queue(&probe.id);
+        }
+        current
+    }
+
     // --- verification and left-alone -------------------------------------------------------
 
     /// Running containers (id, init pid) to check against their cpusets
@@ -804,5 +877,37 @@ mod tests {
         r.target.cpuset = CpuSet::parse("2").expect("cpus");
         c.insert("a", r);
         assert_eq!(c.get("a").expect("a").generation(), g + 1);
+    }
+
+    #[test]
+    fn the_drift_check_probes_only_running_containers_with_a_process_in_a_lull() {
+        let t0 = Instant::now();
+        let lull = Duration::from_secs(5);
+        let mut c = cache(t0);
+        c.event(t0);
+        for (id, pid) in [("a", 10), ("b", 0)] {
+            c.get_mut(id).expect("record").set_pid(pid);
+        }
+        c.get_mut("c").expect("c").set_pid(30);
+        c.stop("c");
+        // During activity: nothing.
+        assert!(c.drift_probes(t0 + Duration::from_secs(1), lull).is_empty());
+        // In a lull: a only (b's process is unknown, c stopped).
+        let probes = c.drift_probes(t0 + lull, lull);
+        assert_eq!(probes.len(), 1);
+        assert_eq!((probes[0].id.as_str(), probes[0].pid), ("a", 10));
+        assert_eq!(probes[0].mems, None, "a target naming no memory nodes");
+        // Something queued: every target has not reached the runtime yet.
+        move_to(&mut c, "b", "2-3");
+        assert!(c.drift_probes(t0 + lull * 10, lull).is_empty());
+        // Drifted and current: queued once.
+        let mut c = cache(t0);
+        c.get_mut("a").expect("a").set_pid(10);
+        let probe = c.drift_probes(t0 + lull, lull).remove(0);
+        assert!(c.drifted(&probe));
+        assert!(c.has_pending());
+        // Not synchronized (a new connection): no probes.
+        c.connection_configured(QUIET);
+        assert!(c.drift_probes(t0 + lull * 10, lull).is_empty());
     }
 }

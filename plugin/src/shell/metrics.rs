@@ -106,6 +106,9 @@ struct Families {
     node_status_patches: BTreeMap<(&'static str, &'static str), u64>,
     nrt_writes: BTreeMap<&'static str, u64>,
     pod_truth: PodTruth,
+    /// Containers the drift check compared, and those it found drifted by field.
+    drift_checks: u64,
+    drift_repairs: BTreeMap<&'static str, u64>,
 }
 
 /// The pod watch (`shell::pod_directory`) and which source decided each admission.
@@ -370,6 +373,17 @@ impl Metrics {
         f.pod_truth.fallbacks.get(reason).copied().unwrap_or(0)
     }
 
+    /// The drift check compared one running container with what its process may use.
+    pub fn drift_check(&self) {
+        self.lock().drift_checks += 1;
+    }
+
+    /// The drift check found a container off its target in `field` (`cpus`, `mems`) and
+    /// queued it to be sent its target again.
+    pub fn drift_repair(&self, field: &'static str) {
+        *self.lock().drift_repairs.entry(field).or_default() += 1;
+    }
+
     /// An API decision whose inversion disagreed on a fact both sources know.
     pub fn admission_disagreement(&self) {
         self.lock().pod_truth.disagreements += 1;
@@ -465,6 +479,8 @@ impl Metrics {
                 kube_client: g.kube_client,
                 nrt_writes: g.nrt_writes.clone(),
                 pod_truth: g.pod_truth.clone(),
+                drift_checks: g.drift_checks,
+                drift_repairs: g.drift_repairs.clone(),
                 eviction_results: g.eviction_results.clone(),
                 node_status_patches: g.node_status_patches.clone(),
             }
@@ -764,6 +780,24 @@ impl Metrics {
             );
         }
         render_pod_truth(&mut w, &f.pod_truth);
+        w.family(
+            "topolet_drift_checks_total",
+            "counter",
+            "Running containers the drift check compared with what their process may use (/proc/<pid>/status), in lulls.",
+        );
+        w.sample("topolet_drift_checks_total", &[], f.drift_checks as f64);
+        w.family(
+            "topolet_drift_repairs_total",
+            "counter",
+            "Containers found off their target (cpus: may run outside their cpuset; mems: other memory nodes) and sent their target again.",
+        );
+        for (field, n) in &f.drift_repairs {
+            w.sample(
+                "topolet_drift_repairs_total",
+                &[("field", field.to_string())],
+                *n as f64,
+            );
+        }
         w.out
     }
 }

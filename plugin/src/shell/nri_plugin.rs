@@ -47,7 +47,9 @@ use crate::core::placement::{ContainerResources, Placement, PlacementError};
 use crate::core::reconcile::RunningContainer;
 use crate::core::status::{ExclusiveInput, Policies, Snapshot};
 use crate::core::topology::Topology;
-use crate::shell::container_cache::{BatchResult, ContainerCache, Decided, Lifecycle, Record};
+use crate::shell::container_cache::{
+    BatchResult, ContainerCache, Decided, DriftProbe, Lifecycle, Record,
+};
 use crate::shell::effective_config::EffectiveConfig;
 use crate::shell::kubernetes::EventSink;
 use crate::shell::metrics::{self, event, Metrics};
@@ -57,7 +59,7 @@ use crate::shell::oom_floor;
 use crate::shell::persister::{FileWriter, PersistStatus, Persister};
 use crate::shell::pod_cgroup::{self, Work};
 use crate::shell::pod_directory::{Lookup, PodDirectory};
-use crate::shell::proc_affinity;
+use crate::shell::proc_affinity::{self, Allowed};
 use crate::shell::refusal_log::{RefusalLog, Verdict};
 use crate::shell::reload::ReloadOutcome;
 use crate::shell::state_file;
@@ -69,6 +71,9 @@ pub const GRANT_REASON: &str = "ExclusiveCPUsAssigned";
 pub const STATE_FILE: &str = "assignments.json";
 /// How long the exit waits for the last state write.
 pub const SHUTDOWN_FLUSH: Duration = Duration::from_secs(5);
+
+/// The lull the drift check needs: no runtime event for this long, nothing queued or in flight.
+pub const DRIFT_LULL: Duration = Duration::from_secs(5);
 
 /// The state file's content: the placement's assignments, plus the containers topolet left
 /// alone because their cpuset was already set by someone else (so that a restart does not take
@@ -377,12 +382,19 @@ impl TopoletPlugin {
             .swap(true, std::sync::atomic::Ordering::SeqCst)
         {
             let plugin = Arc::downgrade(self);
+            // `[nri]` is read at start only; the kubelet's `reconcileState` runs every 10 s.
+            let drift_every = self.config.get().nri.drift_check();
             tokio::spawn(async move {
+                let mut last_drift_check = Instant::now();
                 loop {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     let Some(p) = plugin.upgrade() else { break };
                     p.verify_running();
                     p.flush_updates();
+                    if drift_every.is_some_and(|every| last_drift_check.elapsed() >= every) {
+                        last_drift_check = Instant::now();
+                        p.check_drift();
+                    }
                 }
             });
         }
@@ -422,6 +434,50 @@ impl TopoletPlugin {
                 }
             }
         });
+    }
+
+    /// The drift check (the kubelet's `reconcileState`, against what the kernel enforces rather
+    /// than what was last sent): in a lull, every running container's init process is read
+    /// (`/proc/<pid>/status`, on the blocking pool) and a container that may use a CPU outside
+    /// its target, or other memory nodes than a target that names some, is queued to be sent its
+    /// target again (counted in `topolet_drift_repairs_total`). Someone else's write to a
+    /// container's cgroup, or an update lost in the runtime, is so repaired within
+    /// `[nri] drift_check_s` plus the lull.
+    fn check_drift(self: &Arc<Self>) {
+        let probes = self.lock().cache.drift_probes(Instant::now(), DRIFT_LULL);
+        if probes.is_empty() {
+            return;
+        }
+        let plugin = Arc::downgrade(self);
+        let proc_root = self.proc_root.clone();
+        tokio::task::spawn_blocking(move || {
+            let seen = read_probes(&proc_root, probes);
+            if let Some(p) = plugin.upgrade() {
+                p.repair_drift(seen);
+            }
+        });
+    }
+
+    /// Queues the drifted containers among `seen` (probes and what their processes may use);
+    /// returns how many were queued.
+    fn repair_drift(&self, seen: Vec<(DriftProbe, Allowed)>) -> usize {
+        let mut node = self.lock();
+        let mut repaired = 0;
+        for (probe, allowed) in seen {
+            self.metrics.drift_check();
+            let cpus_off = !allowed.cpus.is_subset(&probe.cpus);
+            let mems_off = probe.mems.as_ref().is_some_and(|m| *m != allowed.mems);
+            if !(cpus_off || mems_off) || !node.cache.drifted(&probe) {
+                continue;
+            }
+            let field = if cpus_off { "cpus" } else { "mems" };
+            self.metrics.drift_repair(field);
+            repaired += 1;
+            if let Some(m) = node.cache.get(&probe.id) {
+                tracing::warn!(pod = %m.view().pod_ref, container = %m.view().key.container, runs_on = %allowed.cpus, mems_allowed = %allowed.mems, cpus = %probe.cpus, field, "container drifted from its target (its cgroup was changed behind topolet's back, or an update was lost); sending it again");
+            }
+        }
+        repaired
     }
 
     /// Sends the queued containers their current targets in one UpdateContainers request, if
@@ -713,6 +769,21 @@ fn pod_cpu_of(
 
 /// True when the runtime's `cpuset.mems` is `want` (as sets: `0-1` is `0,1`); an empty `want`
 /// (no NUMA information) matches anything.
+/// Reads what each probed container's init process may use; a process that exited since (or
+/// is not visible) is skipped: the next check looks again.
+fn read_probes(proc_root: &std::path::Path, probes: Vec<DriftProbe>) -> Vec<(DriftProbe, Allowed)> {
+    probes
+        .into_iter()
+        .filter_map(|p| match proc_affinity::allowed(proc_root, p.pid) {
+            Ok(a) => Some((p, a)),
+            Err(e) => {
+                tracing::debug!(container = %p.id, error = %e, "drift check: cannot read the container's process");
+                None
+            }
+        })
+        .collect()
+}
+
 fn mems_match(actual: Option<&CpuSet>, want: &NumaMask) -> bool {
     let want: CpuSet = want.ids().collect();
     want.is_empty() || actual == Some(&want)
@@ -865,9 +936,9 @@ impl Plugin for TopoletPlugin {
         }
         let mut by_id: HashMap<String, ContainerView> =
             views.into_iter().map(|v| (v.id.clone(), v)).collect();
-        let states: HashMap<&str, Lifecycle> = containers
+        let states: HashMap<&str, (Lifecycle, u32)> = containers
             .iter()
-            .map(|c| (c.id.as_str(), sync_lifecycle(c)))
+            .map(|c| (c.id.as_str(), (sync_lifecycle(c), c.pid)))
             .collect();
         let all_mems = node.placement.all_mems();
         let mut records: Vec<(String, Record)> = outcome
@@ -886,8 +957,12 @@ impl Plugin for TopoletPlugin {
                     None => NumaMask::default(),
                 };
                 target.mems = widened(reported, target.mems, all_mems);
-                let lifecycle = states.get(id.as_str()).copied().unwrap_or(Lifecycle::Running);
-                let record = Record::new(view, Decided::synchronize(), target, lifecycle);
+                let (lifecycle, pid) = states
+                    .get(id.as_str())
+                    .copied()
+                    .unwrap_or((Lifecycle::Running, 0));
+                let mut record = Record::new(view, Decided::synchronize(), target, lifecycle);
+                record.set_pid(pid);
                 Some((id, record))
             })
             .collect();
@@ -967,6 +1042,9 @@ impl Plugin for TopoletPlugin {
     ) -> PluginResult<()> {
         let _timer = self.metrics.time(event::POST_START_CONTAINER);
         let mut node = self.event_lock();
+        if let Some(r) = node.cache.get_mut(&ctr.id) {
+            r.set_pid(ctr.pid);
+        }
         if !node.cache.start(&ctr.id) {
             return Ok(());
         }

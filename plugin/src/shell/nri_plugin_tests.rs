@@ -382,3 +382,101 @@ async fn a_shared_container_s_pinned_memory_is_persisted_at_create() {
     assert!(a.cpus.is_none(), "no exclusive CPUs: {a:?}");
     assert!(a.memory.is_some(), "its pinned memory: {a:?}");
 }
+
+/// A `/proc/<pid>/status` under the fixture's proc root.
+fn fake_status(f: &Fixture, pid: u32, cpus: &str, mems: &str) {
+    let d = f.dir.path().join("proc").join(pid.to_string());
+    std::fs::create_dir_all(&d).expect("mkdir");
+    std::fs::write(
+        d.join("status"),
+        format!("Name:\tapp\nCpus_allowed_list:\t{cpus}\nMems_allowed_list:\t{mems}\n"),
+    )
+    .expect("status");
+}
+
+#[tokio::test]
+async fn the_drift_check_sends_a_container_running_off_its_target_its_target_again() {
+    let f = fixture(|_| {});
+    let p = &f.plugin;
+    let (sa, a) = guaranteed("a", "app", 2);
+    let (sb, b) = besteffort("b", "app");
+    configure(p).await;
+    let mut a = running(a, "2,6");
+    a.pid = 10;
+    let mut b = running(b, "0-1,3-5,7");
+    b.pid = 20;
+    p.synchronize(vec![sa, sb], vec![a, b])
+        .await
+        .expect("synchronize");
+    let probes = p
+        .lock()
+        .cache
+        .drift_probes(Instant::now() + DRIFT_LULL, DRIFT_LULL);
+    let ids: Vec<&str> = probes.iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(ids, ["a-app", "b-app"]);
+    assert_eq!(probes[0].pid, 10);
+    assert_eq!(probes[0].cpus, CpuSet::parse("2,6").expect("cpus"));
+    // a's cgroup was rewritten behind topolet's back: its process may run on every CPU. b runs
+    // inside the pool (a process may narrow its own affinity: not drift).
+    fake_status(&f, 10, "0-7", "1");
+    fake_status(&f, 20, "1,3", "0-1");
+    let seen = read_probes(&f.dir.path().join("proc"), probes.clone());
+    assert_eq!(seen.len(), 2);
+    assert_eq!(p.repair_drift(seen), 1);
+    assert!(p.lock().cache.has_pending(), "a is queued");
+    let text = p.metrics().render(&Default::default());
+    assert!(
+        text.contains("topolet_drift_repairs_total{field=\"cpus\"} 1\n"),
+        "{text}"
+    );
+    assert!(text.contains("topolet_drift_checks_total 2\n"), "{text}");
+    // Queued: no check until it is sent (a difference now may be the update on its way).
+    assert!(p
+        .lock()
+        .cache
+        .drift_probes(Instant::now() + DRIFT_LULL, DRIFT_LULL)
+        .is_empty());
+    // A probe taken before a target changed repairs nothing: the change is on its way.
+    let mut node = p.lock();
+    assert!(node
+        .cache
+        .get_mut("b-app")
+        .expect("b")
+        .retarget(|t| t.cpuset = CpuSet::parse("1-7").expect("cpus")));
+    assert!(!node.cache.drifted(&probes[1]), "stale probe");
+}
+
+#[tokio::test]
+async fn the_drift_check_compares_memory_nodes_a_target_names() {
+    let f = fixture(|_| {});
+    let p = &f.plugin;
+    let (sa, a) = guaranteed("a", "app", 2);
+    configure(p).await;
+    let mut a = running(a, "2,6");
+    a.pid = 10;
+    p.synchronize(vec![sa], vec![a]).await.expect("synchronize");
+    let probes = p
+        .lock()
+        .cache
+        .drift_probes(Instant::now() + DRIFT_LULL, DRIFT_LULL);
+    assert_eq!(probes.len(), 1);
+    assert_eq!(probes[0].mems, Some(CpuSet::parse("1").expect("mems")));
+    // The CPUs are right, the memory nodes are not.
+    fake_status(&f, 10, "2,6", "0-1");
+    let seen = read_probes(&f.dir.path().join("proc"), probes);
+    assert_eq!(p.repair_drift(seen), 1);
+    let text = p.metrics().render(&Default::default());
+    assert!(
+        text.contains("topolet_drift_repairs_total{field=\"mems\"} 1\n"),
+        "{text}"
+    );
+    // A process that exited since is skipped, not an error.
+    let probes = vec![DriftProbe {
+        id: "a-app".into(),
+        pid: 99,
+        generation: 1,
+        cpus: CpuSet::parse("2,6").expect("cpus"),
+        mems: None,
+    }];
+    assert!(read_probes(&f.dir.path().join("proc"), probes).is_empty());
+}

@@ -103,6 +103,11 @@ impl Outbox {
         self.ids.is_empty()
     }
 
+    /// Whether the runtime sent no event for `lull` before `now`.
+    pub fn quiet_for(&self, now: Instant, lull: Duration) -> bool {
+        now.saturating_duration_since(self.last_event) >= lull
+    }
+
     /// Whether the queue should be sent unsolicited now: something is queued and the runtime
     /// has been quiet for the runtime's lull ([`Outbox::set_quiet`]).
     pub fn due(&self, now: Instant) -> bool {

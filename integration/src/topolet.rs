@@ -85,6 +85,8 @@ pub struct TopoletConfig {
     pub metrics_address: String,
     /// TOML appended verbatim (e.g. an `[eviction]` section); empty by default.
     pub extra_toml: String,
+    /// More keys of `[nri]` (e.g. `drift_check_s = 1`); empty by default.
+    pub nri_toml: String,
     /// The body of `[kubernetes]`: `enabled = "off"` by default, so that a test run inside a pod
     /// (a CI runner with a service account) never sends Events to that cluster.
     pub kubernetes: String,
@@ -106,6 +108,7 @@ impl TopoletConfig {
             admin_socket: work.join("admin.sock"),
             metrics_address: "127.0.0.1:0".into(),
             extra_toml: String::new(),
+            nri_toml: String::new(),
             kubernetes: "enabled = \"off\"".into(),
         }
     }
@@ -117,6 +120,9 @@ impl TopoletConfig {
         let _ = writeln!(t, "socket = {:?}", self.socket.to_string_lossy());
         let _ = writeln!(t, "name = {:?}", self.name);
         let _ = writeln!(t, "index = {}", self.index);
+        if !self.nri_toml.is_empty() {
+            let _ = writeln!(t, "{}", self.nri_toml);
+        }
         let _ = writeln!(t, "\n[cpu]");
         let _ = writeln!(t, "policy = {:?}", self.policy);
         if let Some(r) = &self.reserved_cpus {

@@ -13,6 +13,7 @@ use topolet_integration::cri::{Created, Cri};
 use topolet_integration::kube::{self, Qos, Requirements};
 use topolet_integration::logs::field;
 use topolet_integration::observe::{self, BundleResources};
+use topolet_integration::topolet::{metrics_text, TopoletConfig};
 use topolet_integration::{wait, Stack, WithTopolet};
 
 const MIB: u64 = 1 << 20;
@@ -518,5 +519,58 @@ fn sigkill_during_parallel_creates_then_books_balance_across_restarts() -> anyho
             }
         }
     }
+    Ok(())
+}
+
+/// The drift check: an exclusive container's cgroup cpuset rewritten behind topolet's back (its
+/// process may then run on every CPU) is put back by topolet's own update, and counted.
+#[test]
+fn a_cpuset_rewritten_behind_topolets_back_is_put_back() -> anyhow::Result<()> {
+    let stack = Stack::start()?;
+    let work = stack.work_dir("topolet")?;
+    let mut config = TopoletConfig::for_stack(&stack, &work);
+    config.nri_toml = "drift_check_s = 1".into();
+    let mut t = WithTopolet::start_with(stack, work, &config)?;
+    let cri = t.stack.cri();
+    let (gp, gc) = t.pod("g-drift", Requirements::guaranteed(1000, 128 * MIB))?;
+    let g = cri.run_pod_with(&gp, &gc)?;
+    wait_cpus(&cri, &g, "g-drift", "1")?;
+    // Someone else writes the container's cgroup: the kernel lets its process on every CPU.
+    let cpus_file = observe::cgroup_dir("cpuset", &g.cgroup_parent, &g.id).join("cpuset.cpus");
+    std::fs::write(&cpus_file, "0-1")
+        .with_context(|| format!("writing {}", cpus_file.display()))?;
+    let pid = cri.pid(&g.id)?;
+    ensure!(
+        observe::cpus_allowed_list(pid)? == "0-1",
+        "the rewrite took effect: Cpus_allowed_list = {}",
+        observe::cpus_allowed_list(pid)?
+    );
+    // In the next lull (5 s without a runtime event) the check finds it and sends its target.
+    let addr = t.topolet.wait_metrics_address()?;
+    wait::until_true(
+        "the drift check repairs g-drift",
+        Duration::from_secs(300),
+        || {
+            let cg = observe::cgroup_cpuset(&g)?;
+            let allowed = observe::cpus_allowed_list(pid)?;
+            Ok(cg == "1" && allowed == "1")
+        },
+    )
+    .with_context(|| {
+        format!(
+            "cgroup cpuset.cpus={:?}, Cpus_allowed_list={:?}",
+            observe::cgroup_cpuset(&g).ok(),
+            observe::cpus_allowed_list(pid).ok()
+        )
+    })?;
+    let text = metrics_text(&addr)?;
+    let repairs: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("topolet_drift_repairs_total{field=\"cpus\"} "))
+        .context("no topolet_drift_repairs_total{field=\"cpus\"} sample")?
+        .trim()
+        .parse()
+        .context("topolet_drift_repairs_total's value")?;
+    ensure!(repairs >= 1.0, "repairs counted: {repairs}\n{text}");
     Ok(())
 }

@@ -28,7 +28,8 @@
 #   DIR/pki/                a throwaway CA, the API server's serving cert, the service-account key
 #
 # Isolation (the host is left exactly as it was):
-#   - every listener on 127.0.0.1, on ports chosen free at start and kept in DIR/ports;
+#   - every listener on 127.0.0.1, on ports chosen free at start (below the ephemeral port range)
+#     and kept in DIR/ports;
 #   - the kubelet runs in a private mount namespace (unshare -m --propagation private) where
 #     /proc/sys entries it insists on (vm.overcommit_memory, vm.panic_on_oom, kernel.panic,
 #     kernel.panic_on_oops, kernel.keys.root_maxkeys/root_maxbytes) are files holding the values it
@@ -137,23 +138,35 @@ wait_for() {
 
 # ---------------------------------------------------------------- ports
 
-# free_port: a TCP port on 127.0.0.1 nobody listens on, not already handed out by this script.
+# free_port: sets PORT to a TCP port on 127.0.0.1 no socket uses, not already handed out by this
+# script, and below the kernel's ephemeral range (net.ipv4.ip_local_port_range): a port inside it
+# can be taken as the local port of some outgoing connection between now and the component's bind
+# (the kubelet then fails with "bind: address already in use"). A variable, not output: `$(…)`
+# would run it in a subshell and forget TAKEN.
 TAKEN=" "
+PORT=
 free_port() {
-  local p listening
-  listening=" $(ss -Htln 2>/dev/null | awk '{n=split($4,a,":"); printf "%s ", a[n]}') "
+  local p used lo=32768 hi top
+  read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+  top=$(( lo < 32768 ? lo : 32768 ))
+  (( top > 11000 )) || die "the ephemeral port range starts at $lo: no room below it for the node's listeners"
+  used=" $(ss -Htan 2>/dev/null | awk '{n=split($4,a,":"); printf "%s ", a[n]}') "
   while :; do
-    p=$((20000 + RANDOM % 30000))
-    [[ "$listening" != *" $p "* && "$TAKEN" != *" $p "* ]] || continue
+    p=$((10000 + RANDOM % (top - 10000)))
+    [[ "$used" != *" $p "* && "$TAKEN" != *" $p "* ]] || continue
     TAKEN+="$p "
-    echo "$p"
+    PORT=$p
     return 0
   done
 }
 
 choose_ports() {
-  ETCD_CLIENT_PORT=$(free_port); ETCD_PEER_PORT=$(free_port); API_PORT=$(free_port)
-  SCHED_PORT=$(free_port); KUBELET_PORT=$(free_port); KUBELET_HEALTHZ_PORT=$(free_port)
+  free_port; ETCD_CLIENT_PORT=$PORT
+  free_port; ETCD_PEER_PORT=$PORT
+  free_port; API_PORT=$PORT
+  free_port; SCHED_PORT=$PORT
+  free_port; KUBELET_PORT=$PORT
+  free_port; KUBELET_HEALTHZ_PORT=$PORT
   cat >"$PORTS_FILE" <<EOF
 ETCD_CLIENT_PORT=$ETCD_CLIENT_PORT
 ETCD_PEER_PORT=$ETCD_PEER_PORT

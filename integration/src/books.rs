@@ -128,19 +128,7 @@ fn json_text(v: &Value) -> String {
 /// `topolet status -o json`: (exclusive container id → cpus, shared pool cpus).
 pub fn status_exclusive(admin_socket: &Path) -> anyhow::Result<(BTreeMap<String, String>, String)> {
     let bin = crate::topolet::binary()?;
-    let out = Command::new(&bin)
-        .args(["status", "-o", "json", "--admin-socket"])
-        .arg(admin_socket)
-        .output()
-        .with_context(|| format!("running {} status", bin.display()))?;
-    ensure!(
-        out.status.success(),
-        "topolet status --admin-socket {} failed ({}): {}",
-        admin_socket.display(),
-        out.status,
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).context("parsing topolet status -o json")?;
+    let v = crate::topolet::status_of(&bin, admin_socket)?;
     let Some(list) = v["exclusive"].as_array() else {
         bail!("topolet status has no exclusive array");
     };

@@ -427,7 +427,7 @@ impl Drop for Topolet {
 }
 
 /// `topolet status -o json` of the topolet serving `admin_socket`, with binary `bin`.
-fn status_of(bin: &Path, admin_socket: &Path) -> anyhow::Result<Value> {
+pub(crate) fn status_of(bin: &Path, admin_socket: &Path) -> anyhow::Result<Value> {
     let out = Command::new(bin)
         .args(["status", "-o", "json", "--admin-socket"])
         .arg(admin_socket)

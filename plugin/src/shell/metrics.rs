@@ -109,6 +109,8 @@ struct Families {
     /// Containers the drift check compared, and those it found drifted by field.
     drift_checks: u64,
     drift_repairs: BTreeMap<&'static str, u64>,
+    /// (trigger, result) → configuration reloads (`shell::reload`).
+    config_reloads: BTreeMap<(&'static str, &'static str), u64>,
 }
 
 /// The pod watch (`shell::pod_directory`) and which source decided each admission.
@@ -384,6 +386,27 @@ impl Metrics {
         *self.lock().drift_repairs.entry(field).or_default() += 1;
     }
 
+    /// A configuration reload (`shell::reload`) on `trigger` (`sighup`, `file_change`) ended
+    /// with `result`: `applied`, `unchanged` (valid, nothing to change), `rejected` (unreadable,
+    /// does not parse or does not fit the machine), `refused` (would break a running container).
+    pub fn config_reload(&self, trigger: &'static str, result: &'static str) {
+        *self
+            .lock()
+            .config_reloads
+            .entry((trigger, result))
+            .or_default() += 1;
+    }
+
+    /// Reloads on `trigger` with `result` so far (tests).
+    pub fn config_reloads(&self, trigger: &str, result: &str) -> u64 {
+        let f = self.lock();
+        f.config_reloads
+            .iter()
+            .filter(|((t, r), _)| *t == trigger && *r == result)
+            .map(|(_, n)| *n)
+            .sum()
+    }
+
     /// An API decision whose inversion disagreed on a fact both sources know.
     pub fn admission_disagreement(&self) {
         self.lock().pod_truth.disagreements += 1;
@@ -481,6 +504,7 @@ impl Metrics {
                 pod_truth: g.pod_truth.clone(),
                 drift_checks: g.drift_checks,
                 drift_repairs: g.drift_repairs.clone(),
+                config_reloads: g.config_reloads.clone(),
                 eviction_results: g.eviction_results.clone(),
                 node_status_patches: g.node_status_patches.clone(),
             }
@@ -795,6 +819,21 @@ impl Metrics {
             w.sample(
                 "topolet_drift_repairs_total",
                 &[("field", field.to_string())],
+                *n as f64,
+            );
+        }
+        w.family(
+            "topolet_config_reloads_total",
+            "counter",
+            "Configuration reloads by trigger (sighup, file_change) and result: applied, unchanged (valid, nothing to change), rejected (unreadable, does not parse or does not fit the machine), refused (would break a running container).",
+        );
+        for ((trigger, result), n) in &f.config_reloads {
+            w.sample(
+                "topolet_config_reloads_total",
+                &[
+                    ("trigger", trigger.to_string()),
+                    ("result", result.to_string()),
+                ],
                 *n as f64,
             );
         }
@@ -1228,6 +1267,7 @@ mod tests {
         let samples = parse_exposition(&text).unwrap();
         for family in [
             "topolet_evictions_total",
+            "topolet_config_reloads_total",
             "topolet_eviction_signal_value",
             "topolet_eviction_threshold",
             "topolet_node_condition",
@@ -1472,6 +1512,28 @@ mod tests {
         assert_eq!(p.signals[0].signal, "memory.available");
         assert_eq!(p.signals[0].value, Some(1.5e9));
         assert_eq!(p.signals[0].thresholds["hard"], 1e8);
+    }
+
+    #[test]
+    fn config_reloads_by_trigger_and_result() {
+        let m = Metrics::new();
+        m.config_reload("sighup", "applied");
+        m.config_reload("sighup", "applied");
+        m.config_reload("file_change", "refused");
+        let s = parse_exposition(&m.render(&Gauges::default())).unwrap();
+        let v = |t: &str, r: &str| {
+            value(
+                &s,
+                "topolet_config_reloads_total",
+                &[("trigger", t), ("result", r)],
+            )
+        };
+        assert_eq!(v("sighup", "applied"), Some(2.0));
+        assert_eq!(v("file_change", "refused"), Some(1.0));
+        // Only outcomes that happened have samples.
+        assert_eq!(v("sighup", "rejected"), None);
+        assert_eq!(m.config_reloads("sighup", "applied"), 2);
+        assert_eq!(m.config_reloads("file_change", "applied"), 0);
     }
 
     #[test]

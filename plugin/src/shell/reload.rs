@@ -12,7 +12,8 @@
 //! rejected and logged naming file and key, and the running configuration stays. `[nri]` and
 //! `[state]` are only read at start: a change there is logged as needing a restart and the rest
 //! of the file is applied. With the Kubernetes API client on, a rejected or refused file is
-//! also a Warning Event on the Node ([`REJECTED_REASON`], [`REFUSED_REASON`]).
+//! also a Warning Event on the Node ([`REJECTED_REASON`], [`REFUSED_REASON`]). Every outcome is
+//! counted in `topolet_config_reloads_total` ([`trigger`], [`result`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,6 +28,24 @@ use crate::shell::nri_plugin::TopoletPlugin;
 pub const REJECTED_REASON: &str = "TopoletConfigRejected";
 /// The Warning Event on the Node for a valid file that would break running containers.
 pub const REFUSED_REASON: &str = "TopoletConfigRefused";
+
+/// What started a reload (`trigger` of `topolet_config_reloads_total`).
+pub mod trigger {
+    pub const SIGHUP: &str = "sighup";
+    pub const FILE_CHANGE: &str = "file_change";
+}
+
+/// How a reload ended (`result` of `topolet_config_reloads_total`).
+pub mod result {
+    /// Valid and in effect for containers created from now on.
+    pub const APPLIED: &str = "applied";
+    /// Valid, and nothing in it differs from the running configuration.
+    pub const UNCHANGED: &str = "unchanged";
+    /// Unreadable, does not parse, or does not fit the machine: the running one stays.
+    pub const REJECTED: &str = "rejected";
+    /// Valid but would break a running container: the running one stays.
+    pub const REFUSED: &str = "refused";
+}
 
 /// How often the file is checked for changes.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
@@ -183,10 +202,20 @@ struct Watcher {
 
 impl Watcher {
     fn reload(&mut self, forced: bool) {
+        let label = if forced {
+            trigger::SIGHUP
+        } else {
+            trigger::FILE_CHANGE
+        };
+        // Counted after the outcome's log line: a test (or an operator) that sees the count can
+        // read the line.
+        let metrics = self.plugin.metrics().clone();
+        let count = |result: &'static str| metrics.config_reload(label, result);
         let text = match std::fs::read_to_string(&self.path) {
             Ok(t) => t,
             Err(e) => {
                 tracing::error!(path = %self.path.display(), error = %e, "configuration rejected: cannot read the file; the running configuration stays");
+                count(result::REJECTED);
                 return;
             }
         };
@@ -205,6 +234,7 @@ impl Watcher {
                     REJECTED_REASON,
                     &format!("configuration rejected ({trigger}), the running one stays: {e}"),
                 );
+                count(result::REJECTED);
                 return;
             }
         };
@@ -214,6 +244,7 @@ impl Watcher {
         }
         if c.changed.is_empty() {
             tracing::info!(trigger, path = %self.path.display(), "configuration reloaded: nothing to change");
+            count(result::UNCHANGED);
             return;
         }
         match self.plugin.reload(&c.config) {
@@ -230,12 +261,13 @@ impl Watcher {
                     reserved = %outcome.reserved,
                     "configuration reloaded: applies to containers created from now on"
                 );
+                count(result::APPLIED);
             }
             Err(e) => {
                 tracing::error!(trigger, path = %self.path.display(), key = e.key().unwrap_or(""), error = %format!("{}: {e}", self.path.display()), "configuration rejected; the running configuration stays");
                 let (reason, what) = match e {
-                    MigrateError::BreaksRunning(_) => (REFUSED_REASON, "refused"),
-                    MigrateError::Invalid(_) => (REJECTED_REASON, "rejected"),
+                    MigrateError::BreaksRunning(_) => (REFUSED_REASON, result::REFUSED),
+                    MigrateError::Invalid(_) => (REJECTED_REASON, result::REJECTED),
                 };
                 self.plugin.node_event(
                     EventType::Warning,
@@ -245,6 +277,7 @@ impl Watcher {
                         self.path.display()
                     ),
                 );
+                count(what);
             }
         }
     }
@@ -311,5 +344,70 @@ mod tests {
         assert_ne!(file_id(&link), Some(first));
         std::fs::remove_file(&link).unwrap();
         assert_eq!(file_id(&link), None);
+    }
+
+    /// Every outcome of a reload is counted by trigger and result, and the running configuration
+    /// changes only when one is applied.
+    #[test]
+    fn each_outcome_is_counted_by_trigger_and_result() {
+        use crate::core::topology::SyntheticSpec;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        let state = dir.path().join("state");
+        let text = |pids: i64, reserved: &str| {
+            format!(
+                "[cpu]\nreserved_cpus = {reserved:?}\n[qos]\npids_limit = {pids}\n[state]\ndir = {:?}\n",
+                state.display()
+            )
+        };
+        let first = text(1024, "0");
+        std::fs::write(&path, &first).unwrap();
+        let topology = SyntheticSpec {
+            sockets: 1,
+            numa_per_socket: 1,
+            l3_per_numa: 1,
+            cores_per_l3: 2,
+            threads_per_core: 1,
+            memory_per_node: 8 << 30,
+        }
+        .build();
+        let config = Config::parse(&first, &path).unwrap();
+        let plugin = Arc::new(TopoletPlugin::new(config, topology).unwrap());
+        let metrics = plugin.metrics().clone();
+        let mut w = Watcher {
+            plugin: plugin.clone(),
+            seen: file_id(&path),
+            last_text: Some(first.clone()),
+            path: path.clone(),
+        };
+        let n = |t: &str, r: &str| metrics.config_reloads(t, r);
+
+        // SIGHUP on the same file: valid, nothing to change.
+        w.reload(true);
+        assert_eq!(n(trigger::SIGHUP, result::UNCHANGED), 1);
+        // A file change with a new pids limit: applied.
+        std::fs::write(&path, text(2048, "0")).unwrap();
+        w.reload(false);
+        assert_eq!(n(trigger::FILE_CHANGE, result::APPLIED), 1);
+        assert_eq!(plugin.config().qos.pids_limit, 2048);
+        // Touched, same content, no signal: not a reload, not counted.
+        w.reload(false);
+        assert_eq!(n(trigger::FILE_CHANGE, result::APPLIED), 1);
+        assert_eq!(n(trigger::FILE_CHANGE, result::UNCHANGED), 0);
+        // A CPU this machine does not have: rejected, the running configuration stays.
+        std::fs::write(&path, text(4096, "0,4095")).unwrap();
+        w.reload(true);
+        assert_eq!(n(trigger::SIGHUP, result::REJECTED), 1);
+        // Not TOML: rejected.
+        std::fs::write(&path, "[cpu\n").unwrap();
+        w.reload(false);
+        assert_eq!(n(trigger::FILE_CHANGE, result::REJECTED), 1);
+        // Unreadable (gone): rejected.
+        std::fs::remove_file(&path).unwrap();
+        w.reload(true);
+        assert_eq!(n(trigger::SIGHUP, result::REJECTED), 2);
+        assert_eq!(plugin.config().qos.pids_limit, 2048);
+        assert_eq!(n(trigger::SIGHUP, result::APPLIED), 0);
+        assert_eq!(n(trigger::SIGHUP, result::REFUSED), 0);
     }
 }

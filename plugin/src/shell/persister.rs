@@ -215,7 +215,7 @@ fn drain(shared: &Shared, mut writer: Box<dyn StateWriter>, metrics: &Metrics) {
             }
         };
         let result = writer.write(&state);
-        metrics.state_write(result.is_ok());
+        let ok = result.is_ok();
         let mut slot = shared.lock();
         slot.attempts += 1;
         slot.last_attempted = n;
@@ -245,6 +245,8 @@ fn drain(shared: &Shared, mut writer: Box<dyn StateWriter>, metrics: &Metrics) {
                 }
             }
         }
+        // Counted after the failure's log line: whoever sees the count can read the line.
+        metrics.state_write(ok);
         metrics.state_pending(slot.status.pending());
         drop(slot);
         shared.done.notify_all();

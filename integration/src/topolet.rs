@@ -1,10 +1,10 @@
 //! The plugin under test: its binary (built once per test run, or `TOPOLET_BIN`), a generated
 //! config, the process (spawn, SIGKILL, restart), its state as `topolet status -o json` reports
 //! it over the admin socket (wait for NRI to be synchronized, for the metrics endpoint), its
-//! `/metrics` text, and its log (wait for a line, read fields).
+//! `/metrics` text and samples (wait for a counter), and its log (wait for a line, read fields).
 //!
 //! Log lines are matched by substring; fields follow the message as `key=value`. Where the state
-//! a test waits for is in the status, wait on the status rather than on a log line.
+//! a test waits for is in the status or a metric, wait on that rather than on a log line.
 
 use std::fmt::Write as _;
 use std::fs::OpenOptions;
@@ -400,6 +400,28 @@ impl Topolet {
             s["metrics_address"].as_str().map(str::to_string)
         })
     }
+
+    /// Waits until the `/metrics` sample `name` whose labels include `labels` reaches `at_least`
+    /// (a counter: a sample not exposed yet counts as 0); returns its value. Fails early if the
+    /// process exited.
+    pub fn wait_metric(
+        &mut self,
+        name: &str,
+        labels: &[(&str, &str)],
+        at_least: f64,
+        timeout: Duration,
+    ) -> anyhow::Result<f64> {
+        let addr = self.wait_metrics_address()?;
+        let what = format!("{name}{labels:?} >= {at_least}");
+        let r = wait::until(&what, timeout, || {
+            if !self.is_running() {
+                bail!("topolet exited");
+            }
+            let v = metric(&addr, name, labels)?;
+            Ok((v >= at_least).then_some(v))
+        });
+        r.with_context(|| format!("topolet log:\n{}", tail(&self.log(), 40)))
+    }
 }
 
 /// One `GET /metrics` of the endpoint at `addr`; returns the body (Prometheus text format).
@@ -418,6 +440,47 @@ pub fn metrics_text(addr: &str) -> anyhow::Result<String> {
         "GET /metrics answered {head:?}"
     );
     Ok(body.to_string())
+}
+
+/// The value of the `/metrics` sample `name` whose labels include `labels` at `addr`; 0 when
+/// there is none yet (a counter whose label set has not been seen).
+pub fn metric(addr: &str, name: &str, labels: &[(&str, &str)]) -> anyhow::Result<f64> {
+    Ok(sample(&metrics_text(addr)?, name, labels)?.unwrap_or(0.0))
+}
+
+/// The value of the first sample `name` in the exposition `text` whose labels include `labels`
+/// (label values as written, without escapes: topolet's are plain words). The harness does not
+/// link the plugin's parser (`topolet::shell::metrics::text`), which the observability suite
+/// uses to check the format itself.
+pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> anyhow::Result<Option<f64>> {
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some(rest) = line.strip_prefix(name) else {
+            continue;
+        };
+        let (label_text, value) = match rest.strip_prefix('{') {
+            Some(r) => match r.split_once("} ") {
+                Some(split) => split,
+                None => bail!("malformed sample line {line:?}"),
+            },
+            None => match rest.strip_prefix(' ') {
+                Some(v) => ("", v),
+                // Another family whose name starts with `name`.
+                None => continue,
+            },
+        };
+        let pairs: Vec<&str> = label_text.split(',').collect();
+        if labels
+            .iter()
+            .all(|(k, v)| pairs.contains(&format!("{k}={v:?}").as_str()))
+        {
+            let v = value.split(' ').next().unwrap_or("");
+            return v
+                .parse()
+                .map(Some)
+                .with_context(|| format!("value of {line:?}"));
+        }
+    }
+    Ok(None)
 }
 
 impl Drop for Topolet {
@@ -521,5 +584,32 @@ impl Drop for KillOnDrop {
             // SAFETY: kill(2) with a pid read from /proc; at worst it no longer exists.
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sample;
+
+    #[test]
+    fn sample_matches_name_and_every_label() {
+        let text = "# TYPE topolet_x_total counter\n\
+                    topolet_x_total{trigger=\"sighup\",result=\"applied\"} 2\n\
+                    topolet_x_total{trigger=\"file_change\",result=\"applied\"} 5\n\
+                    topolet_x_total_more 9\n\
+                    topolet_y 1.5 1700000000\n";
+        let v = |n: &str, l: &[(&str, &str)]| sample(text, n, l).unwrap();
+        assert_eq!(v("topolet_x_total", &[("result", "applied")]), Some(2.0));
+        assert_eq!(
+            v(
+                "topolet_x_total",
+                &[("trigger", "file_change"), ("result", "applied")]
+            ),
+            Some(5.0)
+        );
+        assert_eq!(v("topolet_x_total", &[("result", "rejected")]), None);
+        assert_eq!(v("topolet_y", &[]), Some(1.5));
+        assert_eq!(v("topolet_x", &[]), None);
+        assert!(sample("topolet_x{a=\"b\" 1\n", "topolet_x", &[]).is_err());
     }
 }

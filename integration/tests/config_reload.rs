@@ -11,8 +11,38 @@ use std::time::{Duration, SystemTime};
 use anyhow::{ensure, Context};
 use topolet_integration::cri::{Created, Cri};
 use topolet_integration::kube::Requirements;
-use topolet_integration::topolet::LOG_TIMEOUT;
+use topolet_integration::topolet::{metric, Topolet, LOG_TIMEOUT};
 use topolet_integration::{observe, Stack, TopoletConfig, WithTopolet};
+
+/// `topolet_config_reloads_total`: every reload's outcome by trigger and result.
+const RELOADS: &str = "topolet_config_reloads_total";
+
+/// Reloads on `trigger` with `result` so far.
+fn reloads(t: &mut Topolet, trigger: &str, result: &str) -> anyhow::Result<f64> {
+    let addr = t.wait_metrics_address()?;
+    metric(&addr, RELOADS, &[("trigger", trigger), ("result", result)])
+}
+
+/// Runs `act`, then waits until one more reload on `trigger` ended with `result`. The outcome's
+/// log line is written before it is counted, so the caller reads it with `logged` afterwards:
+/// the line is where file, key and container are named (the operator's record), which no
+/// counter carries.
+fn reload_after(
+    t: &mut Topolet,
+    trigger: &str,
+    result: &str,
+    act: impl FnOnce(&Topolet) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let before = reloads(t, trigger, result)?;
+    act(t)?;
+    t.wait_metric(
+        RELOADS,
+        &[("trigger", trigger), ("result", result)],
+        before + 1.0,
+        LOG_TIMEOUT + Duration::from_secs(5),
+    )?;
+    Ok(())
+}
 
 /// Creates a BestEffort pod `name` and returns its pids.max.
 fn pids_max_of_new(t: &WithTopolet, cri: &Cri, name: &str) -> anyhow::Result<(Created, i64)> {
@@ -39,8 +69,8 @@ fn write_unnoticed(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn sighup(t: &WithTopolet) -> anyhow::Result<()> {
-    let pid = t.topolet.pid().context("topolet is not running")? as libc::pid_t;
+fn sighup(t: &Topolet) -> anyhow::Result<()> {
+    let pid = t.pid().context("topolet is not running")? as libc::pid_t;
     // SAFETY: kill(2) on our own running child.
     ensure!(
         unsafe { libc::kill(pid, libc::SIGHUP) } == 0,
@@ -66,10 +96,8 @@ fn sighup_and_file_change_reload_good_configs_and_reject_bad_ones() -> anyhow::R
     config.pids_limit = Some(2048);
     write_unnoticed(&path, &config.to_toml())?;
     let mark = t.topolet.log_mark();
-    sighup(&t)?;
-    let line = t
-        .topolet
-        .wait_for_log("configuration reloaded", mark, LOG_TIMEOUT)?;
+    reload_after(&mut t.topolet, "sighup", "applied", sighup)?;
+    let line = t.topolet.logged("configuration reloaded", mark)?;
     ensure!(
         line.contains("SIGHUP") && line.contains("qos"),
         "reload line: {line}"
@@ -91,10 +119,8 @@ fn sighup_and_file_change_reload_good_configs_and_reject_bad_ones() -> anyhow::R
     bad.reserved_cpus = Some("0,4095".into());
     bad.write(&path)?;
     let mark = t.topolet.log_mark();
-    sighup(&t)?;
-    let line = t
-        .topolet
-        .wait_for_log("configuration rejected", mark, LOG_TIMEOUT)?;
+    reload_after(&mut t.topolet, "sighup", "rejected", sighup)?;
+    let line = t.topolet.logged("configuration rejected", mark)?;
     ensure!(
         line.contains(&path.display().to_string())
             && line.contains("cpu.reserved_cpus")
@@ -116,10 +142,8 @@ fn sighup_and_file_change_reload_good_configs_and_reject_bad_ones() -> anyhow::R
     taking.reserved_cpus = Some("1".into());
     taking.write(&path)?;
     let mark = t.topolet.log_mark();
-    sighup(&t)?;
-    let line = t
-        .topolet
-        .wait_for_log("configuration rejected", mark, LOG_TIMEOUT)?;
+    reload_after(&mut t.topolet, "sighup", "refused", sighup)?;
+    let line = t.topolet.logged("configuration rejected", mark)?;
     ensure!(
         line.contains("cpu.reserved_cpus") && line.contains("holds cpus 1 exclusively"),
         "the refusal names the key and the container: {line}"
@@ -133,12 +157,10 @@ fn sighup_and_file_change_reload_good_configs_and_reject_bad_ones() -> anyhow::R
     // 4. A good configuration written without a signal: the poll picks it up.
     config.pids_limit = Some(3000);
     let mark = t.topolet.log_mark();
-    config.write(&path)?;
-    let line = t.topolet.wait_for_log(
-        "configuration reloaded",
-        mark,
-        LOG_TIMEOUT + Duration::from_secs(5),
-    )?;
+    reload_after(&mut t.topolet, "file_change", "applied", |_| {
+        config.write(&path)
+    })?;
+    let line = t.topolet.logged("configuration reloaded", mark)?;
     ensure!(line.contains("file change"), "reload line: {line}");
     let (_, pids) = pids_max_of_new(&t, &cri, "after-file")?;
     ensure!(pids == 3000, "after the file change: pids.max {pids}");

@@ -26,13 +26,12 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context};
-use topolet::shell::metrics::text::{parse_exposition, value};
 use topolet_integration::cri::Created;
 use topolet_integration::fixture::pod_for;
 use topolet_integration::kube::Requirements;
 use topolet_integration::observe;
 use topolet_integration::pressure::{memory_available, pid_available, FORK_SCRIPT, MEMORY_SCRIPT};
-use topolet_integration::topolet::{metrics_text, LOG_TIMEOUT};
+use topolet_integration::topolet::{metric, LOG_TIMEOUT};
 use topolet_integration::{field, wait, Stack, TopoletConfig, WithTopolet};
 
 const GIB: u64 = 1 << 30;
@@ -40,6 +39,11 @@ const MIB: u64 = 1 << 20;
 /// How long an eviction may take once the threshold is crossed (interval 1 s; generous for a
 /// loaded host).
 const EVICT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Pods evicted by the loop, by signal (in dry run: decisions).
+const EVICTIONS: &str = "topolet_evictions_total";
+/// Eviction attempts by action and result.
+const ATTEMPTS: &str = "topolet_eviction_attempts_total";
 
 /// The eviction interval of every test, in seconds.
 const INTERVAL_S: u64 = 1;
@@ -220,6 +224,22 @@ fn wait_crossed_then_gone(
     Ok((crossed - start, crossed.elapsed()))
 }
 
+/// Waits until the loop has counted an eviction for `signal`, and checks that it stopped a pod
+/// through the CRI (not one already gone). Which pod it was is the containers' state
+/// ([`check_outcome`]: the hog's sandbox NotReady, the Guaranteed container running).
+fn evicted_by(t: &mut WithTopolet, signal: &str) -> anyhow::Result<()> {
+    // Counted after the attempt's result (and its `pod evicted` line).
+    t.topolet
+        .wait_metric(EVICTIONS, &[("signal", signal)], 1.0, LOG_TIMEOUT)?;
+    let addr = t.topolet.wait_metrics_address()?;
+    let stopped = metric(&addr, ATTEMPTS, &[("action", "cri"), ("result", "evicted")])?;
+    ensure!(
+        stopped >= 1.0,
+        "{EVICTIONS}{{signal={signal:?}}} counted but no {ATTEMPTS}{{action=\"cri\",result=\"evicted\"}}"
+    );
+    Ok(())
+}
+
 /// After an eviction: the hog's container exited and its sandbox is NotReady; the Guaranteed
 /// container runs. topolet is stopped first so that no later interval changes the picture.
 fn check_outcome(t: &mut WithTopolet, g: &Created, hog: &Created) -> anyhow::Result<()> {
@@ -268,12 +288,7 @@ fn pid_pressure_evicts_the_forking_best_effort_pod_not_the_guaranteed_one() -> a
     let (g, hog) = guaranteed_and_hog(&t, script)?;
     let (to_cross, reaction) =
         wait_crossed_then_gone("pid.available", threshold, pid_available, &hog)?;
-    let line = t.topolet.wait_for_log("pod evicted", mark, LOG_TIMEOUT)?;
-    ensure!(
-        field(&line, "pod").as_deref() == Some("topolet-it/be-hog")
-            && field(&line, "signal").as_deref() == Some("pid.available"),
-        "{line}"
-    );
+    evicted_by(&mut t, "pid.available")?;
     bench_record(&t, "pid.available", idle, mark, to_cross, reaction)?;
     println!(
         "pid.available threshold {threshold}: crossed {to_cross:?} after start, pod gone {reaction:?} after crossing"
@@ -295,12 +310,7 @@ fn memory_pressure_evicts_the_allocating_best_effort_pod_not_the_guaranteed_one(
     let (g, hog) = guaranteed_and_hog(&t, script)?;
     let (to_cross, reaction) =
         wait_crossed_then_gone("memory.available", threshold, memory_available, &hog)?;
-    let line = t.topolet.wait_for_log("pod evicted", mark, LOG_TIMEOUT)?;
-    ensure!(
-        field(&line, "pod").as_deref() == Some("topolet-it/be-hog")
-            && field(&line, "signal").as_deref() == Some("memory.available"),
-        "{line}"
-    );
+    evicted_by(&mut t, "memory.available")?;
     bench_record(&t, "memory.available", idle, mark, to_cross, reaction)?;
     println!(
         "memory.available threshold {threshold}: crossed {to_cross:?} after start, pod gone {reaction:?} after crossing"
@@ -318,25 +328,21 @@ fn dry_run_decides_and_logs_but_touches_nothing() -> anyhow::Result<()> {
     let script = FORK_SCRIPT;
     let mark = t.topolet.log_mark();
     let (g, hog) = guaranteed_and_hog(&t, script)?;
-    let line = t
+    // In dry run every decision counts in topolet_evictions_total (after its log line).
+    let labels = [("signal", "pid.available")];
+    let first = t
         .topolet
-        .wait_for_log("dry-run: would evict pod", mark, EVICT_TIMEOUT)?;
+        .wait_metric(EVICTIONS, &labels, 1.0, EVICT_TIMEOUT)?;
+    // Which pod a dry run chose is in no state (it touches nothing, and no metric has a pod
+    // label), only in its log line, written before the decision was counted.
+    let line = t.topolet.logged("dry-run: would evict pod", mark)?;
     ensure!(
         field(&line, "pod").as_deref() == Some("topolet-it/be-hog"),
         "{line}"
     );
-    // A few more intervals decide again (and do not act): in dry run every decision counts in
-    // topolet_evictions_total, so wait for two more.
-    let addr = t.topolet.wait_metrics_address()?;
-    let decided = || -> anyhow::Result<f64> {
-        let samples = parse_exposition(&metrics_text(&addr)?).map_err(anyhow::Error::msg)?;
-        let labels = [("signal", "pid.available")];
-        Ok(value(&samples, "topolet_evictions_total", &labels).unwrap_or(0.0))
-    };
-    let first = decided()?;
-    wait::until_true("two more dry-run decisions", EVICT_TIMEOUT, || {
-        Ok(decided()? >= first + 2.0)
-    })?;
+    // A few more intervals decide again (and do not act): wait for two more.
+    t.topolet
+        .wait_metric(EVICTIONS, &labels, first + 2.0, EVICT_TIMEOUT)?;
     t.topolet.kill9()?;
     let cri = t.stack.cri();
     for c in [&g, &hog] {

@@ -576,17 +576,16 @@ fn full_disk_keeps_serving_and_the_state_catches_up() -> anyhow::Result<()> {
         ensure!(o.error.is_none(), "on a full disk: {}", o.summary());
     }
     let tracked = tracked_of(&outcomes);
-    let failed = t
-        .topolet
-        .wait_for_log("state file not written", mark, LOG_TIMEOUT)?;
+    // The failed write is counted after its error line is logged; the line names the directory.
+    wait::until_true(
+        "topolet_state_file_writes_total{result=\"error\"} to grow",
+        LOG_TIMEOUT,
+        || Ok(state_write_errors(&addr)? > errors_before),
+    )?;
+    let failed = t.topolet.logged("state file not written", mark)?;
     ensure!(
         failed.contains(&state.parent().unwrap_or(&state).display().to_string()),
         "the error does not name the state dir: {failed}"
-    );
-    let errors = state_write_errors(&addr)?;
-    ensure!(
-        errors > errors_before,
-        "topolet_state_file_writes_total{{result=\"error\"}} stayed at {errors}"
     );
     // The containers are placed (CPU 1 to the Guaranteed one) though nothing could be saved.
     let cgroups_only = wait::until("the books (cgroups) to balance", SETTLE, || {

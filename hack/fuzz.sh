@@ -44,7 +44,12 @@ ALL_TARGETS="mux_frames nri_messages config_toml sysfs_tree plan_input"
 
 FUZZ_DIR="$REPO_ROOT/fuzz"
 OUT_DIR="$REPO_ROOT/target/fuzz"
-BUILD_DIR="$OUT_DIR/build"
+# The build directory outlives the clone: $TOPOLET_CACHE/fuzz-build/<key>, the key a hash of the
+# toolchain's version and both lock files, so a fresh clone on a machine that fuzzed before builds
+# only topolet's own crates (a cold build of every dependency is about 10 minutes on 2 CPUs).
+# Cargo's fingerprints decide what is rebuilt; the key only bounds the directory's growth: other
+# keys are removed. FUZZ_BUILD_DIR overrides it.
+BUILD_DIR="${FUZZ_BUILD_DIR:-}"
 CARGO_ROOT="$TOPOLET_CACHE/cargo-fuzz-$CARGO_FUZZ_VERSION"
 CARGO_FUZZ="$DEPS/cargo/bin/cargo-fuzz"
 
@@ -82,8 +87,16 @@ main() {
     || die "rust toolchain $FUZZ_TOOLCHAIN is not installed (rustup toolchain install $FUZZ_TOOLCHAIN)"
   install_cargo_fuzz
 
-  local start=$SECONDS
+  local start=$SECONDS key
   mkdir -p "$OUT_DIR"
+  if [[ -z "$BUILD_DIR" ]]; then
+    key="$({ rustup run "$FUZZ_TOOLCHAIN" rustc --version --verbose
+      cat "$REPO_ROOT/Cargo.lock" "$FUZZ_DIR/Cargo.lock"; } | sha256sum | cut -c1-16)"
+    BUILD_DIR="$TOPOLET_CACHE/fuzz-build/$key"
+    mkdir -p "$BUILD_DIR"
+    find "$TOPOLET_CACHE/fuzz-build" -mindepth 1 -maxdepth 1 ! -name "$key" -exec rm -rf {} +
+    say "build directory $BUILD_DIR"
+  fi
   say "building every target with $(rustup run "$FUZZ_TOOLCHAIN" rustc --version)"
   (cd "$FUZZ_DIR" && rustup run "$FUZZ_TOOLCHAIN" "$CARGO_FUZZ" build --sanitizer none --debug-assertions --codegen-units 16 \
     --target-dir "$BUILD_DIR")

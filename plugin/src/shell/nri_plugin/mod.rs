@@ -1504,5 +1504,4 @@ impl TopoletPlugin {
 }
 
 #[cfg(test)]
-#[path = "nri_plugin_tests.rs"]
 mod tests;

@@ -4,12 +4,21 @@
 //! containerd. The protocol-level tests (real stub, fake runtime) are plugin/tests/nri_handlers.rs.
 
 use std::path::Path;
+use std::time::Instant;
 
+use topolet_nri::plugin::PluginResult;
+
+use super::drift::read_probes;
+use super::synchronize::mems_match;
 use super::*;
 use crate::config::CpuPolicyName;
+use crate::core::cpuset::CpuSet;
+use crate::core::hints::NumaMask;
 use crate::core::topology::SyntheticSpec;
+use crate::shell::container_cache::{DriftProbe, Lifecycle, Record};
 use crate::shell::nri_view::tests::{container, sandbox};
 use crate::shell::update_outbox::QUIET;
+use crate::shell::{nri_adjust, nri_view};
 
 const GIB: i64 = 1 << 30;
 

@@ -27,30 +27,7 @@ impl TopoletPlugin {
         containers: Vec<api::Container>,
     ) -> PluginResult<Vec<api::ContainerUpdate>> {
         let capacity = self.memory_capacity();
-        let by_id: HashMap<&str, &api::PodSandbox> =
-            pods.iter().map(|p| (p.id.as_str(), p)).collect();
-        for p in &pods {
-            tracing::info!(pod = %format!("{}/{}", p.namespace, p.name), uid = %p.uid, id = %p.id, "synchronize: pod");
-        }
-        let mut views = Vec::new();
-        for c in &containers {
-            let Some(pod) = by_id.get(c.pod_sandbox_id.as_str()) else {
-                tracing::warn!(container = %c.id, pod = %c.pod_sandbox_id, "synchronize: container of an unknown pod; ignored");
-                continue;
-            };
-            match nri_view::view(pod, c, capacity) {
-                Ok(v) => {
-                    tracing::debug!(pod = %v.pod_ref, container = %c.name, qos = %v.qos, cpus = ?v.current.cpuset_cpus.as_ref().map(ToString::to_string), "synchronize: container");
-                    views.push(v);
-                }
-                Err(NoView::Ignored(why)) => {
-                    tracing::debug!(container = %c.name, reason = %why, "synchronize: not managed")
-                }
-                Err(NoView::Bad(e)) => {
-                    tracing::error!(pod = %format!("{}/{}", pod.namespace, pod.name), id = %c.id, error = %e, "synchronize: container not managed")
-                }
-            }
-        }
+        let mut views = sync_views(&pods, &containers, capacity);
         let mut node = self.event_lock();
         // Containers someone else placed at creation stay theirs; forget those that are gone.
         let running: BTreeSet<ContainerKey> = views.iter().map(|v| v.key.clone()).collect();
@@ -110,17 +87,7 @@ impl TopoletPlugin {
             })
             .collect();
         records.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut updates: Vec<api::ContainerUpdate> = Vec::new();
-        for (_, m) in &records {
-            // Stopped containers are sent nothing.
-            if !m.lifecycle().is_live() {
-                continue;
-            }
-            let mems_ok = mems_match(m.view().current.cpuset_mems.as_ref(), &m.target().mems);
-            if let Some(update) = nri_adjust::sync_update(m.view(), m.target(), mems_ok) {
-                updates.push(update);
-            }
-        }
+        let updates = sync_updates(&records);
         let created: Vec<String> = records
             .iter()
             .filter(|(_, m)| m.lifecycle() == Lifecycle::Created)
@@ -175,6 +142,56 @@ impl TopoletPlugin {
         }
         Ok(updates)
     }
+}
+
+/// The managed containers among `containers` (of the Kubernetes `pods`), as NRI views; the
+/// others are logged and left out.
+pub(super) fn sync_views(
+    pods: &[api::PodSandbox],
+    containers: &[api::Container],
+    capacity: u64,
+) -> Vec<ContainerView> {
+    let by_id: HashMap<&str, &api::PodSandbox> = pods.iter().map(|p| (p.id.as_str(), p)).collect();
+    for p in pods {
+        tracing::info!(pod = %format!("{}/{}", p.namespace, p.name), uid = %p.uid, id = %p.id, "synchronize: pod");
+    }
+    let mut views = Vec::new();
+    for c in containers {
+        let Some(pod) = by_id.get(c.pod_sandbox_id.as_str()) else {
+            tracing::warn!(container = %c.id, pod = %c.pod_sandbox_id, "synchronize: container of an unknown pod; ignored");
+            continue;
+        };
+        match nri_view::view(pod, c, capacity) {
+            Ok(v) => {
+                tracing::debug!(pod = %v.pod_ref, container = %c.name, qos = %v.qos, cpus = ?v.current.cpuset_cpus.as_ref().map(ToString::to_string), "synchronize: container");
+                views.push(v);
+            }
+            Err(NoView::Ignored(why)) => {
+                tracing::debug!(container = %c.name, reason = %why, "synchronize: not managed")
+            }
+            Err(NoView::Bad(e)) => {
+                tracing::error!(pod = %format!("{}/{}", pod.namespace, pod.name), id = %c.id, error = %e, "synchronize: container not managed")
+            }
+        }
+    }
+    views
+}
+
+/// The Synchronize reply: an update for every live container of `records` whose cpuset or
+/// mems differ from its target (stopped containers are sent nothing).
+pub(super) fn sync_updates(records: &[(String, Record)]) -> Vec<api::ContainerUpdate> {
+    let mut updates: Vec<api::ContainerUpdate> = Vec::new();
+    for (_, m) in records {
+        // Stopped containers are sent nothing.
+        if !m.lifecycle().is_live() {
+            continue;
+        }
+        let mems_ok = mems_match(m.view().current.cpuset_mems.as_ref(), &m.target().mems);
+        if let Some(update) = nri_adjust::sync_update(m.view(), m.target(), mems_ok) {
+            updates.push(update);
+        }
+    }
+    updates
 }
 
 /// True when the runtime's `cpuset.mems` is `want` (as sets: `0-1` is `0,1`); an empty `want`

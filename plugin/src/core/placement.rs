@@ -789,6 +789,12 @@ impl Placement {
             .chain(container_key::of_pod(self.devices.assignments(), uid).map(|(k, _)| k))
             .cloned()
             .collect();
+        self.release_keys(uid, keys)
+    }
+
+    /// Returns the resources of `keys`, the containers of pod `uid`, and forgets the pod's
+    /// affinity; true if any were held.
+    fn release_keys(&mut self, uid: &str, keys: impl IntoIterator<Item = ContainerKey>) -> bool {
         let mut any = false;
         for k in keys {
             any |= self.release(&k);
@@ -1295,12 +1301,7 @@ mod tests {
                 .filter(|a| a.pod_uid == uid)
                 .map(|a| a.key())
                 .collect();
-            let mut any = false;
-            for k in keys {
-                any |= p.release(&k);
-            }
-            p.pod_affinity.remove(uid);
-            any
+            p.release_keys(uid, keys)
         }
 
         fn restore(p: &mut Placement) {

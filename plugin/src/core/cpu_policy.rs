@@ -26,7 +26,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::container_key::ContainerKey;
+use super::container_key::{self, ContainerKey};
 use super::cpu_alloc::{take_by_topology_indexed, AllocOptions, CpuAllocError, CpuIndex};
 use super::cpuset::CpuSet;
 use super::hints::{NumaMask, TopologyHint};
@@ -645,11 +645,8 @@ impl CpuPolicy {
 
     /// Releases every container of the pod; returns what each held.
     pub fn release_pod(&mut self, pod_uid: &str) -> Vec<(ContainerKey, CpuSet)> {
-        let keys: Vec<ContainerKey> = self
-            .assignments
-            .keys()
-            .filter(|k| k.pod_uid == pod_uid)
-            .cloned()
+        let keys: Vec<ContainerKey> = container_key::of_pod(&self.assignments, pod_uid)
+            .map(|(k, _)| k.clone())
             .collect();
         keys.into_iter()
             .filter_map(|k| self.release(&k).map(|set| (k, set)))
@@ -1248,6 +1245,11 @@ mod tests {
         ]
     }
 
+    /// Pod uids that are prefixes of one another: a pod's release must not reach the others.
+    fn pod_uid(pod: u8) -> String {
+        ["p", "p-1", "p1", "p10"][pod as usize % 4].to_string()
+    }
+
     fn run(p: &mut CpuPolicy, ops: &[Op]) -> Vec<String> {
         let mut log = Vec::new();
         for op in ops {
@@ -1255,7 +1257,7 @@ mod tests {
             let assignable = p.assignable();
             match op {
                 Op::Alloc(pod, c, n, r, a) => {
-                    let k = key(&format!("pod{pod}"), &format!("c{c}"));
+                    let k = key(&pod_uid(*pod), &format!("c{c}"));
                     let role = [
                         ContainerRole::Init,
                         ContainerRole::Sidecar,
@@ -1285,7 +1287,7 @@ mod tests {
                     }
                 }
                 Op::Release(pod, c) => {
-                    let k = key(&format!("pod{pod}"), &format!("c{c}"));
+                    let k = key(&pod_uid(*pod), &format!("c{c}"));
                     let got = p.release(&k);
                     if let Some(g) = &got {
                         assert!(g.is_subset(&p.assignable()));
@@ -1293,11 +1295,22 @@ mod tests {
                     log.push(format!("release {k}: {got:?}"));
                 }
                 Op::ReleasePod(pod) => {
-                    let n = p.release_pod(&format!("pod{pod}")).len();
-                    log.push(format!("release pod{pod}: {n}"));
+                    let uid = pod_uid(*pod);
+                    let scan: Vec<(ContainerKey, CpuSet)> = p
+                        .assignments()
+                        .iter()
+                        .filter(|(k, _)| k.pod_uid == uid)
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    let got = p.release_pod(&uid);
+                    assert_eq!(got, scan, "the pod's containers, as a scan finds them");
+                    let mut others = before.assignments().clone();
+                    others.retain(|k, _| k.pod_uid != uid);
+                    assert_eq!(p.assignments(), &others, "the other pods' untouched");
+                    log.push(format!("release {uid}: {}", got.len()));
                 }
                 Op::Resize(pod, c, n) => {
-                    let k = key(&format!("pod{pod}"), &format!("c{c}"));
+                    let k = key(&pod_uid(*pod), &format!("c{c}"));
                     let old = p.exclusive(&k).cloned();
                     match p.resize(&k, *n) {
                         Ok(got) => {

@@ -11,12 +11,12 @@
 //! State is the providers' assignments only (see [`Assignments`]); free capacity is derived.
 //! Restart reconciliation lives in `core::reconcile`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
 use super::assignments::Assignments;
-use super::container_key::ContainerKey;
+use super::container_key::{self, ContainerKey};
 use super::cpu_policy::{ContainerRole, CpuPolicy, CpuPolicyError, CpuPolicyName};
 use super::cpuset::CpuSet;
 use super::device_hints::{DeviceConfigError, DeviceError, DeviceHints};
@@ -781,13 +781,20 @@ impl Placement {
 
     /// Returns every container's resources of pod `uid`; true if any were held.
     pub fn release_pod(&mut self, uid: &str) -> bool {
-        let keys: Vec<ContainerKey> = self
-            .assignments()
-            .containers
-            .iter()
-            .filter(|a| a.pod_uid == uid)
-            .map(|a| a.key())
+        // Every provider's entries of the pod (a range each, not the node's assignments).
+        let keys: BTreeSet<ContainerKey> = container_key::of_pod(self.cpu.assignments(), uid)
+            .map(|(k, _)| k)
+            .chain(container_key::of_pod(&self.affinity, uid).map(|(k, _)| k))
+            .chain(container_key::of_pod(self.memory.assignments(), uid).map(|(k, _)| k))
+            .chain(container_key::of_pod(self.devices.assignments(), uid).map(|(k, _)| k))
+            .cloned()
             .collect();
+        self.release_keys(uid, keys)
+    }
+
+    /// Returns the resources of `keys`, the containers of pod `uid`, and forgets the pod's
+    /// affinity; true if any were held.
+    fn release_keys(&mut self, uid: &str, keys: impl IntoIterator<Item = ContainerKey>) -> bool {
         let mut any = false;
         for k in keys {
             any |= self.release(&k);
@@ -1253,5 +1260,113 @@ mod tests {
         assert!(entry.affinity.is_some() && entry.cpus.is_none() && entry.devices.is_none());
         assert!(p.release(&key), "an entry was dropped from the assignments");
         assert!(p.assignments().get(&key).is_none());
+    }
+
+    mod release_pod_by_range {
+        use super::*;
+        use crate::core::reconcile::RunningContainer;
+        use proptest::prelude::*;
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            /// A one-container pod: pod, container, CPUs, NICs.
+            Admit(u8, u8, u64, u64),
+            Release(u8, u8),
+            ReleasePod(u8),
+            /// A restart: the state file's assignments and every exclusive container running
+            /// on its CPUs, reconciled.
+            Restore,
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                4 => (0u8..4, 0u8..3, 1u64..3, 0u64..2).prop_map(|(p, c, n, d)| Op::Admit(p, c, n, d)),
+                2 => (0u8..4, 0u8..3).prop_map(|(p, c)| Op::Release(p, c)),
+                2 => (0u8..4).prop_map(Op::ReleasePod),
+                1 => Just(Op::Restore),
+            ]
+        }
+
+        /// Pod uids that are prefixes of one another: a pod's release must not reach the others.
+        fn uid(pod: u8) -> String {
+            ["p", "p-1", "p1", "p10"][pod as usize % 4].to_string()
+        }
+
+        /// What `release_pod` did before the range query: a scan of every assignment.
+        fn release_pod_by_scan(p: &mut Placement, uid: &str) -> bool {
+            let keys: Vec<ContainerKey> = p
+                .assignments()
+                .containers
+                .iter()
+                .filter(|a| a.pod_uid == uid)
+                .map(|a| a.key())
+                .collect();
+            p.release_keys(uid, keys)
+        }
+
+        fn restore(p: &mut Placement) {
+            let running: Vec<RunningContainer> = p
+                .exclusive()
+                .iter()
+                .map(|(k, cpus)| RunningContainer {
+                    id: k.to_string(),
+                    container: NriContainer {
+                        namespace: "ns".into(),
+                        name: k.pod_uid.clone(),
+                        uid: k.pod_uid.clone(),
+                        class: QosClass::Guaranteed,
+                        role: None,
+                        container: guaranteed(&k.container, cpus.len() as u64, 0),
+                    },
+                    cpuset: Some(cpus.clone()),
+                })
+                .collect();
+            let saved = p.assignments();
+            p.load_hints(saved);
+            p.reconcile(&running, -1000);
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+            #[test]
+            fn a_pod_s_release_is_what_a_scan_of_every_assignment_releases(
+                ops in proptest::collection::vec(op(), 1..30),
+            ) {
+                let mut c = config();
+                c.memory.policy = MemoryPolicyKind::Static;
+                c.memory.reserved.insert(0, 1 << 30);
+                let (mut ranged, _) = Placement::new(&machine(), &c).expect("placement");
+                let mut scanned = ranged.clone();
+                for op in &ops {
+                    match op {
+                        Op::Admit(pod, ctr, cpus, nics) => {
+                            let pod = super::pod(&uid(*pod), vec![], vec![guaranteed(&format!("c{ctr}"), *cpus, *nics)]);
+                            let a = ranged.admit(&pod, -1000).map_err(|e| e.to_string());
+                            let b = scanned.admit(&pod, -1000).map_err(|e| e.to_string());
+                            prop_assert_eq!(a, b);
+                        }
+                        Op::Release(pod, ctr) => {
+                            let k = ContainerKey::new(uid(*pod), format!("c{ctr}"));
+                            prop_assert_eq!(ranged.release(&k), scanned.release(&k));
+                        }
+                        Op::ReleasePod(pod) => {
+                            let uid = uid(*pod);
+                            let held = ranged.assignments().containers.iter().any(|a| a.pod_uid == uid);
+                            let released = ranged.release_pod(&uid);
+                            prop_assert_eq!(released, held);
+                            prop_assert_eq!(released, release_pod_by_scan(&mut scanned, &uid));
+                            prop_assert!(ranged.assignments().containers.iter().all(|a| a.pod_uid != uid));
+                        }
+                        Op::Restore => {
+                            restore(&mut ranged);
+                            restore(&mut scanned);
+                        }
+                    }
+                    prop_assert_eq!(ranged.assignments(), scanned.assignments());
+                    prop_assert_eq!(&ranged.pod_affinity, &scanned.pod_affinity);
+                    prop_assert_eq!(ranged.shared_pool(), scanned.shared_pool());
+                }
+            }
+        }
     }
 }

@@ -36,7 +36,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use crate::core::admission_input::{Comparison, Fallback, Source};
-use crate::core::container_key::ContainerKey;
+use crate::core::container_key::{self, ContainerKey};
 use crate::core::placement::ContainerResources;
 use crate::shell::nri_view::ContainerView;
 use crate::shell::update_outbox::Outbox;
@@ -321,7 +321,12 @@ impl ContainerCache {
             }
             self.outbox.remove(&id);
         }
-        self.left_alone.retain(|k| k.pod_uid != uid);
+        let gone: Vec<ContainerKey> = container_key::keys_of_pod(&self.left_alone, uid)
+            .cloned()
+            .collect();
+        for k in &gone {
+            self.left_alone.remove(k);
+        }
     }
 
     /// The ids of pod `uid`'s containers, sorted.
@@ -861,8 +866,15 @@ mod tests {
         c.remove("a");
         assert!(!c.has_successor("a2"));
         c.left_alone_mut().insert(ContainerKey::new("p", "z"));
+        // Another pod whose uid the first one's is a prefix of: not that pod's.
+        c.left_alone_mut().insert(ContainerKey::new("p1", "z"));
         c.remove_pod("p");
         assert_eq!(c.pod_ids("p").count(), 0);
+        assert_eq!(
+            c.left_alone().iter().collect::<Vec<_>>(),
+            [&ContainerKey::new("p1", "z")]
+        );
+        c.remove_pod("p1");
         assert!(c.left_alone().is_empty());
         assert_eq!(c.len(), 1);
         assert!(c.get("c").is_some());

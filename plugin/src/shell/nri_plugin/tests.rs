@@ -4,12 +4,21 @@
 //! containerd. The protocol-level tests (real stub, fake runtime) are plugin/tests/nri_handlers.rs.
 
 use std::path::Path;
+use std::time::Instant;
 
+use topolet_nri::plugin::PluginResult;
+
+use super::drift::read_probes;
+use super::synchronize::{mems_match, sync_updates, sync_views};
 use super::*;
 use crate::config::CpuPolicyName;
+use crate::core::cpuset::CpuSet;
+use crate::core::hints::NumaMask;
 use crate::core::topology::SyntheticSpec;
+use crate::shell::container_cache::{Decided, DriftProbe, Lifecycle, Record};
 use crate::shell::nri_view::tests::{container, sandbox};
 use crate::shell::update_outbox::QUIET;
+use crate::shell::{nri_adjust, nri_view};
 
 const GIB: i64 = 1 << 30;
 
@@ -479,4 +488,53 @@ async fn the_drift_check_compares_memory_nodes_a_target_names() {
         mems: None,
     }];
     assert!(read_probes(&f.dir.path().join("proc"), probes).is_empty());
+}
+
+#[test]
+fn synchronize_manages_only_the_kubernetes_containers_of_the_pods_it_is_told() {
+    let (sa, a) = guaranteed("a", "app", 2);
+    // Its sandbox is not in the request.
+    let (_, orphan) = besteffort("gone", "app");
+    let plain = sandbox("n", "/system.slice/foo");
+    let mut x = container("x", 2, 0, 0, 0);
+    x.id = "plain-x".into();
+    x.pod_sandbox_id = plain.id.clone();
+    let views = sync_views(&[sa, plain], &[a, orphan, x], 16 * GIB as u64);
+    let ids: Vec<&str> = views.iter().map(|v| v.id.as_str()).collect();
+    assert_eq!(ids, ["a-app"]);
+}
+
+#[test]
+fn the_synchronize_reply_updates_the_live_containers_off_their_targets() {
+    let f = fixture(|_| {});
+    let view_of = |uid: &str, cpus: &str| {
+        let (sb, c) = besteffort(uid, "app");
+        nri_view::view(&sb, &running(c, cpus), 16 * GIB as u64).expect("view")
+    };
+    let mut target = f
+        .plugin
+        .lock()
+        .placement
+        .admit_nri(&view_of("on", "1-7").estimate, 0)
+        .expect("admitted");
+    target.cpuset = CpuSet::parse("1-7").expect("cpus");
+    target.mems = NumaMask::default();
+    let record = |uid: &str, cpus: &str, lifecycle| {
+        let r = Record::new(
+            view_of(uid, cpus),
+            Decided::synchronize(),
+            target.clone(),
+            lifecycle,
+        );
+        (format!("{uid}-app"), r)
+    };
+    let records = vec![
+        record("created", "2", Lifecycle::Created),
+        record("off", "1-3", Lifecycle::Running),
+        record("on", "1-7", Lifecycle::Running),
+        record("stopped", "1-3", Lifecycle::Stopped),
+    ];
+    let updates = sync_updates(&records);
+    assert_eq!(ids(&updates), ["created-app", "off-app"]);
+    assert_eq!(cpus_of(&updates, "off-app").as_deref(), Some("1-7"));
 }

@@ -623,7 +623,26 @@ fn run(
 
 /// What the runtime would report after a topolet restart: every running container (app
 /// containers and sidecars; plain init containers have finished) with the cpuset it was given.
-fn running_view(p: &Placement, live: &Live) -> Vec<RunningContainer> {
+/// A running container as the test owns it ([`RunningContainer`] borrows from it).
+#[derive(Debug, Clone)]
+struct Running {
+    id: String,
+    container: NriContainer,
+    cpuset: Option<CpuSet>,
+}
+
+fn borrowed(running: &[Running]) -> Vec<RunningContainer<'_>> {
+    running
+        .iter()
+        .map(|r| RunningContainer {
+            id: &r.id,
+            container: &r.container,
+            cpuset: r.cpuset.as_ref(),
+        })
+        .collect()
+}
+
+fn running_view(p: &Placement, live: &Live) -> Vec<Running> {
     let mut out = Vec::new();
     for (key, (uid, which)) in &live.containers {
         let pod = &live.pods[uid];
@@ -642,7 +661,7 @@ fn running_view(p: &Placement, live: &Live) -> Vec<RunningContainer> {
             containers: vec![c.clone()],
             ..pod.clone()
         };
-        out.push(RunningContainer {
+        out.push(Running {
             id: format!("ctr-{}-{}", key.pod_uid, key.container),
             container: NriContainer {
                 namespace: pod.namespace.clone(),
@@ -699,14 +718,14 @@ proptest! {
             .map(|(k, s)| (k.clone(), s.clone()))
             .collect();
         let (mut fresh, _) = Placement::new(&topo, &config.placement().unwrap()).unwrap();
-        let rec = fresh.reconcile(&running, -1000);
+        let rec = fresh.reconcile(&borrowed(&running), -1000);
         prop_assert_eq!(fresh.exclusive(), &expect, "notes: {:?}", rec.notes);
         prop_assert!(rec.notes.is_empty(), "clean restart gave notes {:?}", rec.notes);
         fresh.check_invariants().map_err(|e| TestCaseError::fail(e.to_string()))?;
         no_cpu_twice(&fresh)?;
-        prop_assert_eq!(rec.containers.len(), running.len());
-        for (id, r) in &rec.containers {
-            let rc = running.iter().find(|c| &c.id == id).unwrap();
+        prop_assert_eq!(rec.targets.len(), running.len());
+        for (rc, r) in running.iter().zip(&rec.targets) {
+            let id = &rc.id;
             let key = rc.container.key();
             prop_assert_eq!(r.exclusive, expect.contains_key(&key), "{}", id);
             if let Some(set) = expect.get(&key) {
@@ -715,7 +734,7 @@ proptest! {
         }
         // Reconciling the original with its own view changes nothing either.
         let mut same = p.clone();
-        same.reconcile(&running, -1000);
+        same.reconcile(&borrowed(&running), -1000);
         prop_assert_eq!(same.exclusive(), &expect);
 
         // Corrupted views: two containers claiming the same CPUs, a container on reserved CPUs,
@@ -754,7 +773,7 @@ proptest! {
                 _ => false,
             };
             let (mut fresh, _) = Placement::new(&topo, &config.placement().unwrap()).unwrap();
-            let rec = fresh.reconcile(&bad, -1000);
+            let rec = fresh.reconcile(&borrowed(&bad), -1000);
             fresh.check_invariants().map_err(|e| TestCaseError::fail(e.to_string()))?;
             no_cpu_twice(&fresh)?;
             let reserved = fresh.reserved().clone();
@@ -766,7 +785,8 @@ proptest! {
             }
             // Every exclusive grant in the result is a container's own, disjoint from the rest.
             let mut seen = CpuSet::new();
-            for (id, r) in &rec.containers {
+            for (rc, r) in bad.iter().zip(&rec.targets) {
+                let id = &rc.id;
                 if r.exclusive {
                     prop_assert!(r.cpuset.is_disjoint(&seen), "{id} double granted");
                     seen.extend_from(&r.cpuset);

@@ -18,7 +18,7 @@
 //!   (2 per pod), paged as containerd does when the request would exceed ttrpc's 4 MiB message
 //!   limit. Prints `{"containers","messages","sync_ms"[,"plugin_ms"]}`; `plugin_ms`, with
 //!   `--metrics-log`, is the plugin's own Synchronize handling time (the `_sum` of its
-//!   `topolet_nri_event_duration_seconds{event="Synchronize"}`, one observation).
+//!   `topolet_nri_event_duration_seconds{event="synchronize"}`, one observation).
 //! * `events --socket S --live N --churn M --metrics-log FILE`: the plugin's own per-event handling
 //!   time at N live containers. Brings the plugin to N live containers (N/2 pods of app + sidecar,
 //!   each announced, created and started as containerd does), scrapes the plugin's
@@ -258,7 +258,7 @@ async fn run_sync(conn: &PluginConn, n: usize, metrics_log: Option<&str>) -> Res
     let plugin = match metrics_log {
         Some(log) => {
             let addr = metrics_address(log).await?;
-            let sum = event_sum(&addr, "Synchronize")?
+            let sum = event_sum(&addr, "synchronize")?
                 .ok_or("the plugin's histogram has no Synchronize")?;
             format!(",\"plugin_ms\":{:.2}", sum * 1e3)
         }

@@ -1214,20 +1214,22 @@ mod tests {
 
         let (mut after, _) = Placement::new(&machine(), &c).unwrap();
         after.load_hints(saved);
+        let container = NriContainer {
+            namespace: frac.namespace.clone(),
+            name: frac.name.clone(),
+            uid: frac.uid.clone(),
+            class: qos::class(&frac),
+            role: None,
+            container: frac.containers[0].clone(),
+        };
+        let pool = after.shared_pool();
         let running = crate::core::reconcile::RunningContainer {
-            id: "ctr".into(),
-            container: NriContainer {
-                namespace: frac.namespace.clone(),
-                name: frac.name.clone(),
-                uid: frac.uid.clone(),
-                class: qos::class(&frac),
-                role: None,
-                container: frac.containers[0].clone(),
-            },
-            cpuset: Some(after.shared_pool()),
+            id: "ctr",
+            container: &container,
+            cpuset: Some(&pool),
         };
         let out = after.reconcile(&[running], -1000);
-        let (_, res) = &out.containers[0];
+        let res = &out.targets[0];
         assert!(!res.exclusive && res.memory_pinned, "{res:?}");
         assert_eq!(
             after.assignments().get(&key).and_then(|a| a.memory.clone()),
@@ -1305,20 +1307,27 @@ mod tests {
         }
 
         fn restore(p: &mut Placement) {
-            let running: Vec<RunningContainer> = p
+            let owned: Vec<(String, NriContainer, CpuSet)> = p
                 .exclusive()
                 .iter()
-                .map(|(k, cpus)| RunningContainer {
-                    id: k.to_string(),
-                    container: NriContainer {
+                .map(|(k, cpus)| {
+                    let container = NriContainer {
                         namespace: "ns".into(),
                         name: k.pod_uid.clone(),
                         uid: k.pod_uid.clone(),
                         class: QosClass::Guaranteed,
                         role: None,
                         container: guaranteed(&k.container, cpus.len() as u64, 0),
-                    },
-                    cpuset: Some(cpus.clone()),
+                    };
+                    (k.to_string(), container, cpus.clone())
+                })
+                .collect();
+            let running: Vec<RunningContainer<'_>> = owned
+                .iter()
+                .map(|(id, container, cpus)| RunningContainer {
+                    id,
+                    container,
+                    cpuset: Some(cpus),
                 })
                 .collect();
             let saved = p.assignments();

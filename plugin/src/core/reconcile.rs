@@ -13,30 +13,30 @@
 //! Guaranteed container's pinned memory), when still consistent. Assignments of containers that no longer run are dropped, so nothing
 //! leaks however events were lost. Shared containers get the shared pool as it ends up.
 
-use std::collections::BTreeMap;
-
 use super::container_key::ContainerKey;
 use super::cpu_policy::ContainerRole;
 use super::cpuset::CpuSet;
 use super::nri_container::NriContainer;
 use super::placement::{ContainerResources, Grant, Placement, Subject};
+use super::qos::QosClass;
 
-/// A running container as the runtime reports it.
-#[derive(Debug, Clone)]
-pub struct RunningContainer {
+/// A running container as the runtime reports it (borrowed from the runtime's message: a
+/// Synchronize of 10,000 containers copies none of them).
+#[derive(Debug, Clone, Copy)]
+pub struct RunningContainer<'a> {
     /// Runtime id.
-    pub id: String,
+    pub id: &'a str,
     /// The container as NRI describes it.
-    pub container: NriContainer,
+    pub container: &'a NriContainer,
     /// The cpuset it actually has.
-    pub cpuset: Option<CpuSet>,
+    pub cpuset: Option<&'a CpuSet>,
 }
 
 /// The result of reconciling with the runtime's view.
 #[derive(Debug, Clone, Default)]
 pub struct Reconciled {
-    /// Every managed container's target values, by runtime id.
-    pub containers: Vec<(String, ContainerResources)>,
+    /// Every running container's target values, in the order of the `running` slice given.
+    pub targets: Vec<ContainerResources>,
     /// What had to be corrected, one line each.
     pub notes: Vec<String>,
 }
@@ -44,7 +44,7 @@ pub struct Reconciled {
 impl Placement {
     /// Rebuilds every assignment from `running` (see the module docs). `floor` is the runtime's
     /// oom_score_adj floor.
-    pub fn reconcile(&mut self, running: &[RunningContainer], floor: i32) -> Reconciled {
+    pub fn reconcile(&mut self, running: &[RunningContainer<'_>], floor: i32) -> Reconciled {
         let mut notes = Vec::new();
         let before = self.assignments();
         for a in &before.containers {
@@ -53,21 +53,25 @@ impl Placement {
         self.pod_affinity.clear();
         let saved = std::mem::take(&mut self.saved);
 
-        let mut order: Vec<&RunningContainer> = running.iter().collect();
-        order.sort_by(|a, b| a.id.cmp(&b.id));
-        let mut placed: BTreeMap<String, ContainerResources> = BTreeMap::new();
-        let mut shared: Vec<&RunningContainer> = Vec::new();
-        let mut pending: Vec<&RunningContainer> = Vec::new();
+        // Positions into `running`, in id order (the order every decision is taken in).
+        let mut order: Vec<usize> = (0..running.len()).collect();
+        order.sort_by(|&a, &b| running[a].id.cmp(running[b].id));
+        let mut placed: Vec<Option<ContainerResources>> = std::iter::repeat_with(|| None)
+            .take(running.len())
+            .collect();
+        let mut shared: Vec<usize> = Vec::new();
+        let mut pending: Vec<usize> = Vec::new();
 
         // Pass 1: containers whose own cpuset is a valid exclusive set keep it.
-        for r in order {
+        for i in order {
+            let r = &running[i];
             let Some(n) = self.exclusive_cpus(r.container.class, &r.container.container.requests)
             else {
-                shared.push(r);
+                shared.push(i);
                 continue;
             };
             let key = r.container.key();
-            match r.cpuset.as_ref().filter(|s| s.len() == n) {
+            match r.cpuset.filter(|s| s.len() == n) {
                 Some(set) if self.cpu.restore(&key, set, ContainerRole::App).is_ok() => {
                     let grant = self.restore_rest(
                         &key,
@@ -75,47 +79,42 @@ impl Placement {
                         &saved,
                         "restored from the running container",
                     );
-                    placed.insert(
-                        r.id.clone(),
-                        self.resources(&Subject::of_nri(&r.container), grant, floor),
-                    );
+                    placed[i] = Some(self.resources(&Subject::of_nri(r.container), grant, floor));
                 }
-                _ => pending.push(r),
+                _ => pending.push(i),
             }
         }
         // Pass 2: the rest get their saved set if still free, else a fresh admission.
-        for r in pending {
+        for i in pending {
+            let r = &running[i];
             let key = r.container.key();
             let saved_cpus = saved.get(&key).and_then(|a| a.cpus.clone());
             if let Some(set) = saved_cpus {
                 if self.cpu.restore(&key, &set, ContainerRole::App).is_ok() {
                     notes.push(format!(
                         "{key}: runs on {}, moved back to its saved exclusive cpus {set}",
-                        describe(r.cpuset.as_ref())
+                        describe(r.cpuset)
                     ));
                     let grant =
                         self.restore_rest(&key, Some(&set), &saved, "restored from the state file");
-                    placed.insert(
-                        r.id.clone(),
-                        self.resources(&Subject::of_nri(&r.container), grant, floor),
-                    );
+                    placed[i] = Some(self.resources(&Subject::of_nri(r.container), grant, floor));
                     continue;
                 }
             }
-            match self.admit_nri(&r.container, floor) {
+            match self.admit_nri(r.container, floor) {
                 Ok(res) => {
                     notes.push(format!(
                         "{key}: runs on {}, given exclusive cpus {}",
-                        describe(r.cpuset.as_ref()),
+                        describe(r.cpuset),
                         res.cpuset
                     ));
-                    placed.insert(r.id.clone(), res);
+                    placed[i] = Some(res);
                 }
                 Err(e) => {
                     notes.push(format!(
                         "{key}: cannot get exclusive cpus ({e}); left on the shared pool"
                     ));
-                    shared.push(r);
+                    shared.push(i);
                 }
             }
         }
@@ -129,17 +128,16 @@ impl Placement {
             }
         }
         // Shared containers: the shared pool as it ends up, with what they had pinned.
-        for r in shared {
+        let reasons = SharedReasons::new();
+        for i in shared {
+            let r = &running[i];
             let key = r.container.key();
-            let reason = format!("{}: shared pool", r.container.class);
-            let grant = self.restore_rest(&key, None, &saved, &reason);
-            placed.insert(
-                r.id.clone(),
-                self.resources(&Subject::of_nri(&r.container), grant, floor),
-            );
+            let grant = self.restore_rest(&key, None, &saved, reasons.of(r.container.class));
+            placed[i] = Some(self.resources(&Subject::of_nri(r.container), grant, floor));
         }
         Reconciled {
-            containers: placed.into_iter().collect(),
+            // Every position went to exactly one of the passes above.
+            targets: placed.into_iter().flatten().collect(),
             notes,
         }
     }
@@ -176,6 +174,30 @@ impl Placement {
             affinity,
             devices,
             reason: reason.to_string(),
+        }
+    }
+}
+
+/// "<class>: shared pool", the grant reason of a shared container, formatted once per class.
+struct SharedReasons([String; 3]);
+
+impl SharedReasons {
+    fn new() -> SharedReasons {
+        SharedReasons(
+            [
+                QosClass::Guaranteed,
+                QosClass::Burstable,
+                QosClass::BestEffort,
+            ]
+            .map(|c| format!("{c}: shared pool")),
+        )
+    }
+
+    fn of(&self, class: QosClass) -> &str {
+        match class {
+            QosClass::Guaranteed => &self.0[0],
+            QosClass::Burstable => &self.0[1],
+            QosClass::BestEffort => &self.0[2],
         }
     }
 }

@@ -239,33 +239,73 @@ pub fn view(
     ctr: &api::Container,
     memory_capacity: u64,
 ) -> Result<ContainerView, NoView> {
-    if ctr.labels.get(CRI_KIND_LABEL).map(String::as_str) == Some("sandbox") {
-        return Err(Ignored::Sandbox.into());
+    PodContext::of(pod).view(ctr, memory_capacity)
+}
+
+/// What every container's view in one pod shares, read from the sandbox once (Synchronize
+/// builds the views of a 10,000-container node pod by pod).
+pub struct PodContext<'a> {
+    pod: &'a api::PodSandbox,
+    /// The class and uid the sandbox's cgroup parent names, or why it is not a Kubernetes pod.
+    info: Result<qos::CgroupParentInfo, Ignored>,
+    /// `namespace/name`, for logs.
+    pod_ref: String,
+}
+
+impl<'a> PodContext<'a> {
+    pub fn of(pod: &'a api::PodSandbox) -> PodContext<'a> {
+        PodContext {
+            pod,
+            info: pod_qos(pod),
+            pod_ref: format!("{}/{}", pod.namespace, pod.name),
+        }
     }
-    let info = pod_qos(pod)?;
-    let current = current_resources(ctr)?;
-    let container = estimate_container(&ctr.name, info.qos, &current, memory_capacity);
-    let uid = pod_uid(pod).unwrap_or_else(|| info.pod_uid.clone());
-    Ok(ContainerView {
-        key: ContainerKey::new(uid.clone(), ctr.name.clone()),
-        id: ctr.id.clone(),
-        pod_ref: format!("{}/{}", pod.namespace, pod.name),
-        qos: info.qos,
-        cgroup_parent: pod
-            .linux
-            .as_ref()
-            .map(|l| l.cgroup_parent.clone())
-            .unwrap_or_default(),
-        estimate: NriContainer {
-            namespace: pod.namespace.clone(),
-            name: pod.name.clone(),
-            uid,
-            class: admission_class(info.qos, &container),
-            role: None,
-            container,
-        },
-        current,
-    })
+
+    /// The pod's `namespace/name`.
+    pub fn pod_ref(&self) -> &str {
+        &self.pod_ref
+    }
+
+    /// The view of `ctr`, a container of this pod (see [`view`]).
+    pub fn view(
+        &self,
+        ctr: &api::Container,
+        memory_capacity: u64,
+    ) -> Result<ContainerView, NoView> {
+        if ctr.labels.get(CRI_KIND_LABEL).map(String::as_str) == Some("sandbox") {
+            return Err(Ignored::Sandbox.into());
+        }
+        let info = self.info.as_ref().map_err(Clone::clone)?;
+        let pod = self.pod;
+        let current = current_resources(ctr)?;
+        let container = estimate_container(&ctr.name, info.qos, &current, memory_capacity);
+        // The sandbox's uid, else the one its cgroup parent names (`pod_uid`).
+        let uid = if pod.uid.is_empty() {
+            info.pod_uid.clone()
+        } else {
+            pod.uid.clone()
+        };
+        Ok(ContainerView {
+            key: ContainerKey::new(uid.clone(), ctr.name.clone()),
+            id: ctr.id.clone(),
+            pod_ref: self.pod_ref.clone(),
+            qos: info.qos,
+            cgroup_parent: pod
+                .linux
+                .as_ref()
+                .map(|l| l.cgroup_parent.clone())
+                .unwrap_or_default(),
+            estimate: NriContainer {
+                namespace: pod.namespace.clone(),
+                name: pod.name.clone(),
+                uid,
+                class: admission_class(info.qos, &container),
+                role: None,
+                container,
+            },
+            current,
+        })
+    }
 }
 
 /// The class admission uses for a container whose pod's cgroup path names `path`: the path's,

@@ -3,7 +3,7 @@
 //! the cache afresh, and sent its target in the reply when it differs; the running ones are
 //! checked later for a task started from an older spec (`drift`).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use topolet_nri::api;
 use topolet_nri::plugin::PluginResult;
@@ -30,42 +30,49 @@ impl TopoletPlugin {
         let mut views = sync_views(&pods, &containers, capacity);
         let mut node = self.event_lock();
         // Containers someone else placed at creation stay theirs; forget those that are gone.
-        let running: BTreeSet<ContainerKey> = views.iter().map(|v| v.key.clone()).collect();
-        node.cache.left_alone_mut().retain(|k| running.contains(k));
-        views.retain(|v| !node.cache.left_alone().contains(&v.key));
+        {
+            let running: HashSet<&ContainerKey> = views.iter().map(|v| &v.view.key).collect();
+            node.cache.left_alone_mut().retain(|k| running.contains(k));
+        }
+        views.retain(|v| !node.cache.left_alone().contains(&v.view.key));
+        // In id order: the cache's records and the reply's updates are built in it.
+        views.sort_unstable_by(|a, b| a.view.id.cmp(&b.view.id));
         let (n_pods, n_containers) = (pods.len(), containers.len());
         // The runtime's pods move into the book (no copy of their labels and annotations).
-        let sandboxes = pods
-            .into_iter()
-            .filter(|p| nri_view::pod_qos(p).is_ok())
-            .map(|p| (p.id.clone(), p))
-            .collect();
+        let mut sandboxes = HashMap::with_capacity(pods.len());
+        sandboxes.extend(
+            pods.into_iter()
+                .filter(|p| nri_view::pod_qos(p).is_ok())
+                .map(|p| (p.id.clone(), p)),
+        );
         let old_sandboxes = std::mem::replace(&mut node.sandboxes, sandboxes);
         let floor = node.oom_floor.unwrap_or(0);
-        let running: Vec<RunningContainer> = views
+        // Borrowed from the views: reconciling 10,000 containers copies none of them.
+        let running: Vec<RunningContainer<'_>> = views
             .iter()
             .map(|v| RunningContainer {
-                id: v.id.clone(),
-                container: v.estimate.clone(),
-                cpuset: v.current.cpuset_cpus.clone(),
+                id: &v.view.id,
+                container: &v.view.estimate,
+                cpuset: v.view.current.cpuset_cpus.as_ref(),
             })
             .collect();
         let outcome = node.placement.reconcile(&running, floor);
+        drop(running);
         for note in &outcome.notes {
             tracing::warn!(note = %note, "synchronize: reconciled");
         }
-        let mut by_id: HashMap<String, ContainerView> =
-            views.into_iter().map(|v| (v.id.clone(), v)).collect();
-        let states: HashMap<&str, (Lifecycle, u32)> = containers
-            .iter()
-            .map(|c| (c.id.as_str(), (sync_lifecycle(c), c.pid)))
-            .collect();
         let all_mems = node.placement.all_mems();
-        let mut records: Vec<(String, Record)> = outcome
-            .containers
+        let ids: Vec<String> = views.iter().map(|v| v.view.id.clone()).collect();
+        let created: Vec<String> = views
+            .iter()
+            .filter(|v| v.lifecycle == Lifecycle::Created)
+            .map(|v| v.view.id.clone())
+            .collect();
+        // One target per view, in the views' order; the records go straight into the cache.
+        let records = views
             .into_iter()
-            .filter_map(|(id, mut target)| {
-                let view = by_id.remove(&id)?;
+            .zip(outcome.targets)
+            .map(|(SyncView { view, lifecycle, pid }, mut target)| {
                 // Mems someone narrowed (an earlier topolet with shared_pool_mems_follow_cpus, or
                 // a container that held exclusive cpus) go back to every node.
                 let reported = match view.current.cpuset_mems.as_ref().map(nri_view::mems_mask) {
@@ -77,33 +84,23 @@ impl TopoletPlugin {
                     None => NumaMask::default(),
                 };
                 target.mems = widened(reported, target.mems, all_mems);
-                let (lifecycle, pid) = states
-                    .get(id.as_str())
-                    .copied()
-                    .unwrap_or((Lifecycle::Running, 0));
+                let id = view.id.clone();
                 let mut record = Record::new(view, Decided::synchronize(), target, lifecycle);
                 record.set_pid(pid);
-                Some((id, record))
-            })
-            .collect();
-        records.sort_by(|a, b| a.0.cmp(&b.0));
-        let updates = sync_updates(&records);
-        let created: Vec<String> = records
-            .iter()
-            .filter(|(_, m)| m.lifecycle() == Lifecycle::Created)
-            .map(|(id, _)| id.clone())
-            .collect();
+                (id, record)
+            });
         // This reply carries every container's update: nothing queued before still applies.
         let old_containers = node.cache.synchronized(records);
+        let updates = sync_updates(ids.iter().filter_map(|id| node.cache.get(id)));
         // A container still being created may be starting its task right now, from a spec
         // older than the one reported (an update that reached only the stored spec before a
         // restart): it gets its cpuset again once it runs, whether or not it needs one now.
         for id in &created {
             node.cache.resend_on_start(id);
         }
-        let updated: Vec<String> = updates.iter().map(|u| u.container_id.clone()).collect();
-        node.cache.sent_in_sync(&updated);
-        let updated: BTreeSet<&str> = updated.iter().map(String::as_str).collect();
+        node.cache
+            .sent_in_sync(updates.iter().map(|u| u.container_id.as_str()));
+        let updated: HashSet<&str> = updates.iter().map(|u| u.container_id.as_str()).collect();
         let mut verify: Vec<(String, u32)> = containers
             .iter()
             .filter(|c| c.state.enum_value() == Ok(api::ContainerState::CONTAINER_RUNNING))
@@ -135,7 +132,6 @@ impl TopoletPlugin {
         drop(node);
         // Freeing the runtime's request and the previous books (tens of MB on a 10,000-container
         // node) is left to a blocking-pool thread, so the reply does not wait for it.
-        drop((by_id, states));
         let garbage = (containers, old_sandboxes, old_containers);
         if tokio::runtime::Handle::try_current().is_ok() {
             tokio::task::spawn_blocking(move || drop(garbage));
@@ -144,33 +140,50 @@ impl TopoletPlugin {
     }
 }
 
+/// A managed container as Synchronize reports it.
+pub(super) struct SyncView {
+    pub view: ContainerView,
+    pub lifecycle: Lifecycle,
+    /// Its init process (0: none reported).
+    pub pid: u32,
+}
+
 /// The managed containers among `containers` (of the Kubernetes `pods`), as NRI views; the
 /// others are logged and left out.
 pub(super) fn sync_views(
     pods: &[api::PodSandbox],
     containers: &[api::Container],
     capacity: u64,
-) -> Vec<ContainerView> {
-    let by_id: HashMap<&str, &api::PodSandbox> = pods.iter().map(|p| (p.id.as_str(), p)).collect();
+) -> Vec<SyncView> {
+    let by_id: HashMap<&str, nri_view::PodContext<'_>> = pods
+        .iter()
+        .map(|p| (p.id.as_str(), nri_view::PodContext::of(p)))
+        .collect();
+    // One line per pod at debug: on a 10,000-container node, thousands of info lines at every
+    // connection would be most of Synchronize's time; the summary line says how many.
     for p in pods {
-        tracing::info!(pod = %format!("{}/{}", p.namespace, p.name), uid = %p.uid, id = %p.id, "synchronize: pod");
+        tracing::debug!(pod = %format!("{}/{}", p.namespace, p.name), uid = %p.uid, id = %p.id, "synchronize: pod");
     }
-    let mut views = Vec::new();
+    let mut views = Vec::with_capacity(containers.len());
     for c in containers {
         let Some(pod) = by_id.get(c.pod_sandbox_id.as_str()) else {
             tracing::warn!(container = %c.id, pod = %c.pod_sandbox_id, "synchronize: container of an unknown pod; ignored");
             continue;
         };
-        match nri_view::view(pod, c, capacity) {
+        match pod.view(c, capacity) {
             Ok(v) => {
                 tracing::debug!(pod = %v.pod_ref, container = %c.name, qos = %v.qos, cpus = ?v.current.cpuset_cpus.as_ref().map(ToString::to_string), "synchronize: container");
-                views.push(v);
+                views.push(SyncView {
+                    view: v,
+                    lifecycle: sync_lifecycle(c),
+                    pid: c.pid,
+                });
             }
             Err(NoView::Ignored(why)) => {
                 tracing::debug!(container = %c.name, reason = %why, "synchronize: not managed")
             }
             Err(NoView::Bad(e)) => {
-                tracing::error!(pod = %format!("{}/{}", pod.namespace, pod.name), id = %c.id, error = %e, "synchronize: container not managed")
+                tracing::error!(pod = %pod.pod_ref(), id = %c.id, error = %e, "synchronize: container not managed")
             }
         }
     }
@@ -178,10 +191,12 @@ pub(super) fn sync_views(
 }
 
 /// The Synchronize reply: an update for every live container of `records` whose cpuset or
-/// mems differ from its target (stopped containers are sent nothing).
-pub(super) fn sync_updates(records: &[(String, Record)]) -> Vec<api::ContainerUpdate> {
+/// mems differ from its target (stopped containers are sent nothing), in the records' order.
+pub(super) fn sync_updates<'a>(
+    records: impl Iterator<Item = &'a Record>,
+) -> Vec<api::ContainerUpdate> {
     let mut updates: Vec<api::ContainerUpdate> = Vec::new();
-    for (_, m) in records {
+    for m in records {
         // Stopped containers are sent nothing.
         if !m.lifecycle().is_live() {
             continue;

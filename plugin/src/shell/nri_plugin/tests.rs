@@ -500,7 +500,7 @@ fn synchronize_manages_only_the_kubernetes_containers_of_the_pods_it_is_told() {
     x.id = "plain-x".into();
     x.pod_sandbox_id = plain.id.clone();
     let views = sync_views(&[sa, plain], &[a, orphan, x], 16 * GIB as u64);
-    let ids: Vec<&str> = views.iter().map(|v| v.id.as_str()).collect();
+    let ids: Vec<&str> = views.iter().map(|v| v.view.id.as_str()).collect();
     assert_eq!(ids, ["a-app"]);
 }
 
@@ -528,13 +528,13 @@ fn the_synchronize_reply_updates_the_live_containers_off_their_targets() {
         );
         (format!("{uid}-app"), r)
     };
-    let records = vec![
+    let records = [
         record("created", "2", Lifecycle::Created),
         record("off", "1-3", Lifecycle::Running),
         record("on", "1-7", Lifecycle::Running),
         record("stopped", "1-3", Lifecycle::Stopped),
     ];
-    let updates = sync_updates(&records);
+    let updates = sync_updates(records.iter().map(|(_, r)| r));
     assert_eq!(ids(&updates), ["created-app", "off-app"]);
     assert_eq!(cpus_of(&updates, "off-app").as_deref(), Some("1-7"));
 }

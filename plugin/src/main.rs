@@ -10,12 +10,6 @@ use clap::{Parser, Subcommand};
 use topolet::config::Config;
 use topolet::shell::logging::LogFormat;
 
-/// mimalloc rather than glibc's malloc: topolet's event path is allocation-bound (a Synchronize
-/// builds tens of thousands of small strings and records), and mimalloc's per-thread free lists
-/// and page reuse cut that time by about a quarter (hack/bench.sh, `sync_plugin_ms`).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// Exit codes (documented in `topolet --help`).
 const EXIT_FAILURE: u8 = 1;
 const EXIT_USAGE: u8 = 2;

@@ -105,13 +105,14 @@ fn main() -> Res<()> {
                     let rss_pid = opts.get("rss-pid-file").cloned();
                     let samples = opts.get("samples").cloned();
                     let (n, round) = (num("n", 2000)?, num("round", 0)?);
-                    if let Some(extra) = opts.get("extra-pod") {
-                        let (parent, id) = extra
-                            .rsplit_once(':')
-                            .ok_or("--extra-pod wants CGROUP_PARENT:CONTAINER_ID")?;
-                        extra_pod(&conn, mask, parent, id).await?;
-                    }
-                    run_roundtrip(&conn, mask, n, round, samples, rss_pid).await
+                    let extra = match opts.get("extra-pod") {
+                        Some(e) => Some(
+                            e.rsplit_once(':')
+                                .ok_or("--extra-pod wants CGROUP_PARENT:CONTAINER_ID")?,
+                        ),
+                        None => None,
+                    };
+                    run_roundtrip(&conn, mask, n, round, samples, rss_pid, extra).await
                 }
             })
         }
@@ -151,8 +152,13 @@ async fn run_roundtrip(
     round: usize,
     samples: Option<String>,
     rss_pid_file: Option<String>,
+    extra: Option<(&str, &str)>,
 ) -> Res<()> {
     conn.synchronize(vec![], vec![], None).await?;
+    // A runtime sends no event before Synchronize: the extra pod comes after it.
+    if let Some((parent, id)) = extra {
+        extra_pod(conn, mask, parent, id).await?;
+    }
     let mut lat = Vec::with_capacity(n);
     let mut pod = None;
     let mut adjusted = 0usize;

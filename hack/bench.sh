@@ -108,7 +108,8 @@
 #   BENCH_EVENT_CHURN   [events] churn pods per run (default 2000, 6 events each)
 #   BENCH_EVENT_REPEATS [events] rounds (default 3)
 #   BENCH_LOAD_ROUNDS   [load] rounds (default 3)
-#   BENCH_LOAD_N        [load] CreateContainer requests per run (default 5000)
+#   BENCH_LOAD_N        [load] CreateContainer requests per run (default 20000: about 5 s, so the
+#                       eviction loop (1 s interval) completes several walks while they run)
 #   BENCH_SLOW_STATE_DELAY [load] wait before each state-file rename on slowfs (default 500ms)
 #   BENCH_CS_ROUNDS     [create_start] blocks per condition (default 20)
 #   BENCH_CS_BLOCK      [create_start] timed create+starts per block (default 25; 20x25 = 500)
@@ -130,7 +131,7 @@ EVENT_LIVE="${BENCH_EVENT_LIVE:-10 1000 10000}"
 EVENT_CHURN="${BENCH_EVENT_CHURN:-2000}"
 EVENT_REPEATS="${BENCH_EVENT_REPEATS:-3}"
 LOAD_ROUNDS="${BENCH_LOAD_ROUNDS:-3}"
-LOAD_N="${BENCH_LOAD_N:-5000}"
+LOAD_N="${BENCH_LOAD_N:-20000}"
 SLOW_DELAY="${BENCH_SLOW_STATE_DELAY:-500ms}"
 BASE="${BENCH_BASE:-}"
 BASE_BIN="${BENCH_BASE_BIN:-}"

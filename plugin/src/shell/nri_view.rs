@@ -523,7 +523,8 @@ pub(crate) mod tests {
         );
     }
 
-    fn with_cpuset(mut c: api::Container, cpus: &str, mems: &str) -> api::Container {
+    /// `c` with the cpuset the runtime reports (`cpus` and `mems`; "" leaves one unset).
+    pub(crate) fn with_cpuset(mut c: api::Container, cpus: &str, mems: &str) -> api::Container {
         let cpu = c
             .linux
             .mut_or_insert_default()

@@ -16,7 +16,7 @@ use crate::core::cpuset::CpuSet;
 use crate::core::hints::NumaMask;
 use crate::core::topology::SyntheticSpec;
 use crate::shell::container_cache::{Decided, DriftProbe, Lifecycle, Record};
-use crate::shell::nri_view::tests::{container, sandbox};
+use crate::shell::nri_view::tests::{container, sandbox, with_cpuset};
 use crate::shell::update_outbox::QUIET;
 use crate::shell::{nri_adjust, nri_view};
 
@@ -77,14 +77,7 @@ fn guaranteed(uid: &str, name: &str, cpus: i64) -> (api::PodSandbox, api::Contai
 fn running(mut c: api::Container, cpus: &str) -> api::Container {
     c.state = api::ContainerState::CONTAINER_RUNNING.into();
     c.pid = 1;
-    c.linux
-        .mut_or_insert_default()
-        .resources
-        .mut_or_insert_default()
-        .cpu
-        .mut_or_insert_default()
-        .cpus = cpus.into();
-    c
+    with_cpuset(c, cpus, "")
 }
 
 async fn create(
@@ -263,14 +256,8 @@ async fn nothing_goes_unsolicited_before_a_new_connection_s_synchronize() {
 #[tokio::test]
 async fn an_unreadable_cpuset_from_the_runtime_is_refused_naming_container_and_field() {
     let f = fixture(|_| {});
-    let (sb, mut c) = besteffort("b", "app");
-    c.linux
-        .mut_or_insert_default()
-        .resources
-        .mut_or_insert_default()
-        .cpu
-        .mut_or_insert_default()
-        .cpus = "1-x".into();
+    let (sb, c) = besteffort("b", "app");
+    let c = with_cpuset(c, "1-x", "");
     let err = create(&f.plugin, &(sb, c)).await.expect_err("refused");
     let text = err.to_string();
     assert!(
@@ -283,15 +270,7 @@ async fn an_unreadable_cpuset_from_the_runtime_is_refused_naming_container_and_f
 #[test]
 fn mems_written_differently_are_the_same_mems() {
     let sb = sandbox("a", "/kubepods/poda");
-    let mut c = container("app", 2048, 200_000, GIB, -997);
-    let cpu = c
-        .linux
-        .mut_or_insert_default()
-        .resources
-        .mut_or_insert_default()
-        .cpu
-        .mut_or_insert_default();
-    cpu.mems = "0-1".into();
+    let c = with_cpuset(container("app", 2048, 200_000, GIB, -997), "", "0-1");
     let view = nri_view::view(&sb, &c, 16 * GIB as u64).expect("view");
     let f = fixture(|_| {});
     let mut target = f

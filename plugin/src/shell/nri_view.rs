@@ -279,12 +279,7 @@ impl<'a> PodContext<'a> {
         let pod = self.pod;
         let current = current_resources(ctr)?;
         let container = estimate_container(&ctr.name, info.qos, &current, memory_capacity);
-        // The sandbox's uid, else the one its cgroup parent names (`pod_uid`).
-        let uid = if pod.uid.is_empty() {
-            info.pod_uid.clone()
-        } else {
-            pod.uid.clone()
-        };
+        let uid = pod_uid(pod).unwrap_or_else(|| info.pod_uid.clone());
         Ok(ContainerView {
             key: ContainerKey::new(uid.clone(), ctr.name.clone()),
             id: ctr.id.clone(),

@@ -87,6 +87,8 @@ nri_suites() {
       args+=(--test "$f")
     done
   else
+    # and the crate's own unit tests (its helpers: metrics parsing, the nested cargo build)
+    args+=(--lib)
     for f in "$REPO_ROOT"/integration/tests/*.rs; do
       f="$(basename "$f" .rs)"
       [[ "$f" == kubelet || "$f" == kubelet_* ]] || args+=(--test "$f")

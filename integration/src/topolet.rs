@@ -46,9 +46,16 @@ fn locate_or_build() -> anyhow::Result<PathBuf> {
     let cargo = std::env::var_os("CARGO")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(option_env!("CARGO").unwrap_or("cargo")));
-    let out = Command::new(&cargo)
+    let mut build = Command::new(&cargo);
+    build
         .args(["build", "-p", "topolet", "--bin", "topolet"])
-        .current_dir(paths::repo_root())
+        .current_dir(paths::repo_root());
+    for (name, _) in std::env::vars_os() {
+        if is_set_by_cargo_for_this_test(&name) {
+            build.env_remove(&name);
+        }
+    }
+    let out = build
         .output()
         .with_context(|| format!("running {} build -p topolet --bin topolet", cargo.display()))?;
     if !out.status.success() {
@@ -63,6 +70,29 @@ fn locate_or_build() -> anyhow::Result<PathBuf> {
         bail!("cargo built topolet but {} is missing", bin.display());
     }
     Ok(bin)
+}
+
+/// Whether `name` is one of the variables cargo sets for the test process it runs (the package's
+/// manifest and metadata, the crate's name, its temp dir). A nested `cargo build` must not see
+/// them: build scripts (ring's, through cc) declare `rerun-if-env-changed` on several
+/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`, ...), so a build under the test's values and the next
+/// `cargo test` from a shell, without them, would each rebuild ring, rustls, kube and topolet.
+fn is_set_by_cargo_for_this_test(name: &std::ffi::OsStr) -> bool {
+    let Some(name) = name.to_str() else {
+        return false;
+    };
+    name.starts_with("CARGO_PKG_")
+        || name.starts_with("CARGO_MANIFEST_")
+        || name.starts_with("CARGO_BIN_EXE_")
+        || matches!(
+            name,
+            "CARGO_CRATE_NAME"
+                | "CARGO_BIN_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "CARGO_TARGET_TMPDIR"
+                | "CARGO_RUSTC_CURRENT_DIR"
+                | "OUT_DIR"
+        )
 }
 
 /// The test configuration of topolet (only the keys the tests set; unknown keys are rejected
@@ -589,7 +619,35 @@ impl Drop for KillOnDrop {
 
 #[cfg(test)]
 mod tests {
-    use super::sample;
+    use super::{is_set_by_cargo_for_this_test, sample};
+
+    #[test]
+    fn the_nested_build_drops_the_test_runs_variables_and_keeps_the_users() {
+        // This test runs under `cargo test`, so its own environment has them.
+        assert!(std::env::var_os("CARGO_PKG_NAME").is_some());
+        for set_by_cargo in [
+            "CARGO_PKG_NAME",
+            "CARGO_PKG_VERSION_MAJOR",
+            "CARGO_MANIFEST_DIR",
+            "CARGO_CRATE_NAME",
+            "CARGO_BIN_EXE_topolet",
+            "OUT_DIR",
+        ] {
+            assert!(
+                is_set_by_cargo_for_this_test(set_by_cargo.as_ref()),
+                "{set_by_cargo}"
+            );
+        }
+        for users in [
+            "CARGO",
+            "CARGO_HOME",
+            "CARGO_TARGET_DIR",
+            "CARGO_BUILD_JOBS",
+            "PATH",
+        ] {
+            assert!(!is_set_by_cargo_for_this_test(users.as_ref()), "{users}");
+        }
+    }
 
     #[test]
     fn sample_matches_name_and_every_label() {

@@ -62,8 +62,11 @@
 # checks the plugin reports N managed containers. BENCH_EVENT_REPEATS rounds, each over all sizes in
 # rotating order; reported: the median over rounds of each round's median and p99.
 # [load] Root. The CreateContainer round trip of [wire] (BENCH_LOAD_N requests per run, BENCH_LOAD_ROUNDS
-# rounds, every (plugin, condition) pair once per round in rotating order) under three conditions:
-# quiet (the [wire] config); walk: [eviction] interval 1s with a nodefs.available threshold that is
+# rounds, every (plugin, condition) pair once per round in rotating order), as churn that writes
+# state: the driver's --exclusive-every BENCH_LOAD_EXCLUSIVE_EVERY stops and removes each container
+# right after its timed create (untimed), and the app of every K-th pod asks for one whole CPU, a
+# grant and a release that the plugin must persist (the run fails unless every one was granted).
+# Three conditions: quiet (the [wire] config); walk: [eviction] interval 1s with a nodefs.available threshold that is
 # always met, so every interval measures every pod's disk usage, and one pod (the driver's
 # --extra-pod, created before the timed requests) is a real cgroup holding a real process whose root
 # is an overlay mount with a 200,000-entry upper directory (hack/bench.sh builds it: 200 directories
@@ -108,9 +111,11 @@
 #   BENCH_EVENT_CHURN   [events] churn pods per run (default 2000, 6 events each)
 #   BENCH_EVENT_REPEATS [events] rounds (default 3)
 #   BENCH_LOAD_ROUNDS   [load] rounds (default 3)
-#   BENCH_LOAD_N        [load] CreateContainer requests per run (default 20000: about 5 s, so the
-#                       eviction loop (1 s interval) completes several walks while they run)
-#   BENCH_SLOW_STATE_DELAY [load] wait before each state-file rename on slowfs (default 500ms)
+#   BENCH_LOAD_N        [load] CreateContainer requests per run (default 10000: about 7 s with the
+#                       churn, so the eviction loop (1 s interval) completes several walks)
+#   BENCH_LOAD_EXCLUSIVE_EVERY [load] every K-th pod's app takes a whole CPU (default 24, a multiple
+#                       of 4: about 2% of the requests, so they decide the p99 if writes stall them)
+#   BENCH_SLOW_STATE_DELAY [load] wait before each state-file rename on slowfs (default 200ms)
 #   BENCH_CS_ROUNDS     [create_start] blocks per condition (default 20)
 #   BENCH_CS_BLOCK      [create_start] timed create+starts per block (default 25; 20x25 = 500)
 #   CONTAINERD_VERSION / TOPOLET_CONTAINERD_VERSION  [create_start, eviction] line (default as in
@@ -131,8 +136,9 @@ EVENT_LIVE="${BENCH_EVENT_LIVE:-10 1000 10000}"
 EVENT_CHURN="${BENCH_EVENT_CHURN:-2000}"
 EVENT_REPEATS="${BENCH_EVENT_REPEATS:-3}"
 LOAD_ROUNDS="${BENCH_LOAD_ROUNDS:-3}"
-LOAD_N="${BENCH_LOAD_N:-20000}"
-SLOW_DELAY="${BENCH_SLOW_STATE_DELAY:-500ms}"
+LOAD_N="${BENCH_LOAD_N:-10000}"
+LOAD_EXCLUSIVE_EVERY="${BENCH_LOAD_EXCLUSIVE_EVERY:-24}"
+SLOW_DELAY="${BENCH_SLOW_STATE_DELAY:-200ms}"
 BASE="${BENCH_BASE:-}"
 BASE_BIN="${BENCH_BASE_BIN:-}"
 TOPOLET_BIN_IN="${BENCH_TOPOLET_BIN:-}"
@@ -149,7 +155,7 @@ part() { [[ "$PARTS" == *" $1 "* ]]; }
 for p in $PARTS; do
   case "$p" in wire | events | load | create_start | eviction) ;; *) die "BENCH_PARTS: unknown part $p (wire events load create_start eviction)" ;; esac
 done
-for v in ROUNDS N SYNC_REPEATS EVENT_CHURN EVENT_REPEATS LOAD_ROUNDS LOAD_N CS_ROUNDS CS_BLOCK; do
+for v in ROUNDS N SYNC_REPEATS EVENT_CHURN EVENT_REPEATS LOAD_ROUNDS LOAD_N LOAD_EXCLUSIVE_EVERY CS_ROUNDS CS_BLOCK; do
   [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || die "BENCH_$v=${!v}: want a positive integer"
 done
 for n in $EVENT_LIVE; do [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "BENCH_EVENT_LIVE: $n is not a positive integer"; done
@@ -504,8 +510,14 @@ hard = { "nodefs.available" = "1000Pi" }'
         walk) CONF_EVICTION="$WALK_EVICTION" extra=(--extra-pod "$WALK_PARENT:$WALK_ID") ;;
         slow_state) CONF_STATE_DIR="$WORK/slow/run$((RUN + 1))" ;;
       esac
-      drive "$v" roundtrip --n "$LOAD_N" --round "$((200 + r))" --samples "$WORK/load-$v-$c" "${extra[@]}"
+      drive "$v" roundtrip --n "$LOAD_N" --round "$((200 + r))" --samples "$WORK/load-$v-$c" \
+        --exclusive-every "$LOAD_EXCLUSIVE_EVERY" "${extra[@]}"
       say "  round $((r + 1)) $v $c: $J"
+      # Every exclusive container was granted its CPU: the state writes this condition is about happened.
+      asked="$(sed -nE 's/.*"exclusive":\{"asked":([0-9]+).*/\1/p' <<<"$J")"
+      granted="$(sed -nE 's/.*"exclusive":\{[^}]*"granted":([0-9]+).*/\1/p' <<<"$J")"
+      [[ -n "$asked" && "$asked" -gt 0 && "$granted" == "$asked" ]] ||
+        die "[load] $v $c: $granted of $asked exclusive containers granted a CPU: $J"
       echo "$v $c $WORK/run$RUN/topolet.log" >>"$WORK/load.tsv"
     done
   done

@@ -14,6 +14,12 @@
 //!   carrying a Linux adjustment). With `--extra-pod CGROUP_PARENT:ID`, first announces, creates and
 //!   starts one more BestEffort container `ID` in a pod of that cgroup parent (untimed; hack/bench.sh
 //!   gives it a real cgroup and a 200,000-entry writable layer for the eviction loop to measure).
+//!   With `--exclusive-every K` (a multiple of 4, so the pod is a Guaranteed one), churn: every
+//!   container is stopped and removed right after its timed CreateContainer and every pod's sandbox
+//!   after its second container (all untimed), so the node stays near empty, and the app container
+//!   of every K-th pod asks for one whole CPU: a grant, then a release, both state writes of the
+//!   plugin. The JSON then also has `"exclusive":{"asked","granted"}` (granted: replies whose
+//!   cpuset is one CPU).
 //! * `sync --socket S --containers N [--metrics-log FILE]`: one Synchronize of N running containers
 //!   (2 per pod), paged as containerd does when the request would exceed ttrpc's 4 MiB message
 //!   limit. Prints `{"containers","messages","sync_ms"[,"plugin_ms"]}`; `plugin_ms`, with
@@ -112,7 +118,23 @@ fn main() -> Res<()> {
                         ),
                         None => None,
                     };
-                    run_roundtrip(&conn, mask, n, round, samples, rss_pid, extra).await
+                    let exclusive_every = match num("exclusive-every", 0)? {
+                        0 => None,
+                        k if k % 4 == 0 => Some(k),
+                        k => {
+                            return Err(format!(
+                                "--exclusive-every {k}: not a multiple of 4 (only every 4th pod is Guaranteed)"
+                            )
+                            .into())
+                        }
+                    };
+                    let load = Load {
+                        n,
+                        round,
+                        extra,
+                        exclusive_every,
+                    };
+                    run_roundtrip(&conn, mask, &load, samples, rss_pid).await
                 }
             })
         }
@@ -122,7 +144,7 @@ fn main() -> Res<()> {
 
 fn usage() -> Box<dyn std::error::Error> {
     "usage: bench_driver roundtrip|sync|events --socket S [--n N --round R --samples F \
-     --rss-pid-file F --extra-pod PARENT:ID | --containers N [--metrics-log F] | --live N \
+     --rss-pid-file F --extra-pod PARENT:ID --exclusive-every K | --containers N [--metrics-log F] | --live N \
      --churn M --metrics-log F] | stats FILE..."
         .into()
 }
@@ -145,49 +167,79 @@ fn stats_json(s: &LatencyStats) -> String {
     )
 }
 
+/// What `roundtrip` sends.
+struct Load<'a> {
+    /// CreateContainer requests, timed.
+    n: usize,
+    /// Makes pod names and uids unique across runs.
+    round: usize,
+    /// `--extra-pod`: cgroup parent and container id.
+    extra: Option<(&'a str, &'a str)>,
+    /// `--exclusive-every`: churn, and one whole CPU for the app of every K-th pod.
+    exclusive_every: Option<usize>,
+}
+
 async fn run_roundtrip(
     conn: &PluginConn,
     mask: EventMask,
-    n: usize,
-    round: usize,
+    load: &Load<'_>,
     samples: Option<String>,
     rss_pid_file: Option<String>,
-    extra: Option<(&str, &str)>,
 ) -> Res<()> {
     conn.synchronize(vec![], vec![], None).await?;
     // A runtime sends no event before Synchronize: the extra pod comes after it.
-    if let Some((parent, id)) = extra {
+    if let Some((parent, id)) = load.extra {
         extra_pod(conn, mask, parent, id).await?;
     }
-    let mut lat = Vec::with_capacity(n);
+    let mut lat = Vec::with_capacity(load.n);
     let mut pod = None;
     let mut adjusted = 0usize;
-    for i in 0..n {
+    let (mut asked, mut granted) = (0usize, 0usize);
+    for i in 0..load.n {
+        let p = i / 2;
         // A new pod every other container (app + sidecar), announced first if subscribed.
         if i % 2 == 0 {
-            let p = sandbox(round, i / 2);
-            if mask.contains(Event::RUN_POD_SANDBOX) {
-                let ev = api::StateChangeEvent {
-                    event: Event::RUN_POD_SANDBOX.into(),
-                    pod: MessageField::some(p.clone()),
-                    ..Default::default()
-                };
-                conn.state_change(&ev).await?;
-            }
-            pod = Some(p);
+            let sb = sandbox(load.round, p);
+            send(conn, mask, Event::RUN_POD_SANDBOX, &sb, None).await?;
+            pod = Some(sb);
         }
         let pod = pod.clone().ok_or("no pod")?;
-        let ctr = container(&pod, i % 2, api::ContainerState::CONTAINER_CREATED);
+        let mut ctr = container(&pod, i % 2, api::ContainerState::CONTAINER_CREATED);
+        let exclusive = i % 2 == 0 && load.exclusive_every.is_some_and(|k| p % k == 0);
+        if exclusive {
+            one_whole_cpu(&mut ctr);
+            asked += 1;
+        }
         let req = api::CreateContainerRequest {
-            pod: MessageField::some(pod),
-            container: MessageField::some(ctr),
+            pod: MessageField::some(pod.clone()),
+            container: MessageField::some(ctr.clone()),
             ..Default::default()
         };
         let start = Instant::now();
         let resp = conn.create_container(&req).await?;
         lat.push(start.elapsed());
+        let cpus = resp
+            .adjust
+            .as_ref()
+            .and_then(|a| a.linux.as_ref())
+            .and_then(|l| l.resources.as_ref())
+            .and_then(|r| r.cpu.as_ref())
+            .map(|c| c.cpus.as_str());
         if resp.adjust.as_ref().is_some_and(|a| a.linux.is_some()) {
             adjusted += 1;
+        }
+        if exclusive && cpus.is_some_and(|c| !c.is_empty() && !c.contains([',', '-'])) {
+            granted += 1;
+        }
+        if load.exclusive_every.is_some() {
+            // Churn, untimed: the container goes, and the pod after its second container.
+            ctr.state = api::ContainerState::CONTAINER_STOPPED.into();
+            send(conn, mask, Event::STOP_CONTAINER, &pod, Some(&ctr)).await?;
+            send(conn, mask, Event::REMOVE_CONTAINER, &pod, Some(&ctr)).await?;
+            if i % 2 == 1 {
+                send(conn, mask, Event::STOP_POD_SANDBOX, &pod, None).await?;
+                send(conn, mask, Event::REMOVE_POD_SANDBOX, &pod, None).await?;
+            }
         }
     }
     if let Some(f) = samples {
@@ -204,7 +256,13 @@ async fn run_roundtrip(
     let s = LatencyStats::from_samples(&lat).ok_or("no samples")?;
     let mut json = stats_json(&s);
     json.pop();
-    json.push_str(&format!(",\"adjusted\":{adjusted}}}"));
+    json.push_str(&format!(",\"adjusted\":{adjusted}"));
+    if load.exclusive_every.is_some() {
+        json.push_str(&format!(
+            ",\"exclusive\":{{\"asked\":{asked},\"granted\":{granted}}}"
+        ));
+    }
+    json.push('}');
     if let Some(f) = rss_pid_file {
         let pid = std::fs::read_to_string(f)?.trim().to_string();
         let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
@@ -635,6 +693,18 @@ fn opt_i64(v: i64) -> MessageField<api::OptionalInt64> {
 
 /// Container `k` (0 = app, 1 = sidecar) of `pod`, with the cgroup values the kubelet derives from
 /// the pod's QoS class (shares from requests, quota from limits, oom_score_adj by class).
+/// Makes a Guaranteed container ask for one whole CPU (1,024 shares, a 100 ms quota per 100 ms),
+/// as the kubelet writes a `cpu: 1` request and limit.
+fn one_whole_cpu(ctr: &mut api::Container) {
+    let mut cpu = api::LinuxCPU::new();
+    cpu.shares = opt_u64(1024);
+    cpu.period = opt_u64(100_000);
+    cpu.quota = opt_i64(100_000);
+    if let Some(r) = ctr.linux.as_mut().and_then(|l| l.resources.as_mut()) {
+        r.cpu = MessageField::some(cpu);
+    }
+}
+
 fn container(pod: &api::PodSandbox, k: usize, state: api::ContainerState) -> api::Container {
     let p = pod.pid as usize - 4000;
     let (name, image) = if k == 0 {

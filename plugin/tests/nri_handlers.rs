@@ -47,15 +47,7 @@ fn two_cpu() -> Topology {
 }
 
 fn two_socket() -> Topology {
-    SyntheticSpec {
-        sockets: 2,
-        numa_per_socket: 1,
-        l3_per_numa: 1,
-        cores_per_l3: 2,
-        threads_per_core: 2,
-        memory_per_node: 8 << 30,
-    }
-    .build()
+    SyntheticSpec::TWO_SOCKETS_SMT.build()
 }
 
 fn config(state_dir: &Path) -> Config {

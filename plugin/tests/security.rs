@@ -201,15 +201,7 @@ async fn admin_socket_refuses_a_directory_anyone_may_write() {
 // State directory and file
 
 fn small_machine() -> Topology {
-    SyntheticSpec {
-        sockets: 2,
-        numa_per_socket: 1,
-        l3_per_numa: 1,
-        cores_per_l3: 2,
-        threads_per_core: 2,
-        memory_per_node: 8 << 30,
-    }
-    .build()
+    SyntheticSpec::TWO_SOCKETS_SMT.build()
 }
 
 fn base_config(state_dir: &Path) -> Config {

@@ -499,6 +499,28 @@ pub struct SyntheticSpec {
 }
 
 impl SyntheticSpec {
+    /// Two sockets of one NUMA node each, two cores of two threads per socket: 8 CPUs (0-3 are
+    /// the cores' first threads, 4-7 their siblings), 8 GiB per node. The smallest machine with
+    /// sockets, NUMA nodes and SMT to tell apart: the handler, security and fuzz tests' node.
+    pub const TWO_SOCKETS_SMT: SyntheticSpec = SyntheticSpec {
+        sockets: 2,
+        numa_per_socket: 1,
+        l3_per_numa: 1,
+        cores_per_l3: 2,
+        threads_per_core: 2,
+        memory_per_node: 8 << 30,
+    };
+
+    /// One socket, one NUMA node, two cores without SMT: 2 CPUs and 8 GiB, the CI host's shape.
+    pub const TWO_CORES: SyntheticSpec = SyntheticSpec {
+        sockets: 1,
+        numa_per_socket: 1,
+        l3_per_numa: 1,
+        cores_per_l3: 2,
+        threads_per_core: 1,
+        memory_per_node: 8 << 30,
+    };
+
     pub fn total_cores(&self) -> usize {
         self.sockets * self.numa_per_socket * self.l3_per_numa * self.cores_per_l3
     }

@@ -1147,15 +1147,7 @@ mod tests {
         let text = std::fs::read_to_string(&fifo_path).unwrap();
         fifo(&fifo_path);
 
-        let topology = SyntheticSpec {
-            sockets: 1,
-            numa_per_socket: 1,
-            l3_per_numa: 1,
-            cores_per_l3: 2,
-            threads_per_core: 1,
-            memory_per_node: 8 << 30,
-        }
-        .build();
+        let topology = SyntheticSpec::TWO_CORES.build();
         let mut config = crate::config::Config::default();
         config.cpu.reserved_cpus = Some("0".into());
         config.qos.oom_score_adj_floor = Some(0);

@@ -362,15 +362,7 @@ mod tests {
         };
         let first = text(1024, "0");
         std::fs::write(&path, &first).unwrap();
-        let topology = SyntheticSpec {
-            sockets: 1,
-            numa_per_socket: 1,
-            l3_per_numa: 1,
-            cores_per_l3: 2,
-            threads_per_core: 1,
-            memory_per_node: 8 << 30,
-        }
-        .build();
+        let topology = SyntheticSpec::TWO_CORES.build();
         let config = Config::parse(&first, &path).unwrap();
         let plugin = Arc::new(TopoletPlugin::new(config, topology).unwrap());
         let metrics = plugin.metrics().clone();

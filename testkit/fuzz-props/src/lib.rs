@@ -222,17 +222,7 @@ pub fn nri_record<M: Message>(kind: usize, msg: &M) -> Vec<u8> {
 /// The machine of the NRI target: 2 sockets × 2 cores × 2 threads (CPUs 0-7), CPU 0 reserved.
 fn nri_topology() -> &'static Topology {
     static T: OnceLock<Topology> = OnceLock::new();
-    T.get_or_init(|| {
-        SyntheticSpec {
-            sockets: 2,
-            numa_per_socket: 1,
-            l3_per_numa: 1,
-            cores_per_l3: 2,
-            threads_per_core: 2,
-            memory_per_node: 8 << 30,
-        }
-        .build()
-    })
+    T.get_or_init(|| SyntheticSpec::TWO_SOCKETS_SMT.build())
 }
 
 /// Floor of the NRI target's config: no floor, so the class values themselves are checked.

@@ -67,7 +67,7 @@ impl TopoletPlugin {
     /// its adjustment and the queued updates of the others.
     pub(super) async fn on_create_container(
         &self,
-        req: api::CreateContainerRequest,
+        req: &api::CreateContainerRequest,
     ) -> PluginResult<api::CreateContainerResponse> {
         let (Some(pod), Some(ctr)) = (req.pod.as_ref(), req.container.as_ref()) else {
             return Err(PluginError::Failed(

@@ -20,7 +20,7 @@ impl TopoletPlugin {
 
     /// A container that was still being created at Synchronize now runs: send it the cpuset it
     /// should have again, in case its task started from the spec before our update.
-    pub(super) fn on_post_start_container(&self, ctr: api::Container) -> PluginResult<()> {
+    pub(super) fn on_post_start_container(&self, ctr: &api::Container) -> PluginResult<()> {
         let mut node = self.event_lock();
         if let Some(r) = node.cache.get_mut(&ctr.id) {
             r.set_pid(ctr.pid);
@@ -38,7 +38,7 @@ impl TopoletPlugin {
     /// carries the others' queued updates.
     pub(super) fn on_stop_container(
         &self,
-        ctr: api::Container,
+        ctr: &api::Container,
     ) -> PluginResult<Vec<api::ContainerUpdate>> {
         let mut node = self.event_lock();
         // It leaves the update set now (`shell::container_cache`).
@@ -48,7 +48,7 @@ impl TopoletPlugin {
     }
 
     /// RemoveContainer: returns what the container held (if its stop did not) and forgets it.
-    pub(super) fn on_remove_container(&self, ctr: api::Container) -> PluginResult<()> {
+    pub(super) fn on_remove_container(&self, ctr: &api::Container) -> PluginResult<()> {
         let mut node = self.event_lock();
         self.release(&mut node, &ctr.id, "removed");
         node.cache.remove(&ctr.id);
@@ -56,10 +56,10 @@ impl TopoletPlugin {
     }
 
     /// RemovePodSandbox: forgets the pod and returns everything its containers held.
-    pub(super) fn on_remove_pod_sandbox(&self, pod: api::PodSandbox) -> PluginResult<()> {
+    pub(super) fn on_remove_pod_sandbox(&self, pod: &api::PodSandbox) -> PluginResult<()> {
         let mut node = self.event_lock();
         let stored = node.sandboxes.remove(&pod.id);
-        let sandbox = stored.as_ref().unwrap_or(&pod);
+        let sandbox = stored.as_ref().unwrap_or(pod);
         if nri_view::pod_qos(sandbox).is_err() {
             return Ok(());
         }

@@ -220,6 +220,10 @@ impl TopoletPlugin {
     }
 }
 
+/// Each handler times its `on_<event>`, which borrows the request: the request is freed after the
+/// timer stops, so `topolet_nri_event_duration_seconds` is the handling alone, as it was before
+/// the handlers were split out (freeing a container's labels, annotations, mounts and env is a
+/// few microseconds, more than most events' handling).
 #[async_trait]
 impl Plugin for TopoletPlugin {
     fn events(&self) -> EventMask {
@@ -258,7 +262,7 @@ impl Plugin for TopoletPlugin {
         ctr: api::Container,
     ) -> PluginResult<()> {
         let _timer = self.metrics.time(event::POST_START_CONTAINER);
-        self.on_post_start_container(ctr)
+        self.on_post_start_container(&ctr)
     }
 
     async fn run_pod_sandbox(&self, pod: api::PodSandbox) -> PluginResult<()> {
@@ -268,7 +272,7 @@ impl Plugin for TopoletPlugin {
 
     async fn remove_pod_sandbox(&self, pod: api::PodSandbox) -> PluginResult<()> {
         let _timer = self.metrics.time(event::REMOVE_POD_SANDBOX);
-        self.on_remove_pod_sandbox(pod)
+        self.on_remove_pod_sandbox(&pod)
     }
 
     async fn create_container(
@@ -276,7 +280,7 @@ impl Plugin for TopoletPlugin {
         req: api::CreateContainerRequest,
     ) -> PluginResult<api::CreateContainerResponse> {
         let _timer = self.metrics.time(event::CREATE_CONTAINER);
-        self.on_create_container(req).await
+        self.on_create_container(&req).await
     }
 
     async fn update_container(
@@ -284,7 +288,7 @@ impl Plugin for TopoletPlugin {
         req: api::UpdateContainerRequest,
     ) -> PluginResult<api::UpdateContainerResponse> {
         let _timer = self.metrics.time(event::UPDATE_CONTAINER);
-        self.on_update_container(req)
+        self.on_update_container(&req)
     }
 
     async fn stop_container(
@@ -293,7 +297,7 @@ impl Plugin for TopoletPlugin {
         ctr: api::Container,
     ) -> PluginResult<Vec<api::ContainerUpdate>> {
         let _timer = self.metrics.time(event::STOP_CONTAINER);
-        self.on_stop_container(ctr)
+        self.on_stop_container(&ctr)
     }
 
     async fn remove_container(
@@ -302,7 +306,7 @@ impl Plugin for TopoletPlugin {
         ctr: api::Container,
     ) -> PluginResult<()> {
         let _timer = self.metrics.time(event::REMOVE_CONTAINER);
-        self.on_remove_container(ctr)
+        self.on_remove_container(&ctr)
     }
 }
 

@@ -19,7 +19,7 @@ impl TopoletPlugin {
     /// queued updates, then its own.
     pub(super) fn on_update_container(
         &self,
-        req: api::UpdateContainerRequest,
+        req: &api::UpdateContainerRequest,
     ) -> PluginResult<api::UpdateContainerResponse> {
         let Some(ctr) = req.container.as_ref() else {
             return Ok(api::UpdateContainerResponse::default());

@@ -51,6 +51,7 @@ pub mod mux;
 pub mod plugin;
 mod service;
 pub mod stub;
+pub mod sync_fields;
 pub mod updater;
 pub mod version;
 
@@ -61,5 +62,6 @@ pub use config::{Backoff, ConfigError, Endpoint, StubConfig};
 pub use events::EventMask;
 pub use plugin::{Plugin, PluginError, PluginResult, RuntimeInfo};
 pub use stub::{ConnState, ConnectionStatus, Stub, StubError};
+pub use sync_fields::ContainerFields;
 pub use updater::{ContainerUpdater, PendingUpdate, UpdateError};
 pub use version::NriVersion;

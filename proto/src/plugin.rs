@@ -10,6 +10,7 @@ use crate::api::{
     ValidateContainerAdjustmentRequest, ValidateContainerAdjustmentResponse,
 };
 use crate::events::EventMask;
+use crate::sync_fields::ContainerFields;
 use crate::version::NriVersion;
 
 /// Error a plugin handler returns; the runtime sees status Unknown (2) with this
@@ -71,6 +72,13 @@ pub trait Plugin: Send + Sync + 'static {
     /// Configuration (`req.config` holds the pre-installed plugin's config text).
     async fn configure(&self, _req: &ConfigureRequest, _runtime: &RuntimeInfo) -> PluginResult<()> {
         Ok(())
+    }
+
+    /// Container fields this plugin never reads in [`Plugin::synchronize`]: the stub leaves them
+    /// out of every container while it decodes the request (`crate::sync_fields`). Other
+    /// requests carry every field.
+    fn synchronize_skips(&self) -> ContainerFields {
+        ContainerFields::NONE
     }
 
     /// Full runtime state after (re)connecting, pages already joined.

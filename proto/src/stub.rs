@@ -20,6 +20,7 @@ use crate::events::EventMask;
 use crate::mux::{Mux, MuxError, TrunkState, PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN};
 use crate::plugin::{Plugin, RuntimeInfo};
 use crate::service::{PluginService, SessionEvent};
+use crate::sync_fields::SlimSynchronize;
 use crate::updater::{spawn_updater, ContainerUpdater};
 
 /// NRI module version this crate's schema matches (sent in RegisterPlugin).
@@ -229,11 +230,24 @@ impl<P: Plugin> Stub<P> {
         let plugin_conn = conns.pop().ok_or(MuxError::Closed)?;
 
         let (ntx, mut nrx) = mpsc::unbounded_channel();
-        let service = PluginService::new(self.plugin.clone(), ntx);
+        let skip = self.plugin.synchronize_skips();
+        let service: Arc<dyn crate::api_ttrpc::Plugin + Send + Sync> =
+            Arc::new(PluginService::new(self.plugin.clone(), ntx));
+        let mut services = create_plugin(service.clone());
+        if !skip.is_empty() {
+            for s in services.values_mut() {
+                if let Some(m) = s.methods.get_mut("Synchronize") {
+                    *m = Box::new(SlimSynchronize {
+                        service: service.clone(),
+                        skip,
+                    });
+                }
+            }
+        }
         let incoming = futures::stream::once(async move { Ok::<_, io::Error>(plugin_conn) })
             .chain(futures::stream::pending());
         let mut server = Server::new()
-            .register_service(create_plugin(Arc::new(service)))
+            .register_service(services)
             .add_listener(Listener::new(incoming));
         server
             .start()

@@ -36,6 +36,7 @@ use topolet_nri::api;
 use topolet_nri::mux::{decode_header, Mux, TrunkState, HEADER_LEN};
 use topolet_nri::plugin::{Plugin, RuntimeInfo};
 use topolet_nri::protobuf::Message;
+use topolet_nri::sync_fields::decode_synchronize;
 use topolet_testkit::cgroup_names;
 use topolet_testkit::kubelet::Qos;
 
@@ -454,9 +455,23 @@ pub fn nri_messages(data: &[u8]) {
                         .await;
                 }
                 1 => {
-                    let Ok(req) = api::SynchronizeRequest::parse_from_bytes(body) else {
+                    let Ok(full) = api::SynchronizeRequest::parse_from_bytes(body) else {
                         continue;
                     };
+                    // The stub decodes Synchronize without the fields topolet skips: whatever
+                    // the full decoder accepts, so does that, minus those fields.
+                    let skip = plugin.synchronize_skips();
+                    let req = decode_synchronize(body, skip).unwrap_or_else(|e| {
+                        panic!("{ctx}: the full decode took it, the slim one: {e}")
+                    });
+                    let mut want = full;
+                    for c in &mut want.containers {
+                        skip.clear(c);
+                    }
+                    assert_eq!(
+                        req, want,
+                        "{ctx}: the slim decode differs beyond the skipped fields"
+                    );
                     for p in &req.pods {
                         record_pod_uid(p, &mut guaranteed);
                     }

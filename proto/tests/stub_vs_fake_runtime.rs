@@ -9,7 +9,9 @@ use async_trait::async_trait;
 use topolet_nri::api::{self, Event};
 use topolet_nri::fake_runtime::{FakeRuntime, PluginConn};
 use topolet_nri::ttrpc::Code;
-use topolet_nri::{ConnState, ContainerUpdater, EventMask, Plugin, PluginResult, Stub, StubConfig};
+use topolet_nri::{
+    ConnState, ContainerFields, ContainerUpdater, EventMask, Plugin, PluginResult, Stub, StubConfig,
+};
 
 /// Guard against hangs only (a deadlock makes the test fail), not a timing assertion.
 const GUARD: Duration = Duration::from_secs(20);
@@ -19,6 +21,10 @@ struct Recorder {
     mask: Mutex<EventMask>,
     seen: Mutex<Vec<String>>,
     synced: Mutex<Vec<(usize, usize)>>,
+    /// What `synchronize_skips` answers, and the containers the last Synchronize delivered.
+    skips: Mutex<ContainerFields>,
+    sync_containers: Mutex<Vec<api::Container>>,
+    create_containers: Mutex<Vec<api::Container>>,
     updater: Mutex<Option<ContainerUpdater>>,
     creates: AtomicUsize,
 }
@@ -42,6 +48,9 @@ impl Plugin for Recorder {
     fn events(&self) -> EventMask {
         *self.mask.lock().unwrap()
     }
+    fn synchronize_skips(&self) -> ContainerFields {
+        *self.skips.lock().unwrap()
+    }
     async fn synchronize(
         &self,
         pods: Vec<api::PodSandbox>,
@@ -51,6 +60,7 @@ impl Plugin for Recorder {
             .lock()
             .unwrap()
             .push((pods.len(), containers.len()));
+        *self.sync_containers.lock().unwrap() = containers;
         Ok(vec![api::ContainerUpdate {
             container_id: "synced".into(),
             ..Default::default()
@@ -73,6 +83,10 @@ impl Plugin for Recorder {
         req: api::CreateContainerRequest,
     ) -> PluginResult<api::CreateContainerResponse> {
         self.creates.fetch_add(1, Ordering::SeqCst);
+        self.create_containers
+            .lock()
+            .unwrap()
+            .push((*req.container).clone());
         let id = req.container.id.clone();
         self.log(&format!("create:{id}"));
         // Unsolicited update from inside a handler: must not deadlock.
@@ -221,6 +235,54 @@ async fn sync_unpaged_and_paged() {
         .await
         .unwrap()
         .unwrap();
+    task.abort();
+}
+
+/// A container with every field the skips can name, and some they cannot.
+fn full_ctr(id: &str) -> api::Container {
+    let mut c = ctr(id);
+    c.args = vec!["/app".into(), "--serve".into()];
+    c.env = vec!["A=1".into()];
+    c.mounts.push(api::Mount {
+        destination: "/data".into(),
+        source: "/var/lib/data".into(),
+        ..Default::default()
+    });
+    c.labels.insert("io.kubernetes.pod.uid".into(), "u".into());
+    c.pid = 7;
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_leaves_out_the_fields_the_plugin_skips_and_other_requests_carry_them() {
+    let (_d, rt, plugin, _stub, task) = start(all_mask()).await;
+    *plugin.skips.lock().unwrap() = ContainerFields::ENV | ContainerFields::MOUNTS;
+    let conn = accept_registered(&rt).await;
+    conn.configure_as("v2.3.0", "v0.12.0").await.unwrap();
+    let ctrs: Vec<_> = (0..5).map(|i| full_ctr(&format!("c{i}"))).collect();
+    // Paged: every page goes through the slim decode.
+    let (r, n) = conn
+        .synchronize(vec![pod("p")], ctrs.clone(), Some(2))
+        .await
+        .unwrap();
+    assert_eq!((n, r.update.len()), (3, 1));
+    let got = plugin.sync_containers.lock().unwrap().clone();
+    assert_eq!(got.len(), 5);
+    for (g, sent) in got.iter().zip(&ctrs) {
+        assert!(g.env.is_empty() && g.mounts.is_empty(), "{g:?}");
+        assert_eq!(
+            (&g.id, &g.args, &g.labels, g.pid),
+            (&sent.id, &sent.args, &sent.labels, sent.pid)
+        );
+    }
+    let req = api::CreateContainerRequest {
+        pod: Some(pod("p")).into(),
+        container: Some(full_ctr("c9")).into(),
+        ..Default::default()
+    };
+    conn.create_container(&req).await.unwrap();
+    let created = plugin.create_containers.lock().unwrap().clone();
+    assert_eq!(created, vec![full_ctr("c9")], "CreateContainer is decoded whole");
     task.abort();
 }
 

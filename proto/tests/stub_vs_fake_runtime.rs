@@ -282,7 +282,11 @@ async fn sync_leaves_out_the_fields_the_plugin_skips_and_other_requests_carry_th
     };
     conn.create_container(&req).await.unwrap();
     let created = plugin.create_containers.lock().unwrap().clone();
-    assert_eq!(created, vec![full_ctr("c9")], "CreateContainer is decoded whole");
+    assert_eq!(
+        created,
+        vec![full_ctr("c9")],
+        "CreateContainer is decoded whole"
+    );
     task.abort();
 }
 

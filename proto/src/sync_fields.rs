@@ -51,6 +51,11 @@ impl ContainerFields {
         self.0 == 0
     }
 
+    /// Whether every field of `other` is in the set.
+    pub fn contains(self, other: ContainerFields) -> bool {
+        self.0 & other.0 == other.0
+    }
+
     /// Whether field number `field` is in the set.
     fn has(self, field: u64) -> bool {
         field < 32 && self.0 & (1 << field) != 0
@@ -59,22 +64,22 @@ impl ContainerFields {
     /// `container` with the fields of this set cleared: what [`decode_synchronize`] delivers
     /// for it.
     pub fn clear(self, container: &mut api::Container) {
-        if self.has(7) {
+        if self.contains(Self::ARGS) {
             container.args.clear();
         }
-        if self.has(8) {
+        if self.contains(Self::ENV) {
             container.env.clear();
         }
-        if self.has(9) {
+        if self.contains(Self::MOUNTS) {
             container.mounts.clear();
         }
-        if self.has(10) {
+        if self.contains(Self::HOOKS) {
             container.hooks.clear();
         }
-        if self.has(13) {
+        if self.contains(Self::RLIMITS) {
             container.rlimits.clear();
         }
-        if self.has(20) {
+        if self.contains(Self::CDI_DEVICES) {
             container.CDI_devices.clear();
         }
     }
@@ -83,7 +88,7 @@ impl ContainerFields {
 impl BitOr for ContainerFields {
     type Output = ContainerFields;
     fn bitor(self, other: ContainerFields) -> ContainerFields {
-        ContainerFields(self.0 | other.0)
+        self.union(other)
     }
 }
 
@@ -118,10 +123,11 @@ fn strip(bytes: &[u8], skip: ContainerFields) -> Option<Vec<u8>> {
         let tag = r.varint()?;
         if tag >> 3 == SYNC_CONTAINERS && tag & 7 == LEN {
             let body = r.len_delimited()?;
-            let kept = kept_len(body, skip)?;
+            let mut kept = 0;
+            for_each_kept(body, skip, |field| kept += field.len())?;
             write_varint(&mut out, tag);
             write_varint(&mut out, kept as u64);
-            copy_kept(body, skip, &mut out)?;
+            for_each_kept(body, skip, |field| out.extend_from_slice(field))?;
         } else {
             r.skip(tag)?;
             out.extend_from_slice(&bytes[start..r.pos]);
@@ -130,30 +136,16 @@ fn strip(bytes: &[u8], skip: ContainerFields) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// The length of a container's fields without `skip`.
-fn kept_len(body: &[u8], skip: ContainerFields) -> Option<usize> {
-    let mut r = Reader { buf: body, pos: 0 };
-    let mut kept = 0;
-    while !r.done() {
-        let start = r.pos;
-        let tag = r.varint()?;
-        r.skip(tag)?;
-        if !skipped(tag, skip) {
-            kept += r.pos - start;
-        }
-    }
-    Some(kept)
-}
-
-/// Appends a container's fields without `skip` to `out`.
-fn copy_kept(body: &[u8], skip: ContainerFields, out: &mut Vec<u8>) -> Option<()> {
+/// Calls `f` with each of a container's fields (tag and value) that is not in `skip`, in
+/// order; None where the walk cannot follow.
+fn for_each_kept(body: &[u8], skip: ContainerFields, mut f: impl FnMut(&[u8])) -> Option<()> {
     let mut r = Reader { buf: body, pos: 0 };
     while !r.done() {
         let start = r.pos;
         let tag = r.varint()?;
         r.skip(tag)?;
         if !skipped(tag, skip) {
-            out.extend_from_slice(&body[start..r.pos]);
+            f(&body[start..r.pos]);
         }
     }
     Some(())

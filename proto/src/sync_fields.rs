@@ -9,7 +9,8 @@
 //! Other requests are decoded whole.
 //!
 //! Input the walk cannot follow (a truncated field, a group, a bad tag) is handed to the
-//! ordinary decoder unchanged, so a malformed request fails with the decoder's own error. What
+//! ordinary decoder unchanged, so a malformed request fails with the decoder's own error; what
+//! the decoder still takes is delivered without the skipped fields all the same. What
 //! the walk does not check is the inside of a skipped field: a request whose only fault lies
 //! in a container's mounts, env or args is accepted, as the plugin would never read it.
 
@@ -110,7 +111,15 @@ pub fn decode_synchronize(
     }
     match strip(bytes, skip) {
         Some(slim) => api::SynchronizeRequest::parse_from_bytes(&slim),
-        None => api::SynchronizeRequest::parse_from_bytes(bytes),
+        // The decoder names the fault, or takes what the walk would not (rust-protobuf accepts
+        // a last field whose length runs past the end): either way, without the skips.
+        None => {
+            let mut req = api::SynchronizeRequest::parse_from_bytes(bytes)?;
+            for c in &mut req.containers {
+                skip.clear(c);
+            }
+            Ok(req)
+        }
     }
 }
 

@@ -141,6 +141,28 @@ fn a_truncated_request_fails_as_the_ordinary_decoder_fails() {
 }
 
 #[test]
+fn a_request_the_walk_cannot_follow_but_the_decoder_takes_still_comes_without_the_skips() {
+    // The last container's length made to run past the end of the request: rust-protobuf still
+    // takes it (the container swallows the `more` field), the walk does not follow it.
+    let mut bytes = request(4, 0, 0, true).write_to_bytes().unwrap();
+    let last = bytes.len() - 3 - 1; // tag 0x12, length `8e 02`, then 270 bytes and `18 01`
+    let at = (0..bytes.len())
+        .rev()
+        .find(|&i| i < last && bytes[i] == 0x12 && bytes[i + 1] == 0x8e && bytes[i + 2] == 0x02)
+        .expect("the last container's tag and length");
+    bytes[at + 2] = 0x03;
+    assert!(
+        strip(&bytes, TOPOLETS).is_none(),
+        "the walk cannot follow it"
+    );
+    let full = api::SynchronizeRequest::parse_from_bytes(&bytes).expect("the decoder takes it");
+    assert_eq!(
+        decode_synchronize(&bytes, TOPOLETS).unwrap(),
+        expected(&full, TOPOLETS)
+    );
+}
+
+#[test]
 fn a_skippable_field_with_another_wire_type_is_kept_as_the_decoder_keeps_it() {
     // A container whose field 9 (mounts) is a varint: not the schema's. The decoder keeps it
     // as an unknown field; so does the slim decode, which leaves out only what the schema says.

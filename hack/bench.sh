@@ -8,13 +8,17 @@
 #        BENCH_BASE_BIN=/a/topolet BENCH_TOPOLET_BIN=/b/topolet hack/bench.sh   (two binaries)
 #
 # Prints one table and writes target/bench/bench.json (ms / µs / MiB as the key says):
-#   nri_roundtrip_us  {PLUGIN: {"median","p99"}}                       CreateContainer round trip [wire]
+#   nri_roundtrip_us  {PLUGIN|"socket_floor": {"median","p99"}}        CreateContainer round trip [wire]
+#                     (socket_floor: two processes passing a request- and a reply-sized frame
+#                     through a Unix socket, no plugin: the machine's floor under every plugin)
 #   sync_ms           {"1000","10000"}                                 topolet Synchronize        [wire]
 #   sync_ms_go_baseline {"1000","10000"}  the same Synchronize into the Go baseline (which ignores it:
 #                     the wire + decode floor, including the driver's own encoding)           [wire]
 #   sync_ms_by_plugin {PLUGIN: {"1000","10000"}} end to end; sync_plugin_ms {topolet|base: {...}} the
 #                     plugin's own Synchronize handling (its histogram's _sum, one observation) [wire]
-#   rss_mib           {PLUGIN}                                         VmRSS after 1,000 containers [wire]
+#   rss_mib           {PLUGIN}               VmRSS after 1,000 containers, median of BENCH_SYNC_REPEATS [wire]
+#   rss_parts_mib     {"rss_anon_mib"|"rss_file_mib": {PLUGIN}}  what it is made of: heap and stacks,
+#                     and the binary's and libraries' pages (medians)                         [wire]
 #   event_us          {"10"|"1000"|"10000": {"median","p99"}}          topolet's own handling time per
 #                     NRI event at that many live containers (event_us_base: the base's)      [events]
 #   load_create_us    {topolet|base: {"quiet"|"walk"|"slow_state": {"median","p99"}}}  CreateContainer
@@ -45,12 +49,16 @@
 # registers, configures and synchronizes it, then times sequential CreateContainer requests with
 # kubelet-shaped pods (Guaranteed/Burstable/BestEffort mix) one by one, as containerd sends them.
 # Round trip: BENCH_ROUNDS rounds x BENCH_N requests per plugin, alternating which plugin goes first so
-# drift and machine noise hit both; median and p99 over all samples of a plugin pooled.
+# drift and machine noise hit both; median and p99 over all samples of a plugin pooled. In the same
+# rotation, the socket floor: the driver's `floor` mode against its `echo` peer, the same number of
+# request- and reply-sized frames through a Unix socket between two processes with no plugin, so a
+# plugin's p99 can be read against what the machine itself adds.
 # Sync: BENCH_SYNC_REPEATS Synchronize calls of 1,000 and 10,000 running containers (2 per pod,
 # paged like containerd when the request exceeds ttrpc's 4 MiB limit), each into a fresh plugin,
 # alternating; the median per plugin is reported. The timing spans the driver's own encoding too,
 # so the Go baseline's figure (it ignores Synchronize) is the floor topolet's is to be read against.
-# RSS: VmRSS from /proc/<pid>/status right after 1,000 CreateContainer.
+# RSS: VmRSS, RssAnon and RssFile from /proc/<pid>/status right after 1,000 CreateContainer into a
+# fresh plugin, BENCH_SYNC_REPEATS times per plugin, rotating; the medians are reported.
 # [events] The driver (mode `events`) brings a fresh topolet (metrics on 127.0.0.1:0, address read
 # from its log) to N live containers, scrapes topolet's own topolet_nri_event_duration_seconds
 # histogram from /metrics, drives BENCH_EVENT_CHURN churn pods through their whole life
@@ -100,7 +108,7 @@
 # Environment:
 #   BENCH_PARTS         parts to run (default "wire events load create_start eviction")
 #   BENCH_BASE          a git revision: topolet built at it (a detached worktree under the run's temp
-#                       dir, built into the same target dir, the binary copied out, the worktree
+#                       dir, built into target/bench-base, the binary copied out, the worktree
 #                       removed) runs as plugin "base" beside the working tree's
 #   BENCH_BASE_BIN      a topolet binary to run as "base" instead (no build)
 #   BENCH_TOPOLET_BIN   the topolet binary to measure as "topolet" instead of building the tree's
@@ -211,14 +219,16 @@ go_build() { # go_build DIR OUT: offline-first build with the shared module cach
 declare -A BIN
 TOPOLETS=(topolet)
 if [[ -n "$BASE" ]]; then
-  # Built first, into the same target dir (dependencies shared), and copied out: the tree's own
-  # build below then leaves target/release/topolet as the working tree's.
+  # Built in a target dir of its own (kept for the next run): cargo names a workspace's path
+  # crates by their path relative to the workspace, so the worktree's crates and the tree's share
+  # artifact names, and with mtime fingerprints a worktree checked out after the tree's last edit
+  # leaves its artifacts "fresh" for the tree's build: the tree would be measured as the base.
   BASE_SRC="$WORK/base-src"
   say "building topolet at $BASE ($(git -C "$REPO_ROOT" rev-parse --short "$BASE^{commit}")) as base"
   git -C "$REPO_ROOT" worktree add -q --detach "$BASE_SRC" "$BASE" || die "git worktree add $BASE failed"
-  (cd "$BASE_SRC" && CARGO_TARGET_DIR="$TARGET_DIR" cargo build -q --release -p topolet --bin topolet) ||
+  (cd "$BASE_SRC" && CARGO_TARGET_DIR="$TARGET_DIR/bench-base" cargo build -q --release -p topolet --bin topolet) ||
     die "cargo build of topolet at $BASE failed"
-  cp "$TARGET_DIR/release/topolet" "$WORK/topolet-base"
+  cp "$TARGET_DIR/bench-base/release/topolet" "$WORK/topolet-base"
   git -C "$REPO_ROOT" worktree remove --force "$BASE_SRC" || die "git worktree remove $BASE_SRC failed"
   BASE_SRC=""
   BASE_BIN="$WORK/topolet-base"
@@ -326,6 +336,27 @@ drive() {
   J="$(cat "$out")"
 }
 
+# drive_floor ARGS...: the socket floor, measured as `drive` measures a plugin: the driver's
+# `floor` mode on a fresh socket, its `echo` peer a second process started on it; sets J.
+drive_floor() {
+  RUN=$((RUN + 1))
+  local sock="$WORK/nri-$RUN.sock" out="$WORK/driver-$RUN.json" err="$WORK/driver-$RUN.err"
+  "$DRIVER" floor --socket "$sock" "$@" >"$out" 2>"$err" &
+  DRIVER_PID=$!
+  local deadline=$((SECONDS + 10))
+  until [[ -S "$sock" ]]; do
+    ((SECONDS < deadline)) || die "driver did not bind $sock: $(cat "$err")"
+    sleep 0.02
+  done
+  "$DRIVER" echo --socket "$sock" 2>"$WORK/echo-$RUN.err" &
+  PLUGIN_PID=$!
+  wait "$DRIVER_PID" || die "driver floor failed: $(cat "$err")"
+  DRIVER_PID=""
+  wait "$PLUGIN_PID" || die "the floor's echo peer failed: $(cat "$WORK/echo-$RUN.err")"
+  PLUGIN_PID=""
+  J="$(cat "$out")"
+}
+
 # field JSON KEY: a number from the driver's one-line JSON.
 field() { sed -E "s/.*\"$2\":([0-9.]+).*/\1/" <<<"$1"; }
 # median of the numbers given
@@ -338,14 +369,21 @@ if part wire; then
   T=$SECONDS
   : >"$WORK/wire.tsv" # lines: FIGURE PLUGIN [SIZE] VALUE
   say "[wire] NRI round trip: $ROUNDS rounds x $N CreateContainer per plugin (${PLUGINS[*]}), rotating"
+  # socket_floor: no plugin, the kernel's part of a round trip (bench_driver floor/echo), in the
+  # same rotation.
+  RT=("${PLUGINS[@]}" socket_floor)
   for ((r = 0; r < ROUNDS; r++)); do
-    for ((k = 0; k < NP; k++)); do
-      p="${PLUGINS[(r + k) % NP]}"
-      drive "$p" roundtrip --n "$N" --round "$r" --samples "$WORK/samples-$p"
+    for ((k = 0; k < NP + 1; k++)); do
+      p="${RT[(r + k) % (NP + 1)]}"
+      if [[ "$p" == socket_floor ]]; then
+        drive_floor --n "$N" --samples "$WORK/samples-$p"
+      else
+        drive "$p" roundtrip --n "$N" --round "$r" --samples "$WORK/samples-$p"
+      fi
       say "  round $((r + 1)) $p: $J"
     done
   done
-  for p in "${PLUGINS[@]}"; do
+  for p in "${RT[@]}"; do
     j="$("$DRIVER" stats "$WORK/samples-$p")"
     echo "rt_median $p $(field "$j" median_us)" >>"$WORK/wire.tsv"
     echo "rt_p99 $p $(field "$j" p99_us)" >>"$WORK/wire.tsv"
@@ -370,11 +408,16 @@ if part wire; then
     done
   done
 
-  say "[wire] RSS after 1000 CreateContainer"
-  for p in "${PLUGINS[@]}"; do
-    drive "$p" roundtrip --n 1000 --round 99 --rss-pid-file "$WORK/pid-$((RUN + 1))"
-    say "  $p: $J"
-    echo "rss $p $(field "$J" rss_mib)" >>"$WORK/wire.tsv"
+  say "[wire] RSS after 1000 CreateContainer: $SYNC_REPEATS x each plugin, rotating"
+  for ((i = 0; i < SYNC_REPEATS; i++)); do
+    for ((k = 0; k < NP; k++)); do
+      p="${PLUGINS[(i + k) % NP]}"
+      drive "$p" roundtrip --n 1000 --round 99 --rss-pid-file "$WORK/pid-$((RUN + 1))"
+      say "  $p: $J"
+      for f in rss_mib rss_anon_mib rss_file_mib; do
+        echo "$f $p $(field "$J" "$f")" >>"$WORK/wire.tsv"
+      done
+    done
   done
   python3 - "$WORK/wire.tsv" "$ROUNDS" "$N" "$SYNC_REPEATS" $((SECONDS - T)) >"$WORK/parts/wire.json" <<'EOT'
 import json, statistics, sys
@@ -387,8 +430,8 @@ for line in open(sys.argv[1]):
         sync.setdefault(f[1], {}).setdefault(f[2], []).append(float(f[3]))
     elif f[0] == "sync_plugin":
         plugin.setdefault(f[1], {}).setdefault(f[2], []).append(float(f[3]))
-    elif f[0] == "rss":
-        rss[f[1]] = float(f[2])
+    elif f[0] in ("rss_mib", "rss_anon_mib", "rss_file_mib"):
+        rss.setdefault(f[0], {}).setdefault(f[1], []).append(float(f[2]))
 med = lambda d: {p: {n: round(statistics.median(v), 2) for n, v in by.items()} for p, by in d.items()}
 sync, plugin = med(sync), med(plugin)
 print(json.dumps({
@@ -397,7 +440,8 @@ print(json.dumps({
     "sync_ms_go_baseline": sync["go_baseline"],
     "sync_ms_by_plugin": sync,
     "sync_plugin_ms": plugin,
-    "rss_mib": rss,
+    "rss_mib": {p: round(statistics.median(v), 2) for p, v in rss["rss_mib"].items()},
+    "rss_parts_mib": med({k: rss[k] for k in ("rss_anon_mib", "rss_file_mib")}),
     "meta": {"wire": {"rounds": int(sys.argv[2]), "requests_per_round": int(sys.argv[3]),
                       "sync_repeats": int(sys.argv[4]),
                       "runtime": "fake containerd v2.2.7 / NRI v0.11.0 (topolet_nri::fake_runtime)",
@@ -688,6 +732,11 @@ if "nri_roundtrip_us" in out:
             *([ratio(t, b)] if base else []))
     for q in ("median", "p99"):
         wire_row(f"NRI round trip {q} (us)", rt["topolet"][q], rt.get("base", {}).get(q), rt["go_baseline"][q])
+    if "socket_floor" in rt:
+        f = rt["socket_floor"]
+        row("  socket floor, no plugin: median / p99 (us)", f"{f['median']} / {f['p99']}",
+            *([""] if base else []), "", f"p99 {ratio(f['p99'], rt['go_baseline']['median'])} go median",
+            *([""] if base else []))
     sp, pl = out["sync_ms_by_plugin"], out.get("sync_plugin_ms", {})
     for n in ("1000", "10000"):
         wire_row(f"Synchronize {int(n):,} ctrs, end to end (ms)", sp["topolet"][n], sp.get("base", {}).get(n),
@@ -696,6 +745,10 @@ if "nri_roundtrip_us" in out:
             wire_row(f"  of which the plugin's handler (ms)", pl["topolet"][n], pl.get("base", {}).get(n), None)
     rss = out["rss_mib"]
     wire_row("RSS after 1,000 ctrs (MiB)", rss["topolet"], rss.get("base"), rss["go_baseline"])
+    for part, name in (("rss_anon_mib", "heap and stacks"), ("rss_file_mib", "binary and libraries")):
+        parts = out.get("rss_parts_mib", {}).get(part)
+        if parts:
+            wire_row(f"  of which {name} (MiB)", parts["topolet"], parts.get("base"), parts["go_baseline"])
 for plugin in ("topolet", "base"):
     key = "event_us" + ("" if plugin == "topolet" else "_base")
     if key not in out:

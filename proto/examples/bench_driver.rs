@@ -9,8 +9,9 @@
 //!   then N sequential CreateContainer requests with kubelet-shaped pods (Guaranteed / Burstable /
 //!   BestEffort mix, new pod every other container), each timed around the ttrpc call under the
 //!   NRI lock as containerd holds it. Appends per-request ns to FILE; with `--rss-pid-file`, reads
-//!   the VmRSS of the pid written in F (the plugin, started after the driver) after the last
-//!   request. Prints `{"n","median_us","p99_us","adjusted"[,"rss_mib"]}` (`adjusted`: replies
+//!   the VmRSS, RssAnon and RssFile of the pid written in F (the plugin, started after the driver)
+//!   after the last request. Prints `{"n","median_us","p99_us","adjusted"[,"rss_mib",
+//!   "rss_anon_mib","rss_file_mib"]}` (`adjusted`: replies
 //!   carrying a Linux adjustment). With `--extra-pod CGROUP_PARENT:ID`, first announces, creates and
 //!   starts one more BestEffort container `ID` in a pod of that cgroup parent (untimed; hack/bench.sh
 //!   gives it a real cgroup and a 200,000-entry writable layer for the eviction loop to measure).
@@ -36,6 +37,14 @@
 //!   only the churn events count. Quantiles are computed as Prometheus' `histogram_quantile` does
 //!   (linear interpolation inside the bucket that holds the rank). Prints
 //!   `{"live","churn_pods","managed_containers","all":{"n","median_us","p99_us"},"by_event":{…}}`.
+//! * `floor --socket S --n N [--samples FILE]` with `echo --socket S` as the peer: the machine's
+//!   floor under any plugin's round trip. `floor` binds S and, once `echo` (started by the caller,
+//!   a second process) connects, sends N frames the size of `roundtrip`'s CreateContainer request
+//!   one by one on the same kind of runtime (tokio, current thread) and times each until the
+//!   reply frame (the size of a CreateContainer reply carrying a cpuset adjustment) is read back.
+//!   `echo` answers on one blocking thread: no NRI, no ttrpc, no allocation per frame. What this
+//!   measures is two processes passing a message each way through a Unix socket, the kernel's
+//!   part of every NRI round trip. Prints `{"n","median_us","p99_us"}`.
 //! * `stats FILE...`: median and p99 over the ns samples in FILEs (`{"n","median_us","p99_us"}`).
 
 use std::collections::{BTreeMap, HashMap};
@@ -87,6 +96,18 @@ fn main() -> Res<()> {
             let s = LatencyStats::from_samples(&samples).ok_or("no samples")?;
             println!("{}", stats_json(&s));
             Ok(())
+        }
+        "echo" => {
+            let socket = opts.get("socket").ok_or("--socket is required")?;
+            run_echo(socket)
+        }
+        "floor" => {
+            let socket = opts.get("socket").ok_or("--socket is required")?.clone();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let samples = opts.get("samples").cloned();
+            rt.block_on(run_floor(&socket, num("n", 2000)?, samples))
         }
         "roundtrip" | "sync" | "events" => {
             let socket = opts.get("socket").ok_or("--socket is required")?.clone();
@@ -145,7 +166,7 @@ fn main() -> Res<()> {
 fn usage() -> Box<dyn std::error::Error> {
     "usage: bench_driver roundtrip|sync|events --socket S [--n N --round R --samples F \
      --rss-pid-file F --extra-pod PARENT:ID --exclusive-every K | --containers N [--metrics-log F] | --live N \
-     --churn M --metrics-log F] | stats FILE..."
+     --churn M --metrics-log F] | floor --socket S [--n N --samples F] | echo --socket S | stats FILE..."
         .into()
 }
 
@@ -243,15 +264,7 @@ async fn run_roundtrip(
         }
     }
     if let Some(f) = samples {
-        let mut out = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(f)?;
-        let mut buf = String::new();
-        for d in &lat {
-            buf.push_str(&format!("{}\n", d.as_nanos()));
-        }
-        out.write_all(buf.as_bytes())?;
+        append_samples(&f, &lat)?;
     }
     let s = LatencyStats::from_samples(&lat).ok_or("no samples")?;
     let mut json = stats_json(&s);
@@ -266,17 +279,153 @@ async fn run_roundtrip(
     if let Some(f) = rss_pid_file {
         let pid = std::fs::read_to_string(f)?.trim().to_string();
         let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-        let kib: f64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next())
-            .ok_or("no VmRSS")?
-            .parse()?;
         json.pop();
-        json.push_str(&format!(",\"rss_mib\":{:.1}}}", kib / 1024.0));
+        // VmRSS, and what it is made of: the heap and stacks (RssAnon), the binary's and
+        // libraries' pages (RssFile).
+        for (field, key) in [
+            ("VmRSS", "rss_mib"),
+            ("RssAnon", "rss_anon_mib"),
+            ("RssFile", "rss_file_mib"),
+        ] {
+            json.push_str(&format!(
+                ",\"{key}\":{:.2}",
+                status_kib(&status, field)? / 1024.0
+            ));
+        }
+        json.push('}');
     }
     println!("{json}");
     Ok(())
+}
+
+/// Appends `lat` to the samples file `f`, one duration in ns per line.
+fn append_samples(f: &str, lat: &[Duration]) -> Res<()> {
+    let mut out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(f)?;
+    let mut buf = String::new();
+    for d in lat {
+        buf.push_str(&format!("{}\n", d.as_nanos()));
+    }
+    out.write_all(buf.as_bytes())?;
+    Ok(())
+}
+
+/// The size of a CreateContainer reply adjusting cpuset, mems, shares, quota, period, memory
+/// limit, oom_score_adj and the pids limit (what topolet sends a Burstable container).
+fn create_reply_bytes() -> Res<usize> {
+    let cpu = api::LinuxCPU {
+        shares: opt_u64(512),
+        quota: opt_i64(50_000),
+        period: opt_u64(100_000),
+        cpus: "1-3".into(),
+        mems: "0".into(),
+        ..Default::default()
+    };
+    let memory = api::LinuxMemory {
+        limit: opt_i64(256 << 20),
+        ..Default::default()
+    };
+    let resources = api::LinuxResources {
+        cpu: MessageField::some(cpu),
+        memory: MessageField::some(memory),
+        pids: MessageField::some(api::LinuxPids {
+            limit: 1024,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let linux = api::LinuxContainerAdjustment {
+        resources: MessageField::some(resources),
+        oom_score_adj: MessageField::some(api::OptionalInt {
+            value: 999,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let resp = api::CreateContainerResponse {
+        adjust: MessageField::some(api::ContainerAdjustment {
+            linux: MessageField::some(linux),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Ok(resp.write_to_bytes()?.len())
+}
+
+/// The size of the first CreateContainer request `roundtrip` sends.
+fn create_request_bytes() -> Res<usize> {
+    let pod = sandbox(0, 0);
+    let req = api::CreateContainerRequest {
+        container: MessageField::some(container(&pod, 0, api::ContainerState::CONTAINER_CREATED)),
+        pod: MessageField::some(pod),
+        ..Default::default()
+    };
+    Ok(req.write_to_bytes()?.len())
+}
+
+/// `floor`: N timed frames to the `echo` peer, each answered with a reply's worth of bytes. The
+/// reply's size travels in the first frame's first byte after the length (echo cannot know it).
+async fn run_floor(socket: &str, n: usize, samples: Option<String>) -> Res<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::UnixListener::bind(socket)?;
+    let (mut s, _) = tokio::time::timeout(ACCEPT_TIMEOUT, listener.accept())
+        .await
+        .map_err(|_| "no echo peer connected")??;
+    let (size, reply_size) = (create_request_bytes()?, create_reply_bytes()?);
+    let mut frame = vec![0u8; 4 + size];
+    frame[..4].copy_from_slice(&u32::try_from(size)?.to_be_bytes());
+    frame[4..8].copy_from_slice(&u32::try_from(reply_size)?.to_be_bytes());
+    let mut reply = vec![0u8; 4 + reply_size];
+    let mut lat = Vec::with_capacity(n);
+    for _ in 0..n {
+        let start = Instant::now();
+        s.write_all(&frame).await?;
+        s.read_exact(&mut reply).await?;
+        lat.push(start.elapsed());
+    }
+    drop(s);
+    if let Some(f) = samples {
+        append_samples(&f, &lat)?;
+    }
+    let st = LatencyStats::from_samples(&lat).ok_or("no samples")?;
+    println!("{}", stats_json(&st));
+    Ok(())
+}
+
+/// `echo`: connects to `socket` and answers every length-prefixed frame with a frame of the
+/// size its first four bytes name, until the other side closes.
+fn run_echo(socket: &str) -> Res<()> {
+    let mut s = std::os::unix::net::UnixStream::connect(socket)?;
+    let (mut buf, mut reply) = (Vec::new(), Vec::new());
+    loop {
+        let mut len = [0u8; 4];
+        match s.read_exact(&mut len) {
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+            r => r?,
+        }
+        buf.resize(usize::try_from(u32::from_be_bytes(len))?, 0);
+        s.read_exact(&mut buf)?;
+        let want: [u8; 4] = buf
+            .get(..4)
+            .and_then(|b| b.try_into().ok())
+            .ok_or("echo: a frame shorter than its reply size")?;
+        let n = usize::try_from(u32::from_be_bytes(want))?;
+        reply.resize(4 + n, 0);
+        reply[..4].copy_from_slice(&want);
+        s.write_all(&reply)?;
+    }
+}
+
+/// The value in KiB of `field` (`VmRSS`, `RssAnon`, …) of a `/proc/<pid>/status` text.
+fn status_kib(status: &str, field: &str) -> Res<f64> {
+    Ok(status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next())
+        .ok_or_else(|| format!("no {field} in /proc/<pid>/status"))?
+        .parse()?)
 }
 
 /// Announces, creates and starts BestEffort container `id` in a pod of cgroup parent `parent`.

@@ -29,8 +29,8 @@
 //! - **Only created or running containers are sent updates.** A stopped container leaves the
 //!   update set at StopContainer.
 //!
-//! Pod and key indexes keep the per-event queries (a pod's containers, a restarted container's
-//! successor) independent of the number of live containers.
+//! A pod index keeps the per-event queries (a pod's containers, a restarted container's
+//! successor among them) independent of the number of live containers.
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -228,7 +228,7 @@ pub struct BatchOutcome {
     pub stale_connection: bool,
 }
 
-/// The container ids of one pod or one key, sorted: a handful each, so a sorted `Vec` (one
+/// The container ids of one pod, sorted: a handful each, so a sorted `Vec` (one
 /// allocation) rather than a tree (a node of eleven slots per set, ten thousand sets on a
 /// 10,000-container node).
 #[derive(Debug, Default, Clone)]
@@ -269,7 +269,6 @@ impl IdSet {
 pub struct ContainerCache {
     records: HashMap<String, Record>,
     by_pod: HashMap<String, IdSet>,
-    by_key: HashMap<ContainerKey, IdSet>,
     outbox: Outbox,
     in_flight: Option<Batch>,
     connection: u64,
@@ -283,7 +282,6 @@ impl ContainerCache {
         ContainerCache {
             records: HashMap::new(),
             by_pod: HashMap::new(),
-            by_key: HashMap::new(),
             outbox: Outbox::new(now),
             in_flight: None,
             connection: 0,
@@ -352,14 +350,7 @@ impl ContainerCache {
             .map(IdSet::into_vec)
             .unwrap_or_default()
         {
-            if let Some(r) = self.records.remove(&id) {
-                if let Some(ids) = self.by_key.get_mut(&r.view.key) {
-                    ids.remove(&id);
-                    if ids.is_empty() {
-                        self.by_key.remove(&r.view.key);
-                    }
-                }
-            }
+            self.records.remove(&id);
             self.outbox.remove(&id);
         }
         let gone: Vec<ContainerKey> = container_key::keys_of_pod(&self.left_alone, uid)
@@ -382,14 +373,14 @@ impl ContainerCache {
     }
 
     /// True when another container than `id` has `id`'s key (a restarted container: same pod
-    /// and name, new id).
+    /// and name, new id). Asked of the pod's own few ids: a key index would cost an entry per
+    /// container for a question asked once per StopContainer.
     pub fn has_successor(&self, id: &str) -> bool {
         let Some(r) = self.records.get(id) else {
             return false;
         };
-        self.by_key
-            .get(&r.view.key)
-            .is_some_and(|ids| ids.iter().any(|o| o != id))
+        self.pod(&r.view.key.pod_uid)
+            .any(|(o, other)| o != id && other.view.key == r.view.key)
     }
 
     fn index(&mut self, id: &str, key: &ContainerKey) {
@@ -399,12 +390,6 @@ impl ContainerCache {
                 self.by_pod.insert(key.pod_uid.clone(), IdSet::of(id));
             }
         }
-        match self.by_key.get_mut(key) {
-            Some(ids) => ids.insert(id),
-            None => {
-                self.by_key.insert(key.clone(), IdSet::of(id));
-            }
-        }
     }
 
     fn unindex(&mut self, id: &str, key: &ContainerKey) {
@@ -412,12 +397,6 @@ impl ContainerCache {
             ids.remove(id);
             if ids.is_empty() {
                 self.by_pod.remove(&key.pod_uid);
-            }
-        }
-        if let Some(ids) = self.by_key.get_mut(key) {
-            ids.remove(id);
-            if ids.is_empty() {
-                self.by_key.remove(key);
             }
         }
     }
@@ -484,9 +463,7 @@ impl ContainerCache {
         self.in_flight = None;
         self.synced = true;
         self.by_pod.clear();
-        self.by_key.clear();
         let old = std::mem::replace(&mut self.records, HashMap::with_capacity(records.len()));
-        self.by_key.reserve(records.len());
         for (id, mut r) in records {
             if let Some(o) = old.get(&id) {
                 r.generation = o.generation + 1;
@@ -907,7 +884,7 @@ mod tests {
     }
 
     #[test]
-    fn pod_and_key_indexes_follow_inserts_and_removals() {
+    fn the_pod_index_and_successors_follow_inserts_and_removals() {
         let t0 = Instant::now();
         let mut c = cache(t0);
         assert_eq!(c.pod_ids("p").cloned().collect::<Vec<_>>(), ["a", "b"]);

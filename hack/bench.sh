@@ -306,6 +306,9 @@ start_plugin() {
       "${BIN[$1]}" run --config "$dir/topolet.toml" --log-file "$dir/topolet.log" 2>"$dir/stderr" &
       ;;
     go_baseline) "$GO_BASELINE" --socket "$2" --idx 60 >"$dir/stderr" 2>&1 & ;;
+    # Not a plugin: the peer of the driver's `floor` mode (the socket floor; a failure of it
+    # fails the driver, which reads its replies).
+    socket_floor) "$DRIVER" echo --socket "$2" >"$dir/stderr" 2>&1 & ;;
     *) die "unknown plugin $1" ;;
   esac
   PLUGIN_PID=$!
@@ -336,27 +339,6 @@ drive() {
   J="$(cat "$out")"
 }
 
-# drive_floor ARGS...: the socket floor, measured as `drive` measures a plugin: the driver's
-# `floor` mode on a fresh socket, its `echo` peer a second process started on it; sets J.
-drive_floor() {
-  RUN=$((RUN + 1))
-  local sock="$WORK/nri-$RUN.sock" out="$WORK/driver-$RUN.json" err="$WORK/driver-$RUN.err"
-  "$DRIVER" floor --socket "$sock" "$@" >"$out" 2>"$err" &
-  DRIVER_PID=$!
-  local deadline=$((SECONDS + 10))
-  until [[ -S "$sock" ]]; do
-    ((SECONDS < deadline)) || die "driver did not bind $sock: $(cat "$err")"
-    sleep 0.02
-  done
-  "$DRIVER" echo --socket "$sock" 2>"$WORK/echo-$RUN.err" &
-  PLUGIN_PID=$!
-  wait "$DRIVER_PID" || die "driver floor failed: $(cat "$err")"
-  DRIVER_PID=""
-  wait "$PLUGIN_PID" || die "the floor's echo peer failed: $(cat "$WORK/echo-$RUN.err")"
-  PLUGIN_PID=""
-  J="$(cat "$out")"
-}
-
 # field JSON KEY: a number from the driver's one-line JSON.
 field() { sed -E "s/.*\"$2\":([0-9.]+).*/\1/" <<<"$1"; }
 # median of the numbers given
@@ -376,7 +358,7 @@ if part wire; then
     for ((k = 0; k < NP + 1; k++)); do
       p="${RT[(r + k) % (NP + 1)]}"
       if [[ "$p" == socket_floor ]]; then
-        drive_floor --n "$N" --samples "$WORK/samples-$p"
+        drive "$p" floor --n "$N" --samples "$WORK/samples-$p"
       else
         drive "$p" roundtrip --n "$N" --round "$r" --samples "$WORK/samples-$p"
       fi

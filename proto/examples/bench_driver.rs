@@ -45,6 +45,12 @@
 //!   `echo` answers on one blocking thread: no NRI, no ttrpc, no allocation per frame. What this
 //!   measures is two processes passing a message each way through a Unix socket, the kernel's
 //!   part of every NRI round trip. Prints `{"n","median_us","p99_us"}`.
+//! * `sdk --socket S`: not a runtime but the SDK floor, a plugin: dials S (a `roundtrip` driver's
+//!   socket) with this crate's [`topolet_nri::Stub`] on the runtime shape topolet runs (tokio, one
+//!   worker) and answers every CreateContainer with a fixed adjustment of the fields the Go
+//!   baseline sets (shares from the request, quota, cpuset cpus and mems, oom_score_adj, pids
+//!   limit), computed from nothing else. Between the socket floor and topolet: what the mux, ttrpc
+//!   and protobuf of this SDK cost without topolet's handler. Exits when the driver closes.
 //! * `stats FILE...`: median and p99 over the ns samples in FILEs (`{"n","median_us","p99_us"}`).
 
 use std::collections::{BTreeMap, HashMap};
@@ -96,6 +102,14 @@ fn main() -> Res<()> {
             let s = LatencyStats::from_samples(&samples).ok_or("no samples")?;
             println!("{}", stats_json(&s));
             Ok(())
+        }
+        "sdk" => {
+            let socket = opts.get("socket").ok_or("--socket is required")?.clone();
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()?;
+            rt.block_on(run_sdk_floor(&socket))
         }
         "echo" => {
             let socket = opts.get("socket").ok_or("--socket is required")?;
@@ -166,7 +180,7 @@ fn main() -> Res<()> {
 fn usage() -> Box<dyn std::error::Error> {
     "usage: bench_driver roundtrip|sync|events --socket S [--n N --round R --samples F \
      --rss-pid-file F --extra-pod PARENT:ID --exclusive-every K | --containers N [--metrics-log F] | --live N \
-     --churn M --metrics-log F] | floor --socket S [--n N --samples F] | echo --socket S | stats FILE..."
+     --churn M --metrics-log F] | floor --socket S [--n N --samples F] | echo --socket S | sdk --socket S | stats FILE..."
         .into()
 }
 
@@ -396,6 +410,67 @@ async fn run_floor(socket: &str, n: usize, samples: Option<String>) -> Res<()> {
 
 /// `echo`: connects to `socket` and answers every length-prefixed frame with a frame of the
 /// size its first four bytes name, until the other side closes.
+/// The SDK floor's plugin: a fixed adjustment for every CreateContainer.
+struct SdkFloor;
+
+#[async_trait::async_trait]
+impl topolet_nri::Plugin for SdkFloor {
+    fn events(&self) -> EventMask {
+        EventMask::of(&[Event::CREATE_CONTAINER])
+    }
+    async fn create_container(
+        &self,
+        req: api::CreateContainerRequest,
+    ) -> topolet_nri::PluginResult<api::CreateContainerResponse> {
+        let shares = req
+            .container
+            .linux
+            .resources
+            .cpu
+            .shares
+            .as_ref()
+            .map_or(1024, |s| s.value);
+        let cpu = api::LinuxCPU {
+            shares: opt_u64(shares),
+            quota: opt_i64(-1),
+            cpus: "1".to_string(),
+            mems: "0".to_string(),
+            ..Default::default()
+        };
+        let resources = api::LinuxResources {
+            cpu: MessageField::some(cpu),
+            pids: MessageField::some(api::LinuxPids {
+                limit: 1024,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let linux = api::LinuxContainerAdjustment {
+            resources: MessageField::some(resources),
+            oom_score_adj: MessageField::some(api::OptionalInt {
+                value: 0,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        Ok(api::CreateContainerResponse {
+            adjust: MessageField::some(api::ContainerAdjustment {
+                linux: MessageField::some(linux),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    }
+}
+
+async fn run_sdk_floor(socket: &str) -> Res<()> {
+    let mut config = topolet_nri::StubConfig::new("sdk-floor", "40", socket)?;
+    config.reconnect = false;
+    let stub = topolet_nri::Stub::new(std::sync::Arc::new(SdkFloor), config)?;
+    stub.run().await?;
+    Ok(())
+}
+
 fn run_echo(socket: &str) -> Res<()> {
     let mut s = std::os::unix::net::UnixStream::connect(socket)?;
     let (mut buf, mut reply) = (Vec::new(), Vec::new());

@@ -16,7 +16,7 @@
 #   sync_ms           {"1000","10000"}                                 topolet Synchronize        [wire]
 #   sync_ms_go_baseline {"1000","10000"}  the same Synchronize into the Go baseline (which ignores it:
 #                     the wire + decode floor, including the driver's own encoding)           [wire]
-#   sync_ms_by_plugin {PLUGIN: {"1000","10000"}} end to end; sync_plugin_ms {topolet|base: {...}} the
+#   sync_ms_by_plugin {PLUGIN|"sdk_floor": {"1000","10000"}} end to end; sync_plugin_ms {topolet|base: {...}} the
 #                     plugin's own Synchronize handling (its histogram's _sum, one observation) [wire]
 #   rss_mib           {PLUGIN}               VmRSS after 1,000 containers, median of BENCH_SYNC_REPEATS [wire]
 #   rss_parts_mib     {"rss_anon_mib"|"rss_file_mib": {PLUGIN}}  what it is made of: heap and stacks,
@@ -378,11 +378,15 @@ if part wire; then
     echo "rt_p99 $p $(field "$j" p99_us)" >>"$WORK/wire.tsv"
   done
 
-  say "[wire] Synchronize: $SYNC_REPEATS x {1000, 10000} containers into a fresh plugin, rotating"
+  # sdk_floor: the SDK decoding the request as it does for topolet (the same skipped fields) and
+  # answering with no updates; topolet's figure less this is its handler and its reply.
+  SYNC_RT=("${PLUGINS[@]}" sdk_floor)
+  NS=${#SYNC_RT[@]}
+  say "[wire] Synchronize: $SYNC_REPEATS x {1000, 10000} containers into a fresh plugin (${SYNC_RT[*]}), rotating"
   for size in 1000 10000; do
     for ((i = 0; i < SYNC_REPEATS; i++)); do
-      for ((k = 0; k < NP; k++)); do
-        p="${PLUGINS[(i + k) % NP]}"
+      for ((k = 0; k < NS; k++)); do
+        p="${SYNC_RT[(i + k) % NS]}"
         if is_topolet "$p"; then
           METRICS=on
           drive "$p" sync --containers "$size" --metrics-log "$WORK/run$((RUN + 1))/topolet.log"
@@ -733,6 +737,10 @@ if "nri_roundtrip_us" in out:
                  sp["go_baseline"][n])
         if n in pl.get("topolet", {}):
             wire_row(f"  of which the plugin's handler (ms)", pl["topolet"][n], pl.get("base", {}).get(n), None)
+        if n in sp.get("sdk_floor", {}):
+            f = sp["sdk_floor"][n]
+            row("  SDK floor, decode and empty reply (ms)", f, *([""] if base else []), "",
+                f"{ratio(f, sp['go_baseline'][n])} go", *([""] if base else []))
     rss = out["rss_mib"]
     wire_row("RSS after 1,000 ctrs (MiB)", rss["topolet"], rss.get("base"), rss["go_baseline"])
     for part, name in (("rss_anon_mib", "heap and stacks"), ("rss_file_mib", "binary and libraries")):

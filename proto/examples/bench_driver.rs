@@ -49,7 +49,8 @@
 //!   socket) with this crate's [`topolet_nri::Stub`] on the runtime shape topolet runs (tokio, one
 //!   worker) and answers every CreateContainer with a fixed adjustment of the fields the Go
 //!   baseline sets (shares from the request, quota, cpuset cpus and mems, oom_score_adj, pids
-//!   limit), computed from nothing else. Between the socket floor and topolet: what the mux, ttrpc
+//!   limit), computed from nothing else; a Synchronize is decoded without the container fields
+//!   topolet skips and answered with no updates. Between the socket floor and topolet: what the mux, ttrpc
 //!   and protobuf of this SDK cost without topolet's handler. Exits when the driver closes.
 //! * `stats FILE...`: median and p99 over the ns samples in FILEs (`{"n","median_us","p99_us"}`).
 
@@ -417,6 +418,12 @@ struct SdkFloor;
 impl topolet_nri::Plugin for SdkFloor {
     fn events(&self) -> EventMask {
         EventMask::of(&[Event::CREATE_CONTAINER])
+    }
+    /// topolet's skips, so a Synchronize costs the SDK what it costs under topolet (decoded,
+    /// then answered with no updates).
+    fn synchronize_skips(&self) -> topolet_nri::ContainerFields {
+        use topolet_nri::ContainerFields as F;
+        F::ARGS | F::ENV | F::MOUNTS | F::HOOKS | F::RLIMITS
     }
     async fn create_container(
         &self,

@@ -60,7 +60,9 @@
 # Sync: BENCH_SYNC_REPEATS Synchronize calls of 1,000 and 10,000 running containers (2 per pod,
 # paged like containerd when the request exceeds ttrpc's 4 MiB limit), each into a fresh plugin,
 # alternating; the median per plugin is reported. The timing spans the driver's own encoding too,
-# so the Go baseline's figure (it ignores Synchronize) is the floor topolet's is to be read against.
+# so the Go baseline's figure (it ignores Synchronize) is the floor topolet's is to be read against;
+# the SDK floor, in the same rotation, decodes the request as the SDK does for topolet (the same
+# container fields skipped) and answers with no updates: topolet's figure less its is topolet's.
 # RSS: VmRSS, RssAnon and RssFile from /proc/<pid>/status right after 1,000 CreateContainer into a
 # fresh plugin, BENCH_SYNC_REPEATS times per plugin, rotating; the medians are reported.
 # [events] The driver (mode `events`) brings a fresh topolet (metrics on 127.0.0.1:0, address read

@@ -8,11 +8,13 @@
 #        BENCH_BASE_BIN=/a/topolet BENCH_TOPOLET_BIN=/b/topolet hack/bench.sh   (two binaries)
 #
 # Prints one table and writes target/bench/bench.json (ms / µs / MiB as the key says):
-#   nri_roundtrip_us  {PLUGIN|"sdk_floor"|"socket_floor": {"median","p99"}}  CreateContainer round trip
-#                     (socket_floor: two processes passing a request- and a reply-sized frame
-#                     through a Unix socket, no plugin: the machine's floor under every plugin;
-#                     sdk_floor: a plugin on topolet's NRI SDK, topolet's runtime shape, answering
-#                     with a fixed adjustment: the SDK's floor under topolet)                  [wire]
+#   nri_roundtrip_us  {PLUGIN|"sdk_floor"|"bare_floor"|"socket_floor": {"median","p99"}}  CreateContainer
+#                     round trip (socket_floor: two processes passing a request- and a reply-sized
+#                     frame through a Unix socket, no plugin: the machine's floor under every
+#                     plugin; bare_floor: the cheapest plugin that still speaks NRI, one blocking
+#                     thread decoding the request and encoding a fixed adjustment; sdk_floor: a
+#                     plugin on topolet's NRI SDK, topolet's runtime shape, the same answer: the
+#                     SDK's floor under topolet)                                               [wire]
 #   sync_ms           {"1000","10000"}                                 topolet Synchronize        [wire]
 #   sync_ms_go_baseline {"1000","10000"}  the same Synchronize into the Go baseline (which ignores it:
 #                     the wire + decode floor, including the driver's own encoding)           [wire]
@@ -54,9 +56,11 @@
 # drift and machine noise hit both; median and p99 over all samples of a plugin pooled. In the same
 # rotation, the socket floor: the driver's `floor` mode against its `echo` peer, the same number of
 # request- and reply-sized frames through a Unix socket between two processes with no plugin, so a
-# plugin's p99 can be read against what the machine itself adds; and the SDK floor: the driver's
-# `sdk` mode as the plugin (topolet_nri's stub and a handler that builds the Go baseline's fixed
-# adjustment), so topolet's figure splits into the SDK's part and its own handler's.
+# plugin's p99 can be read against what the machine itself adds; the bare floor: the driver's
+# `bare` mode as the plugin (a blocking thread that cuts frames itself and decodes and encodes
+# protobuf, what any plugin must do); and the SDK floor: the driver's `sdk` mode as the plugin
+# (topolet_nri's stub and a handler that builds the Go baseline's fixed adjustment), so topolet's
+# figure splits into the machine's part, the protocol's, the SDK's and its own handler's.
 # Sync: BENCH_SYNC_REPEATS Synchronize calls of 1,000 and 10,000 running containers (2 per pod,
 # paged like containerd when the request exceeds ttrpc's 4 MiB limit), each into a fresh plugin,
 # alternating; the median per plugin is reported. The timing spans the driver's own encoding too,
@@ -317,6 +321,8 @@ start_plugin() {
     socket_floor) "$DRIVER" echo --socket "$2" >"$dir/stderr" 2>&1 & ;;
     # A plugin on the SDK alone (bench_driver's `sdk` mode): the SDK floor.
     sdk_floor) "$DRIVER" sdk --socket "$2" >"$dir/stderr" 2>&1 & ;;
+    # The cheapest plugin that speaks NRI (bench_driver's `bare` mode): the bare floor.
+    bare_floor) "$DRIVER" bare --socket "$2" >"$dir/stderr" 2>&1 & ;;
     *) die "unknown plugin $1" ;;
   esac
   PLUGIN_PID=$!
@@ -360,8 +366,9 @@ if part wire; then
   : >"$WORK/wire.tsv" # lines: FIGURE PLUGIN [SIZE] VALUE
   say "[wire] NRI round trip: $ROUNDS rounds x $N CreateContainer per plugin (${PLUGINS[*]}), rotating"
   # In the same rotation: socket_floor, no plugin, the kernel's part of a round trip (bench_driver
-  # floor/echo), and sdk_floor, the SDK's part (bench_driver sdk as the plugin).
-  RT=("${PLUGINS[@]}" sdk_floor socket_floor)
+  # floor/echo); bare_floor, what any plugin adds (bench_driver bare as the plugin); sdk_floor,
+  # what the SDK adds (bench_driver sdk as the plugin).
+  RT=("${PLUGINS[@]}" sdk_floor bare_floor socket_floor)
   NRT=${#RT[@]}
   for ((r = 0; r < ROUNDS; r++)); do
     for ((k = 0; k < NRT; k++)); do
@@ -727,7 +734,8 @@ if "nri_roundtrip_us" in out:
             *([ratio(t, b)] if base else []))
     for q in ("median", "p99"):
         wire_row(f"NRI round trip {q} (us)", rt["topolet"][q], rt.get("base", {}).get(q), rt["go_baseline"][q])
-    for key, name in (("sdk_floor", "SDK floor, fixed reply"), ("socket_floor", "socket floor, no plugin")):
+    for key, name in (("sdk_floor", "SDK floor, fixed reply"), ("bare_floor", "bare floor, one thread"),
+                      ("socket_floor", "socket floor, no plugin")):
         if key in rt:
             f = rt[key]
             row(f"  {name}: median / p99 (us)", f"{f['median']} / {f['p99']}",

@@ -52,6 +52,11 @@
 //!   limit), computed from nothing else; a Synchronize is decoded without the container fields
 //!   topolet skips and answered with no updates. Between the socket floor and topolet: what the mux, ttrpc
 //!   and protobuf of this SDK cost without topolet's handler. Exits when the driver closes.
+//! * `bare --socket S`: the bare floor, a plugin too, the cheapest one that still speaks NRI: one
+//!   blocking thread, no async runtime and no ttrpc server; it cuts mux frames and ttrpc messages
+//!   itself, registers, answers Configure and Synchronize, and decodes every CreateContainer and
+//!   answers it with the SDK floor's adjustment (protobuf both ways, as every plugin must).
+//!   Between the socket floor and the SDK floor: what any plugin pays on top of the kernel.
 //! * `stats FILE...`: median and p99 over the ns samples in FILEs (`{"n","median_us","p99_us"}`).
 
 use std::collections::{BTreeMap, HashMap};
@@ -111,6 +116,10 @@ fn main() -> Res<()> {
                 .enable_all()
                 .build()?;
             rt.block_on(run_sdk_floor(&socket))
+        }
+        "bare" => {
+            let socket = opts.get("socket").ok_or("--socket is required")?;
+            run_bare(socket)
         }
         "echo" => {
             let socket = opts.get("socket").ok_or("--socket is required")?;
@@ -181,7 +190,7 @@ fn main() -> Res<()> {
 fn usage() -> Box<dyn std::error::Error> {
     "usage: bench_driver roundtrip|sync|events --socket S [--n N --round R --samples F \
      --rss-pid-file F --extra-pod PARENT:ID --exclusive-every K | --containers N [--metrics-log F] | --live N \
-     --churn M --metrics-log F] | floor --socket S [--n N --samples F] | echo --socket S | sdk --socket S | stats FILE..."
+     --churn M --metrics-log F] | floor --socket S [--n N --samples F] | echo --socket S | sdk --socket S | bare --socket S | stats FILE..."
         .into()
 }
 
@@ -429,44 +438,50 @@ impl topolet_nri::Plugin for SdkFloor {
         &self,
         req: api::CreateContainerRequest,
     ) -> topolet_nri::PluginResult<api::CreateContainerResponse> {
-        let shares = req
-            .container
-            .linux
-            .resources
-            .cpu
-            .shares
-            .as_ref()
-            .map_or(1024, |s| s.value);
-        let cpu = api::LinuxCPU {
-            shares: opt_u64(shares),
-            quota: opt_i64(-1),
-            cpus: "1".to_string(),
-            mems: "0".to_string(),
+        Ok(fixed_adjustment(&req))
+    }
+}
+
+/// The floors' answer to a CreateContainer: the fields the Go baseline sets (shares from the
+/// request, quota, cpuset cpus and mems, oom_score_adj, pids limit), computed from nothing else.
+fn fixed_adjustment(req: &api::CreateContainerRequest) -> api::CreateContainerResponse {
+    let shares = req
+        .container
+        .linux
+        .resources
+        .cpu
+        .shares
+        .as_ref()
+        .map_or(1024, |s| s.value);
+    let cpu = api::LinuxCPU {
+        shares: opt_u64(shares),
+        quota: opt_i64(-1),
+        cpus: "1".to_string(),
+        mems: "0".to_string(),
+        ..Default::default()
+    };
+    let resources = api::LinuxResources {
+        cpu: MessageField::some(cpu),
+        pids: MessageField::some(api::LinuxPids {
+            limit: 1024,
             ..Default::default()
-        };
-        let resources = api::LinuxResources {
-            cpu: MessageField::some(cpu),
-            pids: MessageField::some(api::LinuxPids {
-                limit: 1024,
-                ..Default::default()
-            }),
+        }),
+        ..Default::default()
+    };
+    let linux = api::LinuxContainerAdjustment {
+        resources: MessageField::some(resources),
+        oom_score_adj: MessageField::some(api::OptionalInt {
+            value: 0,
             ..Default::default()
-        };
-        let linux = api::LinuxContainerAdjustment {
-            resources: MessageField::some(resources),
-            oom_score_adj: MessageField::some(api::OptionalInt {
-                value: 0,
-                ..Default::default()
-            }),
+        }),
+        ..Default::default()
+    };
+    api::CreateContainerResponse {
+        adjust: MessageField::some(api::ContainerAdjustment {
+            linux: MessageField::some(linux),
             ..Default::default()
-        };
-        Ok(api::CreateContainerResponse {
-            adjust: MessageField::some(api::ContainerAdjustment {
-                linux: MessageField::some(linux),
-                ..Default::default()
-            }),
-            ..Default::default()
-        })
+        }),
+        ..Default::default()
     }
 }
 
@@ -475,6 +490,120 @@ async fn run_sdk_floor(socket: &str) -> Res<()> {
     config.reconnect = false;
     let stub = topolet_nri::Stub::new(std::sync::Arc::new(SdkFloor), config)?;
     stub.run().await?;
+    Ok(())
+}
+
+/// ttrpc message types (the 10-byte ttrpc header's `type`).
+const TTRPC_REQUEST: u8 = 1;
+const TTRPC_RESPONSE: u8 = 2;
+/// The runtime's view of one connection from the bare floor's side: mux frames in and out,
+/// ttrpc messages reassembled per conn.
+struct BareConn {
+    s: std::os::unix::net::UnixStream,
+    /// Bytes of conn 1 (the Plugin service) received and not yet cut into messages.
+    pending: Vec<u8>,
+    frame: Vec<u8>,
+}
+
+impl BareConn {
+    /// The next ttrpc message on conn 1: (stream id, type, payload); `None` at EOF.
+    fn next(&mut self) -> Res<Option<(u32, u8, Vec<u8>)>> {
+        loop {
+            if let Some(h) = self.pending.get(..10) {
+                let len = usize::try_from(u32::from_be_bytes([h[0], h[1], h[2], h[3]]))?;
+                let (sid, ty) = (u32::from_be_bytes([h[4], h[5], h[6], h[7]]), h[8]);
+                if self.pending.len() >= 10 + len {
+                    let body = self.pending[10..10 + len].to_vec();
+                    self.pending.drain(..10 + len);
+                    return Ok(Some((sid, ty, body)));
+                }
+            }
+            let mut h = [0u8; topolet_nri::mux::HEADER_LEN];
+            match self.s.read_exact(&mut h) {
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+                r => r?,
+            }
+            let (conn, len) = topolet_nri::mux::decode_header(&h)?;
+            self.frame.resize(len, 0);
+            self.s.read_exact(&mut self.frame)?;
+            // Conn 2 carries only the runtime's reply to RegisterPlugin: nothing to read in it.
+            if conn == topolet_nri::mux::PLUGIN_SERVICE_CONN {
+                self.pending.extend_from_slice(&self.frame);
+            }
+        }
+    }
+
+    /// Sends one ttrpc message as one mux frame.
+    fn send(&mut self, conn: u32, sid: u32, ty: u8, body: &[u8]) -> Res<()> {
+        let mut msg = Vec::with_capacity(10 + body.len());
+        msg.extend_from_slice(&u32::try_from(body.len())?.to_be_bytes());
+        msg.extend_from_slice(&sid.to_be_bytes());
+        msg.extend_from_slice(&[ty, 0]);
+        msg.extend_from_slice(body);
+        self.s
+            .write_all(&topolet_nri::mux::encode_frames(conn, &msg))?;
+        Ok(())
+    }
+}
+
+fn run_bare(socket: &str) -> Res<()> {
+    use topolet_nri::ttrpc;
+    let mut c = BareConn {
+        s: std::os::unix::net::UnixStream::connect(socket)?,
+        pending: Vec::new(),
+        frame: Vec::new(),
+    };
+    let register = ttrpc::Request {
+        service: "nri.pkg.api.v1alpha1.Runtime".to_string(),
+        method: "RegisterPlugin".to_string(),
+        payload: api::RegisterPluginRequest {
+            plugin_name: "bare-floor".to_string(),
+            plugin_idx: "40".to_string(),
+            NRI_version: topolet_nri::stub::NRI_VERSION.to_string(),
+            ..Default::default()
+        }
+        .write_to_bytes()?,
+        ..Default::default()
+    };
+    c.send(
+        topolet_nri::mux::RUNTIME_SERVICE_CONN,
+        1,
+        TTRPC_REQUEST,
+        &register.write_to_bytes()?,
+    )?;
+    while let Some((sid, ty, body)) = c.next()? {
+        if ty != TTRPC_REQUEST {
+            return Err(format!("bare: a ttrpc message of type {ty} on the Plugin service").into());
+        }
+        let req = ttrpc::Request::parse_from_bytes(&body)?;
+        let mut resp = ttrpc::Response::new();
+        match req.method.as_str() {
+            "Configure" => {
+                resp.payload = api::ConfigureResponse {
+                    events: EventMask::of(&[Event::CREATE_CONTAINER]).to_wire(),
+                    ..Default::default()
+                }
+                .write_to_bytes()?
+            }
+            "Synchronize" => resp.payload = api::SynchronizeResponse::new().write_to_bytes()?,
+            "CreateContainer" => {
+                let create = api::CreateContainerRequest::parse_from_bytes(&req.payload)?;
+                resp.payload = fixed_adjustment(&create).write_to_bytes()?;
+            }
+            other => {
+                resp.status = MessageField::some(ttrpc::get_status(
+                    ttrpc::Code::UNIMPLEMENTED,
+                    format!("bare floor: {other} is not served"),
+                ));
+            }
+        }
+        c.send(
+            topolet_nri::mux::PLUGIN_SERVICE_CONN,
+            sid,
+            TTRPC_RESPONSE,
+            &resp.write_to_bytes()?,
+        )?;
+    }
     Ok(())
 }
 

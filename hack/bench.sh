@@ -66,7 +66,7 @@
 # alternating; the median per plugin is reported. The timing spans the driver's own encoding too,
 # so the Go baseline's figure (it ignores Synchronize) is the floor topolet's is to be read against;
 # the SDK floor, in the same rotation, decodes the request as the SDK does for topolet (the same
-# container fields skipped) and answers with no updates: topolet's figure less its is topolet's.
+# container fields skipped) and answers with no updates: what topolet takes beyond it is its own.
 # RSS: VmRSS, RssAnon and RssFile from /proc/<pid>/status right after 1,000 CreateContainer into a
 # fresh plugin, BENCH_SYNC_REPEATS times per plugin, rotating; the medians are reported.
 # [events] The driver (mode `events`) brings a fresh topolet (metrics on 127.0.0.1:0, address read

@@ -50,8 +50,9 @@
 //!   worker) and answers every CreateContainer with a fixed adjustment of the fields the Go
 //!   baseline sets (shares from the request, quota, cpuset cpus and mems, oom_score_adj, pids
 //!   limit), computed from nothing else; a Synchronize is decoded without the container fields
-//!   topolet skips and answered with no updates. Between the socket floor and topolet: what the mux, ttrpc
-//!   and protobuf of this SDK cost without topolet's handler. Exits when the driver closes.
+//!   topolet skips and answered with no updates. Between the bare floor and topolet: what the
+//!   mux, ttrpc and tokio of this SDK cost without topolet's handler. Exits when the driver
+//!   closes.
 //! * `bare --socket S`: the bare floor, a plugin too, the cheapest one that still speaks NRI: one
 //!   blocking thread, no async runtime and no ttrpc server; it cuts mux frames and ttrpc messages
 //!   itself, registers, answers Configure and Synchronize, and decodes every CreateContainer and
@@ -418,8 +419,6 @@ async fn run_floor(socket: &str, n: usize, samples: Option<String>) -> Res<()> {
     Ok(())
 }
 
-/// `echo`: connects to `socket` and answers every length-prefixed frame with a frame of the
-/// size its first four bytes name, until the other side closes.
 /// The SDK floor's plugin: a fixed adjustment for every CreateContainer.
 struct SdkFloor;
 
@@ -607,6 +606,8 @@ fn run_bare(socket: &str) -> Res<()> {
     Ok(())
 }
 
+/// `echo`: connects to `socket` and answers every length-prefixed frame with a frame of the
+/// size its first four bytes name, until the other side closes.
 fn run_echo(socket: &str) -> Res<()> {
     let mut s = std::os::unix::net::UnixStream::connect(socket)?;
     let (mut buf, mut reply) = (Vec::new(), Vec::new());

@@ -352,9 +352,20 @@ fn create_reply_bytes() -> Res<usize> {
         limit: opt_i64(256 << 20),
         ..Default::default()
     };
+    let resp = adjustment_reply(cpu, Some(memory), 999);
+    Ok(resp.write_to_bytes()?.len())
+}
+
+/// A CreateContainer reply adjusting `cpu`, `memory` if given, `oom_score_adj` and a pids limit
+/// of 1,024.
+fn adjustment_reply(
+    cpu: api::LinuxCPU,
+    memory: Option<api::LinuxMemory>,
+    oom_score_adj: i64,
+) -> api::CreateContainerResponse {
     let resources = api::LinuxResources {
         cpu: MessageField::some(cpu),
-        memory: MessageField::some(memory),
+        memory: memory.into(),
         pids: MessageField::some(api::LinuxPids {
             limit: 1024,
             ..Default::default()
@@ -364,19 +375,18 @@ fn create_reply_bytes() -> Res<usize> {
     let linux = api::LinuxContainerAdjustment {
         resources: MessageField::some(resources),
         oom_score_adj: MessageField::some(api::OptionalInt {
-            value: 999,
+            value: oom_score_adj,
             ..Default::default()
         }),
         ..Default::default()
     };
-    let resp = api::CreateContainerResponse {
+    api::CreateContainerResponse {
         adjust: MessageField::some(api::ContainerAdjustment {
             linux: MessageField::some(linux),
             ..Default::default()
         }),
         ..Default::default()
-    };
-    Ok(resp.write_to_bytes()?.len())
+    }
 }
 
 /// The size of the first CreateContainer request `roundtrip` sends.
@@ -459,29 +469,7 @@ fn fixed_adjustment(req: &api::CreateContainerRequest) -> api::CreateContainerRe
         mems: "0".to_string(),
         ..Default::default()
     };
-    let resources = api::LinuxResources {
-        cpu: MessageField::some(cpu),
-        pids: MessageField::some(api::LinuxPids {
-            limit: 1024,
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let linux = api::LinuxContainerAdjustment {
-        resources: MessageField::some(resources),
-        oom_score_adj: MessageField::some(api::OptionalInt {
-            value: 0,
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    api::CreateContainerResponse {
-        adjust: MessageField::some(api::ContainerAdjustment {
-            linux: MessageField::some(linux),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+    adjustment_reply(cpu, None, 0)
 }
 
 async fn run_sdk_floor(socket: &str) -> Res<()> {

@@ -1238,6 +1238,63 @@ mod tests {
         after.check_invariants().unwrap();
     }
 
+    /// A restart keeps a decision nothing contradicts: a container whose saved exclusive CPUs
+    /// never reached the runtime (topolet killed between its decision and the runtime's reply;
+    /// the container runs with no cpuset of its own) gets them back, even when a container with
+    /// no saved assignment sorts first and would otherwise take them by a fresh admission.
+    #[test]
+    fn reconcile_restores_saved_cpus_before_any_fresh_admission() {
+        let c = config();
+        let kept = pod("kept", vec![], vec![guaranteed("app", 4, 0)]);
+        let (mut before, _) = Placement::new(&machine(), &c).unwrap();
+        let got = before.admit(&kept, -1000).unwrap();
+        assert!(got.exclusive, "{got:?}");
+        let saved = before.assignments();
+        let kept_key = ContainerKey::new("kept", "app");
+        let saved_cpus = saved.get(&kept_key).and_then(|a| a.cpus.clone()).unwrap();
+
+        let newcomer = pod("newcomer", vec![], vec![guaranteed("app", 4, 0)]);
+        let nri = |p: &Pod| NriContainer {
+            namespace: p.namespace.clone(),
+            name: p.name.clone(),
+            uid: p.uid.clone(),
+            class: qos::class(p),
+            role: None,
+            container: p.containers[0].clone(),
+        };
+        let (kept_c, new_c) = (nri(&kept), nri(&newcomer));
+        let (mut after, _) = Placement::new(&machine(), &c).unwrap();
+        after.load_hints(saved);
+        // Both run with no cpuset of their own; the newcomer's id sorts first. 7 CPUs are
+        // allocatable: only one of the two 4-CPU containers can be exclusive.
+        let running = [
+            crate::core::reconcile::RunningContainer {
+                id: "a-newcomer",
+                container: &new_c,
+                cpuset: None,
+            },
+            crate::core::reconcile::RunningContainer {
+                id: "b-kept",
+                container: &kept_c,
+                cpuset: None,
+            },
+        ];
+        let out = after.reconcile(&running, -1000);
+        let (newcomer_res, kept_res) = (&out.targets[0], &out.targets[1]);
+        assert!(kept_res.exclusive, "{kept_res:?}");
+        assert_eq!(kept_res.cpuset, saved_cpus, "the saved decision is kept");
+        assert!(!newcomer_res.exclusive, "{newcomer_res:?}");
+        assert_eq!(newcomer_res.cpuset, after.shared_pool());
+        assert!(
+            out.notes
+                .iter()
+                .any(|n| n.starts_with("newcomer/app: cannot get exclusive cpus")),
+            "{:?}",
+            out.notes
+        );
+        after.check_invariants().unwrap();
+    }
+
     /// `release` says whether it changed what is persisted: an entry holding only a topology
     /// affinity (pod scope under cpu policy none) counts.
     #[test]

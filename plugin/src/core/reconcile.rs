@@ -4,9 +4,15 @@
 //! that qualifies for exclusive CPUs, in a deterministic order:
 //! 1. its own cpuset, when it is a valid exclusive set of the right size that nobody else holds
 //!    (the normal case after a topolet restart: what we granted is what it runs on);
-//! 2. else its saved assignment, when still free (a container whose update was lost);
+//! 2. else its saved assignment, when still free (a container whose adjustment or update was
+//!    lost: topolet killed after it decided and before the runtime had its reply);
 //! 3. else a fresh admission (a container created while topolet was away);
 //! 4. else it stays on the shared pool, and the note says why.
+//!
+//! Each step runs for every container before the next one starts: a saved decision that nothing
+//! contradicts is never handed to another container's fresh admission because of the order of
+//! the containers' ids (the kubelet's CPU manager likewise restores its checkpoint before it
+//! admits anything new: `pkg/kubelet/cm/cpumanager/state/state_checkpoint.go`).
 //!
 //! Pinned memory, devices and the NUMA affinity are restored from the saved assignment of a
 //! container kept in 1 or 2, and of every shared container that had them (a fractional
@@ -84,23 +90,31 @@ impl Placement {
                 _ => pending.push(i),
             }
         }
-        // Pass 2: the rest get their saved set if still free, else a fresh admission.
+        // Pass 2: the rest get their saved set if still free; every saved set is restored before
+        // any fresh admission, so none of them can take a set another container was given.
+        let mut unsaved: Vec<usize> = Vec::new();
         for i in pending {
             let r = &running[i];
             let key = r.container.key();
-            let saved_cpus = saved.get(&key).and_then(|a| a.cpus.clone());
+            let saved_cpus = saved.get(&key).and_then(|a| a.cpus.as_ref());
             if let Some(set) = saved_cpus {
-                if self.cpu.restore(&key, &set, ContainerRole::App).is_ok() {
+                if self.cpu.restore(&key, set, ContainerRole::App).is_ok() {
                     notes.push(format!(
                         "{key}: runs on {}, moved back to its saved exclusive cpus {set}",
                         describe(r.cpuset)
                     ));
                     let grant =
-                        self.restore_rest(&key, Some(&set), &saved, "restored from the state file");
+                        self.restore_rest(&key, Some(set), &saved, "restored from the state file");
                     placed[i] = Some(self.resources(&Subject::of_nri(r.container), grant, floor));
                     continue;
                 }
             }
+            unsaved.push(i);
+        }
+        // Pass 3: a fresh admission, else the shared pool.
+        for i in unsaved {
+            let r = &running[i];
+            let key = r.container.key();
             match self.admit_nri(r.container, floor) {
                 Ok(res) => {
                     notes.push(format!(

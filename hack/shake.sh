@@ -4,11 +4,17 @@
 # test: before every change that touches a test or the event path, shake the suites and report
 # the table.
 #
-# Usage: hack/shake.sh          (no arguments; the environment below chooses what runs)
+# Usage: hack/shake.sh              (the environment below chooses what runs)
+#        hack/shake.sh self-check   (the script's own check: no cargo, root or real stack, seconds)
 #   hack/shake.sh                                                 handler tests, faults, soak, qos_resources
 #   SHAKE_SUITES="nri_handlers qos_resources kubelet guests" hack/shake.sh
-#   SHAKE_SUITES=nri_handlers SHAKE_RUNS=1 SHAKE_TESTS=synchronize hack/shake.sh   (no real stack)
 #   SHAKE_LOAD=0 hack/shake.sh                                    the same runs without the hog (a baseline)
+#   SHAKE_SUITES=nri_handlers SHAKE_RUNS=1 SHAKE_TESTS=synchronize_gives hack/shake.sh
+#                            one handler test, once: cargo's output and --list parsed for real, no root
+#
+# self-check shakes a fake libtest binary (a passing test, a failing one, one running no test,
+# one outliving SHAKE_TIMEOUT, an ignored one) twice, without load, into <target>/shake-self-check/,
+# and fails unless shake.json counts exactly that (exit codes, kept logs, runs interleaved).
 #
 # Suites (SHAKE_SUITES, names separated by spaces):
 #   <name>        plugin/tests/<name>.rs (cargo test -p topolet --test <name>; no real stack, no root:
@@ -41,7 +47,8 @@
 #      spreads over all of them. A run fails if it exits non-zero, runs longer than SHAKE_TIMEOUT
 #      (killed, exit 124) or runs no test. One progress line per run.
 #   6. Stop the hog (its whole process group) and remove the temporary directory; this also
-#      happens on any exit, Ctrl-C or TERM (the running test is killed then).
+#      happens on any exit, Ctrl-C or TERM: the running test is killed, and the table of the runs
+#      done so far is printed and written (marked stopped; "complete": false in shake.json).
 #
 # Output, under <target>/shake/ (<target>: CARGO_TARGET_DIR, default <repo>/target), replaced on
 # every run:
@@ -50,7 +57,7 @@
 #   shake.json   {"runs_per_test":N,"load":true|false,"cpus":…,"containerd_version":…,"suites":[…],
 #                 "filter":…,"wall_seconds":…,"loadavg":{"samples":…,"mean":…,"min":…,"max":…},
 #                 "tests":[{"suite":…,"test":…,"runs":…,"failures":…,"seconds":[…],
-#                 "failed_runs":[{"run":…,"exit":…,"log":…}]}],"tests_failed":…}
+#                 "failed_runs":[{"run":…,"exit":…,"log":…}]}],"tests_failed":…,"complete":…}
 #   logs/<suite>/<test>.run<R>.log   the output of each failed run (passing runs' logs are removed
 #                unless SHAKE_KEEP_LOGS=1); a failed guest run also keeps its <target>/guest/<shape>/
 #                as logs/guests/<shape>.run<R>.guest/
@@ -107,6 +114,8 @@ WORK=""      # this run's temporary directory (the hog's files)
 HOG_PID=""   # the hog's process group leader
 CHILD_PID="" # the run in progress
 LOCK_FD=""   # the real-stack lock's descriptor, while held
+RUN_START="" # when the runs began, until their report is written
+FAKE_DIR=""  # self-check's fake test binary
 stop_hog() {
   [[ -n "$HOG_PID" ]] || return 0
   kill -TERM -- "-$HOG_PID" 2>/dev/null || true
@@ -125,6 +134,12 @@ cleanup() {
   fi
   stop_hog
   [[ -z "$WORK" ]] || rm -rf "$WORK"
+  [[ -z "$FAKE_DIR" ]] || rm -rf "$FAKE_DIR"
+  if [[ -n "$RUN_START" ]]; then
+    echo
+    say "stopped before the last run: the table counts the runs done"
+    report "$((SECONDS - RUN_START))" stopped || true
+  fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -248,8 +263,8 @@ collect_tests() {
       T_SUITE+=("${SUITE_NAMES[$i]}"); T_KIND+=("${SUITE_KINDS[$i]}"); T_NAME+=("$t")
       n=$((n + 1))
     done <<<"$names"
-    if [[ -n "$SHAKE_TESTS" ]]; then say "${SUITE_NAMES[$i]}: $n tests matching \"$SHAKE_TESTS\""
-    else say "${SUITE_NAMES[$i]}: $n tests"; fi
+    if [[ -n "$SHAKE_TESTS" ]]; then say "${SUITE_NAMES[$i]}: $n test(s) matching \"$SHAKE_TESTS\""
+    else say "${SUITE_NAMES[$i]}: $n test(s)"; fi
   done
   ((${#T_NAME[@]})) || die "no test matches SHAKE_TESTS='$SHAKE_TESTS' in: ${SUITE_NAMES[*]}"
 }
@@ -340,13 +355,13 @@ run_one() {
 
 # ---------------------------------------------------------------- report
 
+# report WALL_SECONDS complete|stopped: shake.md and shake.json from tests.tsv and runs.tsv; prints the table.
 report() {
-  local wall="$1"
-  python3 - "$OUT_DIR" "$SHAKE_RUNS" "$SHAKE_LOAD" "$(nproc)" "$VERSION" "$SHAKE_TESTS" "$wall" \
-    "${SHAKE_SUITES}" "$(real_stack && echo 1 || echo 0)" "${LOADS[*]}" <<'EOT'
+  python3 - "$OUT_DIR" "$SHAKE_RUNS" "$SHAKE_LOAD" "$(nproc)" "$VERSION" "$SHAKE_TESTS" "$1" \
+    "${SHAKE_SUITES}" "$(real_stack && echo 1 || echo 0)" "${LOADS[*]}" "$2" <<'EOT'
 import json, os, sys
 
-out, runs, load, cpus, version, filt, wall, suites, real, loads = sys.argv[1:]
+out, runs, load, cpus, version, filt, wall, suites, real, loads, state = sys.argv[1:]
 tests, index = [], {}
 with open(os.path.join(out, "tests.tsv")) as f:
     for line in f:
@@ -373,7 +388,7 @@ doc = {
     "runs_per_test": int(runs), "load": load == "1", "cpus": int(cpus),
     "containerd_version": version if real == "1" else None, "suites": suites.split(),
     "filter": filt or None, "wall_seconds": int(wall), "loadavg": la, "tests": tests,
-    "tests_failed": failed,
+    "tests_failed": failed, "complete": state == "complete",
 }
 with open(os.path.join(out, "shake.json"), "w") as f:
     json.dump(doc, f, indent=1)
@@ -389,14 +404,19 @@ if real == "1":
 if samples:
     facts.append(f"load average (1 min, as each run ended): mean {la['mean']}, min {la['min']}, max {la['max']}")
 facts.append(f"wall {wall} s")
+if state != "complete":
+    facts.append("**stopped before the last run** (runs counts the runs done)")
 md += ["; ".join(facts), ""]
 md += ["| suite | test | runs | failures | slowest (s) | failed runs |", "|---|---|---:|---:|---:|---|"]
 for t in tests:
     slow = f"{max(t['seconds']):.1f}" if t["seconds"] else "-"
     fails = "<br>".join(f"run {r['run']} (exit {r['exit']}): `{r['log']}`" for r in t["failed_runs"])
     md.append(f"| {t['suite']} | `{t['test']}` | {t['runs']} | {t['failures']} | {slow} | {fails} |")
-md += ["", f"{failed} of {len(tests)} tests failed at least once." if failed
-       else f"All {len(tests)} tests passed every run."]
+if state != "complete":
+    md += ["", f"Stopped: {failed} of {len(tests)} tests failed at least once in the runs done."]
+else:
+    md += ["", f"{failed} of {len(tests)} tests failed at least once." if failed
+           else f"All {len(tests)} tests passed every run."]
 with open(os.path.join(out, "shake.md"), "w") as f:
     f.write("\n".join(md) + "\n")
 print("\n".join(md))
@@ -405,26 +425,24 @@ EOT
 
 # ---------------------------------------------------------------- main
 
-main() {
-  command -v python3 >/dev/null || die "python3 not found (parses cargo's output, writes the report)"
-  command -v cargo >/dev/null || die "cargo not found on PATH"
-  resolve_suites
-  if real_stack; then install_stack; fi
-  build_all
+# shake: list, lock, hog, the runs, the report; returns 1 if any test failed at least once.
+shake() {
   export CARGO_TARGET_DIR="$TARGET" TOPOLET_CONTAINERD_VERSION="$VERSION" RUST_BACKTRACE=1
   collect_tests
   rm -rf "$OUT_DIR"
   mkdir -p "$LOG_DIR"
   local i
   for i in "${!T_NAME[@]}"; do printf '%s\t%s\n' "${T_SUITE[$i]}" "${T_NAME[$i]}"; done >"$OUT_DIR/tests.tsv"
+  : >"$OUT_DIR/runs.tsv"
   if real_stack || [[ "$SHAKE_LOAD" == 1 ]]; then take_lock; fi
   WORK="$(mktemp -d "$OUT_DIR/tmp.XXXXXX")"
   sample_load
   say "load average before: ${LOADS[0]} ($(nproc) CPUs)"
   LOADS=()
   if [[ "$SHAKE_LOAD" == 1 ]]; then start_hog; fi
-  local start=$SECONDS round
-  say "${#T_NAME[@]} tests x $SHAKE_RUNS runs, one test at a time, interleaved"
+  local round
+  RUN_START=$SECONDS
+  say "${#T_NAME[@]} test(s) x $SHAKE_RUNS run(s), one test at a time, interleaved"
   for ((round = 1; round <= SHAKE_RUNS; round++)); do
     for i in "${!T_NAME[@]}"; do run_one "$i" "$round"; done
   done
@@ -432,9 +450,86 @@ main() {
   rm -rf "$WORK"
   WORK=""
   echo
-  report $((SECONDS - start))
+  report "$((SECONDS - RUN_START))" complete
+  RUN_START=""
   say "wrote $OUT_DIR/shake.md and $OUT_DIR/shake.json"
-  if awk -F'\t' '$4 != 0 { bad = 1 } END { exit !bad }' "$OUT_DIR/runs.tsv"; then exit 1; fi
+  ! awk -F'\t' '$4 != 0 { bad = 1 } END { exit !bad }' "$OUT_DIR/runs.tsv"
+}
+
+# self_check: the script's own check, in seconds, without cargo, root or a real stack. A fake test
+# binary (one test passing, one failing, one ignored, one running no test, one outliving
+# SHAKE_TIMEOUT) is listed, shaken twice without load into <target>/shake-self-check/, and its
+# shake.json must count exactly that, with a kept log per failed run and the runs interleaved.
+self_check() {
+  OUT_DIR="$TARGET/shake-self-check"
+  LOG_DIR="$OUT_DIR/logs"
+  SHAKE_RUNS=2 SHAKE_LOAD=0 SHAKE_TIMEOUT=2 SHAKE_TESTS="" SHAKE_SUITES=self-check
+  SUITE_NAMES=(self-check)
+  SUITE_KINDS=(plugin)
+  FAKE_DIR="$(mktemp -d "${TMPDIR:-/tmp}/topolet-shake-self-check.XXXXXX")"
+  cat >"$FAKE_DIR/fake-test" <<'EOT'
+#!/usr/bin/env bash
+# A libtest binary's interface, as hack/shake.sh uses it.
+if [[ "$1" == --list ]]; then
+  if [[ "$*" == *--ignored* ]]; then echo "ignored: test"; exit 0; fi
+  printf 'passes: test\nmod::fails: test\nignored: test\nruns_nothing: test\nhangs: test\nsome_bench: bench\n'
+  exit 0
+fi
+case "$2" in
+  passes) echo "running 1 test"; echo "test passes ... ok" ;;
+  mod::fails) echo "running 1 test"; echo "test mod::fails ... FAILED"; exit 101 ;;
+  runs_nothing) echo "running 0 tests" ;;
+  hangs) echo "running 1 test"; sleep 60 ;;
+  *) echo "unexpected test $2"; exit 3 ;;
+esac
+EOT
+  chmod +x "$FAKE_DIR/fake-test"
+  EXES[self-check]="$FAKE_DIR/fake-test"
+  local rc=0
+  shake || rc=$?
+  [[ $rc -eq 1 ]] || die "self-check: want exit 1 (tests failed), got $rc"
+  python3 - "$OUT_DIR" <<'EOT' || die "self-check: the report is not what the fake tests did (above)"
+import json, os, sys
+
+out = sys.argv[1]
+doc = json.load(open(os.path.join(out, "shake.json")))
+got = {t["test"]: (t["runs"], t["failures"], [r["exit"] for r in t["failed_runs"]]) for t in doc["tests"]}
+want = {"passes": (2, 0, []), "mod::fails": (2, 2, [101, 101]), "runs_nothing": (2, 2, [254, 254]),
+        "hangs": (2, 2, [124, 124])}
+problems = []
+if got != want:
+    problems.append(f"counts: got {got}, want {want}")
+if doc["tests_failed"] != 3 or doc["runs_per_test"] != 2 or doc["load"] or not doc["complete"]:
+    problems.append(f"summary: {doc['tests_failed']} failed, {doc['runs_per_test']} runs, load {doc['load']}, complete {doc['complete']}")
+for t in doc["tests"]:
+    for r in t["failed_runs"]:
+        if not os.path.isfile(r["log"]) or not r["log"].startswith(os.path.join(out, "logs") + "/"):
+            problems.append(f"no kept log for {t['test']} run {r['run']}: {r['log']!r}")
+rounds = [int(line.split("\t")[2]) for line in open(os.path.join(out, "runs.tsv"))]
+if rounds != sorted(rounds) or len(rounds) != 8:
+    problems.append(f"runs not interleaved round by round: {rounds}")
+md = open(os.path.join(out, "shake.md")).read()
+if "| suite | test | runs | failures |" not in md or "3 of 4 tests failed at least once." not in md:
+    problems.append("shake.md lacks the table or its summary")
+for p in problems:
+    print("shake.sh: self-check:", p, file=sys.stderr)
+sys.exit(1 if problems else 0)
+EOT
+  say "self-check: ok (the table above is the fake tests': 1 passing, 3 failing in 3 ways, 1 ignored and left out)"
+}
+
+main() {
+  command -v python3 >/dev/null || die "python3 not found (parses cargo's output, writes the report)"
+  case "${1:-}" in
+    self-check) self_check; return ;;
+    "") ;;
+    *) die "usage: hack/shake.sh [self-check] (the environment chooses what runs: see the header)" ;;
+  esac
+  command -v cargo >/dev/null || die "cargo not found on PATH"
+  resolve_suites
+  if real_stack; then install_stack; fi
+  build_all
+  shake || exit 1
 }
 
 main "$@"

@@ -394,8 +394,11 @@ with open(os.path.join(out, "shake.json"), "w") as f:
     json.dump(doc, f, indent=1)
     f.write("\n")
 
+def pl(n, word):
+    return f"{n} {word}" if int(n) == 1 else f"{n} {word}s"
+
 hog = f"under load ({cpus} CPU spinners + {cpus} I/O writers)" if load == "1" else "without load (SHAKE_LOAD=0)"
-md = [f"## shake: {runs} runs per test {hog}, {cpus} CPUs", ""]
+md = [f"## shake: {pl(runs, 'run')} per test {hog}, {cpus} CPUs", ""]
 facts = [f"suites: {' '.join(suites.split())}"]
 if filt:
     facts.append(f"tests matching '{filt}'")
@@ -413,10 +416,10 @@ for t in tests:
     fails = "<br>".join(f"run {r['run']} (exit {r['exit']}): `{r['log']}`" for r in t["failed_runs"])
     md.append(f"| {t['suite']} | `{t['test']}` | {t['runs']} | {t['failures']} | {slow} | {fails} |")
 if state != "complete":
-    md += ["", f"Stopped: {failed} of {len(tests)} tests failed at least once in the runs done."]
+    md += ["", f"Stopped: {failed} of {pl(len(tests), 'test')} failed at least once in the runs done."]
 else:
-    md += ["", f"{failed} of {len(tests)} tests failed at least once." if failed
-           else f"All {len(tests)} tests passed every run."]
+    md += ["", f"{failed} of {pl(len(tests), 'test')} failed at least once." if failed
+           else f"{pl(len(tests), 'test')}: every run passed."]
 with open(os.path.join(out, "shake.md"), "w") as f:
     f.write("\n".join(md) + "\n")
 print("\n".join(md))

@@ -23,6 +23,10 @@
 #      with the cgroupfs driver; 4 SNC-like nodes with a memory-only one under systemd with the
 #      systemd driver; image built once and cached: README "Real kernels")
 #
+# Flakiness is not this script's job: hack/shake.sh runs chosen suites N times each, one test at a
+# time, under a CPU and I/O hog on every core, and prints each test's failure count (README
+# "Shaking tests under load").
+#
 # Environment:
 #   TEST_CONTAINERD_VERSIONS   lines to install and test (default "v2.4.2 v2.3.7 v2.0.14"); the
 #                              newest of them runs every NRI suite, the others SKEW_SUITES

@@ -96,8 +96,9 @@ fn pids_max_of_new(t: &WithTopolet, cri: &Cri, name: &str) -> anyhow::Result<(Cr
     Ok((created, pids))
 }
 
-/// Rewrites the config file in place keeping its inode and mtime, so that only SIGHUP (not the
-/// file poll) can notice the change.
+/// Rewrites the config file in place keeping its inode, size and mtime, so that the file poll
+/// does not notice the change, unless it stats the file between the write and the mtime put
+/// back ([`sighup_applies`] retries then).
 fn write_unnoticed(path: &Path, text: &str) -> anyhow::Result<()> {
     let before = std::fs::metadata(path)?;
     let mtime: SystemTime = before.modified()?;

@@ -811,7 +811,9 @@ impl KubeNode {
             "enabled = \"on\"\nkubeconfig = {kubeconfig:?}\nnode_name = {name:?}\n{kubernetes_toml}"
         );
         node.t.config.write(node.t.topolet.config_path())?;
-        node.t.topolet.terminate(Duration::from_secs(10))?;
+        node.t
+            .topolet
+            .terminate(crate::topolet::TERMINATE_TIMEOUT)?;
         node.t.topolet.restart()?;
         node.t.topolet.wait_nri_synchronized(1)?;
         // The API client is on once its pod store has synced (a state: status and metrics).

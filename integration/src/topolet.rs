@@ -26,6 +26,11 @@ use crate::wait;
 /// How long to wait for topolet's usual log lines (registration, synchronize).
 pub const LOG_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// How long a SIGTERM'd topolet may take to exit ([`Topolet::terminate`]): a guard, not a bound.
+/// A clean exit flushes the state file (bounded by 5 s, `shell::persister::DROP_FLUSH`) and
+/// ends its tasks; a loaded machine stretches both.
+pub const TERMINATE_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// The topolet binary: `TOPOLET_BIN`, else `cargo build -p topolet --bin topolet` once per test
 /// process, then `<target>/debug/topolet`.
 pub fn binary() -> anyhow::Result<PathBuf> {

@@ -275,7 +275,14 @@ fn record_reaction(signal: &str, crossed: Instant, at: &EvictedAt) -> anyhow::Re
 }
 
 /// The loop runs with action `api` although the config does not name one.
-fn check_default_action(node: &KubeNode) -> anyhow::Result<()> {
+fn check_default_action(node: &mut KubeNode) -> anyhow::Result<()> {
+    // The loop is a task of its own, started beside the NRI connection: its first report in the
+    // status (after the line) shows the line was written.
+    node.t.topolet.wait_status(
+        "the eviction loop's first report",
+        cluster::POD_TIMEOUT,
+        |s| (!s["pressure"].is_null()).then_some(()),
+    )?;
     let started = node
         .t
         .topolet
@@ -296,7 +303,7 @@ fn memory_pressure_evicts_the_best_effort_hog_through_the_api_and_sets_topolets_
     let threshold = memory_available()?.saturating_sub(2 * GIB);
     let extra = eviction_toml(&format!("\"memory.available\" = \"{threshold}\""), false);
     let mut node = KubeNode::start_with_api(&extra, &ClusterOptions::default())?;
-    check_default_action(&node)?;
+    check_default_action(&mut node)?;
     let addr = node.t.topolet.wait_metrics_address()?;
     let k = &node.cluster;
     let cond = watch_condition(k, "TopoletMemoryPressure")?;

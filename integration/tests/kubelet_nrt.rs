@@ -7,8 +7,6 @@
 //!
 //! The node has 2 CPUs; topolet reserves CPU 0, so CPU 1 is the one exclusive CPU.
 
-use std::time::Duration;
-
 use anyhow::{bail, ensure, Context};
 use k8s_openapi::api::core::v1::Event;
 use serde_json::{json, Value};
@@ -282,7 +280,9 @@ fn node_resource_topology_follows_the_books_through_exclusive_and_shared_churn(
     wait_nrt(&mut node, "shared deleted", 1)?;
 
     // A restarted topolet holds no resourceVersion: it reads the object (get) and replaces it.
-    node.t.topolet.terminate(Duration::from_secs(10))?;
+    node.t
+        .topolet
+        .terminate(topolet_integration::topolet::TERMINATE_TIMEOUT)?;
     node.t.topolet.restart()?;
     node.t.topolet.wait_nri_synchronized(1)?;
     wait::until_true(

@@ -9,6 +9,7 @@
 use anyhow::{ensure, Context};
 use topolet_integration::kube::{PodSpec, Requirements};
 use topolet_integration::logs::{self, field};
+use topolet_integration::observe;
 use topolet_integration::topolet::{self, KillOnDrop, LOG_TIMEOUT};
 use topolet_integration::{fixture, Stack, Topolet, TopoletConfig, WithTopolet};
 
@@ -111,10 +112,9 @@ fn sigkill_leaves_containerd_creating_containers() -> anyhow::Result<()> {
         "before-kill",
         Requirements::burstable(100, None, 32 << 20, None),
     )?;
-    let mark = t.topolet.log_mark();
     let first = cri.run_pod_with(&p1, &c1)?;
-    // Placed before CreateContainer returned.
-    t.topolet.logged("container placed", mark)?;
+    // topolet took part before the kill: runc was given its adjustment.
+    adjusted_by_topolet(&t.stack, &first.id)?;
 
     let ctrd_mark = t.stack.containerd_log_mark();
     t.topolet.kill9()?;
@@ -174,14 +174,9 @@ fn reconnects_after_containerd_restart() -> anyhow::Result<()> {
     );
     // And it still handles events on the new connection.
     let (p2, c2) = t.pod("after-restart", Requirements::best_effort())?;
-    let m2 = t.topolet.log_mark();
-    cri.run_pod_with(&p2, &c2)?;
-    let placed = t.topolet.logged("container placed", m2)?;
-    ensure!(
-        field(&placed, "pod").as_deref() == Some(p2.pod_ref().as_str()),
-        "placed line is not about {}: {placed}",
-        p2.pod_ref()
-    );
+    let late = cri.run_pod_with(&p2, &c2)?;
+    // Its reply reached containerd on the new connection: runc was given its adjustment.
+    adjusted_by_topolet(&t.stack, &late.id)?;
     eprintln!("topolet: {closed}\ntopolet: {synced}");
     Ok(())
 }
@@ -224,13 +219,31 @@ fn preinstalled_mode_is_launched_by_containerd() -> anyhow::Result<()> {
     );
     let cap = fixture::mem_capacity()?;
     let (p, c) = fixture::pod_for(&stack, "pre-installed", Requirements::best_effort(), cap)?;
-    let mark = logs::mark(&log_path);
-    stack.cri().run_pod_with(&p, &c)?;
-    logged(&log_path, "container placed", mark)?;
+    let created = stack.cri().run_pod_with(&p, &c)?;
+    adjusted_by_topolet(&stack, &created.id)?;
     eprintln!(
         "wrapper {}: topolet: {reg}\ncontainerd: {ctrd_reg}\ncontainerd: {ctrd}\ncontainerd lines:\n{}",
         wrapper.display(),
         stack.containerd_log_lines("50-topolet", ctrd_mark).join("\n")
+    );
+    Ok(())
+}
+
+/// pids_limit of the test config (`TopoletConfig::for_stack`). The kubelet sets no container
+/// pids limit (it limits pods, through their cgroup), so a bundle that carries this one got it
+/// from topolet's CreateContainer adjustment.
+const PIDS_LIMIT: i64 = 1024;
+
+/// Container `id` was created with topolet's adjustment: its bundle `config.json` (what runc
+/// was given) carries the config's pids limit. The effect itself, not topolet's `container
+/// placed` line, which is written before the reply reaches containerd.
+fn adjusted_by_topolet(stack: &Stack, id: &str) -> anyhow::Result<()> {
+    let b = observe::bundle_resources(&observe::bundle_spec(stack, id)?)?;
+    ensure!(
+        b.pids_limit == Some(PIDS_LIMIT),
+        "container {id} was created without topolet's adjustment (bundle pids limit {:?}, want \
+         {PIDS_LIMIT}): {b:?}",
+        b.pids_limit
     );
     Ok(())
 }

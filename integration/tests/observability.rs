@@ -208,7 +208,13 @@ fn status_and_metrics_show_what_the_cgroups_hold() -> anyhow::Result<()> {
     );
     ensure!(table.contains("NRI Synchronized"), "{table}");
 
-    // Counters moved.
+    // Counters moved. The state file is written off the event path (its writer thread, after
+    // the reply): its counter is waited for; the others moved before the replies.
+    wait::until_true(
+        "the state file written after the grant",
+        Duration::from_secs(60),
+        || Ok(writes(&scrape(&addr)?) > writes(&before)),
+    )?;
     let after = scrape(&addr)?;
     ensure!(
         admitted(&after) == admitted(&before) + 1.0,

@@ -9,11 +9,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context};
+use topolet_integration::books;
 use topolet_integration::cri::{Created, Cri};
 use topolet_integration::kube::{self, Qos, Requirements};
-use topolet_integration::logs::field;
 use topolet_integration::observe::{self, BundleResources};
-use topolet_integration::topolet::{metrics_text, TopoletConfig};
+use topolet_integration::topolet::{metric, TopoletConfig};
 use topolet_integration::{books, wait, Stack, WithTopolet};
 
 const MIB: u64 = 1 << 20;
@@ -84,14 +84,14 @@ fn guaranteed_gets_cpu1_and_shared_containers_move_off_and_back() -> anyhow::Res
     }
 
     let (gp, gc) = t.pod("g-1cpu", Requirements::guaranteed(1000, 128 * MIB))?;
-    let mark = t.topolet.log_mark();
     let g = cri.run_pod_with(&gp, &gc)?;
-    // Placed before CreateContainer returned.
-    let placed = t.topolet.logged(&format!("pod={}", gp.pod_ref()), mark)?;
+    // topolet's own books (its status) hold the grant, decided before its reply.
+    let (exclusive, _) = books::status_exclusive(&t.config.admin_socket)?;
     ensure!(
-        placed.contains("container placed") && field(&placed, "cpus").as_deref() == Some("1"),
-        "want `container placed … cpus=1` for {}: {placed}",
-        gp.pod_ref()
+        exclusive.get(&g.id).map(String::as_str) == Some("1"),
+        "topolet status: want {} ({}) on CPU 1 alone, exclusive grants are {exclusive:?}",
+        gp.pod_ref(),
+        g.id
     );
     // Exclusive from its very first instruction: the create-time adjustment, no polling needed.
     let gpid = cri.pid(&g.id)?;
@@ -560,22 +560,31 @@ fn a_cpuset_rewritten_behind_topolets_back_is_put_back() -> anyhow::Result<()> {
     let (gp, gc) = t.pod("g-drift", Requirements::guaranteed(1000, 128 * MIB))?;
     let g = cri.run_pod_with(&gp, &gc)?;
     wait_cpus(&cri, &g, "g-drift", "1")?;
+    let pid = cri.pid(&g.id)?;
+    let addr = t.topolet.wait_metrics_address()?;
+    let repairs = || metric(&addr, "topolet_drift_repairs_total", &[("field", "cpus")]);
+    let before = repairs()?;
     // Someone else writes the container's cgroup: the kernel lets its process on every CPU.
     let cpus_file = observe::cgroup_dir("cpuset", &g.cgroup_parent, &g.id).join("cpuset.cpus");
     std::fs::write(&cpus_file, "0-1")
         .with_context(|| format!("writing {}", cpus_file.display()))?;
-    let pid = cri.pid(&g.id)?;
-    ensure!(
-        observe::cpus_allowed_list(pid)? == "0-1",
-        "the rewrite took effect: Cpus_allowed_list = {}",
-        observe::cpus_allowed_list(pid)?
+    // Not asserted here: the check may already have found and repaired it (with a lull passed
+    // since the last runtime event, it runs within a second of the write).
+    eprintln!(
+        "after the rewrite: Cpus_allowed_list = {:?}",
+        observe::cpus_allowed_list(pid).ok()
     );
-    // In the next lull (5 s without a runtime event) the check finds it and sends its target.
-    let addr = t.topolet.wait_metrics_address()?;
+    // In the next lull (5 s without a runtime event) the check finds the process off its target
+    // (counted when it queues the repair, before sending it: only the rewrite can make this
+    // container drift) and sends its target. The count is read first, so the cgroup and the
+    // process read back on CPU 1 afterwards are the repair's work, not the rewrite not taken.
     wait::until_true(
         "the drift check repairs g-drift",
         Duration::from_secs(300),
         || {
+            if repairs()? <= before {
+                return Ok(false);
+            }
             let cg = observe::cgroup_cpuset(&g)?;
             let allowed = observe::cpus_allowed_list(pid)?;
             Ok(cg == "1" && allowed == "1")
@@ -583,19 +592,12 @@ fn a_cpuset_rewritten_behind_topolets_back_is_put_back() -> anyhow::Result<()> {
     )
     .with_context(|| {
         format!(
-            "cgroup cpuset.cpus={:?}, Cpus_allowed_list={:?}",
+            "repairs counted {:?} (before the rewrite: {before}), cgroup cpuset.cpus={:?}, \
+             Cpus_allowed_list={:?}",
+            repairs().ok(),
             observe::cgroup_cpuset(&g).ok(),
             observe::cpus_allowed_list(pid).ok()
         )
     })?;
-    let text = metrics_text(&addr)?;
-    let repairs: f64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("topolet_drift_repairs_total{field=\"cpus\"} "))
-        .context("no topolet_drift_repairs_total{field=\"cpus\"} sample")?
-        .trim()
-        .parse()
-        .context("topolet_drift_repairs_total's value")?;
-    ensure!(repairs >= 1.0, "repairs counted: {repairs}\n{text}");
     Ok(())
 }

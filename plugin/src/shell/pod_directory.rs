@@ -408,8 +408,12 @@ mod tests {
         );
         d.handle(watcher::Event::Init);
         d.handle(watcher::Event::InitDone);
+        // The delivery must end the wait, however long the test takes to make it: the waiter's
+        // bound is only a guard (with the short one, a stall of the test past it would time the
+        // wait out first, on the wall clock).
         let d2 = d.clone();
-        let waiter = tokio::spawn(async move { d2.get_or_wait("u1", bound).await });
+        let waiter =
+            tokio::spawn(async move { d2.get_or_wait("u1", Duration::from_secs(60)).await });
         tokio::task::yield_now().await;
         d.handle(watcher::Event::Apply(api_pod("u9", "other", "1", None)));
         d.handle(watcher::Event::Apply(api_pod("u1", "a", "1", None)));

@@ -14,7 +14,7 @@ use topolet_integration::cri::{Created, Cri};
 use topolet_integration::kube::{self, Qos, Requirements};
 use topolet_integration::observe::{self, BundleResources};
 use topolet_integration::topolet::{metric, TopoletConfig};
-use topolet_integration::{books, wait, Stack, WithTopolet};
+use topolet_integration::{wait, Stack, WithTopolet};
 
 const MIB: u64 = 1 << 20;
 /// pids_limit of the test config (TopoletConfig::for_stack).

@@ -626,6 +626,11 @@ impl ContainerCache {
                 continue;
             };
             if all_failed || failed.contains(id) {
+                // A request that reached no answer (a deadline elapsed) may still be applied
+                // late: until a later update is acknowledged, the container may run on either.
+                if let (true, Some(a), Some(cpus)) = (all_failed, r.applied.as_mut(), batch.cpus.get(i)) {
+                    a.extend_from(cpus);
+                }
                 if r.lifecycle.is_live() {
                     retry.push(id.clone());
                 }
@@ -1024,6 +1029,17 @@ mod tests {
         move_to(&mut c, "a", "3");
         c.batch_done(&batch, BatchResult::applied(), t0 + QUIET);
         assert_eq!(c.get("a").expect("a").applied(), Some(&cpus("2-3")));
+        // A request that failed may still be applied late: either cpuset, until one is acked.
+        move_to(&mut c, "b", "2");
+        let batch = c.take_due(t0 + QUIET).expect("due");
+        c.batch_done(&batch, BatchResult::Failed, t0 + QUIET);
+        assert_eq!(c.get("b").expect("b").applied(), Some(&cpus("1-3")));
+        move_to(&mut c, "b", "3");
+        let batch = c.take_due(t0 + QUIET * 100).expect("due");
+        c.batch_done(&batch, BatchResult::Failed, t0 + QUIET * 100);
+        assert_eq!(c.get("b").expect("b").applied(), Some(&cpus("1-3")), "1-3 ∪ 3");
+        assert!(c.reply_ids("x").contains(&"b".to_string()));
+        assert_eq!(c.get("b").expect("b").applied(), Some(&cpus("3")));
         // A resize's own update in its reply.
         c.applied_in_reply("a");
         assert_eq!(c.get("a").expect("a").applied(), Some(&cpus("3")));

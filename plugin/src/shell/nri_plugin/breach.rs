@@ -39,6 +39,7 @@ impl TopoletPlugin {
             .collect();
         drop(node);
         self.metrics.exclusive_breach(added, open);
+        self.breaching.send_if_modified(|n| std::mem::replace(n, open) != open);
         for (container, cpus, holders) in opened.iter().take(8) {
             tracing::warn!(%container, %cpus, %holders, "container may run on CPUs another holds exclusively: its new cpuset is not applied yet");
         }
@@ -71,6 +72,12 @@ impl TopoletPlugin {
                 }
             })
             .collect()
+    }
+
+    /// The number of containers in breach, as of each observation: changes when it does
+    /// (tests wait on it rather than on time).
+    pub fn breaching(&self) -> tokio::sync::watch::Receiver<usize> {
+        self.breaching.subscribe()
     }
 
     /// Shortens (tests) or lengthens the back-off of failed unsolicited updates

@@ -132,6 +132,9 @@ pub struct TopoletPlugin {
     /// This node's pods from the API (`shell::pod_directory`) and `[kubernetes] pod_wait_ms`,
     /// when the API client is on.
     pods: OnceLock<(PodDirectory, Duration)>,
+    /// How many containers were in exclusive-CPU breach at the flusher's last observation
+    /// (`breach`).
+    breaching: watch::Sender<usize>,
 }
 
 impl TopoletPlugin {
@@ -178,6 +181,7 @@ impl TopoletPlugin {
             events: OnceLock::new(),
             books_changed: Arc::new(tokio::sync::Notify::new()),
             pods: OnceLock::new(),
+            breaching: watch::Sender::new(0),
         })
     }
 

@@ -1650,7 +1650,11 @@ async fn a_slow_runtime_never_parks_a_breach() {
         .synchronize(vec![g.clone(), be.clone()], vec![gc, bc], None)
         .await
         .expect("sync");
-    assert!(r.update.is_empty(), "the specs agree: {:?}", moved(&r.update));
+    assert!(
+        r.update.is_empty(),
+        "the specs agree: {:?}",
+        moved(&r.update)
+    );
 
     // The post-Synchronize check finds be's process allowed on CPU 1: a breach, until the
     // runtime applies be's cpuset.
@@ -1676,13 +1680,18 @@ async fn a_slow_runtime_never_parks_a_breach() {
         assert_eq!(moved(&u.update), map(&[("be-app", "0")]));
     }
     // Then it rejects them (the stalled one included): topolet keeps at it.
-    p.conn
-        .set_update_answer(UpdateAnswer::Reject("deadline exceeded in the guest".into()));
+    p.conn.set_update_answer(UpdateAnswer::Reject(
+        "deadline exceeded in the guest".into(),
+    ));
     for _ in 0..3 {
         let u = p.next_update().await;
         assert_eq!(moved(&u.update), map(&[("be-app", "0")]));
     }
-    assert_eq!(*breaching.borrow(), 1, "still in breach while the runtime fails");
+    assert_eq!(
+        *breaching.borrow(),
+        1,
+        "still in breach while the runtime fails"
+    );
     assert_eq!(
         metric(&plugin, "topolet_exclusive_breach_containers "),
         Some(1.0)

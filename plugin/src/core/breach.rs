@@ -163,7 +163,11 @@ mod tests {
         CpuSet::parse(s).expect("cpus")
     }
 
-    fn holding<'a>(id: &'a str, applied: Option<&'a CpuSet>, excl: Option<&'a CpuSet>) -> Holding<'a> {
+    fn holding<'a>(
+        id: &'a str,
+        applied: Option<&'a CpuSet>,
+        excl: Option<&'a CpuSet>,
+    ) -> Holding<'a> {
         Holding {
             id,
             applied,
@@ -243,7 +247,9 @@ mod tests {
         // Still there, and y joins: x's second counts.
         assert_eq!(l.observe(t0 + 2 * s, vec![b("x"), b("y")]), s);
         assert_eq!(
-            l.open().map(|o| (o.breach.id.as_str(), o.since)).collect::<Vec<_>>(),
+            l.open()
+                .map(|o| (o.breach.id.as_str(), o.since))
+                .collect::<Vec<_>>(),
             [("x", t0 + s), ("y", t0 + 2 * s)]
         );
         // Both for 2 s: 4 container-seconds; then x ends (its last interval counts).

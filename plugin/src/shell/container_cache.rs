@@ -125,11 +125,7 @@ impl Record {
 
     /// The record of a container being created, whose adjustment sets its target's cpuset:
     /// the runtime applies it before the container exists.
-    pub fn created(
-        view: ContainerView,
-        decided: Decided,
-        target: ContainerResources,
-    ) -> Record {
+    pub fn created(view: ContainerView, decided: Decided, target: ContainerResources) -> Record {
         let mut r = Record::new(view, decided, target, Lifecycle::Created);
         r.applied = Some(r.target.cpuset.clone());
         r
@@ -628,7 +624,9 @@ impl ContainerCache {
             if all_failed || failed.contains(id) {
                 // A request that reached no answer (a deadline elapsed) may still be applied
                 // late: until a later update is acknowledged, the container may run on either.
-                if let (true, Some(a), Some(cpus)) = (all_failed, r.applied.as_mut(), batch.cpus.get(i)) {
+                if let (true, Some(a), Some(cpus)) =
+                    (all_failed, r.applied.as_mut(), batch.cpus.get(i))
+                {
                     a.extend_from(cpus);
                 }
                 if r.lifecycle.is_live() {
@@ -997,7 +995,10 @@ mod tests {
             t0 + QUIET,
         );
         assert_eq!(
-            out.retried.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            out.retried
+                .iter()
+                .map(|r| r.id.as_str())
+                .collect::<Vec<_>>(),
             ["b"]
         );
         let (a, b) = (c.get("a").expect("a"), c.get("b").expect("b"));
@@ -1037,7 +1038,11 @@ mod tests {
         move_to(&mut c, "b", "3");
         let batch = c.take_due(t0 + QUIET * 100).expect("due");
         c.batch_done(&batch, BatchResult::Failed, t0 + QUIET * 100);
-        assert_eq!(c.get("b").expect("b").applied(), Some(&cpus("1-3")), "1-3 ∪ 3");
+        assert_eq!(
+            c.get("b").expect("b").applied(),
+            Some(&cpus("1-3")),
+            "1-3 ∪ 3"
+        );
         assert!(c.reply_ids("x").contains(&"b".to_string()));
         assert_eq!(c.get("b").expect("b").applied(), Some(&cpus("3")));
         // A resize's own update in its reply.
@@ -1064,7 +1069,13 @@ mod tests {
         h.sort_by(|x, y| x.id.cmp(y.id));
         let seen: Vec<_> = h
             .iter()
-            .map(|h| (h.id, h.applied.map(ToString::to_string), h.exclusive.map(ToString::to_string)))
+            .map(|h| {
+                (
+                    h.id,
+                    h.applied.map(ToString::to_string),
+                    h.exclusive.map(ToString::to_string),
+                )
+            })
             .collect();
         assert_eq!(
             seen,
@@ -1076,7 +1087,10 @@ mod tests {
         // "a" is in breach of "b" until its update is applied.
         let breaches = crate::core::breach::breaches(&h);
         assert_eq!(breaches.len(), 1);
-        assert_eq!((breaches[0].id.as_str(), breaches[0].cpus.to_string()), ("a", "3".into()));
+        assert_eq!(
+            (breaches[0].id.as_str(), breaches[0].cpus.to_string()),
+            ("a", "3".into())
+        );
         drop(h);
         let b = c.take_due(t0 + QUIET).expect("due");
         c.batch_done(&b, BatchResult::applied(), t0 + QUIET);

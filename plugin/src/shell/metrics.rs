@@ -1320,7 +1320,13 @@ mod tests {
     #[test]
     fn breach_seconds_add_up_and_the_gauge_follows_the_last_observation() {
         let m = Metrics::new();
-        let v = |m: &Metrics, name| value(&parse_exposition(&m.render(&Gauges::default())).unwrap(), name, &[]);
+        let v = |m: &Metrics, name| {
+            value(
+                &parse_exposition(&m.render(&Gauges::default())).unwrap(),
+                name,
+                &[],
+            )
+        };
         assert_eq!(v(&m, "topolet_exclusive_breach_seconds_total"), Some(0.0));
         assert_eq!(v(&m, "topolet_exclusive_breach_containers"), Some(0.0));
         m.exclusive_breach(Duration::ZERO, 2);

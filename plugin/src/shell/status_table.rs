@@ -234,9 +234,7 @@ pub fn render_table(s: &Status) -> String {
                     list(&e.numa_nodes),
                     set_count(&e.cpus),
                     e.mems.clone().unwrap_or_else(|| "-".into()),
-                    e.id.as_deref()
-                        .map(short_id)
-                        .unwrap_or_else(|| "-".into()),
+                    e.id.as_deref().map(short_id).unwrap_or_else(|| "-".into()),
                 ]
             })
             .collect();

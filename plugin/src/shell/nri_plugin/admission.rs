@@ -158,10 +158,8 @@ impl TopoletPlugin {
             || decision.numa_affinity.is_some()
             || !decision.devices.is_empty();
         let uid = view.key.pod_uid.clone();
-        node.cache.insert(
-            &ctr.id,
-            Record::created(view, decided, decision),
-        );
+        node.cache
+            .insert(&ctr.id, Record::created(view, decided, decision));
         if holds {
             self.persist(&node);
         }

@@ -39,7 +39,8 @@ impl TopoletPlugin {
             .collect();
         drop(node);
         self.metrics.exclusive_breach(added, open);
-        self.breaching.send_if_modified(|n| std::mem::replace(n, open) != open);
+        self.breaching
+            .send_if_modified(|n| std::mem::replace(n, open) != open);
         for (container, cpus, holders) in opened.iter().take(8) {
             tracing::warn!(%container, %cpus, %holders, "container may run on CPUs another holds exclusively: its new cpuset is not applied yet");
         }
@@ -98,7 +99,9 @@ fn name_of(node: &Node, id: &str) -> String {
 /// `t` in RFC 3339, UTC (the Kubernetes API's timestamps: `k8s_openapi`'s `jiff`).
 fn rfc3339(t: SystemTime) -> String {
     match k8s_openapi::jiff::Timestamp::try_from(t) {
-        Ok(ts) => ts.round(k8s_openapi::jiff::Unit::Second).map_or_else(|_| ts.to_string(), |r| r.to_string()),
+        Ok(ts) => ts
+            .round(k8s_openapi::jiff::Unit::Second)
+            .map_or_else(|_| ts.to_string(), |r| r.to_string()),
         Err(_) => "unknown".into(),
     }
 }

@@ -15,8 +15,8 @@ use topolet_nri::updater::ContainerUpdater;
 use super::{Node, TopoletPlugin};
 use crate::core::hints::NumaMask;
 use crate::shell::container_cache::BatchResult;
-use crate::shell::update_outbox::Rescheduled;
 use crate::shell::nri_adjust;
+use crate::shell::update_outbox::Rescheduled;
 
 impl TopoletPlugin {
     /// Connects the plugin to its stub's update queue and status.
@@ -140,7 +140,11 @@ fn log_retries(error: &str, sent: usize, retried: &[Rescheduled]) {
         retried.iter().map(|r| r.attempt).max(),
         retried.iter().map(|r| r.delay).min(),
     ) else {
-        tracing::debug!(error, containers = sent, "container updates not applied to containers that have exited since");
+        tracing::debug!(
+            error,
+            containers = sent,
+            "container updates not applied to containers that have exited since"
+        );
         return;
     };
     let ids: Vec<&str> = retried.iter().take(8).map(|r| r.id.as_str()).collect();

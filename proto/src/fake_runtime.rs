@@ -375,6 +375,12 @@ impl PluginConn {
         self.updates.lock().await.recv().await
     }
 
+    /// The next UpdateContainers request already received, without waiting; `None` if there is
+    /// none yet (or another task is waiting in [`PluginConn::next_update`]).
+    pub fn try_next_update(&self) -> Option<api::UpdateContainersRequest> {
+        self.updates.try_lock().ok()?.try_recv().ok()
+    }
+
     /// Trunk state.
     pub fn trunk_state(&self) -> TrunkState {
         self.mux.state()

@@ -23,7 +23,7 @@ use topolet::core::topology::{SyntheticSpec, Topology};
 use topolet::shell::nri_plugin::{NodeState, TopoletPlugin, STATE_FILE};
 use topolet::shell::state_file;
 use topolet_nri::api::{self, Event};
-use topolet_nri::fake_runtime::{FakeRuntime, PluginConn};
+use topolet_nri::fake_runtime::{FakeRuntime, PluginConn, UpdateAnswer};
 use topolet_nri::{Stub, StubConfig};
 
 use topolet_testkit::cgroup_names::{pod_cgroup_parent, Driver};
@@ -192,8 +192,14 @@ impl Env {
         }
     }
 
-    /// Accepts, registers and configures `plugin`.
+    /// Accepts, registers and configures `plugin` (as containerd v2.3.0 with NRI v0.12.0: the
+    /// long lull before unsolicited updates).
     async fn start_plugin(&self, plugin: Arc<TopoletPlugin>) -> Running {
+        self.start_plugin_as(plugin, "v0.12.0").await
+    }
+
+    /// `start_plugin`, the runtime announcing NRI `nri_version`.
+    async fn start_plugin_as(&self, plugin: Arc<TopoletPlugin>, nri_version: &str) -> Running {
         // A restart reads the state file: what the previous plugins wrote is on disk first.
         self.flush_state();
         self.plugins
@@ -215,7 +221,7 @@ impl Env {
             .await
             .expect("registered in time")
             .expect("registered");
-        conn.configure_as("v2.3.0", "v0.12.0")
+        conn.configure_as("v2.3.0", nri_version)
             .await
             .expect("configure");
         Running { conn, task }
@@ -1651,6 +1657,119 @@ async fn after_a_restart_a_container_running_outside_its_cpuset_is_sent_it_again
     let u = p.next_update().await;
     assert_eq!(moved(&u.update), map(&[("be-app", "0")]));
     // Nothing else was queued: the next reply carries no update.
+    let w = pod("w", "besteffort");
+    let r = p
+        .create(&w, &besteffort(&w, "app"))
+        .await
+        .expect("create w");
+    assert!(r.update.is_empty(), "{:?}", moved(&r.update));
+    p.kill().await;
+}
+
+/// A slow runtime never parks a breach. `be`'s process may still run on CPU 1, which `g` holds
+/// exclusively (its task started from an older spec); the runtime first never answers within
+/// the request deadline, then rejects the updates, then applies them. topolet keeps sending
+/// be's target with back-off (never giving up), measures the breach while it lasts (status and
+/// metrics), and once the runtime applies the update the breach is over and its time counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_runtime_never_parks_a_breach() {
+    let env = Env::new();
+    let proc = tempfile::tempdir().expect("tempdir");
+    for (pid, cpus) in [(101, "0-1"), (103, "1")] {
+        let d = proc.path().join(pid.to_string());
+        std::fs::create_dir_all(&d).expect("mkdir");
+        std::fs::write(
+            d.join("status"),
+            format!("Name:\tsleep\nCpus_allowed_list:\t{cpus}\n"),
+        )
+        .expect("status");
+    }
+    let mut plugin = TopoletPlugin::new(env.config(), two_cpu()).expect("plugin");
+    plugin.set_proc_root(proc.path().to_path_buf());
+    // Short back-off steps, so the test does not wait seconds between attempts.
+    plugin.set_update_backoff(Duration::from_millis(20), Duration::from_millis(80));
+    let plugin = Arc::new(plugin);
+    let mut breaching = plugin.breaching();
+    // NRI with the UpdateContainers fix: the short lull.
+    let p = env.start_plugin_as(plugin.clone(), "v0.12.3").await;
+    p.conn.set_update_answer(UpdateAnswer::Stall);
+
+    let g = pod("g", "");
+    let gc = with_pid(exclusive_on(guaranteed(&g, "app", 1000), &set("1")), 103);
+    let be = pod("be", "besteffort");
+    let bc = with_pid(running_on(besteffort(&be, "app"), &set("0")), 101);
+    let (r, _) = p
+        .conn
+        .synchronize(vec![g.clone(), be.clone()], vec![gc, bc], None)
+        .await
+        .expect("sync");
+    assert!(
+        r.update.is_empty(),
+        "the specs agree: {:?}",
+        moved(&r.update)
+    );
+
+    // The post-Synchronize check finds be's process allowed on CPU 1: a breach, until the
+    // runtime applies be's cpuset.
+    tokio::time::timeout(GUARD, breaching.wait_for(|n| *n == 1))
+        .await
+        .expect("the breach observed in time")
+        .expect("plugin alive");
+    let status = topolet::shell::introspection::status(&plugin, None);
+    assert_eq!(status.breaches.len(), 1, "{:?}", status.breaches);
+    let b = &status.breaches[0];
+    assert!(b.container.ends_with("pod-be/app"), "{b:?}");
+    assert_eq!(b.cpus, set("1"));
+    assert_eq!(b.holders.len(), 1);
+    assert!(b.holders[0].ends_with("pod-g/app"), "{b:?}");
+    let table = topolet::shell::status_table::render_table(&status);
+    assert!(table.contains("BREACH: "), "{table}");
+    assert!(table.contains("pod-be/app"), "{table}");
+
+    // The runtime never answers: the first request runs into its deadline. A second one proves
+    // topolet sent be's target again (one request at a time: the first had ended).
+    for _ in 0..2 {
+        let u = p.next_update().await;
+        assert_eq!(moved(&u.update), map(&[("be-app", "0")]));
+    }
+    // Then it rejects them (the stalled one included): topolet keeps at it.
+    p.conn.set_update_answer(UpdateAnswer::Reject(
+        "deadline exceeded in the guest".into(),
+    ));
+    for _ in 0..3 {
+        let u = p.next_update().await;
+        assert_eq!(moved(&u.update), map(&[("be-app", "0")]));
+    }
+    assert_eq!(
+        *breaching.borrow(),
+        1,
+        "still in breach while the runtime fails"
+    );
+    assert_eq!(
+        metric(&plugin, "topolet_exclusive_breach_containers "),
+        Some(1.0)
+    );
+
+    // The runtime recovers: an attempt is applied (the one it was answering, or the next) and
+    // the breach is over. Every request it received carried be's target.
+    p.conn.set_update_answer(UpdateAnswer::Apply);
+    tokio::time::timeout(GUARD, breaching.wait_for(|n| *n == 0))
+        .await
+        .expect("the breach closed in time")
+        .expect("plugin alive");
+    while let Some(u) = p.conn.try_next_update() {
+        assert_eq!(moved(&u.update), map(&[("be-app", "0")]));
+    }
+    assert_eq!(
+        metric(&plugin, "topolet_exclusive_breach_containers "),
+        Some(0.0)
+    );
+    let seconds = metric(&plugin, "topolet_exclusive_breach_seconds_total ").expect("counter");
+    assert!(seconds > 0.0, "breach time counted: {seconds}");
+    assert!(topolet::shell::introspection::status(&plugin, None)
+        .breaches
+        .is_empty());
+    // Nothing else is queued: the next reply carries no update.
     let w = pod("w", "besteffort");
     let r = p
         .create(&w, &besteffort(&w, "app"))

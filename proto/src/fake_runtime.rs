@@ -3,6 +3,11 @@
 //! (recording RegisterPlugin and UpdateContainers), drives Configure/Synchronize
 //! (optionally paged) and any Plugin RPC, and times requests for benchmarks.
 //!
+//! How it answers UpdateContainers is the test's to choose ([`UpdateAnswer`], set with
+//! [`PluginConn::set_update_answer`]): apply (the default), reject with an error, or stall
+//! past the plugin's request deadline, as a runtime in a slow guest does. Every request is
+//! recorded whatever the answer.
+//!
 //! Like containerd it holds one "NRI lock" while calling the plugin through the
 //! `locked`/convenience helpers, and UpdateContainers takes the same lock, so a
 //! plugin that awaits an unsolicited update inside a handler deadlocks here too.
@@ -100,10 +105,24 @@ impl Drop for FakeRuntime {
     }
 }
 
+/// How the fake runtime answers the plugin's UpdateContainers requests.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum UpdateAnswer {
+    /// Applies them: an empty response (the default).
+    #[default]
+    Apply,
+    /// Answers with an error status carrying this message.
+    Reject(String),
+    /// Answers nothing until the test sets another answer, then answers as that one says (a
+    /// runtime too slow for the plugin's request deadline; what it applies late is applied).
+    Stall,
+}
+
 struct RuntimeService {
     registered: watch::Sender<Option<api::RegisterPluginRequest>>,
     updates: mpsc::UnboundedSender<api::UpdateContainersRequest>,
     nri_lock: Arc<Mutex<()>>,
+    answer: watch::Receiver<UpdateAnswer>,
 }
 
 #[async_trait]
@@ -122,9 +141,32 @@ impl Runtime for RuntimeService {
         _ctx: &TtrpcContext,
         req: api::UpdateContainersRequest,
     ) -> ttrpc::Result<api::UpdateContainersResponse> {
-        let _guard = self.nri_lock.lock().await;
-        let _ = self.updates.send(req);
-        Ok(api::UpdateContainersResponse::default())
+        {
+            // Recorded under the NRI lock, as containerd takes it to apply the request.
+            let _guard = self.nri_lock.lock().await;
+            let _ = self.updates.send(req);
+        }
+        let mut answer = self.answer.clone();
+        loop {
+            let now = answer.borrow_and_update().clone();
+            match now {
+                UpdateAnswer::Apply => return Ok(api::UpdateContainersResponse::default()),
+                UpdateAnswer::Reject(msg) => {
+                    return Err(ttrpc::Error::RpcStatus(ttrpc::get_status(
+                        ttrpc::Code::UNAVAILABLE,
+                        msg,
+                    )))
+                }
+                UpdateAnswer::Stall => {
+                    if answer.changed().await.is_err() {
+                        return Err(ttrpc::Error::RpcStatus(ttrpc::get_status(
+                            ttrpc::Code::UNAVAILABLE,
+                            "fake runtime gone".to_string(),
+                        )));
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -142,6 +184,7 @@ pub struct PluginConn {
     registered: watch::Receiver<Option<api::RegisterPluginRequest>>,
     updates: Mutex<mpsc::UnboundedReceiver<api::UpdateContainersRequest>>,
     nri_lock: Arc<Mutex<()>>,
+    answer: watch::Sender<UpdateAnswer>,
     /// Per-request timeout sent to the plugin, and how long this side waits for an answer
     /// (default [`HARNESS_REQUEST_TIMEOUT`]).
     pub request_timeout: Duration,
@@ -172,10 +215,12 @@ impl PluginConn {
             .ok_or_else(|| HarnessError::Setup("no conn 1".into()))?;
         let (reg_tx, registered) = watch::channel(None);
         let (upd_tx, upd_rx) = mpsc::unbounded_channel();
+        let (answer, answer_rx) = watch::channel(UpdateAnswer::Apply);
         let svc = RuntimeService {
             registered: reg_tx,
             updates: upd_tx,
             nri_lock: nri_lock.clone(),
+            answer: answer_rx,
         };
         let incoming = futures::stream::once(async move { Ok::<_, io::Error>(runtime_conn) })
             .chain(futures::stream::pending());
@@ -194,6 +239,7 @@ impl PluginConn {
             registered,
             updates: Mutex::new(upd_rx),
             nri_lock,
+            answer,
             request_timeout: HARNESS_REQUEST_TIMEOUT,
         })
     }
@@ -325,9 +371,21 @@ impl PluginConn {
         self.locked(self.client.state_change(self.ctx(), ev)).await
     }
 
+    /// How UpdateContainers requests are answered from now on (a stalled one is answered as
+    /// this says).
+    pub fn set_update_answer(&self, answer: UpdateAnswer) {
+        self.answer.send_replace(answer);
+    }
+
     /// Next UpdateContainers request the plugin sent; `None` once closed.
     pub async fn next_update(&self) -> Option<api::UpdateContainersRequest> {
         self.updates.lock().await.recv().await
+    }
+
+    /// The next UpdateContainers request already received, without waiting; `None` if there is
+    /// none yet (or another task is waiting in [`PluginConn::next_update`]).
+    pub fn try_next_update(&self) -> Option<api::UpdateContainersRequest> {
+        self.updates.try_lock().ok()?.try_recv().ok()
     }
 
     /// Trunk state.

@@ -2,6 +2,7 @@
 //! neither `crate::config` nor `crate::shell` (`dependency_rule` checks it).
 pub mod admission_input;
 pub mod assignments;
+pub mod breach;
 pub mod container_key;
 pub mod cpu_alloc;
 pub mod cpu_policy;

@@ -38,6 +38,9 @@ pub struct Snapshot {
     pub left_alone: usize,
     /// Which source decided each managed container, ordered by pod and container.
     pub admissions: Vec<super::admission_input::AdmissionRecord>,
+    /// Containers that may run on CPUs another holds exclusively (`core::breach`), as the shell
+    /// dated them.
+    pub breaches: Vec<BreachStatus>,
 }
 
 /// One container's exclusive CPUs, as held by the placement.
@@ -75,6 +78,28 @@ pub struct Status {
     /// Per managed container: which source decided (the pod watch's spec or the inversion).
     #[serde(default)]
     pub admissions: Vec<super::admission_input::AdmissionRecord>,
+    /// Containers that may run, now, on CPUs another container holds exclusively: the runtime
+    /// has not applied their new cpuset yet (`core::breach`). Empty when none.
+    #[serde(default)]
+    pub breaches: Vec<BreachStatus>,
+}
+
+/// A container in breach: its cpuset, as the runtime last applied it, overlaps CPUs another
+/// container holds exclusively.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BreachStatus {
+    /// `namespace/pod/container` of the container in breach.
+    pub container: String,
+    /// containerd's container id.
+    pub id: String,
+    /// The others' exclusive CPUs it may run on.
+    pub cpus: CpuSet,
+    /// `namespace/pod/container` of the containers holding them.
+    pub holders: Vec<String>,
+    /// When topolet first saw it (RFC 3339, UTC).
+    pub since: String,
+    /// How long it has lasted, as of the report.
+    pub seconds: f64,
 }
 
 /// The configured policies, as named in the config file.
@@ -336,6 +361,7 @@ pub fn build(topology: &Topology, input: StatusInput) -> Status {
         pressure: input.pressure,
         metrics_address: input.metrics_address,
         admissions: snap.admissions.clone(),
+        breaches: snap.breaches.clone(),
     }
 }
 
@@ -494,7 +520,34 @@ mod tests {
         assert_eq!(v["numa_nodes"][1]["largest_l3_block"], "6-7,14-15");
         assert_eq!(v["exclusive"][0]["cpus"], "1,9");
         assert_eq!(v["nri"]["state"], "Synchronized");
+        assert_eq!(v["breaches"], serde_json::json!([]));
         let back: Status = serde_json::from_str(&text).unwrap();
         assert_eq!(back, s);
+    }
+
+    #[test]
+    fn breaches_are_carried_as_the_shell_dated_them() {
+        let t = machine();
+        let mut inp = input(&t);
+        inp.snapshot.breaches = vec![BreachStatus {
+            container: "default/bu/app".into(),
+            id: "c0ffee".into(),
+            cpus: set("1,9"),
+            holders: vec!["default/web-0/app".into()],
+            since: "2025-01-02T03:04:05Z".into(),
+            seconds: 70.5,
+        }];
+        let s = build(&t, inp);
+        let v: serde_json::Value = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["breaches"][0]["container"], "default/bu/app");
+        assert_eq!(v["breaches"][0]["cpus"], "1,9");
+        assert_eq!(v["breaches"][0]["holders"][0], "default/web-0/app");
+        assert_eq!(v["breaches"][0]["since"], "2025-01-02T03:04:05Z");
+        assert_eq!(v["breaches"][0]["seconds"], 70.5);
+        // A report from a topolet without breaches still reads.
+        let mut old = v.clone();
+        old.as_object_mut().unwrap().remove("breaches");
+        let back: Status = serde_json::from_value(old).unwrap();
+        assert!(back.breaches.is_empty());
     }
 }

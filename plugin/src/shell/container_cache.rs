@@ -9,7 +9,8 @@
 //! - its lifecycle ([`Lifecycle`]: created, running, stopped);
 //! - its target (what topolet wants the runtime to apply: cpuset, mems, the other cgroup values)
 //!   and a generation bumped on every change of the target;
-//! - the generation last sent and the one the runtime acknowledged;
+//! - the generation last sent and the one the runtime acknowledged, and the cpuset the runtime
+//!   last applied (what an exclusive-CPU breach is measured from: `core::breach`);
 //! - whether it must be sent its target again once it runs (an update that reached only the
 //!   stored spec while its task was starting).
 //!
@@ -32,14 +33,16 @@
 //! A pod index keeps the per-event queries (a pod's containers, a restarted container's
 //! successor among them) independent of the number of live containers.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use crate::core::admission_input::{Comparison, Fallback, Source};
+use crate::core::breach::Holding;
 use crate::core::container_key::{self, ContainerKey};
+use crate::core::cpuset::CpuSet;
 use crate::core::placement::ContainerResources;
 use crate::shell::nri_view::ContainerView;
-use crate::shell::update_outbox::Outbox;
+use crate::shell::update_outbox::{Backoff, Outbox, Rescheduled};
 
 /// Which source decided a container's admission (`core::admission_input`).
 #[derive(Debug, Clone)]
@@ -91,6 +94,8 @@ pub struct Record {
     generation: u64,
     sent: Option<u64>,
     acked: Option<u64>,
+    /// The cpuset the runtime last applied (`None`: none set, any CPU).
+    applied: Option<CpuSet>,
     resend_on_start: bool,
     /// The container's init process, once known (PostStartContainer, or running at
     /// Synchronize): what the drift check reads.
@@ -105,6 +110,7 @@ impl Record {
         lifecycle: Lifecycle,
     ) -> Record {
         Record {
+            applied: view.current.cpuset_cpus.clone(),
             view,
             decided,
             target,
@@ -115,6 +121,21 @@ impl Record {
             resend_on_start: false,
             pid: None,
         }
+    }
+
+    /// The record of a container being created, whose adjustment sets its target's cpuset:
+    /// the runtime applies it before the container exists.
+    pub fn created(view: ContainerView, decided: Decided, target: ContainerResources) -> Record {
+        let mut r = Record::new(view, decided, target, Lifecycle::Created);
+        r.applied = Some(r.target.cpuset.clone());
+        r
+    }
+
+    /// The cpuset the runtime last applied: the last acknowledged update (a reply, an answered
+    /// request, the creation's adjustment), what Synchronize reported, or what the kernel was
+    /// seen to enforce. `None`: no cpuset, the container may run on any CPU.
+    pub fn applied(&self) -> Option<&CpuSet> {
+        self.applied.as_ref()
     }
 
     /// The container's init process, once known.
@@ -200,6 +221,9 @@ pub struct Batch {
     /// The NRI connection it was taken on.
     pub connection: u64,
     pub entries: Vec<(String, u64)>,
+    /// The cpuset each entry carries, in the order of `entries` (what the runtime runs the
+    /// container on once it answers, even if a newer target came meanwhile).
+    pub cpus: Vec<CpuSet>,
 }
 
 impl Batch {
@@ -211,10 +235,18 @@ impl Batch {
 /// How an unsolicited request ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BatchResult {
-    /// The runtime answered (containers it could not update may have exited).
-    Answered,
-    /// It did not reach the runtime.
+    /// The runtime answered; `failed`: the containers whose update it reported failed (they
+    /// may have exited; if they still live, they are sent again after their back-off).
+    Answered { failed: Vec<String> },
+    /// It did not reach the runtime (an error, a deadline elapsed).
     Failed,
+}
+
+impl BatchResult {
+    /// The runtime answered and applied every update.
+    pub fn applied() -> BatchResult {
+        BatchResult::Answered { failed: Vec::new() }
+    }
 }
 
 /// What [`ContainerCache::batch_done`] did.
@@ -222,8 +254,9 @@ pub enum BatchResult {
 pub struct BatchOutcome {
     /// Containers whose target changed while the request was in flight: queued again.
     pub superseded: Vec<String>,
-    /// Containers given up on after repeated failures (the next Synchronize corrects them).
-    pub given_up: Vec<String>,
+    /// Live containers whose update did not reach the runtime: queued again, each with its
+    /// attempt count and back-off (`shell::update_outbox`; never given up).
+    pub retried: Vec<Rescheduled>,
     /// The request belonged to an earlier connection: its result was ignored.
     pub stale_connection: bool,
 }
@@ -452,6 +485,11 @@ impl ContainerCache {
         self.outbox.set_quiet(quiet);
     }
 
+    /// The back-off of failed unsolicited sends (tests shorten it).
+    pub fn set_backoff(&mut self, backoff: Backoff) {
+        self.outbox.set_backoff(backoff);
+    }
+
     /// The connection's Synchronize: `records` (the runtime's view, decided again) replace
     /// every record; the Synchronize reply carries every update, so nothing queued before
     /// still applies. Returns the previous records (to be freed off the event path).
@@ -485,7 +523,26 @@ impl ContainerCache {
             if let Some(r) = self.records.get_mut(id) {
                 r.sent = Some(r.generation);
                 r.acked = Some(r.generation);
+                r.applied = Some(r.target.cpuset.clone());
             }
+        }
+    }
+
+    /// Records that the reply to an event about `id` carried its own current target (an
+    /// in-place resize): applied before the runtime answers.
+    pub fn applied_in_reply(&mut self, id: &str) {
+        if let Some(r) = self.records.get_mut(id) {
+            r.sent = Some(r.generation);
+            r.acked = Some(r.generation);
+            r.applied = Some(r.target.cpuset.clone());
+        }
+    }
+
+    /// `id`'s process was seen allowed to run on `cpus` (the post-Synchronize check, the drift
+    /// check): what the runtime applied, whatever it acknowledged.
+    pub fn seen_running_on(&mut self, id: &str, cpus: &CpuSet) {
+        if let Some(r) = self.records.get_mut(id) {
+            r.applied = Some(cpus.clone());
         }
     }
 
@@ -523,69 +580,83 @@ impl ContainerCache {
         if !self.synced || self.in_flight.is_some() || !self.outbox.due(now) {
             return None;
         }
-        let ids = self.outbox.take();
+        let ids = self.outbox.take(now);
         let ids = self.deliverable(ids, false);
         if ids.is_empty() {
             return None;
         }
-        let entries = ids
+        let (entries, cpus) = ids
             .into_iter()
             .filter_map(|id| {
-                let g = self.records.get(&id)?.generation;
-                Some((id, g))
+                let r = self.records.get(&id)?;
+                let (g, cpus) = (r.generation, r.target.cpuset.clone());
+                Some(((id, g), cpus))
             })
-            .collect();
+            .unzip();
         let batch = Batch {
             connection: self.connection,
             entries,
+            cpus,
         };
         self.in_flight = Some(batch.clone());
         Some(batch)
     }
 
-    /// The unsolicited request `batch` ended with `result`.
-    pub fn batch_done(&mut self, batch: &Batch, result: BatchResult) -> BatchOutcome {
+    /// The unsolicited request `batch` ended with `result` at `now`. Containers it did not
+    /// deliver are queued again with their back-off (never given up: `shell::update_outbox`).
+    pub fn batch_done(&mut self, batch: &Batch, result: BatchResult, now: Instant) -> BatchOutcome {
         let mut out = BatchOutcome::default();
         if batch.connection != self.connection || self.in_flight.as_ref() != Some(batch) {
             out.stale_connection = true;
             return out;
         }
         self.in_flight = None;
-        match result {
-            BatchResult::Answered => {
-                let ids = batch.ids();
-                self.outbox.sent(&ids);
-                for (id, g) in &batch.entries {
-                    let Some(r) = self.records.get_mut(id) else {
-                        continue;
-                    };
-                    if r.generation == *g {
-                        r.acked = Some(*g);
-                    } else if r.lifecycle.is_live() {
-                        self.outbox.queue(id);
-                        out.superseded.push(id.clone());
-                    }
+        let (all_failed, failed): (bool, HashSet<String>) = match result {
+            BatchResult::Answered { failed } => (false, failed.into_iter().collect()),
+            BatchResult::Failed => (true, HashSet::new()),
+        };
+        let mut retry = Vec::new();
+        let mut delivered = Vec::new();
+        for (i, (id, g)) in batch.entries.iter().enumerate() {
+            let Some(r) = self.records.get_mut(id) else {
+                continue;
+            };
+            if all_failed || failed.contains(id) {
+                // A request that reached no answer (a deadline elapsed) may still be applied
+                // late: until a later update is acknowledged, the container may run on either.
+                if let (true, Some(a), Some(cpus)) =
+                    (all_failed, r.applied.as_mut(), batch.cpus.get(i))
+                {
+                    a.extend_from(cpus);
                 }
+                if r.lifecycle.is_live() {
+                    retry.push(id.clone());
+                }
+                continue;
             }
-            BatchResult::Failed => {
-                let live: Vec<String> = batch
-                    .ids()
-                    .into_iter()
-                    .filter(|id| self.records.get(id).is_some_and(|r| r.lifecycle.is_live()))
-                    .collect();
-                out.given_up = self.outbox.failed(&live);
+            delivered.push(id.clone());
+            if let Some(cpus) = batch.cpus.get(i) {
+                r.applied = Some(cpus.clone());
+            }
+            if r.generation == *g {
+                r.acked = Some(*g);
+            } else if r.lifecycle.is_live() {
+                self.outbox.queue(id);
+                out.superseded.push(id.clone());
             }
         }
+        self.outbox.sent(&delivered);
+        out.retried = self.outbox.failed(&retry, now);
         out
     }
 
-    /// A request taken by [`ContainerCache::take_due`] could not even be queued: its
-    /// containers are queued again (bounded attempts); returns those given up on.
-    pub fn batch_not_queued(&mut self, batch: &Batch) -> Vec<String> {
+    /// A request taken by [`ContainerCache::take_due`] could not even be queued at `now`: its
+    /// containers are queued again with their back-off.
+    pub fn batch_not_queued(&mut self, batch: &Batch, now: Instant) -> Vec<Rescheduled> {
         if self.in_flight.as_ref() == Some(batch) {
             self.in_flight = None;
         }
-        self.outbox.failed(&batch.ids())
+        self.outbox.failed(&batch.ids(), now)
     }
 
     /// Whether an unsolicited request is in flight.
@@ -612,6 +683,7 @@ impl ContainerCache {
             r.sent = Some(r.generation);
             if reply {
                 r.acked = Some(r.generation);
+                r.applied = Some(r.target.cpuset.clone());
             }
             if r.lifecycle == Lifecycle::Created {
                 r.resend_on_start = true;
@@ -619,6 +691,20 @@ impl ContainerCache {
             out.push(id);
         }
         out
+    }
+
+    /// Every live container as `core::breach` sees it: what the runtime last applied and what
+    /// its target holds exclusively.
+    pub fn holdings(&self) -> Vec<Holding<'_>> {
+        self.records
+            .iter()
+            .filter(|(_, r)| r.lifecycle.is_live())
+            .map(|(id, r)| Holding {
+                id: id.as_str(),
+                applied: r.applied.as_ref(),
+                exclusive: r.target.exclusive.then_some(&r.target.cpuset),
+            })
+            .collect()
     }
 
     // --- drift ---------------------------------------------------------------------------
@@ -694,7 +780,7 @@ mod tests {
     use super::*;
     use crate::core::cpuset::CpuSet;
     use crate::core::qos::QosClass;
-    use crate::shell::update_outbox::QUIET;
+    use crate::shell::update_outbox::{Backoff, Rescheduled, QUIET};
 
     fn view(uid: &str, name: &str, id: &str) -> ContainerView {
         ContainerView {
@@ -800,7 +886,7 @@ mod tests {
         move_to(&mut c, "a", "2-3");
         let b = c.take_due(t0 + QUIET).expect("due");
         c.connection_configured(QUIET);
-        let out = c.batch_done(&b, BatchResult::Answered);
+        let out = c.batch_done(&b, BatchResult::applied(), t0);
         assert!(out.stale_connection);
         assert_eq!(
             c.get("a").expect("a").acked(),
@@ -827,7 +913,7 @@ mod tests {
         // ... nor does a second unsolicited request go.
         assert!(c.take_due(t0 + QUIET * 10).is_none());
         // When the request completes, "a" is queued again with its newest target; "b" is done.
-        let out = c.batch_done(&batch, BatchResult::Answered);
+        let out = c.batch_done(&batch, BatchResult::applied(), t0);
         assert_eq!(out.superseded, vec!["a".to_string()]);
         assert_eq!(c.get("b").expect("b").acked(), Some(g_a));
         assert_eq!(
@@ -841,17 +927,178 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_request_is_retried_a_bounded_number_of_times() {
+    fn a_failed_request_is_retried_with_back_off_for_ever() {
         let t0 = Instant::now();
         let mut c = cache(t0);
         move_to(&mut c, "a", "2-3");
-        let mut given_up = Vec::new();
-        for _ in 0..crate::shell::update_outbox::MAX_ATTEMPTS {
-            let b = c.take_due(t0 + QUIET).expect("due again");
-            given_up = c.batch_done(&b, BatchResult::Failed).given_up;
+        let mut now = t0 + QUIET;
+        for attempt in 1..=12u32 {
+            let b = c.take_due(now).expect("due again");
+            let out = c.batch_done(&b, BatchResult::Failed, now);
+            let delay = Backoff::DEFAULT.delay(attempt);
+            assert_eq!(
+                out.retried,
+                vec![Rescheduled {
+                    id: "a".into(),
+                    attempt,
+                    delay
+                }]
+            );
+            assert!(c.has_pending(), "attempt {attempt}: still queued");
+            assert!(c.take_due(now + delay - Duration::from_millis(1)).is_none());
+            now += delay;
         }
-        assert_eq!(given_up, vec!["a".to_string()]);
-        assert!(c.take_due(t0 + QUIET).is_none());
+        // The runtime takes it at last: acknowledged, and nothing pending.
+        let b = c.take_due(now).expect("due");
+        let out = c.batch_done(&b, BatchResult::applied(), now);
+        assert!(out.retried.is_empty());
+        let a = c.get("a").expect("a");
+        assert_eq!(a.acked(), Some(a.generation()));
+        assert_eq!(a.applied(), Some(&CpuSet::parse("2-3").expect("cpus")));
+        assert!(!c.has_pending());
+    }
+
+    #[test]
+    fn a_reply_carries_a_container_in_back_off_at_once() {
+        let t0 = Instant::now();
+        let mut c = cache(t0);
+        move_to(&mut c, "a", "2-3");
+        let b = c.take_due(t0 + QUIET).expect("due");
+        c.batch_done(&b, BatchResult::Failed, t0 + QUIET);
+        let b = c.take_due(t0 + QUIET * 10).expect("due");
+        c.batch_done(&b, BatchResult::Failed, t0 + QUIET * 10);
+        assert!(c.take_due(t0 + QUIET * 11).is_none(), "backing off");
+        // A newer target meanwhile wins: the reply carries it, at once.
+        move_to(&mut c, "a", "3");
+        assert_eq!(c.reply_ids("c"), vec!["a".to_string()]);
+        let a = c.get("a").expect("a");
+        assert_eq!(a.acked(), Some(a.generation()));
+        assert_eq!(a.applied(), Some(&CpuSet::parse("3").expect("cpus")));
+    }
+
+    #[test]
+    fn containers_the_runtime_reports_failed_are_retried_the_others_applied() {
+        let t0 = Instant::now();
+        let mut c = cache(t0);
+        c.sent_in_sync(["a", "b", "c"].into_iter());
+        move_to(&mut c, "a", "2-3");
+        move_to(&mut c, "b", "2-3");
+        move_to(&mut c, "c", "2-3");
+        let batch = c.take_due(t0 + QUIET).expect("due");
+        // "c" exited meanwhile (stopped): not retried even though the runtime failed it.
+        c.stop("c");
+        let out = c.batch_done(
+            &batch,
+            BatchResult::Answered {
+                failed: vec!["b".into(), "c".into()],
+            },
+            t0 + QUIET,
+        );
+        assert_eq!(
+            out.retried
+                .iter()
+                .map(|r| r.id.as_str())
+                .collect::<Vec<_>>(),
+            ["b"]
+        );
+        let (a, b) = (c.get("a").expect("a"), c.get("b").expect("b"));
+        assert_eq!(a.acked(), Some(a.generation()));
+        assert_ne!(
+            b.acked(),
+            Some(b.generation()),
+            "its new target is not acknowledged"
+        );
+        assert_eq!(b.applied(), Some(&CpuSet::parse("1-3").expect("cpus")));
+        assert!(c.has_pending());
+    }
+
+    #[test]
+    fn what_the_runtime_applied_follows_replies_requests_and_observations() {
+        let t0 = Instant::now();
+        let mut c = cache(t0);
+        let cpus = |s: &str| CpuSet::parse(s).expect("cpus");
+        // Synchronize: what the runtime reported (nothing in these views: any CPU).
+        assert_eq!(c.get("a").expect("a").applied(), None);
+        c.sent_in_sync(["a", "b", "c"].into_iter());
+        assert_eq!(c.get("a").expect("a").applied(), Some(&cpus("1-3")));
+        // Created: the adjustment's cpuset.
+        let r = Record::created(view("r", "x", "d"), Decided::synchronize(), target("2"));
+        c.insert("d", r);
+        assert_eq!(c.get("d").expect("d").applied(), Some(&cpus("2")));
+        // Sent unsolicited: unchanged until the runtime answers; then the batch's cpuset, even
+        // when a newer target came meanwhile.
+        move_to(&mut c, "a", "2-3");
+        let batch = c.take_due(t0 + QUIET).expect("due");
+        assert_eq!(batch.cpus, vec![cpus("2-3")]);
+        assert_eq!(c.get("a").expect("a").applied(), Some(&cpus("1-3")));
+        move_to(&mut c, "a", "3");
+        c.batch_done(&batch, BatchResult::applied(), t0 + QUIET);
+        assert_eq!(c.get("a").expect("a").applied(), Some(&cpus("2-3")));
+        // A request that failed may still be applied late: either cpuset, until one is acked.
+        move_to(&mut c, "b", "2");
+        let batch = c.take_due(t0 + QUIET).expect("due");
+        c.batch_done(&batch, BatchResult::Failed, t0 + QUIET);
+        assert_eq!(c.get("b").expect("b").applied(), Some(&cpus("1-3")));
+        move_to(&mut c, "b", "3");
+        let batch = c.take_due(t0 + QUIET * 100).expect("due");
+        c.batch_done(&batch, BatchResult::Failed, t0 + QUIET * 100);
+        assert_eq!(
+            c.get("b").expect("b").applied(),
+            Some(&cpus("1-3")),
+            "1-3 ∪ 3"
+        );
+        assert!(c.reply_ids("x").contains(&"b".to_string()));
+        assert_eq!(c.get("b").expect("b").applied(), Some(&cpus("3")));
+        // A resize's own update in its reply.
+        c.applied_in_reply("a");
+        assert_eq!(c.get("a").expect("a").applied(), Some(&cpus("3")));
+        // Seen by the drift check.
+        c.seen_running_on("a", &cpus("1-3"));
+        assert_eq!(c.get("a").expect("a").applied(), Some(&cpus("1-3")));
+    }
+
+    #[test]
+    fn holdings_are_the_live_containers_with_their_exclusive_cpus() {
+        let t0 = Instant::now();
+        let mut c = cache(t0);
+        c.sent_in_sync(["a", "b", "c"].into_iter());
+        let g = CpuSet::parse("3").expect("cpus");
+        assert!(c.get_mut("b").expect("b").retarget(|t| {
+            t.exclusive = true;
+            t.cpuset = g.clone();
+        }));
+        move_to(&mut c, "a", "1-2");
+        c.stop("c");
+        let mut h = c.holdings();
+        h.sort_by(|x, y| x.id.cmp(y.id));
+        let seen: Vec<_> = h
+            .iter()
+            .map(|h| {
+                (
+                    h.id,
+                    h.applied.map(ToString::to_string),
+                    h.exclusive.map(ToString::to_string),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("a", Some("1-3".to_string()), None),
+                ("b", Some("1-3".to_string()), Some("3".to_string())),
+            ]
+        );
+        // "a" is in breach of "b" until its update is applied.
+        let breaches = crate::core::breach::breaches(&h);
+        assert_eq!(breaches.len(), 1);
+        assert_eq!(
+            (breaches[0].id.as_str(), breaches[0].cpus.to_string()),
+            ("a", "3".into())
+        );
+        drop(h);
+        let b = c.take_due(t0 + QUIET).expect("due");
+        c.batch_done(&b, BatchResult::applied(), t0 + QUIET);
+        assert!(crate::core::breach::breaches(&c.holdings()).is_empty());
     }
 
     #[test]

@@ -109,6 +109,10 @@ struct Families {
     /// Containers the drift check compared, and those it found drifted by field.
     drift_checks: u64,
     drift_repairs: BTreeMap<&'static str, u64>,
+    /// Container-seconds spent on CPUs another container holds exclusively, and the containers
+    /// in that state at the last observation (`core::breach`).
+    breach_seconds: f64,
+    breaching: u64,
     /// (trigger, result) → configuration reloads (`shell::reload`).
     config_reloads: BTreeMap<(&'static str, &'static str), u64>,
 }
@@ -386,6 +390,14 @@ impl Metrics {
         *self.lock().drift_repairs.entry(field).or_default() += 1;
     }
 
+    /// The flusher's breach observation (`core::breach::Ledger`): `added` more container-seconds
+    /// on others' exclusive CPUs, `open` containers in breach now.
+    pub fn exclusive_breach(&self, added: Duration, open: usize) {
+        let mut f = self.lock();
+        f.breach_seconds += added.as_secs_f64();
+        f.breaching = open as u64;
+    }
+
     /// A configuration reload (`shell::reload`) on `trigger` (`sighup`, `file_change`) ended
     /// with `result`: `applied`, `unchanged` (valid, nothing to change), `rejected` (unreadable,
     /// does not parse or does not fit the machine), `refused` (would break a running container).
@@ -504,6 +516,8 @@ impl Metrics {
                 pod_truth: g.pod_truth.clone(),
                 drift_checks: g.drift_checks,
                 drift_repairs: g.drift_repairs.clone(),
+                breach_seconds: g.breach_seconds,
+                breaching: g.breaching,
                 config_reloads: g.config_reloads.clone(),
                 eviction_results: g.eviction_results.clone(),
                 node_status_patches: g.node_status_patches.clone(),
@@ -822,6 +836,26 @@ impl Metrics {
                 *n as f64,
             );
         }
+        w.family(
+            "topolet_exclusive_breach_seconds_total",
+            "counter",
+            "Seconds containers ran, or could have run, on CPUs another container holds exclusively: a runtime that had not applied their new cpuset yet (summed over containers).",
+        );
+        w.sample(
+            "topolet_exclusive_breach_seconds_total",
+            &[],
+            f.breach_seconds,
+        );
+        w.family(
+            "topolet_exclusive_breach_containers",
+            "gauge",
+            "Live containers whose cpuset, as the runtime last applied it, overlaps CPUs another container holds exclusively.",
+        );
+        w.sample(
+            "topolet_exclusive_breach_containers",
+            &[],
+            f.breaching as f64,
+        );
         w.family(
             "topolet_config_reloads_total",
             "counter",
@@ -1281,6 +1315,27 @@ mod tests {
         }
         assert_eq!(m.pressure(), None);
         assert_eq!(value(&samples, "topolet_nri_synchronized", &[]), Some(0.0));
+    }
+
+    #[test]
+    fn breach_seconds_add_up_and_the_gauge_follows_the_last_observation() {
+        let m = Metrics::new();
+        let v = |m: &Metrics, name| {
+            value(
+                &parse_exposition(&m.render(&Gauges::default())).unwrap(),
+                name,
+                &[],
+            )
+        };
+        assert_eq!(v(&m, "topolet_exclusive_breach_seconds_total"), Some(0.0));
+        assert_eq!(v(&m, "topolet_exclusive_breach_containers"), Some(0.0));
+        m.exclusive_breach(Duration::ZERO, 2);
+        m.exclusive_breach(Duration::from_millis(1500), 1);
+        assert_eq!(v(&m, "topolet_exclusive_breach_seconds_total"), Some(1.5));
+        assert_eq!(v(&m, "topolet_exclusive_breach_containers"), Some(1.0));
+        m.exclusive_breach(Duration::from_millis(500), 0);
+        assert_eq!(v(&m, "topolet_exclusive_breach_seconds_total"), Some(2.0));
+        assert_eq!(v(&m, "topolet_exclusive_breach_containers"), Some(0.0));
     }
 
     #[test]

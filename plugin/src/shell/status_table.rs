@@ -234,9 +234,7 @@ pub fn render_table(s: &Status) -> String {
                     list(&e.numa_nodes),
                     set_count(&e.cpus),
                     e.mems.clone().unwrap_or_else(|| "-".into()),
-                    e.id.as_deref()
-                        .map(|i| i.chars().take(13).collect())
-                        .unwrap_or_else(|| "-".into()),
+                    e.id.as_deref().map(short_id).unwrap_or_else(|| "-".into()),
                 ]
             })
             .collect();
@@ -246,6 +244,23 @@ pub fn render_table(s: &Status) -> String {
         ));
     }
     out.push('\n');
+
+    // One line per container that may run on another's exclusive CPUs, while it lasts.
+    for b in &s.breaches {
+        let _ = writeln!(
+            out,
+            "BREACH: {} ({}) may run on CPU {} held exclusively by {}, since {} ({:.1} s): its update is not applied yet",
+            b.container,
+            short_id(&b.id),
+            b.cpus,
+            b.holders.join(", "),
+            b.since,
+            b.seconds
+        );
+    }
+    if !s.breaches.is_empty() {
+        out.push('\n');
+    }
 
     match &s.pressure {
         None => out.push_str("pressure: not reported (no eviction loop running)\n"),
@@ -303,6 +318,11 @@ pub fn render_table(s: &Status) -> String {
         let _ = writeln!(out, "metrics: http://{a}/metrics");
     }
     out
+}
+
+/// A container id as `crictl` shows it: its first 13 characters.
+fn short_id(id: &str) -> String {
+    id.chars().take(13).collect()
 }
 
 /// A signal value in its unit: bytes for memory and filesystem space, a plain count otherwise.
@@ -405,6 +425,27 @@ mod tests {
         assert!(text.contains("exclusive: none\n"));
         assert!(text.contains("pressure: not reported"));
         assert!(!text.contains("metrics:"));
+    }
+
+    #[test]
+    fn a_breach_prints_a_line_naming_the_container_its_cpus_and_since_when() {
+        let t = machine();
+        let mut inp = input(&t);
+        let text = render_table(&build(&t, inp.clone()));
+        assert!(!text.contains("BREACH"), "{text}");
+        inp.snapshot.breaches = vec![crate::core::status::BreachStatus {
+            container: "default/bu/app".into(),
+            id: "0123456789abcdef".into(),
+            cpus: crate::core::status::fixtures::set("1,9"),
+            holders: vec!["default/web-0/app".into()],
+            since: "2025-01-02T03:04:05Z".into(),
+            seconds: 70.5,
+        }];
+        let text = render_table(&build(&t, inp));
+        assert!(
+            text.contains("BREACH: default/bu/app (0123456789abc) may run on CPU 1,9 held exclusively by default/web-0/app, since 2025-01-02T03:04:05Z (70.5 s)"),
+            "{text}"
+        );
     }
 
     #[test]

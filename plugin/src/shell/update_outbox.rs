@@ -27,8 +27,19 @@
 //! deadlocked containerd v2.3.7 that way at a load average of 18.
 //!
 //! What is sent is always each container's *current* target, computed at send time, never a
-//! stale request. Failed unsolicited sends are queued again, up to [`MAX_ATTEMPTS`]; after that
-//! the next Synchronize corrects the containers.
+//! stale request: a newer target queued while an older one waits replaces it.
+//!
+//! **Failed sends are retried for ever, with back-off** ([`Backoff`]). The kubelet's CPU manager
+//! never gives up on a container either: its `reconcileState`
+//! (pkg/kubelet/cm/cpumanager/cpu_manager.go) retries every reconcile period for as long as the
+//! container lives. A container whose unsolicited update did not reach the runtime (a request
+//! deadline elapsed in a slow guest, the runtime answered an error, the runtime reported the
+//! update failed) is queued again at once, but its next *unsolicited* send waits for its
+//! back-off ([`Backoff::delay`] of its attempt count) as well as for the lull. The reply to an
+//! event still carries it at once, whatever its back-off: a reply is applied by the runtime
+//! under the locks the event already holds, and delivers the update ([`Outbox::sent`] resets
+//! the count). There is no "given up" state: until the runtime takes the update, the container
+//! may run on CPUs that are no longer its own (`core::breach`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -50,8 +61,68 @@ pub fn quiet_for(version: Option<topolet_nri::version::NriVersion>) -> Duration 
         _ => QUIET_LOCK_INVERSION,
     }
 }
-/// Sends per container before giving up until the next Synchronize.
-pub const MAX_ATTEMPTS: u32 = 5;
+
+/// How long a container whose unsolicited update failed waits before the next one: the
+/// delay after the `n`th consecutive failure is `base · 2^(n-1)`, capped at `cap`, on top of
+/// the lull every unsolicited request needs anyway.
+///
+/// The defaults ([`Backoff::DEFAULT`]: 500 ms doubling to 5 s) are chosen so that:
+/// - the first retry follows the failure by about the lull (300 ms on a runtime with the
+///   UpdateContainers fix), so a one-off error costs well under a second of breach;
+/// - a runtime that keeps failing is asked at most every 5 s plus the request's own deadline
+///   (containerd's default NRI request timeout is 2 s), i.e. within the kubelet's CPU manager
+///   reconcile period (`--cpu-manager-reconcile-period`, 10 s by default,
+///   pkg/kubelet/cm/cpumanager/cpu_manager.go): topolet never repairs more slowly than the
+///   kubelet's own reconciliation would, and a slow guest is not flooded with requests that
+///   each hold its NRI locks until their deadline;
+/// - the cap is reached after four failures (0.5, 1, 2, 4, then 5 s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    pub base: Duration,
+    pub cap: Duration,
+}
+
+impl Backoff {
+    pub const DEFAULT: Backoff = Backoff {
+        base: Duration::from_millis(500),
+        cap: Duration::from_secs(5),
+    };
+
+    /// The wait before the next unsolicited send after the `attempt`th consecutive failure
+    /// (`attempt` ≥ 1; 0 waits nothing).
+    pub fn delay(&self, attempt: u32) -> Duration {
+        if attempt == 0 {
+            return Duration::ZERO;
+        }
+        // 2^(attempt-1) without overflow: past 2^20 the cap has long been reached.
+        let factor = 1u32 << (attempt - 1).min(20);
+        self.base.saturating_mul(factor).min(self.cap)
+    }
+}
+
+impl Default for Backoff {
+    fn default() -> Backoff {
+        Backoff::DEFAULT
+    }
+}
+
+/// A container whose unsolicited update failed: how many times in a row, and when the next
+/// unsolicited send may carry it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Retry {
+    attempts: u32,
+    not_before: Instant,
+}
+
+/// One failed send of a container, as [`Outbox::failed`] scheduled its retry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rescheduled {
+    pub id: String,
+    /// Consecutive failed sends so far (1 for the first failure).
+    pub attempt: u32,
+    /// How long the next unsolicited send waits (besides the lull).
+    pub delay: Duration,
+}
 
 /// The queue of containers to update.
 #[derive(Debug, Clone)]
@@ -59,7 +130,8 @@ pub struct Outbox {
     ids: BTreeSet<String>,
     quiet: Duration,
     last_event: Instant,
-    attempts: BTreeMap<String, u32>,
+    backoff: Backoff,
+    retries: BTreeMap<String, Retry>,
 }
 
 impl Outbox {
@@ -68,8 +140,14 @@ impl Outbox {
             ids: BTreeSet::new(),
             quiet: QUIET_LOCK_INVERSION,
             last_event: now,
-            attempts: BTreeMap::new(),
+            backoff: Backoff::DEFAULT,
+            retries: BTreeMap::new(),
         }
+    }
+
+    /// The back-off of failed sends (tests shorten it).
+    pub fn set_backoff(&mut self, backoff: Backoff) {
+        self.backoff = backoff;
     }
 
     /// The lull the connected runtime needs ([`quiet_for`]; until Configure says, the longer one).
@@ -90,13 +168,13 @@ impl Outbox {
     /// Forgets `id` (removed container).
     pub fn remove(&mut self, id: &str) {
         self.ids.remove(id);
-        self.attempts.remove(id);
+        self.retries.remove(id);
     }
 
     /// Forgets everything queued (a Synchronize computes every container's update afresh).
     pub fn clear(&mut self) {
         self.ids.clear();
-        self.attempts.clear();
+        self.retries.clear();
     }
 
     pub fn is_empty(&self) -> bool {
@@ -108,15 +186,26 @@ impl Outbox {
         now.saturating_duration_since(self.last_event) >= lull
     }
 
-    /// Whether the queue should be sent unsolicited now: something is queued and the runtime
-    /// has been quiet for the runtime's lull ([`Outbox::set_quiet`]).
-    pub fn due(&self, now: Instant) -> bool {
-        !self.ids.is_empty() && now.saturating_duration_since(self.last_event) >= self.quiet
+    /// Whether `id` may go in an unsolicited request at `now` (its back-off, if any, is over).
+    fn ready(&self, id: &str, now: Instant) -> bool {
+        self.retries.get(id).map_or(true, |r| r.not_before <= now)
     }
 
-    /// Empties the queue for an unsolicited request.
-    pub fn take(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.ids).into_iter().collect()
+    /// Whether an unsolicited request should go now: a queued container whose back-off is over,
+    /// and the runtime quiet for the runtime's lull ([`Outbox::set_quiet`]).
+    pub fn due(&self, now: Instant) -> bool {
+        now.saturating_duration_since(self.last_event) >= self.quiet
+            && self.ids.iter().any(|id| self.ready(id, now))
+    }
+
+    /// Takes the queued containers whose back-off is over at `now`, for an unsolicited request;
+    /// the others stay queued (a reply still takes them).
+    pub fn take(&mut self, now: Instant) -> Vec<String> {
+        let (ready, waiting): (BTreeSet<String>, BTreeSet<String>) = std::mem::take(&mut self.ids)
+            .into_iter()
+            .partition(|id| self.ready(id, now));
+        self.ids = waiting;
+        ready.into_iter().collect()
     }
 
     /// Takes every queued id but `skip` (the container the event is about: a container cannot
@@ -138,28 +227,40 @@ impl Outbox {
         ids
     }
 
-    /// The runtime took the update of `ids`.
+    /// The runtime took the update of `ids`: their back-off ends.
     pub fn sent(&mut self, ids: &[String]) {
         for id in ids {
-            self.attempts.remove(id);
+            self.retries.remove(id);
         }
     }
 
-    /// The update of `ids` did not reach the runtime: they are queued again unless they have
-    /// had [`MAX_ATTEMPTS`]; returns those given up on.
-    pub fn failed(&mut self, ids: &[String]) -> Vec<String> {
-        let mut given_up = Vec::new();
+    /// The update of `ids` did not reach the runtime at `now`: they are queued again, each
+    /// with the next step of its back-off ([`Backoff::delay`]). Never gives up (module doc).
+    pub fn failed(&mut self, ids: &[String], now: Instant) -> Vec<Rescheduled> {
+        let mut out = Vec::with_capacity(ids.len());
         for id in ids {
-            let n = self.attempts.entry(id.clone()).or_insert(0);
-            *n += 1;
-            if *n >= MAX_ATTEMPTS {
-                self.attempts.remove(id);
-                given_up.push(id.clone());
-            } else {
-                self.queue(id);
-            }
+            let attempts = self.retries.get(id).map_or(0, |r| r.attempts) + 1;
+            let delay = self.backoff.delay(attempts);
+            self.retries.insert(
+                id.clone(),
+                Retry {
+                    attempts,
+                    not_before: now + delay,
+                },
+            );
+            self.queue(id);
+            out.push(Rescheduled {
+                id: id.clone(),
+                attempt: attempts,
+                delay,
+            });
         }
-        given_up
+        out
+    }
+
+    /// `id`'s consecutive failed sends (0: none, or delivered since).
+    pub fn attempts(&self, id: &str) -> u32 {
+        self.retries.get(id).map_or(0, |r| r.attempts)
     }
 }
 
@@ -217,7 +318,7 @@ mod tests {
             assert!(!o.due(now));
         }
         assert!(o.due(now + QUIET));
-        assert_eq!(o.take(), vec!["a".to_string()]);
+        assert_eq!(o.take(now + QUIET), vec!["a".to_string()]);
         assert!(o.is_empty() && !o.due(now + QUIET * 3));
     }
 
@@ -232,41 +333,129 @@ mod tests {
             o.take_except("self"),
             vec!["a".to_string(), "b".to_string()]
         );
-        assert_eq!(o.take(), vec!["self".to_string()]);
+        assert_eq!(o.take(t0), vec!["self".to_string()]);
         assert!(o.take_except("x").is_empty());
     }
 
     #[test]
-    fn a_reply_resets_the_attempts_of_what_it_carried() {
-        let t0 = Instant::now();
-        let mut o = outbox(t0);
-        o.queue("a");
-        let ids = o.take();
-        for _ in 1..MAX_ATTEMPTS {
-            assert!(o.failed(&ids).is_empty());
-            let _ = o.take();
-        }
-        o.queue("a");
-        assert_eq!(o.take_except("x"), ids);
-        // Delivered by the reply: a later failure starts counting afresh.
-        assert!(o.failed(&ids).is_empty());
+    fn the_back_off_doubles_from_its_base_up_to_its_cap() {
+        let b = Backoff::DEFAULT;
+        let ms = |n| b.delay(n).as_millis();
+        assert_eq!(ms(0), 0);
+        assert_eq!(
+            (1..=7).map(ms).collect::<Vec<_>>(),
+            [500, 1000, 2000, 4000, 5000, 5000, 5000]
+        );
+        // No overflow however long the runtime fails.
+        assert_eq!(b.delay(u32::MAX), b.cap);
+        let tiny = Backoff {
+            base: Duration::from_millis(1),
+            cap: Duration::from_millis(3),
+        };
+        assert_eq!(tiny.delay(1), Duration::from_millis(1));
+        assert_eq!(tiny.delay(2), Duration::from_millis(2));
+        assert_eq!(tiny.delay(3), Duration::from_millis(3));
     }
 
     #[test]
-    fn coalesces_and_retries_a_bounded_number_of_times() {
+    fn a_failed_container_waits_its_back_off_and_is_never_given_up() {
+        let t0 = Instant::now();
+        let mut o = outbox(t0);
+        o.queue("a");
+        let mut now = t0 + QUIET;
+        let ids = o.take(now);
+        assert_eq!(ids, vec!["a".to_string()]);
+        for attempt in 1..=20u32 {
+            let r = o.failed(&ids, now);
+            let delay = Backoff::DEFAULT.delay(attempt);
+            assert_eq!(
+                r,
+                vec![Rescheduled {
+                    id: "a".into(),
+                    attempt,
+                    delay
+                }]
+            );
+            assert_eq!(o.attempts("a"), attempt);
+            // Queued again, but not due before its back-off is over, however quiet the runtime.
+            assert!(!o.is_empty());
+            assert!(!o.due(now + delay - Duration::from_millis(1)));
+            assert!(o.take(now + delay - Duration::from_millis(1)).is_empty());
+            assert!(!o.is_empty(), "still queued while it waits");
+            now += delay;
+            assert!(o.due(now));
+            assert_eq!(o.take(now), ids);
+        }
+        // Delivered at last: the count starts afresh.
+        o.sent(&ids);
+        assert_eq!(o.attempts("a"), 0);
+        assert_eq!(o.failed(&ids, now)[0].attempt, 1);
+    }
+
+    #[test]
+    fn the_back_off_still_needs_the_lull_and_is_per_container() {
+        let t0 = Instant::now();
+        let mut o = outbox(t0);
+        o.set_backoff(Backoff {
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(1),
+        });
+        o.queue("a");
+        let failed_at = t0 + QUIET;
+        let ids = o.take(failed_at);
+        o.failed(&ids, failed_at);
+        // An event during the back-off: the lull counts from it.
+        let event = failed_at + Duration::from_millis(900);
+        o.event(event);
+        assert!(!o.due(failed_at + Duration::from_secs(1)), "no lull yet");
+        assert!(o.due(event + QUIET));
+        // Another container queued while "a" backs off goes on its own, without waiting.
+        let mut o = outbox(t0);
+        o.set_backoff(Backoff {
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(1),
+        });
+        o.queue("a");
+        let ids = o.take(failed_at);
+        o.failed(&ids, failed_at);
+        o.queue("b");
+        let meanwhile = failed_at + Duration::from_millis(500);
+        assert!(o.due(meanwhile));
+        assert_eq!(o.take(meanwhile), vec!["b".to_string()]);
+        assert!(!o.is_empty(), "a waits out its back-off");
+        assert!(!o.due(meanwhile));
+        assert_eq!(o.take(failed_at + Duration::from_secs(1)), ids);
+    }
+
+    #[test]
+    fn a_reply_carries_a_container_in_back_off_at_once_and_resets_it() {
+        let t0 = Instant::now();
+        let mut o = outbox(t0);
+        o.queue("a");
+        let ids = o.take(t0 + QUIET);
+        for _ in 0..4 {
+            o.failed(&ids, t0 + QUIET);
+            let _ = o.take(t0 + QUIET * 1000);
+        }
+        o.failed(&ids, t0 + QUIET);
+        assert!(!o.due(t0 + QUIET * 2), "backing off");
+        // A newer target queued meanwhile: one entry, still backing off.
+        o.queue("a");
+        assert_eq!(o.take(t0 + QUIET * 2), Vec::<String>::new());
+        // The next reply takes it whatever its back-off, and it counts as delivered.
+        assert_eq!(o.take_except("x"), ids);
+        assert_eq!(o.attempts("a"), 0);
+        assert_eq!(o.failed(&ids, t0)[0].attempt, 1);
+    }
+
+    #[test]
+    fn coalesces_queued_ids() {
         let t0 = Instant::now();
         let mut o = outbox(t0);
         o.queue("a");
         o.queue("b");
         o.queue("a");
-        let ids = o.take();
-        assert_eq!(ids, vec!["a".to_string(), "b".to_string()]);
-        o.sent(&ids[1..]);
-        for attempt in 1..MAX_ATTEMPTS {
-            assert!(o.failed(&ids[..1]).is_empty(), "attempt {attempt}");
-            assert_eq!(o.take(), vec!["a".to_string()]);
-        }
-        assert_eq!(o.failed(&ids[..1]), vec!["a".to_string()]);
+        assert_eq!(o.take(t0 + QUIET), vec!["a".to_string(), "b".to_string()]);
         assert!(o.is_empty());
     }
 
@@ -275,10 +464,14 @@ mod tests {
         let t0 = Instant::now();
         let mut o = outbox(t0);
         o.queue("a");
+        o.failed(&["a".to_string()], t0);
         o.remove("a");
         assert!(o.is_empty() && !o.due(t0 + QUIET));
+        assert_eq!(o.attempts("a"), 0);
         o.queue("b");
+        o.failed(&["b".to_string()], t0);
         o.clear();
+        assert_eq!(o.attempts("b"), 0);
         assert!(o.is_empty() && !o.due(t0 + QUIET));
     }
 }

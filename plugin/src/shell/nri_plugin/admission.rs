@@ -7,7 +7,7 @@ use topolet_nri::plugin::{PluginError, PluginResult};
 
 use super::TopoletPlugin;
 use crate::core::admission_input::{self, AdmissionInput, Fallback};
-use crate::shell::container_cache::{Decided, Lifecycle, Record};
+use crate::shell::container_cache::{Decided, Record};
 use crate::shell::metrics;
 use crate::shell::nri_adjust;
 use crate::shell::nri_view::{self, ContainerView, NoView};
@@ -158,10 +158,8 @@ impl TopoletPlugin {
             || decision.numa_affinity.is_some()
             || !decision.devices.is_empty();
         let uid = view.key.pod_uid.clone();
-        node.cache.insert(
-            &ctr.id,
-            Record::new(view, decided, decision, Lifecycle::Created),
-        );
+        node.cache
+            .insert(&ctr.id, Record::created(view, decided, decision));
         if holds {
             self.persist(&node);
         }

@@ -40,6 +40,7 @@ impl TopoletPlugin {
                 match allowed {
                     Ok(allowed) if !allowed.is_subset(&m.target().cpuset) => {
                         tracing::warn!(pod = %m.view().pod_ref, container = %m.view().key.container, runs_on = %allowed, cpus = %m.target().cpuset, "container runs outside its cpuset (an update reached only its spec); sending it again");
+                        node.cache.seen_running_on(&id, &allowed);
                         node.cache.queue(&id);
                     }
                     Ok(_) => {}
@@ -86,6 +87,9 @@ impl TopoletPlugin {
             if !(cpus_off || mems_off) || !node.cache.drifted(&probe) {
                 continue;
             }
+            // What the kernel enforces is what the runtime applied, whatever it acknowledged
+            // (an exclusive-CPU breach is measured from it: `core::breach`).
+            node.cache.seen_running_on(&probe.id, &allowed.cpus);
             let field = if cpus_off { "cpus" } else { "mems" };
             self.metrics.drift_repair(field);
             repaired += 1;

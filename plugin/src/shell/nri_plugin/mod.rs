@@ -10,7 +10,9 @@
 //! - `lifecycle`: RunPodSandbox, PostStartContainer, StopContainer, RemoveContainer,
 //!   RemovePodSandbox, and the release of what a container held;
 //! - `updates`: what reaches the other containers: shared-pool changes, the updates carried in
-//!   replies and the unsolicited UpdateContainers (the flusher);
+//!   replies and the unsolicited UpdateContainers (the flusher), retried with back-off for ever;
+//! - `breach`: the exclusive-CPU breaches the flusher measures each tick (`core::breach`): the
+//!   containers the runtime may still run on CPUs another container holds exclusively;
 //! - `drift`: what the running containers' processes actually use against their targets (the
 //!   post-restart verification, the drift check);
 //! - `pod_quota`: the pod cgroup's CPU values (the kubelet's quota rules for exclusive CPUs);
@@ -39,6 +41,7 @@
 //! target gets an update in the Synchronize reply.
 
 mod admission;
+mod breach;
 mod configure;
 mod drift;
 mod k8s_events;
@@ -97,6 +100,8 @@ struct Node {
     oom_floor: Option<i32>,
     /// The last refusal of each container, so that the kubelet's retries are not all logged.
     refusals: RefusalLog,
+    /// The exclusive-CPU breaches over time (`breach`).
+    breaches: crate::core::breach::Ledger,
 }
 
 /// The topolet NRI plugin.
@@ -127,6 +132,9 @@ pub struct TopoletPlugin {
     /// This node's pods from the API (`shell::pod_directory`) and `[kubernetes] pod_wait_ms`,
     /// when the API client is on.
     pods: OnceLock<(PodDirectory, Duration)>,
+    /// How many containers were in exclusive-CPU breach at the flusher's last observation
+    /// (`breach`).
+    breaching: watch::Sender<usize>,
 }
 
 impl TopoletPlugin {
@@ -154,6 +162,7 @@ impl TopoletPlugin {
             sandboxes: HashMap::new(),
             oom_floor: config.qos.oom_score_adj_floor,
             refusals: RefusalLog::default(),
+            breaches: crate::core::breach::Ledger::new(),
         };
         load_state(&mut node, &state_path);
         Ok(TopoletPlugin {
@@ -172,6 +181,7 @@ impl TopoletPlugin {
             events: OnceLock::new(),
             books_changed: Arc::new(tokio::sync::Notify::new()),
             pods: OnceLock::new(),
+            breaching: watch::Sender::new(0),
         })
     }
 

@@ -103,6 +103,7 @@ impl TopoletPlugin {
         // The others first: containerd takes the last update as the resized container's own.
         let mut update = self.reply_updates(&mut node, &ctr.id);
         update.push(own);
+        node.cache.applied_in_reply(&ctr.id);
         Ok(api::UpdateContainerResponse {
             update,
             ..Default::default()

@@ -1,7 +1,8 @@
 //! What reaches containers other than the one an event is about: the shared pool's changes
 //! queued in the cache, the queued updates a reply carries, and the unsolicited UpdateContainers
 //! the flusher sends in a lull (`shell::update_outbox`), started when the plugin is attached to
-//! its stub.
+//! its stub. A send that fails is retried after its back-off, for as long as the container
+//! lives; each flusher tick also measures the exclusive-CPU breaches (`breach`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,6 +16,7 @@ use super::{Node, TopoletPlugin};
 use crate::core::hints::NumaMask;
 use crate::shell::container_cache::BatchResult;
 use crate::shell::nri_adjust;
+use crate::shell::update_outbox::Rescheduled;
 
 impl TopoletPlugin {
     /// Connects the plugin to its stub's update queue and status.
@@ -39,6 +41,7 @@ impl TopoletPlugin {
                     let Some(p) = plugin.upgrade() else { break };
                     p.verify_running();
                     p.flush_updates();
+                    p.observe_breaches(Instant::now());
                     if drift_every.is_some_and(|every| last_drift_check.elapsed() >= every) {
                         last_drift_check = Instant::now();
                         p.check_drift();
@@ -70,10 +73,14 @@ impl TopoletPlugin {
                     let result = pending.await;
                     let Some(p) = plugin.upgrade() else { return };
                     let mut node = p.lock();
-                    let outcome = match &result {
-                        Ok(_) => node.cache.batch_done(&batch, BatchResult::Answered),
-                        Err(_) => node.cache.batch_done(&batch, BatchResult::Failed),
+                    let answer = match &result {
+                        Ok(failed) => BatchResult::Answered {
+                            failed: failed.iter().map(|u| u.container_id.clone()).collect(),
+                        },
+                        Err(_) => BatchResult::Failed,
                     };
+                    let outcome = node.cache.batch_done(&batch, answer, Instant::now());
+                    drop(node);
                     if outcome.stale_connection {
                         tracing::debug!(
                             "an update request of an earlier connection ended; ignored"
@@ -83,26 +90,21 @@ impl TopoletPlugin {
                     if !outcome.superseded.is_empty() {
                         tracing::debug!(containers = ?outcome.superseded, "targets changed while their update was in flight: sent again");
                     }
-                    match result {
+                    let error = match &result {
                         Ok(failed) if failed.is_empty() => {
-                            tracing::debug!(containers = n, "container updates applied")
+                            tracing::debug!(containers = n, "container updates applied");
+                            return;
                         }
-                        Ok(failed) => tracing::warn!(
-                            failed = failed.len(),
-                            "container updates partly failed (containers may have exited)"
-                        ),
-                        Err(e) if outcome.given_up.is_empty() => {
-                            tracing::warn!(error = %e, containers = n, "container updates not applied; will retry")
-                        }
-                        Err(e) => {
-                            tracing::error!(error = %e, containers = ?outcome.given_up, "container updates not applied after repeated attempts; the next synchronize will correct them")
-                        }
-                    }
+                        Ok(failed) => format!("the runtime failed {} of {n} updates", failed.len()),
+                        Err(e) => e.to_string(),
+                    };
+                    log_retries(&error, n, &outcome.retried);
                 });
             }
             Err(e) => {
-                tracing::warn!(error = %e, "container updates not queued");
-                node.cache.batch_not_queued(&batch);
+                let retried = node.cache.batch_not_queued(&batch, Instant::now());
+                drop(node);
+                log_retries(&e.to_string(), n, &retried);
             }
         }
     }
@@ -128,6 +130,32 @@ impl TopoletPlugin {
         }
         updates
     }
+}
+
+/// One warning per failed unsolicited request: the error, and for the containers queued again
+/// the highest attempt count among them and the soonest retry (a request's containers usually
+/// share both). Partial failures of containers that exited since are retried by no one: debug.
+fn log_retries(error: &str, sent: usize, retried: &[Rescheduled]) {
+    let (Some(attempt), Some(delay)) = (
+        retried.iter().map(|r| r.attempt).max(),
+        retried.iter().map(|r| r.delay).min(),
+    ) else {
+        tracing::debug!(
+            error,
+            containers = sent,
+            "container updates not applied to containers that have exited since"
+        );
+        return;
+    };
+    let ids: Vec<&str> = retried.iter().take(8).map(|r| r.id.as_str()).collect();
+    tracing::warn!(
+        error,
+        containers = retried.len(),
+        first = ?ids,
+        attempt,
+        retry_in_ms = delay.as_millis() as u64,
+        "container updates not applied; sending them again after a back-off (never given up)"
+    );
 }
 
 /// Each of `ids`' current target as an update (failures ignored: a container may have exited

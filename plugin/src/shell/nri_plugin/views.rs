@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Instant, SystemTime};
 
 use topolet_nri::stub::ConnectionStatus;
 
@@ -158,6 +159,7 @@ impl TopoletPlugin {
             managed: node.cache.len(),
             left_alone: node.cache.left_alone().len(),
             admissions: admission_records(&node),
+            breaches: TopoletPlugin::breach_report(&node, Instant::now(), SystemTime::now()),
         };
         drop(node);
         let c = self.config.get();

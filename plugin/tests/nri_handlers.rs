@@ -1604,6 +1604,21 @@ async fn shared_containers_keep_every_memory_node_unless_asked() {
     }
 }
 
+/// A `/proc` with one process per `(pid, Cpus_allowed_list)`.
+fn fake_proc(processes: &[(u32, &str)]) -> tempfile::TempDir {
+    let proc = tempfile::tempdir().expect("tempdir");
+    for (pid, cpus) in processes {
+        let d = proc.path().join(pid.to_string());
+        std::fs::create_dir_all(&d).expect("mkdir");
+        std::fs::write(
+            d.join("status"),
+            format!("Name:\tsleep\nCpus_allowed_list:\t{cpus}\n"),
+        )
+        .expect("status");
+    }
+    proc
+}
+
 /// `c` as a running container whose init process is `pid`.
 fn with_pid(mut c: api::Container, pid: u32) -> api::Container {
     c.state = api::ContainerState::CONTAINER_RUNNING.into();
@@ -1618,16 +1633,7 @@ async fn after_a_restart_a_container_running_outside_its_cpuset_is_sent_it_again
     // PostStartContainer: the runtime reports be on CPU 0, its process may run on 0-1. `bu` and
     // `g` really run where their specs say.
     let env = Env::new();
-    let proc = tempfile::tempdir().expect("tempdir");
-    for (pid, cpus) in [(101, "0-1"), (102, "0"), (103, "1")] {
-        let d = proc.path().join(pid.to_string());
-        std::fs::create_dir_all(&d).expect("mkdir");
-        std::fs::write(
-            d.join("status"),
-            format!("Name:\tsleep\nCpus_allowed_list:\t{cpus}\n"),
-        )
-        .expect("status");
-    }
+    let proc = fake_proc(&[(101, "0-1"), (102, "0"), (103, "1")]);
     let p = env
         .start_with_proc(env.config(), two_cpu(), Some(proc.path()))
         .await;
@@ -1674,16 +1680,7 @@ async fn after_a_restart_a_container_running_outside_its_cpuset_is_sent_it_again
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_runtime_never_parks_a_breach() {
     let env = Env::new();
-    let proc = tempfile::tempdir().expect("tempdir");
-    for (pid, cpus) in [(101, "0-1"), (103, "1")] {
-        let d = proc.path().join(pid.to_string());
-        std::fs::create_dir_all(&d).expect("mkdir");
-        std::fs::write(
-            d.join("status"),
-            format!("Name:\tsleep\nCpus_allowed_list:\t{cpus}\n"),
-        )
-        .expect("status");
-    }
+    let proc = fake_proc(&[(101, "0-1"), (103, "1")]);
     let mut plugin = TopoletPlugin::new(env.config(), two_cpu()).expect("plugin");
     plugin.set_proc_root(proc.path().to_path_buf());
     // Short back-off steps, so the test does not wait seconds between attempts.

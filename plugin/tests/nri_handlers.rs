@@ -1604,6 +1604,17 @@ async fn shared_containers_keep_every_memory_node_unless_asked() {
     }
 }
 
+/// Nothing is queued for anyone: the reply to a new shared container's creation carries no
+/// update.
+async fn assert_nothing_queued(p: &Running) {
+    let w = pod("w", "besteffort");
+    let r = p
+        .create(&w, &besteffort(&w, "app"))
+        .await
+        .expect("create w");
+    assert!(r.update.is_empty(), "{:?}", moved(&r.update));
+}
+
 /// A `/proc` with one process per `(pid, Cpus_allowed_list)`.
 fn fake_proc(processes: &[(u32, &str)]) -> tempfile::TempDir {
     let proc = tempfile::tempdir().expect("tempdir");
@@ -1662,13 +1673,7 @@ async fn after_a_restart_a_container_running_outside_its_cpuset_is_sent_it_again
     );
     let u = p.next_update().await;
     assert_eq!(moved(&u.update), map(&[("be-app", "0")]));
-    // Nothing else was queued: the next reply carries no update.
-    let w = pod("w", "besteffort");
-    let r = p
-        .create(&w, &besteffort(&w, "app"))
-        .await
-        .expect("create w");
-    assert!(r.update.is_empty(), "{:?}", moved(&r.update));
+    assert_nothing_queued(&p).await;
     p.kill().await;
 }
 
@@ -1766,13 +1771,7 @@ async fn a_slow_runtime_never_parks_a_breach() {
     assert!(topolet::shell::introspection::status(&plugin, None)
         .breaches
         .is_empty());
-    // Nothing else is queued: the next reply carries no update.
-    let w = pod("w", "besteffort");
-    let r = p
-        .create(&w, &besteffort(&w, "app"))
-        .await
-        .expect("create w");
-    assert!(r.update.is_empty(), "{:?}", moved(&r.update));
+    assert_nothing_queued(&p).await;
     p.kill().await;
 }
 

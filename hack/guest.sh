@@ -47,6 +47,7 @@
 #   GUEST_SUITE_ARGS  extra arguments for the in-guest test binary (e.g. --nocapture)
 #   CONTAINERD_VERSION  the containerd line put in the guest (default: DEFAULT_CONTAINERD_VERSION)
 #   CARGO_TARGET_DIR  cargo's target directory (default <repo>/target)
+#   TOPOLET_BIN       the topolet binary to put in the guests (default: cargo build -p topolet)
 #   TOPOLET_CACHE     cache directory (see hack/lib/common.sh)
 set -euo pipefail
 
@@ -202,9 +203,14 @@ shape_args() {
 # containerd stack they run on (hack/install-deps.sh: a no-op when installed).
 build_binaries() {
   CONTAINERD_VERSION="$CONTAINERD_VERSION" "$HACK_DIR/install-deps.sh" >&2 || die "hack/install-deps.sh failed"
-  say "building topolet and the in-guest suite (cargo)"
-  (cd "$REPO_ROOT" && cargo build -q -p topolet --bin topolet) || die "cargo build of topolet failed"
-  TOPOLET_BIN="$TARGET/debug/topolet"
+  if [[ -n "${TOPOLET_BIN:-}" ]]; then
+    [[ -x "$TOPOLET_BIN" ]] || die "TOPOLET_BIN=$TOPOLET_BIN is not executable"
+    say "topolet: $TOPOLET_BIN; building the in-guest suite (cargo)"
+  else
+    say "building topolet and the in-guest suite (cargo)"
+    (cd "$REPO_ROOT" && cargo build -q -p topolet --bin topolet) || die "cargo build of topolet failed"
+    TOPOLET_BIN="$TARGET/debug/topolet"
+  fi
   local json
   json="$(cd "$REPO_ROOT" && cargo test -q -p topolet-integration --test in_guest --no-run --message-format=json)" ||
     die "cargo test --no-run of the in-guest suite failed"

@@ -16,7 +16,7 @@
 # with the nightly toolchain, optimized with debug assertions and overflow checks (an overflow is
 # a crash), 16 codegen units (cargo-fuzz defaults to 1, which
 # serializes code generation of every crate in the cold build), without a sanitizer (the fuzzed code has no `unsafe`,
-# so ASan would only slow it down), then runs each target for FUZZ_SECONDS on its
+# so ASan would only slow it down), then runs each target (FUZZ_JOBS at once) for FUZZ_SECONDS on its
 # working corpus target/fuzz/corpus/<target> (kept between runs) plus the committed seeds
 # fuzz/seeds/<target>. Writes target/fuzz/fuzz.json:
 #   {"fuzz_seconds":N,"toolchain":"…","cargo_fuzz":"…","targets":[{"target":…,"executions":…,
@@ -28,6 +28,7 @@
 #
 # Environment:
 #   FUZZ_SECONDS        seconds per target (default 20)
+#   FUZZ_JOBS           targets fuzzed at once (default: the number of CPUs)
 #   FUZZ_TOOLCHAIN      rustup toolchain for the build (default nightly)
 #   CARGO_FUZZ_VERSION  cargo-fuzz to install (default 0.13.2)
 #   TOPOLET_CACHE       the cache directory (hack/lib/common.sh)
@@ -38,6 +39,7 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$HACK_DIR/lib/common.sh"
 
 FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
+FUZZ_JOBS="${FUZZ_JOBS:-$(nproc)}"
 FUZZ_TOOLCHAIN="${FUZZ_TOOLCHAIN:-nightly}"
 CARGO_FUZZ_VERSION="${CARGO_FUZZ_VERSION:-0.13.2}"
 ALL_TARGETS="mux_frames nri_messages config_toml sysfs_tree plan_input"
@@ -57,6 +59,7 @@ die() { echo "fuzz.sh: error: $*" >&2; exit 1; }
 say() { echo "fuzz.sh: $*"; }
 
 [[ "$FUZZ_SECONDS" =~ ^[1-9][0-9]*$ ]] || die "FUZZ_SECONDS=$FUZZ_SECONDS is not a positive number of seconds"
+[[ "$FUZZ_JOBS" =~ ^[1-9][0-9]*$ ]] || die "FUZZ_JOBS=$FUZZ_JOBS is not a positive number of jobs"
 TARGETS="${*:-$ALL_TARGETS}"
 for t in $TARGETS; do
   [[ " $ALL_TARGETS " == *" $t "* ]] || die "unknown target $t (targets: $ALL_TARGETS)"
@@ -102,20 +105,38 @@ main() {
     --target-dir "$BUILD_DIR")
   say "build: $((SECONDS - start))s"
 
-  local rows=() t log corpus artifacts rc execs secs eps new rss files crashes total=0 crashed=0
+  # The targets run FUZZ_JOBS at a time (default: one per CPU; each libFuzzer process is one
+  # thread), each for FUZZ_SECONDS on a CPU of its own; their stats are read once all are done.
+  local t log corpus artifacts pids=() names=()
   for t in $TARGETS; do
     log="$OUT_DIR/$t.log"
     corpus="$OUT_DIR/corpus/$t"
     artifacts="$OUT_DIR/artifacts/$t"
     mkdir -p "$corpus" "$artifacts"
-    local t0=$SECONDS
-    rc=0
+    while (( $(jobs -rp | wc -l) >= FUZZ_JOBS )); do wait -n || true; done
     # Seeds are read-only inputs; new units go to the working corpus (the first directory).
-    (cd "$FUZZ_DIR" && rustup run "$FUZZ_TOOLCHAIN" "$CARGO_FUZZ" run --sanitizer none --debug-assertions --codegen-units 16 \
-      --target-dir "$BUILD_DIR" "$t" "$corpus" "$FUZZ_DIR/seeds/$t" -- \
-      -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
-      -artifact_prefix="$artifacts/") >"$log" 2>&1 || rc=$?
-    secs=$((SECONDS - t0))
+    (
+      t0=$SECONDS rc=0
+      (cd "$FUZZ_DIR" && rustup run "$FUZZ_TOOLCHAIN" "$CARGO_FUZZ" run --sanitizer none --debug-assertions --codegen-units 16 \
+        --target-dir "$BUILD_DIR" "$t" "$corpus" "$FUZZ_DIR/seeds/$t" -- \
+        -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
+        -artifact_prefix="$artifacts/") >"$log" 2>&1 || rc=$?
+      echo "$rc $((SECONDS - t0))" >"$log.rc"
+    ) &
+    pids+=("$!")
+    names+=("$t")
+  done
+  local pid
+  for pid in "${pids[@]}"; do wait "$pid" || true; done
+
+  local rows=() rc execs secs eps new rss files crashes total=0 crashed=0
+  for t in "${names[@]}"; do
+    log="$OUT_DIR/$t.log"
+    corpus="$OUT_DIR/corpus/$t"
+    artifacts="$OUT_DIR/artifacts/$t"
+    [[ -s "$log.rc" ]] || die "$t: the fuzzing job left no exit status (log: $log)"
+    read -r rc secs <"$log.rc"
+    rm -f "$log.rc"
     execs=$(stat number_of_executed_units "$log")
     eps=$(stat average_exec_per_sec "$log")
     new=$(stat new_units_added "$log")

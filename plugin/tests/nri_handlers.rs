@@ -309,19 +309,22 @@ impl Running {
         (cpus, moved(&r.update))
     }
 
-    /// The moves `reply` carried, completed by the unsolicited requests that follow until
-    /// `want` containers were moved, each exactly once. A container that an unsolicited request
-    /// still carries when a reply is built waits for that request and is sent its newer target
-    /// after it (`shell::container_cache::reply_ids`), and whether the runtime's lull ended
-    /// between two steps of a test depends on how busy the machine is: which message carries a
-    /// move is timing, what each container is moved to is not.
+    /// The moves `reply` carried, completed by the unsolicited requests that follow until every
+    /// container of `ids` was moved, each exactly once (`id → cpus`). Which message carries a
+    /// move is timing, what each container is moved to is not:
+    /// - a container that an unsolicited request still carries when a reply is built waits for
+    ///   that request and is sent its newer target after it (`shell::container_cache::reply_ids`);
+    /// - moves queued by several events without a reply go out in one request after the lull,
+    ///   or in several when the lull passed between those events;
+    /// - whether the runtime's lull ended between two steps of a test depends on how busy the
+    ///   machine is.
     async fn moves_delivered(
         &self,
         reply: &[api::ContainerUpdate],
-        want: usize,
+        ids: &[&str],
     ) -> BTreeMap<String, String> {
         let mut delivered = moved(reply);
-        while delivered.len() < want {
+        while !ids.iter().all(|id| delivered.contains_key(*id)) {
             for (id, cpus) in moved(&self.next_update().await.update) {
                 if let Some(earlier) = delivered.insert(id.clone(), cpus.clone()) {
                     panic!("{id} moved twice: to {earlier}, then to {cpus}");
@@ -409,24 +412,6 @@ impl Running {
             .await
             .expect("an UpdateContainers request in time")
             .expect("connection open")
-    }
-
-    /// The unsolicited updates until they have named every container of `ids`, merged
-    /// (`id → cpus`). Moves queued by several events without a reply go out in one request
-    /// after the lull, or in several when the lull passed between those events (on the wall
-    /// clock: a loaded machine can stall a test that long); either way each container is sent
-    /// its cpuset once.
-    async fn updates_naming(&self, ids: &[&str]) -> BTreeMap<String, String> {
-        let mut got = BTreeMap::new();
-        while !ids.iter().all(|id| got.contains_key(*id)) {
-            for (id, cpus) in moved(&self.next_update().await.update) {
-                assert!(
-                    got.insert(id.clone(), cpus).is_none(),
-                    "{id} was sent twice"
-                );
-            }
-        }
-        got
     }
 }
 
@@ -842,10 +827,10 @@ async fn shared_pool_follows_grants_and_releases_whatever_the_event_order() {
     let zc = guaranteed(&z, "app", 1000);
     let r = p.create(&z, &zc).await.expect("create z");
     assert_eq!(adj_cpu(&r).map(|c| c.cpus.as_str()), Some("1"));
-    let moves = p.moves_delivered(&r.update, 2).await;
+    let moves = p.moves_delivered(&r.update, &["be-a", "be2-c"]).await;
     assert_eq!(moves, map(&[("be-a", "0"), ("be2-c", "0")]));
     p.remove(&z, &zc).await;
-    let moves = p.moves_delivered(&[], 2).await;
+    let moves = p.moves_delivered(&[], &["be-a", "be2-c"]).await;
     assert_eq!(moves, map(&[("be-a", "0-1"), ("be2-c", "0-1")]));
 
     // A release whose event cannot carry updates, followed by one that can: the queued moves
@@ -853,13 +838,13 @@ async fn shared_pool_follows_grants_and_releases_whatever_the_event_order() {
     // unsolicited. Either way each container is moved once, to its current target.
     let r = p.create(&z, &zc).await.expect("create z again");
     assert_eq!(adj_cpu(&r).map(|c| c.cpus.as_str()), Some("1"));
-    let moves = p.moves_delivered(&r.update, 2).await;
+    let moves = p.moves_delivered(&r.update, &["be-a", "be2-c"]).await;
     assert_eq!(moves, map(&[("be-a", "0"), ("be2-c", "0")]));
     p.remove(&z, &zc).await;
     let w = pod("w", "besteffort");
     let r = p.create(&w, &besteffort(&w, "d")).await.expect("create w");
     assert_eq!(adj_cpu(&r).map(|c| c.cpus.as_str()), Some("0-1"));
-    let moves = p.moves_delivered(&r.update, 2).await;
+    let moves = p.moves_delivered(&r.update, &["be-a", "be2-c"]).await;
     assert_eq!(moves, map(&[("be-a", "0-1"), ("be2-c", "0-1")]));
     p.kill().await;
 }
@@ -1414,7 +1399,7 @@ async fn a_container_still_being_created_at_synchronize_gets_its_cpuset_again_on
         .await
         .expect("post start c");
     assert_eq!(
-        p.updates_naming(&["c-app", "g-app"]).await,
+        p.moves_delivered(&[], &["c-app", "g-app"]).await,
         map(&[("c-app", "0"), ("g-app", "1")])
     );
     // Once only.

@@ -75,7 +75,7 @@
 # (RunPodSandbox, CreateContainer, PostStartContainer, StopContainer, RemoveContainer,
 # RemovePodSandbox: 6 events each) while the N stay live, scrapes again, and takes median and p99
 # of the difference (churn events only, all kinds pooled) as Prometheus' histogram_quantile does:
-# linear interpolation inside the bucket holding the rank (buckets in plugin/src/shell/metrics.rs,
+# linear interpolation inside the bucket holding the rank (buckets in plugin/src/telemetry/metrics.rs,
 # 2.5µs..2.5s, fine steps below 100µs, so a figure is exact to its bucket's width). The driver also
 # checks the plugin reports N managed containers. BENCH_EVENT_REPEATS rounds, each over all sizes in
 # rotating order; reported: the median over rounds of each round's median and p99.

@@ -3,7 +3,7 @@
 #
 # Usage: hack/capture-sysfs.sh DEST [SYSFS_ROOT]
 #
-# Copies only the standard files topolet's discovery reads (plugin/src/shell/sysfs.rs) from
+# Copies only the standard files topolet's discovery reads (plugin/src/host/sysfs.rs) from
 # SYSFS_ROOT (default /sys) to DEST, as plain files and directories (PCI device symlinks are
 # resolved): cpu/online; per online CPU topology/{physical_package_id,die_id,core_id,
 # thread_siblings_list} and cache/indexK/{level,id,shared_cpu_list}; node/online and per node

@@ -7,7 +7,7 @@
 #   mux_frames    the NRI socket multiplexer's frame reader (proto/src/mux.rs)
 #   nri_messages  every NRI request the plugin side decodes, fed to TopoletPlugin's handlers
 #   config_toml   the TOML configuration (topolet::config) and the placement built from it
-#   sysfs_tree    CPU lists and shell::sysfs discovery over a fuzzed sysfs tree
+#   sysfs_tree    CPU lists and topolet::host::sysfs discovery over a fuzzed sysfs tree
 #   plan_input    topolet plan: the JSON/YAML pod parser and the placement pipeline
 #
 # Steps: installs cargo-fuzz $CARGO_FUZZ_VERSION into $TOPOLET_CACHE/cargo-fuzz-<version> (outside

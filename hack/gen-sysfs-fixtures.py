@@ -4,7 +4,7 @@
 Usage: hack/gen-sysfs-fixtures.py [--out DIR] [NAME ...]
 
 Writes plain-text trees under DIR — one directory per machine, holding only the standard files
-topolet's discovery reads (see plugin/src/shell/sysfs.rs):
+topolet's discovery reads (see plugin/src/host/sysfs.rs):
 
     devices/system/cpu/online
     devices/system/cpu/cpuN/topology/{physical_package_id,die_id,core_id,thread_siblings_list}
@@ -325,7 +325,7 @@ def readme(machines):
     out = [
         "# sysfs fixtures",
         "",
-        "Plain-text sysfs trees of real machine shapes, for `shell::sysfs` discovery tests "
+        "Plain-text sysfs trees of real machine shapes, for `topolet::host::sysfs` discovery tests "
         "(`plugin/tests/sysfs_fixtures.rs`)",
         "and for anyone needing a realistic `Topology` (`topolet plan --sysfs-root <dir>`).",
         "Each directory is a sysfs root holding only the standard files discovery reads:",

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use anyhow::{ensure, Context, Result};
 use serde_json::Value;
-use topolet::shell::metrics::text::{parse_exposition, value};
+use topolet::telemetry::metrics::text::{parse_exposition, value};
 use topolet_integration::cri::Created;
 use topolet_integration::guest::{self, Driver, GUEST_WAIT};
 use topolet_integration::kube::{ContainerSpec, PodSpec, Requirements};
@@ -280,7 +280,7 @@ fn set_online(cpu: u32, on: bool) -> Result<()> {
 fn kernel_stall_us(path: &std::path::Path) -> Result<u64> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let p = topolet::shell::psi::parse(path, &text)?;
+    let p = topolet::pressure::psi::parse(path, &text)?;
     Ok(p.some.total_us)
 }
 

@@ -7,7 +7,6 @@ use std::time::Duration;
 use anyhow::{ensure, Context};
 use serde_json::Value;
 
-use crate::cluster::KubeNode;
 use crate::topolet::{metrics_text, Topolet};
 
 /// How long the pod watch may take to (re)list.
@@ -54,11 +53,11 @@ pub fn wait_store_synced(t: &mut Topolet, synced: bool) -> anyhow::Result<()> {
 /// Waits until every container of pod `pod` (`namespace/name`) listed in `containers` has an
 /// admission record; returns them in that order.
 pub fn wait_records(
-    node: &mut KubeNode,
+    topolet: &mut Topolet,
     pod: &str,
     containers: &[&str],
 ) -> anyhow::Result<Vec<Value>> {
-    node.t.topolet.wait_status(
+    topolet.wait_status(
         &format!("admission records of {pod}: {containers:?}"),
         SYNC_TIMEOUT,
         |s| {

@@ -26,6 +26,13 @@ pub struct Created {
     pub create_time: Duration,
 }
 
+impl Stack {
+    /// CRI calls against this stack.
+    pub fn cri(&self) -> Cri<'_> {
+        Cri::new(self)
+    }
+}
+
 impl<'a> Cri<'a> {
     pub fn new(stack: &'a Stack) -> Cri<'a> {
         Cri { stack }

@@ -222,11 +222,6 @@ impl Stack {
         )
     }
 
-    /// CRI calls against this stack.
-    pub fn cri(&self) -> crate::cri::Cri<'_> {
-        crate::cri::Cri::new(self)
-    }
-
     /// A scratch directory inside the stack's directory (removed with it).
     pub fn work_dir(&self, name: &str) -> anyhow::Result<PathBuf> {
         let d = self.dir().join(name);

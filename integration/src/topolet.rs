@@ -27,7 +27,7 @@ use crate::wait;
 pub const LOG_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// How long a SIGTERM'd topolet may take to exit ([`Topolet::terminate`]): a guard, not a bound.
-/// A clean exit flushes the state file (bounded by 5 s, `shell::persister::DROP_FLUSH`) and
+/// A clean exit flushes the state file (bounded by 5 s, `topolet::state::persister::DROP_FLUSH`) and
 /// ends its tasks; a loaded machine stretches both.
 pub const TERMINATE_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -485,7 +485,7 @@ pub fn metric(addr: &str, name: &str, labels: &[(&str, &str)]) -> anyhow::Result
 
 /// The value of the first sample `name` in the exposition `text` whose labels include `labels`
 /// (label values as written, without escapes: topolet's are plain words). The harness does not
-/// link the plugin's parser (`topolet::shell::metrics::text`), which the observability suite
+/// link the plugin's parser (`topolet::telemetry::metrics::text`), which the observability suite
 /// uses to check the format itself.
 pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> anyhow::Result<Option<f64>> {
     for line in text.lines().filter(|l| !l.starts_with('#')) {

@@ -31,7 +31,8 @@ fn agreeing(
     name: &str,
     containers: &[&str],
 ) -> anyhow::Result<Vec<Vec<String>>> {
-    let recs = admissions::wait_records(node, &format!("default/{name}"), containers)?;
+    let recs =
+        admissions::wait_records(&mut node.t.topolet, &format!("default/{name}"), containers)?;
     recs.iter().map(check_api_agrees).collect()
 }
 
@@ -179,7 +180,7 @@ fn an_api_outage_falls_back_to_the_inversion_and_the_watch_catches_up() -> anyho
     std::fs::write(&manifest, serde_json::to_vec_pretty(&spod)?)
         .with_context(|| format!("writing {}", manifest.display()))?;
     let spod_ref = format!("default/spod-{node_name}");
-    let recs = admissions::wait_records(&mut node, &spod_ref, &["main"])?;
+    let recs = admissions::wait_records(&mut node.t.topolet, &spod_ref, &["main"])?;
     let r = &recs[0];
     assert_eq!(r["source"], "inversion", "{r}");
     assert_eq!(r["fallback"], "not_synced", "{r}");

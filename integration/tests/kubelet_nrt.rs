@@ -10,8 +10,8 @@
 use anyhow::{bail, ensure, Context};
 use k8s_openapi::api::core::v1::Event;
 use serde_json::{json, Value};
-use topolet::core::status::Status;
-use topolet::shell::permissions;
+use topolet::cluster::permissions;
+use topolet_core::report::status::Status;
 use topolet_integration::cluster::{self, one_container_pod, ClusterOptions, KubeNode};
 use topolet_integration::wait;
 
@@ -119,7 +119,7 @@ fn wait_nrt(node: &mut KubeNode, step: &str, available: usize) -> anyhow::Result
                 return Ok(None);
             };
             let status: Status = serde_json::from_value(node.t.topolet.status()?)
-                .context("topolet status -o json as core::status::Status")?;
+                .context("topolet status -o json as topolet_core::report::status::Status")?;
             let mut diff = disagreements(&obj, &status);
             let zone0 = obj["zones"]
                 .as_array()
@@ -349,7 +349,7 @@ fn rejected_and_refused_reloads_are_node_events_and_rbac_is_exactly_the_code_lis
         if !missing.is_empty() || !excess.is_empty() {
             bail!(
                 "namespace {ns}: the API server's rules for user topolet differ from \
-                 shell::permissions::PERMISSIONS: missing {missing:?}, excess {excess:?}"
+                 topolet::cluster::permissions::PERMISSIONS: missing {missing:?}, excess {excess:?}"
             );
         }
     }

@@ -14,7 +14,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context};
-use topolet::shell::metrics::text::{parse_exposition, value, Sample};
+use topolet::telemetry::metrics::text::{parse_exposition, value, Sample};
 use topolet_integration::cri::Cri;
 use topolet_integration::kube::Requirements;
 use topolet_integration::observe;
@@ -235,7 +235,7 @@ fn status_and_metrics_show_what_the_cgroups_hold() -> anyhow::Result<()> {
         writes(&after)
     );
     let online = observe::online_cpus()?;
-    let total = topolet::core::cpuset::CpuSet::parse(&online)?.len() as f64;
+    let total = topolet_core::machine::cpuset::CpuSet::parse(&online)?.len() as f64;
     ensure!(
         num(&after, "topolet_shared_pool_cpus", &[]) == total - 1.0,
         "shared pool gauge {} with {total} cpus and one exclusive",

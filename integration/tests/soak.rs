@@ -24,7 +24,7 @@
 //! fixed upstream in containerd/nri#301: NRI v0.12.3, bundled by containerd v2.4.2, no longer takes
 //! the adaptation lock for UpdateContainers). This soak wedged containerd within about 1.5 minutes
 //! while topolet still forced such requests out after 5 s of activity; topolet now carries the
-//! moves in its replies to the events (`shell::update_outbox`), and this is the test that proves it.
+//! moves in its replies to the events (`topolet::nri::outbox`), and this is the test that proves it.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -18,15 +18,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut topology = None;
     for _ in 0..iterations {
         let start = Instant::now();
-        topology = Some(topolet::shell::sysfs::discover(&root)?);
+        topology = Some(topolet::host::sysfs::discover(&root)?);
         times.push(start.elapsed());
     }
     times.sort();
     let start = Instant::now();
-    let raw = topolet::shell::sysfs::read_machine(&root)?;
+    let raw = topolet::host::sysfs::read_machine(&root)?;
     let read = start.elapsed();
     let start = Instant::now();
-    topolet::core::topology::Topology::build(&raw)?;
+    topolet_core::machine::topology::Topology::build(&raw)?;
     println!("last run split: read {read:?}, build {:?}", start.elapsed());
     let t = topology.ok_or("no iteration ran")?;
     println!(

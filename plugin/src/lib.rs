@@ -1,8 +1,25 @@
-//! topolet: topology-aware, kubelet-grade node resource management for containerd, as an NRI plugin.
+//! topolet: topology-aware, kubelet-grade node resource management for containerd, as an NRI
+//! plugin. This crate is the shell: it does the I/O and calls into the pure core
+//! (crate `topolet_core`) for every decision. Its modules are grouped by what they talk to:
 //!
-//! `core` is pure and deterministic (no I/O, no clock, no globals); `shell` reads the machine, speaks NRI and
-//! persists state, calling into `core`.
-
+//! - [`config`]: the TOML file, the configuration in effect and its reload.
+//! - [`host`]: the machine's files — sysfs discovery, `/proc` affinity, cgroupfs.
+//! - [`nri`]: the container runtime over NRI — the handlers, what NRI shows of a container,
+//!   the adjustments and updates sent back, the container records and the update outbox.
+//! - [`state`]: the state file and its writer.
+//! - [`cluster`]: the Kubernetes API — the client, the pod directory, node status, the
+//!   NodeResourceTopology publisher, the permissions list.
+//! - [`pressure`]: node-pressure eviction — the loop, its signals and PSI, pod facts, the
+//!   eviction actions and the CRI client they use.
+//! - [`introspection`]: the status report, the admin socket, the HTTP endpoint, the table.
+//! - [`telemetry`]: metrics, log output, the refusal log.
+//! - [`run`]: `topolet run`, composing all of the above.
+pub mod cluster;
 pub mod config;
-pub mod core;
-pub mod shell;
+pub mod host;
+pub mod introspection;
+pub mod nri;
+pub mod pressure;
+pub mod run;
+pub mod state;
+pub mod telemetry;

@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use topolet::config::Config;
-use topolet::shell::logging::LogFormat;
+use topolet::telemetry::logging::LogFormat;
 
 /// Exit codes (documented in `topolet --help`).
 const EXIT_FAILURE: u8 = 1;
@@ -73,7 +73,7 @@ enum Command {
         /// The pressured signal: memory.available, nodefs.available, nodefs.inodesFree,
         /// imagefs.available, imagefs.inodesFree or pid.available.
         #[arg(long, value_name = "SIGNAL", value_parser = parse_signal)]
-        signal: topolet::core::eviction::Signal,
+        signal: topolet_core::eviction::Signal,
         /// Pods as JSON or YAML: one Pod, a List of Pods, or an array; `-` reads stdin.
         #[arg(long, value_name = "FILE")]
         pods: PathBuf,
@@ -183,7 +183,7 @@ fn main() -> ExitCode {
             let usage = e.chain().any(|c| {
                 c.downcast_ref::<topolet::config::ConfigError>().is_some()
                     || c.downcast_ref::<RankInputError>().is_some()
-                    || c.downcast_ref::<topolet::core::placement::PlacementError>()
+                    || c.downcast_ref::<topolet_core::placement::PlacementError>()
                         .is_some_and(|p| p.is_config())
             });
             ExitCode::from(if usage { EXIT_USAGE } else { EXIT_FAILURE })
@@ -258,7 +258,7 @@ enum StatusFormat {
 /// `topolet status`: asks the running plugin over its admin socket and prints the answer.
 fn status(socket: &Path, output: StatusFormat) -> ExitCode {
     use std::io::Write;
-    let status = match topolet::shell::admin::query_status(socket) {
+    let status = match topolet::introspection::admin::query_status(socket) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("topolet: {e}");
@@ -270,7 +270,7 @@ fn status(socket: &Path, output: StatusFormat) -> ExitCode {
         }
     };
     let text = match output {
-        StatusFormat::Table => topolet::shell::status_table::render_table(&status),
+        StatusFormat::Table => topolet::introspection::status_table::render_table(&status),
         StatusFormat::Json => match serde_json::to_string_pretty(&status) {
             Ok(j) => j + "\n",
             Err(e) => {
@@ -286,7 +286,7 @@ fn status(socket: &Path, output: StatusFormat) -> ExitCode {
 
 /// `topolet conditions`: one observation of the node's signals against the thresholds.
 fn conditions(config: Option<&Path>) -> ExitCode {
-    use topolet::core::eviction::{npd, NodeCondition, SignalObservation};
+    use topolet_core::eviction::{npd, NodeCondition, SignalObservation};
     // The whole reason on stderr, the node-problem-detector line (cut to its size) on stdout.
     let unknown = |reason: &str| {
         eprintln!("topolet: {reason}");
@@ -304,12 +304,12 @@ fn conditions(config: Option<&Path>) -> ExitCode {
         Ok(e) => e,
         Err(e) => return unknown(&e.to_string()),
     };
-    let sources = topolet::shell::signals::SignalSources {
+    let sources = topolet::pressure::signals::SignalSources {
         root: PathBuf::from("/"),
         nodefs: eviction.nodefs_path.clone(),
         imagefs: eviction.imagefs_path.clone(),
     };
-    let observations = topolet::shell::eviction::observations(&sources.observe())
+    let observations = topolet::pressure::eviction::observations(&sources.observe())
         .into_iter()
         .map(|(signal, o)| {
             (
@@ -365,20 +365,20 @@ fn plan(sysfs_root: &Path, config: Option<&Path>, pods: &Path) -> anyhow::Result
     } else {
         std::fs::read_to_string(pods).with_context(|| format!("{}: cannot read", pods.display()))?
     };
-    let topology = topolet::shell::sysfs::discover(sysfs_root)?;
-    let pods = topolet::core::pod_input::parse_pods(&text)
+    let topology = topolet::host::sysfs::discover(sysfs_root)?;
+    let pods = topolet_core::kube::pod_input::parse_pods(&text)
         .with_context(|| format!("{}", pods.display()))?;
-    let out = topolet::core::plan::plan(&topology, &config.placement()?, &pods)?;
+    let out = topolet_core::placement::plan::plan(&topology, &config.placement()?, &pods)?;
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
 }
 
 fn config_check(file: &Path, sysfs_root: &Path) -> anyhow::Result<()> {
     let config = Config::load(file)?;
-    let topology = topolet::shell::sysfs::discover(sysfs_root)?;
+    let topology = topolet::host::sysfs::discover(sysfs_root)?;
     let (_, warnings) = config
         .placement()
-        .and_then(|settings| topolet::core::placement::Placement::new(&topology, &settings))
+        .and_then(|settings| topolet_core::placement::Placement::new(&topology, &settings))
         .with_context(|| format!("{}", file.display()))?;
     for w in warnings {
         eprintln!("topolet: warning: {}: {w}", file.display());
@@ -393,7 +393,7 @@ fn run(
     log_format: LogFormat,
     log_file: Option<&Path>,
 ) -> anyhow::Result<()> {
-    topolet::shell::logging::init(log_format, log_file).with_context(|| {
+    topolet::telemetry::logging::init(log_format, log_file).with_context(|| {
         format!(
             "opening log file {}",
             log_file
@@ -404,7 +404,7 @@ fn run(
     let config_path = config;
     let config = load_config(config)
         .inspect_err(|e| tracing::error!(error = %format!("{e:#}"), "invalid configuration"))?;
-    topolet::shell::run::run(config, config_path, sysfs_root)
+    topolet::run::run(config, config_path, sysfs_root)
         .inspect_err(|e| tracing::error!(error = %format!("{e:#}"), "topolet stopped"))
 }
 
@@ -422,8 +422,8 @@ critical pods (static, mirror, priority >= 2000000000) last; ties go by namespac
 
 Exit codes: 0 success; 2 bad usage (unknown signal, unreadable or invalid pods or usage file).";
 
-fn parse_signal(text: &str) -> Result<topolet::core::eviction::Signal, String> {
-    topolet::core::eviction::Signal::parse(text).map_err(|e| e.to_string())
+fn parse_signal(text: &str) -> Result<topolet_core::eviction::Signal, String> {
+    topolet_core::eviction::Signal::parse(text).map_err(|e| e.to_string())
 }
 
 /// A `topolet rank` input problem (exit 2): the message names the file and the entry.
@@ -444,13 +444,13 @@ fn read_input(path: &Path) -> Result<String, RankInputError> {
 }
 
 fn rank(
-    signal: topolet::core::eviction::Signal,
+    signal: topolet_core::eviction::Signal,
     pods_path: &Path,
     usage_path: &Path,
 ) -> anyhow::Result<()> {
-    let pods = topolet::core::pod_input::parse_pods(&read_input(pods_path)?)
+    let pods = topolet_core::kube::pod_input::parse_pods(&read_input(pods_path)?)
         .map_err(|e| RankInputError(format!("{}: {e}", pods_path.display())))?;
-    let usage = topolet::core::eviction::usage_input::parse_usage(&read_input(usage_path)?)
+    let usage = topolet_core::eviction::usage_input::parse_usage(&read_input(usage_path)?)
         .map_err(|e| RankInputError(format!("{}: {e}", usage_path.display())))?;
     if let Some(unknown) = usage.keys().find(|k| !pods.iter().any(|p| &p.key() == *k)) {
         return Err(RankInputError(format!(
@@ -460,7 +460,7 @@ fn rank(
         ))
         .into());
     }
-    let order = topolet::core::eviction::rank_keys(signal, &pods, &usage);
+    let order = topolet_core::eviction::rank_keys(signal, &pods, &usage);
     println!("{}", serde_json::to_string(&order)?);
     Ok(())
 }

@@ -299,7 +299,7 @@ fn sysfs_seeds() -> BTreeMap<String, Vec<u8>> {
 fn nri_regressions() -> BTreeMap<String, Vec<u8>> {
     // A Burstable pod's container with requests equal to its limits (2 CPUs, 8 GiB of the
     // 16 GiB fuzz machine, oom_score_adj 500) read back as Guaranteed and got exclusive CPUs and
-    // -997 (fixed in shell::nri_view: the pod keeps its path's class).
+    // -997 (fixed in topolet::nri::view: the pod keeps its path's class).
     let b = pod("b1", "burstable");
     let c = fuzz::shapes::ctr(&b, "app", 2048, 200_000, 8 * GIB, 500);
     let run = api::RunPodSandboxRequest {

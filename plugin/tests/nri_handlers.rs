@@ -16,12 +16,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use topolet::config::{Config, TopologyPolicyName};
-use topolet::core::assignments::Assignments;
-use topolet::core::container_key::ContainerKey;
-use topolet::core::cpuset::CpuSet;
-use topolet::core::topology::{SyntheticSpec, Topology};
-use topolet::shell::nri_plugin::{NodeState, TopoletPlugin, STATE_FILE};
-use topolet::shell::state_file;
+use topolet::nri::handlers::{TopoletPlugin, STATE_FILE};
+use topolet::state::file as state_file;
+use topolet::state::NodeState;
+use topolet_core::kube::container_key::ContainerKey;
+use topolet_core::machine::cpuset::CpuSet;
+use topolet_core::machine::topology::{SyntheticSpec, Topology};
+use topolet_core::placement::assignments::Assignments;
 use topolet_nri::api::{self, Event};
 use topolet_nri::fake_runtime::{FakeRuntime, PluginConn, UpdateAnswer};
 use topolet_nri::{Stub, StubConfig};
@@ -43,7 +44,7 @@ const PIDS: i64 = 4096;
 
 fn two_cpu() -> Topology {
     let root = topolet_testkit::sysfs::fixture("ci-host-1s2c");
-    topolet::shell::sysfs::discover(&root).expect("fixture ci-host-1s2c")
+    topolet::host::sysfs::discover(&root).expect("fixture ci-host-1s2c")
 }
 
 fn two_socket() -> Topology {
@@ -58,7 +59,7 @@ fn config(state_dir: &Path) -> Config {
     c.state.dir = state_dir.to_path_buf();
     // The drift check runs on the wall clock (every 30 s by default, in a 5 s lull) and would
     // queue updates whenever a slow run lets it fire; no test here is about it (its tests
-    // drive its clock: `shell::nri_plugin`'s unit tests, and the real-stack suite).
+    // drive its clock: `topolet::nri::handlers`'s unit tests, and the real-stack suite).
     c.nri.drift_check_s = Some(0);
     c
 }
@@ -313,7 +314,7 @@ impl Running {
     /// container of `ids` was moved, each exactly once (`id → cpus`). Which message carries a
     /// move is timing, what each container is moved to is not:
     /// - a container that an unsolicited request still carries when a reply is built waits for
-    ///   that request and is sent its newer target after it (`shell::container_cache::reply_ids`);
+    ///   that request and is sent its newer target after it (`topolet::nri::records::reply_ids`);
     /// - moves queued by several events without a reply go out in one request after the lull,
     ///   or in several when the lull passed between those events;
     /// - whether the runtime's lull ended between two steps of a test depends on how busy the
@@ -1702,14 +1703,14 @@ async fn a_slow_runtime_never_parks_a_breach() {
         .await
         .expect("the breach observed in time")
         .expect("plugin alive");
-    let status = topolet::shell::introspection::status(&plugin, None);
+    let status = topolet::introspection::status(&plugin, None);
     assert_eq!(status.breaches.len(), 1, "{:?}", status.breaches);
     let b = &status.breaches[0];
     assert!(b.container.ends_with("pod-be/app"), "{b:?}");
     assert_eq!(b.cpus, set("1"));
     assert_eq!(b.holders.len(), 1);
     assert!(b.holders[0].ends_with("pod-g/app"), "{b:?}");
-    let table = topolet::shell::status_table::render_table(&status);
+    let table = topolet::introspection::status_table::render_table(&status);
     assert!(table.contains("BREACH: "), "{table}");
     assert!(table.contains("pod-be/app"), "{table}");
 
@@ -1753,7 +1754,7 @@ async fn a_slow_runtime_never_parks_a_breach() {
     );
     let seconds = metric(&plugin, "topolet_exclusive_breach_seconds_total ").expect("counter");
     assert!(seconds > 0.0, "breach time counted: {seconds}");
-    assert!(topolet::shell::introspection::status(&plugin, None)
+    assert!(topolet::introspection::status(&plugin, None)
         .breaches
         .is_empty());
     assert_nothing_queued(&p).await;
@@ -1836,8 +1837,8 @@ async fn refusals_say_what_the_kubelets_admission_would() {
 /// holding the handler.
 #[tokio::test]
 async fn refusals_and_grants_are_handed_to_the_event_queue_without_waiting() {
-    use topolet::core::events::{EventType, ObjectRef};
-    use topolet::shell::kubernetes::{EventSink, Message};
+    use topolet::cluster::client::{EventSink, Message};
+    use topolet_core::kube::events::{EventType, ObjectRef};
     let env = Env::new();
     let plugin = Arc::new(TopoletPlugin::new(env.config(), two_cpu()).expect("plugin"));
     let (sink, mut rx) = EventSink::channel(2, plugin.metrics().clone());
@@ -1918,7 +1919,7 @@ async fn refusals_and_grants_are_handed_to_the_event_queue_without_waiting() {
 fn metric(plugin: &TopoletPlugin, name_and_labels: &str) -> Option<f64> {
     let text = plugin
         .metrics()
-        .render(&topolet::shell::metrics::Gauges::default());
+        .render(&topolet::telemetry::metrics::Gauges::default());
     text.lines()
         .find_map(|l| l.strip_prefix(name_and_labels)?.trim().parse().ok())
 }
@@ -1984,7 +1985,7 @@ impl CgroupTree {
                 quota.to_string()
             };
             std::fs::write(dir.join("cpu.max"), format!("{q} 100000\n")).expect("cpu.max");
-            let weight = topolet::core::qos::cpu_shares_to_weight(shares);
+            let weight = topolet_core::kube::qos::cpu_shares_to_weight(shares);
             std::fs::write(dir.join("cpu.weight"), format!("{weight}\n")).expect("weight");
         } else {
             std::fs::write(dir.join("cpu.cfs_quota_us"), format!("{quota}\n")).expect("quota");
@@ -2018,7 +2019,7 @@ impl CgroupTree {
     /// `shares` as this tree stores them (v2: the weight).
     fn shares(&self, shares: u64) -> u64 {
         if self.v2 {
-            topolet::core::qos::cpu_shares_to_weight(shares)
+            topolet_core::kube::qos::cpu_shares_to_weight(shares)
         } else {
             shares
         }

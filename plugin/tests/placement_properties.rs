@@ -1,4 +1,4 @@
-//! Property tests of the whole admission pipeline (`core::placement::Placement`) and of restart
+//! Property tests of the whole admission pipeline (`topolet_core::placement::Placement`) and of restart
 //! reconciliation (`Placement::reconcile`), issue 3 "Evidence".
 //!
 //! Random sequences of admit (every QoS class, init containers, sidecars, memory, hugepages and a
@@ -16,16 +16,16 @@ use proptest::prelude::*;
 use topolet::config::{
     Config, CpuPolicyName, MemoryPolicyName, TopologyPolicyName, TopologyScopeName,
 };
-use topolet::core::assignments::Assignments;
-use topolet::core::container_key::ContainerKey;
-use topolet::core::cpuset::CpuSet;
-use topolet::core::hints::NumaMask;
-use topolet::core::nri_container::NriContainer;
-use topolet::core::placement::{ContainerResources, Placement};
-use topolet::core::pod::{Container, ContainerRef, ContainerRestartPolicy, Pod, ResourceList};
-use topolet::core::qos;
-use topolet::core::reconcile::RunningContainer;
-use topolet::core::topology::{Device, SyntheticSpec, Topology};
+use topolet_core::kube::container_key::ContainerKey;
+use topolet_core::kube::pod::{Container, ContainerRef, ContainerRestartPolicy, Pod, ResourceList};
+use topolet_core::kube::qos;
+use topolet_core::machine::cpuset::CpuSet;
+use topolet_core::machine::topology::{Device, SyntheticSpec, Topology};
+use topolet_core::managers::topology::hints::NumaMask;
+use topolet_core::placement::assignments::Assignments;
+use topolet_core::placement::nri_container::NriContainer;
+use topolet_core::placement::reconcile::RunningContainer;
+use topolet_core::placement::{ContainerResources, Placement};
 
 const MI: u64 = 1 << 20;
 const GI: u64 = 1 << 30;

@@ -1,5 +1,5 @@
 //! `topolet plan` on every fixture machine (issue 3 "Evidence"): the library entry point
-//! `core::plan::plan` on topologies discovered from the sysfs machine trees (`topolet_testkit::sysfs`), exact JSON for the CI
+//! `topolet_core::placement::plan::plan` on topologies discovered from the sysfs machine trees (`topolet_testkit::sysfs`), exact JSON for the CI
 //! host and the dual-socket machine, refusal messages, init-container hand-off, and the binary
 //! (`topolet plan`) on stdin YAML, a `kind: List`, a JSON array, malformed pods and a bad config.
 
@@ -9,11 +9,11 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 use topolet::config::{Config, TopologyPolicyName};
-use topolet::core::cpuset::CpuSet;
-use topolet::core::plan::{plan, PlanOutput};
-use topolet::core::pod_input::parse_pods;
-use topolet::core::topology::Topology;
-use topolet::shell::sysfs::discover;
+use topolet::host::sysfs::discover;
+use topolet_core::kube::pod_input::parse_pods;
+use topolet_core::machine::cpuset::CpuSet;
+use topolet_core::machine::topology::Topology;
+use topolet_core::placement::plan::{plan, PlanOutput};
 
 const NIC: &str = "example.com/nic";
 

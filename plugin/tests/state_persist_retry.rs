@@ -1,12 +1,13 @@
 //! A state-file write that fails (disk full, read-only, missing directory) does not stop the
-//! plugin, and the file catches up by itself: the state-file writer (`shell::persister`, its own
+//! plugin, and the file catches up by itself: the state-file writer (`topolet::state::persister`, its own
 //! thread) writes the newest assignments again every second until it succeeds.
 
 use std::time::Duration;
 
 use topolet::config::Config;
-use topolet::shell::nri_plugin::{NodeState, TopoletPlugin, STATE_FILE};
-use topolet::shell::state_file;
+use topolet::nri::handlers::{TopoletPlugin, STATE_FILE};
+use topolet::state::file as state_file;
+use topolet::state::NodeState;
 
 /// Long enough never to be what ends a wait on a busy machine: the waits end on the writer's
 /// recorded attempts, not on time.
@@ -15,7 +16,7 @@ const PATIENCE: Duration = Duration::from_secs(600);
 #[test]
 fn a_failed_state_write_is_retried_until_it_succeeds() {
     let root = topolet_testkit::sysfs::fixture("ci-host-1s2c");
-    let topology = topolet::shell::sysfs::discover(&root).expect("fixture ci-host-1s2c");
+    let topology = topolet::host::sysfs::discover(&root).expect("fixture ci-host-1s2c");
     let tmp = tempfile::tempdir().expect("tempdir");
     // The state dir's path is taken by a regular file: every write fails (as on a full disk:
     // the temporary file cannot be created), even for root.

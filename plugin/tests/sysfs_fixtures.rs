@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
-use topolet::core::cpuset::CpuSet;
-use topolet::core::topology::{SyntheticSpec, Topology};
-use topolet::shell::sysfs::{
+use topolet::host::sysfs::{
     discover, discover_with_memory, read_machine, read_meminfo_total, DiscoveryError, SysfsError,
 };
+use topolet_core::machine::cpuset::CpuSet;
+use topolet_core::machine::topology::{SyntheticSpec, Topology};
 
 const KIB: u64 = 1024;
 const MIB2: u64 = 2 << 20;
@@ -801,7 +801,7 @@ fn proc_meminfo_total() {
 /// a captured tree without it falls back to the sum of the nodes.
 #[test]
 fn capacity_comes_from_proc_meminfo_under_the_root() {
-    use topolet::shell::sysfs::{capacity_source, discover_live, CapacitySource};
+    use topolet::host::sysfs::{capacity_source, discover_live, CapacitySource};
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("sys");
     copy_tree(&fixture("2s-24c-ht"), &root);

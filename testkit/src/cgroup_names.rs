@@ -1,5 +1,5 @@
 //! The kubelet's cgroup naming, written from its own rules (pkg/kubelet/cm): the oracle the
-//! plugin's cgroup-path parser (`topolet::core::qos::qos_from_cgroup_parent`) is tested against,
+//! plugin's cgroup-path parser (`topolet_core::kube::qos::qos_from_cgroup_parent`) is tested against,
 //! and the names the kubelet simulator ([`crate::kubelet`]) puts in `cgroup_parent`.
 //!
 //! The kubelet's model (cgroup_manager_linux.go, qos_container_manager_linux.go,
@@ -19,7 +19,7 @@
 //! reads both forms back, alone or followed by what containerd appends below a pod (a container
 //! component, or runc's `slice:prefix:name` systemd form), and nothing else.
 
-use crate::kubelet::Qos;
+use crate::qos::Qos;
 
 /// The kubelet's `--cgroup-driver`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -41,13 +41,7 @@ pub const GUARANTEED_OOM: i64 = -997;
 /// BestEffort containers' oom_score_adj.
 pub const BESTEFFORT_OOM: i64 = 1000;
 
-/// A pod's QoS class (kubelet `GetPodQOS`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Qos {
-    Guaranteed,
-    Burstable,
-    BestEffort,
-}
+pub use crate::qos::Qos;
 
 /// A container's requests and limits as a pod author writes them (CPU in millicores, memory in
 /// bytes).

@@ -9,7 +9,9 @@
 //!   into the CRI requests (crictl JSON) and NRI messages the kubelet's rules produce;
 //! - [`cgroup_names`]: the kubelet's cgroup naming for both drivers, and its inverse: the
 //!   oracle of the plugin's cgroup-path parsing.
+//! - [`qos`]: the pod QoS classes both speak.
 
 pub mod cgroup_names;
 pub mod kubelet;
+pub mod qos;
 pub mod sysfs;

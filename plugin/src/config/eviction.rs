@@ -6,7 +6,7 @@
 //! `evictionSoftGracePeriod`, `evictionMinimumReclaim`, `evictionPressureTransitionPeriod`,
 //! `evictionMaxPodGracePeriod`); parsing mirrors `ParseThresholdConfig` in
 //! `pkg/kubelet/eviction/helpers.go`; the defaults are the core's
-//! (`crate::core::eviction::settings`).
+//! (`topolet_core::eviction::settings`).
 //!
 //! Where this is stricter than the kubelet (each is an error here, accepted silently there): a
 //! grace period for a signal with no soft threshold, a minimum reclaim for a signal with no
@@ -17,16 +17,16 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::core::eviction::duration::{format_duration, parse_duration};
-use crate::core::eviction::settings::{
+use topolet_core::eviction::duration::{format_duration, parse_duration};
+use topolet_core::eviction::settings::{
     DEFAULT_CONDITION_HEARTBEAT, DEFAULT_CRI_ENDPOINT, DEFAULT_HARD, DEFAULT_IMAGEFS_PATH,
     DEFAULT_INTERVAL, DEFAULT_NODEFS_PATH, DEFAULT_PRESSURE_TRANSITION_PERIOD,
 };
-use crate::core::eviction::signal::Signal;
-use crate::core::eviction::threshold::{
+use topolet_core::eviction::signal::Signal;
+use topolet_core::eviction::threshold::{
     parse_min_reclaim, parse_threshold_value, Threshold, ThresholdValue,
 };
-use crate::core::eviction::{EvictionAction, EvictionConfig};
+use topolet_core::eviction::{EvictionAction, EvictionConfig};
 
 /// A TOML scalar kept as text: a string, or a number written without quotes (`1000`, `30`).
 #[derive(Debug, Clone, PartialEq, Eq)]

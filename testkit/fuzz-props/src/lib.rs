@@ -5,7 +5,7 @@
 //! (`fuzz/regressions/<target>/`) through the same functions in the normal `cargo test`. The
 //! kubelet-shaped messages come from the test kit's kubelet simulator
 //! (`topolet_testkit::kubelet::nri`), the kubelet's cgroup naming from its oracle
-//! (`topolet_testkit::cgroup_names`), both written apart from `topolet::core::qos`.
+//! (`topolet_testkit::cgroup_names`), both written apart from `topolet_core::kube::qos`.
 //!
 //! Targets and their properties:
 //! - [`mux_frames`]: bytes as a trunk read by `topolet_nri::mux` in chunks of a fuzzed size; each
@@ -19,9 +19,9 @@
 //! - [`config_toml`]: `Config::parse`; errors name the file (and the key, for value errors),
 //!   accepted files build a placement or fail naming a configuration key.
 //! - [`sysfs_tree`]: a CPU list round trip, then a captured 2-CPU sysfs tree with fuzzed file
-//!   contents (or files removed) through `shell::sysfs::discover`; errors name a path inside the
+//!   contents (or files removed) through `topolet::host::sysfs::discover`; errors name a path inside the
 //!   tree, accepted trees have exactly the CPUs of `cpu/online`.
-//! - [`plan_input`]: `parse_pods` on JSON/YAML text, then `core::plan::plan` on the 2-socket
+//! - [`plan_input`]: `parse_pods` on JSON/YAML text, then `topolet_core::placement::plan::plan` on the 2-socket
 //!   fixture machine; placement invariants hold on every plan.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -29,9 +29,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use topolet::config::Config;
-use topolet::core::cpuset::CpuSet;
-use topolet::core::topology::{SyntheticSpec, Topology};
-use topolet::shell::nri_plugin::TopoletPlugin;
+use topolet::nri::handlers::TopoletPlugin;
+use topolet_core::machine::cpuset::CpuSet;
+use topolet_core::machine::topology::{SyntheticSpec, Topology};
 use topolet_nri::api;
 use topolet_nri::mux::{decode_header, Mux, TrunkState, HEADER_LEN};
 use topolet_nri::plugin::{Plugin, RuntimeInfo};
@@ -268,12 +268,12 @@ fn nri_plugin() -> TopoletPlugin {
     c.qos.oom_score_adj_floor = Some(NRI_FLOOR);
     c.qos.pids_limit = 4096;
     c.state.dir = nri_state_dir().to_path_buf();
-    let _ = std::fs::remove_file(c.state.dir.join(topolet::shell::nri_plugin::STATE_FILE));
+    let _ = std::fs::remove_file(c.state.dir.join(topolet::nri::handlers::STATE_FILE));
     TopoletPlugin::new(c, nri_topology().clone()).expect("plugin on the fixture machine")
 }
 
 /// The QoS class a cgroup parent names, by the kubelet's own naming (the test kit's oracle,
-/// written apart from `core::qos`).
+/// written apart from `topolet_core::kube::qos`).
 fn class_of_parent(parent: &str) -> Option<&'static str> {
     parent_info(parent).map(|(class, _)| class)
 }
@@ -639,7 +639,7 @@ pub fn config_toml(data: &[u8]) {
             );
             match config
                 .placement()
-                .and_then(|s| topolet::core::placement::Placement::new(plan_topology(), &s))
+                .and_then(|s| topolet_core::placement::Placement::new(plan_topology(), &s))
             {
                 Ok(_) => {}
                 Err(e) => assert!(
@@ -760,10 +760,10 @@ pub fn sysfs_tree(data: &[u8]) {
         std::fs::write(&path, &rest[..n]).expect("sysfs tree file");
         rest = &rest[n..];
     }
-    let result = topolet::shell::sysfs::discover(root);
+    let result = topolet::host::sysfs::discover(root);
     // Check before restoring: the error paths point into the tree as it was read.
     match &result {
-        Err(topolet::shell::sysfs::DiscoveryError::Sysfs(e)) => {
+        Err(topolet::host::sysfs::DiscoveryError::Sysfs(e)) => {
             assert!(
                 e.path().starts_with(root),
                 "error names {} outside the tree {}",
@@ -776,7 +776,7 @@ pub fn sysfs_tree(data: &[u8]) {
                 "error does not lead with its path: {msg}"
             );
         }
-        Err(e @ topolet::shell::sysfs::DiscoveryError::Topology { root: r, .. }) => {
+        Err(e @ topolet::host::sysfs::DiscoveryError::Topology { root: r, .. }) => {
             assert_eq!(r, root, "topology error names another root: {e}");
         }
         Ok(topo) => {
@@ -810,7 +810,7 @@ pub fn sysfs_tree(data: &[u8]) {
 fn plan_topology() -> &'static Topology {
     static T: OnceLock<Topology> = OnceLock::new();
     T.get_or_init(|| {
-        topolet::shell::sysfs::discover(&sysfs_fixture("2s-24c-ht")).expect("fixture 2s-24c-ht")
+        topolet::host::sysfs::discover(&sysfs_fixture("2s-24c-ht")).expect("fixture 2s-24c-ht")
     })
 }
 
@@ -820,13 +820,13 @@ pub fn plan_input(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let Ok(pods) = topolet::core::pod_input::parse_pods(text) else {
+    let Ok(pods) = topolet_core::kube::pod_input::parse_pods(text) else {
         return;
     };
     let topo = plan_topology();
     let mut config = Config::default();
     config.cpu.reserved_cpus = Some("0,48".into());
-    let out = match topolet::core::plan::plan(topo, &config.placement().unwrap(), &pods) {
+    let out = match topolet_core::placement::plan::plan(topo, &config.placement().unwrap(), &pods) {
         Ok(out) => out,
         Err(e) => panic!("plan failed for a valid configuration: {e}"),
     };

@@ -1,0 +1,123 @@
+//! The eviction manager's settings ([`EvictionConfig`], plain values the core owns) and their
+//! defaults, which mirror `pkg/kubelet/eviction/defaults_linux.go` and
+//! `pkg/kubelet/apis/config/v1beta1/defaults.go`. `topolet::config::eviction` maps the file's
+//! `[eviction]` section into these, with errors naming the key.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::eviction::signal::Signal;
+use crate::eviction::threshold::{parse_threshold_value, Threshold};
+
+/// The kubelet's default hard thresholds on Linux (`DefaultEvictionHard`, defaults_linux.go),
+/// as of Kubernetes 1.31+ (which added `imagefs.inodesFree`). Used when `hard` is absent.
+pub const DEFAULT_HARD: [(Signal, &str); 5] = [
+    (Signal::MemoryAvailable, "100Mi"),
+    (Signal::NodeFsAvailable, "10%"),
+    (Signal::NodeFsInodesFree, "5%"),
+    (Signal::ImageFsAvailable, "15%"),
+    (Signal::ImageFsInodesFree, "5%"),
+];
+
+/// `evictionPressureTransitionPeriod` default.
+pub const DEFAULT_PRESSURE_TRANSITION_PERIOD: Duration = Duration::from_secs(300);
+/// The kubelet's eviction monitoring period (`evictionMonitoringPeriod`, housekeeping 10s).
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
+/// Where containerd serves CRI.
+pub const DEFAULT_CRI_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
+/// nodefs when `[eviction] nodefs_path` is not set: the kubelet's root directory.
+pub const DEFAULT_NODEFS_PATH: &str = "/var/lib/kubelet";
+/// imagefs when `[eviction] imagefs_path` is not set: containerd's root directory.
+pub const DEFAULT_IMAGEFS_PATH: &str = "/var/lib/containerd";
+
+/// `[eviction] node_condition_heartbeat` default: node-problem-detector's
+/// `--k8s-exporter-heartbeat-period`.
+pub const DEFAULT_CONDITION_HEARTBEAT: Duration = Duration::from_secs(300);
+
+/// How a decided eviction is carried out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EvictionAction {
+    /// Decide, log and count; touch nothing.
+    #[default]
+    DryRun,
+    /// Stop the pod's containers and sandbox through containerd's CRI API.
+    Cri,
+    /// policy/v1 Eviction of the pod through the API server (PodDisruptionBudgets apply; the
+    /// kubelet then stops the pod and its controller replaces it).
+    Api,
+}
+
+impl EvictionAction {
+    /// The action when `[eviction] action` is not set: `api` when the Kubernetes API client is
+    /// on, else `dry-run`.
+    pub fn default_for(kube_client_on: bool) -> EvictionAction {
+        if kube_client_on {
+            EvictionAction::Api
+        } else {
+            EvictionAction::DryRun
+        }
+    }
+}
+
+/// The validated eviction configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvictionConfig {
+    /// Hard thresholds first, then soft ones, each in [`Signal::ALL`] order.
+    pub thresholds: Vec<Threshold>,
+    /// A pressure condition stays true until this long after a threshold was last met.
+    pub pressure_transition_period: Duration,
+    /// Cap on the grace period of soft evictions; zero means the pod's own
+    /// `terminationGracePeriodSeconds`.
+    pub max_pod_grace_period: Duration,
+    pub interval: Duration,
+    /// `None`: [`EvictionAction::default_for`] the Kubernetes client (see [`EvictionConfig::action_for`]).
+    pub action: Option<EvictionAction>,
+    pub node_conditions: bool,
+    pub node_condition_heartbeat: Duration,
+    pub pressure_taint: bool,
+    pub cri_endpoint: String,
+    pub nodefs_path: std::path::PathBuf,
+    pub imagefs_path: std::path::PathBuf,
+}
+
+impl Default for EvictionConfig {
+    /// The kubelet's defaults: [`DEFAULT_HARD`], no soft thresholds, the default periods.
+    fn default() -> Self {
+        EvictionConfig {
+            thresholds: DEFAULT_HARD
+                .iter()
+                .filter_map(|(signal, text)| {
+                    // Every DEFAULT_HARD value parses (a test checks it); none is skipped.
+                    let value = parse_threshold_value(text).ok().flatten()?;
+                    Some(Threshold::hard(*signal, value))
+                })
+                .collect(),
+            pressure_transition_period: DEFAULT_PRESSURE_TRANSITION_PERIOD,
+            max_pod_grace_period: Duration::ZERO,
+            interval: DEFAULT_INTERVAL,
+            action: None,
+            node_conditions: true,
+            node_condition_heartbeat: DEFAULT_CONDITION_HEARTBEAT,
+            pressure_taint: false,
+            cri_endpoint: DEFAULT_CRI_ENDPOINT.into(),
+            nodefs_path: DEFAULT_NODEFS_PATH.into(),
+            imagefs_path: DEFAULT_IMAGEFS_PATH.into(),
+        }
+    }
+}
+
+impl EvictionConfig {
+    /// The action in effect: the configured one, else `api` with the Kubernetes client on and
+    /// `dry-run` without it.
+    pub fn action_for(&self, kube_client_on: bool) -> EvictionAction {
+        self.action
+            .unwrap_or_else(|| EvictionAction::default_for(kube_client_on))
+    }
+
+    /// The thresholds of one signal.
+    pub fn thresholds_for(&self, signal: Signal) -> impl Iterator<Item = &Threshold> {
+        self.thresholds.iter().filter(move |t| t.signal == signal)
+    }
+}

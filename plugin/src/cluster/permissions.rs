@@ -1,0 +1,167 @@
+//! The Kubernetes API permissions topolet uses: the one list. `deploy/kubernetes/rbac.yaml`'s
+//! ClusterRole must grant exactly these (a unit test here compares them), and the kubelet
+//! suite compares them with what the real API server says topolet's user may do
+//! (SelfSubjectRulesReview), so a missing or an excess permission fails a test.
+
+/// One rule: an API group, a resource (with its subresource, if any), the verbs, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Permission {
+    /// `""` for the core group.
+    pub group: &'static str,
+    pub resource: &'static str,
+    pub subresource: Option<&'static str>,
+    pub verbs: &'static [&'static str],
+    pub why: &'static str,
+}
+
+impl Permission {
+    /// The RBAC resource name: `pods`, `pods/eviction`.
+    pub fn rbac_resource(&self) -> String {
+        match self.subresource {
+            Some(s) => format!("{}/{s}", self.resource),
+            None => self.resource.to_string(),
+        }
+    }
+}
+
+/// Every permission topolet's code uses.
+pub const PERMISSIONS: &[Permission] = &[
+    Permission {
+        group: "",
+        resource: "events",
+        subresource: None,
+        verbs: &["create", "patch"],
+        why: "Events on pods (refusals, exclusive grants, evictions) and on the Node (rejected or \
+              refused configuration reloads); a repeat within 10 minutes patches count and \
+              lastTimestamp, as the kubelet's recorder does",
+    },
+    Permission {
+        group: "",
+        resource: "pods",
+        subresource: None,
+        verbs: &["list", "watch"],
+        why: "the pod specs of this node (field selector spec.nodeName), for admission from the \
+              real spec",
+    },
+    Permission {
+        group: "",
+        resource: "pods",
+        subresource: Some("eviction"),
+        verbs: &["create"],
+        why: "eviction through the Eviction API (policy/v1), which honours PodDisruptionBudgets",
+    },
+    Permission {
+        group: "",
+        resource: "nodes",
+        subresource: Some("status"),
+        verbs: &["patch"],
+        why: "topolet's own node conditions (TopoletMemoryPressure, ...), a strategic merge \
+              by type that leaves the kubelet's alone",
+    },
+    Permission {
+        group: "",
+        resource: "nodes",
+        subresource: None,
+        verbs: &["patch"],
+        why: "[eviction] pressure_taint: the topolet.io/*-pressure NoSchedule taints (in spec)",
+    },
+    Permission {
+        group: "topology.node.k8s.io",
+        resource: "noderesourcetopologies",
+        subresource: None,
+        verbs: &["get", "create", "update"],
+        why: "this node's NodeResourceTopology object (read on conflict, created once, replaced \
+              on change)",
+    },
+];
+
+/// Every (group, resource, verb) granted by [`PERMISSIONS`], sorted.
+pub fn grants() -> Vec<(String, String, String)> {
+    let mut out: Vec<(String, String, String)> = PERMISSIONS
+        .iter()
+        .flat_map(|p| {
+            p.verbs
+                .iter()
+                .map(move |v| (p.group.to_string(), p.rbac_resource(), v.to_string()))
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Deserialize)]
+    struct Doc {
+        kind: String,
+        metadata: Meta,
+        #[serde(default)]
+        rules: Vec<Rule>,
+    }
+    #[derive(Deserialize)]
+    struct Meta {
+        name: String,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Rule {
+        api_groups: Vec<String>,
+        resources: Vec<String>,
+        verbs: Vec<String>,
+        #[serde(default)]
+        resource_names: Vec<String>,
+    }
+
+    #[test]
+    fn the_deployed_cluster_role_grants_exactly_the_list() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/kubernetes/rbac.yaml"
+        );
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut granted = Vec::new();
+        let mut roles = 0;
+        for d in serde_yaml::Deserializer::from_str(&text) {
+            let doc = Doc::deserialize(d).unwrap();
+            if doc.kind != "ClusterRole" || doc.metadata.name != "topolet" {
+                continue;
+            }
+            roles += 1;
+            for r in doc.rules {
+                assert!(r.resource_names.is_empty(), "no resourceNames in {path}");
+                for g in &r.api_groups {
+                    for res in &r.resources {
+                        for v in &r.verbs {
+                            assert!(!v.contains('*') && !res.contains('*'), "no wildcards");
+                            granted.push((g.clone(), res.clone(), v.clone()));
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(roles, 1, "one ClusterRole topolet in {path}");
+        granted.sort();
+        granted.dedup();
+        assert_eq!(
+            granted,
+            grants(),
+            "{path} must grant exactly crate::cluster::permissions::PERMISSIONS"
+        );
+    }
+
+    #[test]
+    fn every_permission_says_why() {
+        for p in PERMISSIONS {
+            assert!(!p.verbs.is_empty() && p.why.len() > 10, "{p:?}");
+        }
+        assert!(grants().contains(&(
+            String::new(),
+            "pods/eviction".to_string(),
+            "create".to_string()
+        )));
+    }
+}

@@ -1,0 +1,405 @@
+//! Configuration reload while running: on SIGHUP, and when the file changes.
+//!
+//! The file is polled (one `stat` every [`POLL_INTERVAL`]) rather than watched with inotify:
+//! a Kubernetes ConfigMap volume replaces the file by swapping a `..data` symlink, editors
+//! replace it by rename, and both defeat an inotify watch on the file itself; `stat` through
+//! the path sees every one of them as a new inode or mtime, needs no dependency, and a few
+//! seconds of latency are fine for a node configuration.
+//!
+//! A changed file is parsed and validated exactly as `topolet config check` does, then the
+//! placement is migrated (`topolet_core::placement::migrate`): a valid configuration takes effect for containers
+//! created from then on; an invalid one, or one that would break running containers, is
+//! rejected and logged naming file and key, and the running configuration stays. `[nri]` and
+//! `[state]` are only read at start: a change there is logged as needing a restart and the rest
+//! of the file is applied. With the Kubernetes API client on, a rejected or refused file is
+//! also a Warning Event on the Node ([`REJECTED_REASON`], [`REFUSED_REASON`]). Every outcome is
+//! counted in `topolet_config_reloads_total` ([`trigger`], [`result`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::Config;
+use crate::nri::handlers::TopoletPlugin;
+use topolet_core::kube::events::EventType;
+use topolet_core::placement::migrate::MigrateError;
+
+/// The Warning Event on the Node for a file that does not parse or does not fit the machine.
+pub const REJECTED_REASON: &str = "TopoletConfigRejected";
+/// The Warning Event on the Node for a valid file that would break running containers.
+pub const REFUSED_REASON: &str = "TopoletConfigRefused";
+
+/// What started a reload (`trigger` of `topolet_config_reloads_total`).
+pub mod trigger {
+    pub const SIGHUP: &str = "sighup";
+    pub const FILE_CHANGE: &str = "file_change";
+}
+
+/// How a reload ended (`result` of `topolet_config_reloads_total`).
+pub mod result {
+    /// Valid and in effect for containers created from now on.
+    pub const APPLIED: &str = "applied";
+    /// Valid, and nothing in it differs from the running configuration.
+    pub const UNCHANGED: &str = "unchanged";
+    /// Unreadable, does not parse, or does not fit the machine: the running one stays.
+    pub const REJECTED: &str = "rejected";
+    /// Valid but would break a running container: the running one stays.
+    pub const REFUSED: &str = "refused";
+}
+
+/// How often the file is checked for changes.
+pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
+
+/// What identifies one version of the file on disk (through symlinks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileId {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: i64,
+    mtime_nsec: i64,
+}
+
+fn file_id(path: &Path) -> Option<FileId> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some(FileId {
+        dev: m.dev(),
+        ino: m.ino(),
+        size: m.size(),
+        mtime: m.mtime(),
+        mtime_nsec: m.mtime_nsec(),
+    })
+}
+
+/// What a successful reload did, for the log.
+#[derive(Debug, Clone)]
+pub struct ReloadOutcome {
+    /// Warnings about the new configuration (as at start-up).
+    pub warnings: Vec<String>,
+    /// Containers whose assignments were carried over.
+    pub carried: usize,
+    pub shared: topolet_core::machine::cpuset::CpuSet,
+    pub reserved: topolet_core::machine::cpuset::CpuSet,
+}
+
+/// A new file's content measured against the running configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    /// The configuration to migrate to (with the running `[nri]` and `[state]`).
+    pub config: Config,
+    /// Sections whose change needs a restart, with what changed.
+    pub restart_needed: Vec<String>,
+    /// Sections that change now.
+    pub changed: Vec<&'static str>,
+}
+
+/// Compares `new` with `running`: keeps the running `[nri]` and `[state]` (read only at start)
+/// and lists the sections that change.
+pub fn candidate(running: &Config, mut new: Config) -> Candidate {
+    let mut restart_needed = Vec::new();
+    if new.nri != running.nri {
+        restart_needed.push(format!(
+            "[nri] socket/name/index (running: {} {}-{}; file: {} {}-{})",
+            running.nri.socket.display(),
+            running.nri.index.as_nri(),
+            running.nri.name,
+            new.nri.socket.display(),
+            new.nri.index.as_nri(),
+            new.nri.name
+        ));
+        new.nri = running.nri.clone();
+    }
+    if new.state != running.state {
+        restart_needed.push(format!(
+            "[state] dir (running: {}; file: {})",
+            running.state.dir.display(),
+            new.state.dir.display()
+        ));
+        new.state = running.state.clone();
+    }
+    // Sections reload does not apply (read at start) keep their running values.
+    let mut applied = running.clone();
+    applied.cpu = new.cpu.clone();
+    applied.topology = new.topology.clone();
+    applied.memory = new.memory.clone();
+    applied.devices = new.devices.clone();
+    applied.qos = new.qos.clone();
+    if applied != new {
+        restart_needed.push(
+            "sections other than [cpu] [topology] [memory] [devices] [qos] (read at start)".into(),
+        );
+    }
+    let mut changed = Vec::new();
+    for (name, differs) in [
+        ("cpu", new.cpu != running.cpu),
+        ("topology", new.topology != running.topology),
+        ("memory", new.memory != running.memory),
+        ("devices", new.devices != running.devices),
+        ("qos", new.qos != running.qos),
+    ] {
+        if differs {
+            changed.push(name);
+        }
+    }
+    Candidate {
+        config: applied,
+        restart_needed,
+        changed,
+    }
+}
+
+/// Watches `path` and reloads `plugin` on SIGHUP or when the file changes; runs until the task
+/// is dropped. A new file is measured against the plugin's configuration in effect
+/// ([`TopoletPlugin::config`]), which a successful reload replaces.
+pub async fn watch(plugin: Arc<TopoletPlugin>, path: PathBuf) {
+    let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot install the SIGHUP handler; reload on file change only");
+            None
+        }
+    };
+    let mut w = Watcher {
+        plugin,
+        seen: file_id(&path),
+        last_text: std::fs::read_to_string(&path).ok(),
+        path,
+    };
+    tracing::info!(path = %w.path.display(), poll_seconds = POLL_INTERVAL.as_secs(), "watching the configuration file (reload also on SIGHUP)");
+    let mut tick = tokio::time::interval(POLL_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            Some(()) = async { match hup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => {
+                tracing::info!(path = %w.path.display(), "SIGHUP: reloading the configuration");
+                w.seen = file_id(&w.path);
+                w.reload(true);
+            }
+            _ = tick.tick() => {
+                let now = file_id(&w.path);
+                if now != w.seen {
+                    w.seen = now;
+                    if now.is_none() {
+                        tracing::warn!(path = %w.path.display(), "configuration file is gone; the running configuration stays");
+                        continue;
+                    }
+                    w.reload(false);
+                }
+            }
+        }
+    }
+}
+
+struct Watcher {
+    plugin: Arc<TopoletPlugin>,
+    path: PathBuf,
+    seen: Option<FileId>,
+    /// The content last tried (applied or rejected): a touched but unchanged file is not
+    /// reloaded, nor a rejected one logged again every poll.
+    last_text: Option<String>,
+}
+
+impl Watcher {
+    fn reload(&mut self, forced: bool) {
+        let label = if forced {
+            trigger::SIGHUP
+        } else {
+            trigger::FILE_CHANGE
+        };
+        // Counted after the outcome's log line: a test (or an operator) that sees the count can
+        // read the line.
+        let metrics = self.plugin.metrics().clone();
+        let count = |result: &'static str| metrics.config_reload(label, result);
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::error!(path = %self.path.display(), error = %e, "configuration rejected: cannot read the file; the running configuration stays");
+                count(result::REJECTED);
+                return;
+            }
+        };
+        if !forced && self.last_text.as_deref() == Some(text.as_str()) {
+            tracing::debug!(path = %self.path.display(), "configuration file touched, content unchanged");
+            return;
+        }
+        self.last_text = Some(text.clone());
+        let trigger = if forced { "SIGHUP" } else { "file change" };
+        let new = match Config::parse(&text, &self.path) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(trigger, key = e.key().unwrap_or(""), error = %e, "configuration rejected; the running configuration stays");
+                self.plugin.node_event(
+                    EventType::Warning,
+                    REJECTED_REASON,
+                    &format!("configuration rejected ({trigger}), the running one stays: {e}"),
+                );
+                count(result::REJECTED);
+                return;
+            }
+        };
+        let c = candidate(&self.plugin.config(), new);
+        for what in &c.restart_needed {
+            tracing::warn!(trigger, path = %self.path.display(), change = %what, "configuration change needs a restart of topolet; keeping the running values");
+        }
+        if c.changed.is_empty() {
+            tracing::info!(trigger, path = %self.path.display(), "configuration reloaded: nothing to change");
+            count(result::UNCHANGED);
+            return;
+        }
+        match self.plugin.reload(&c.config) {
+            Ok(outcome) => {
+                for w in &outcome.warnings {
+                    tracing::warn!(warning = %w, "configuration");
+                }
+                tracing::info!(
+                    trigger,
+                    path = %self.path.display(),
+                    changed = %c.changed.join(","),
+                    containers_kept = outcome.carried,
+                    shared = %outcome.shared,
+                    reserved = %outcome.reserved,
+                    "configuration reloaded: applies to containers created from now on"
+                );
+                count(result::APPLIED);
+            }
+            Err(e) => {
+                tracing::error!(trigger, path = %self.path.display(), key = e.key().unwrap_or(""), error = %format!("{}: {e}", self.path.display()), "configuration rejected; the running configuration stays");
+                let (reason, what) = match e {
+                    MigrateError::BreaksRunning(_) => (REFUSED_REASON, result::REFUSED),
+                    MigrateError::Invalid(_) => (REJECTED_REASON, result::REJECTED),
+                };
+                self.plugin.node_event(
+                    EventType::Warning,
+                    reason,
+                    &format!(
+                        "configuration {what} ({trigger}), the running one stays: {}: {e}",
+                        self.path.display()
+                    ),
+                );
+                count(what);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::PluginIndex;
+
+    #[test]
+    fn nri_and_state_keep_running_values_and_changed_sections_are_listed() {
+        let running = Config::default();
+        let mut new = Config::default();
+        new.nri.index = PluginIndex(10);
+        new.state.dir = "/elsewhere".into();
+        new.qos.pids_limit = 100;
+        new.cpu.reserved_cpus = Some("0".into());
+        let c = candidate(&running, new);
+        assert_eq!(c.config.nri, running.nri);
+        assert_eq!(c.config.state, running.state);
+        assert_eq!(c.config.qos.pids_limit, 100);
+        assert_eq!(c.changed, ["cpu", "qos"]);
+        assert_eq!(c.restart_needed.len(), 2);
+        assert!(
+            c.restart_needed[0].contains("50-topolet")
+                && c.restart_needed[0].contains("10-topolet")
+        );
+        // A section reload does not apply (here [eviction]) keeps its running value.
+        let other = Config::parse(
+            "[eviction]\npressure_transition_period = \"1m\"\n",
+            Path::new("/etc/topolet/config.toml"),
+        )
+        .unwrap();
+        assert_ne!(other, running);
+        let c = candidate(&running, other);
+        assert_eq!(c.config, running);
+        assert!(c.changed.is_empty());
+        assert_eq!(c.restart_needed.len(), 1, "{:?}", c.restart_needed);
+        // [kubernetes] too: read at start only.
+        let mut api = Config::default();
+        api.kubernetes.enabled = crate::config::KubernetesEnabled::Off;
+        let c = candidate(&running, api);
+        assert_eq!(c.config, running);
+        assert_eq!(c.restart_needed.len(), 1, "{:?}", c.restart_needed);
+        let same = candidate(&running, Config::default());
+        assert!(same.changed.is_empty() && same.restart_needed.is_empty());
+    }
+
+    #[test]
+    fn file_id_follows_symlinks_and_sees_replacement() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.toml");
+        let b = dir.path().join("b.toml");
+        std::fs::write(&a, "x").unwrap();
+        std::fs::write(&b, "y").unwrap();
+        let link = dir.path().join("config.toml");
+        std::os::unix::fs::symlink(&a, &link).unwrap();
+        let first = file_id(&link).unwrap();
+        // The ConfigMap update: the link now points at another file.
+        let tmp = dir.path().join("tmp");
+        std::os::unix::fs::symlink(&b, &tmp).unwrap();
+        std::fs::rename(&tmp, &link).unwrap();
+        assert_ne!(file_id(&link), Some(first));
+        std::fs::remove_file(&link).unwrap();
+        assert_eq!(file_id(&link), None);
+    }
+
+    /// Every outcome of a reload is counted by trigger and result, and the running configuration
+    /// changes only when one is applied.
+    #[test]
+    fn each_outcome_is_counted_by_trigger_and_result() {
+        use topolet_core::machine::topology::SyntheticSpec;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        let state = dir.path().join("state");
+        let text = |pids: i64, reserved: &str| {
+            format!(
+                "[cpu]\nreserved_cpus = {reserved:?}\n[qos]\npids_limit = {pids}\n[state]\ndir = {:?}\n",
+                state.display()
+            )
+        };
+        let first = text(1024, "0");
+        std::fs::write(&path, &first).unwrap();
+        let topology = SyntheticSpec::TWO_CORES.build();
+        let config = Config::parse(&first, &path).unwrap();
+        let plugin = Arc::new(TopoletPlugin::new(config, topology).unwrap());
+        let metrics = plugin.metrics().clone();
+        let mut w = Watcher {
+            plugin: plugin.clone(),
+            seen: file_id(&path),
+            last_text: Some(first.clone()),
+            path: path.clone(),
+        };
+        let n = |t: &str, r: &str| metrics.config_reloads(t, r);
+
+        // SIGHUP on the same file: valid, nothing to change.
+        w.reload(true);
+        assert_eq!(n(trigger::SIGHUP, result::UNCHANGED), 1);
+        // A file change with a new pids limit: applied.
+        std::fs::write(&path, text(2048, "0")).unwrap();
+        w.reload(false);
+        assert_eq!(n(trigger::FILE_CHANGE, result::APPLIED), 1);
+        assert_eq!(plugin.config().qos.pids_limit, 2048);
+        // Touched, same content, no signal: not a reload, not counted.
+        w.reload(false);
+        assert_eq!(n(trigger::FILE_CHANGE, result::APPLIED), 1);
+        assert_eq!(n(trigger::FILE_CHANGE, result::UNCHANGED), 0);
+        // A CPU this machine does not have: rejected, the running configuration stays.
+        std::fs::write(&path, text(4096, "0,4095")).unwrap();
+        w.reload(true);
+        assert_eq!(n(trigger::SIGHUP, result::REJECTED), 1);
+        // Not TOML: rejected.
+        std::fs::write(&path, "[cpu\n").unwrap();
+        w.reload(false);
+        assert_eq!(n(trigger::FILE_CHANGE, result::REJECTED), 1);
+        // Unreadable (gone): rejected.
+        std::fs::remove_file(&path).unwrap();
+        w.reload(true);
+        assert_eq!(n(trigger::SIGHUP, result::REJECTED), 2);
+        assert_eq!(plugin.config().qos.pids_limit, 2048);
+        assert_eq!(n(trigger::SIGHUP, result::APPLIED), 0);
+        assert_eq!(n(trigger::SIGHUP, result::REFUSED), 0);
+    }
+}

@@ -1,0 +1,7 @@
+//! What topolet reads and writes on the host itself, outside any API: topology discovery from
+//! [`sysfs`], the CPUs and memory nodes a process may use ([`proc_affinity`], from `/proc`),
+//! the cgroupfs path rules ([`cgroupfs`]) and the pod cgroup's CPU values topolet writes
+//! ([`pod_cgroup`]).
+pub mod pod_cgroup;
+pub mod proc_affinity;
+pub mod sysfs;

@@ -1,0 +1,153 @@
+//! Live introspection of the running plugin: the status report, the metrics text and readiness,
+//! and the start-up of the two endpoints that serve them (the admin socket, `crate::introspection::admin`, and
+//! the HTTP endpoint, `crate::introspection::http`).
+//!
+//! Every request takes one [`TopoletPlugin::snapshot`] (a few set clones under the plugin's
+//! lock) and derives and formats everything else outside the lock, so a status request or a
+//! scrape never holds up an NRI handler for longer than those clones.
+//!
+//! The endpoints are observability, not correctness: if one cannot be set up (address in use,
+//! directory not writable) the error is logged and the plugin keeps placing containers.
+
+pub mod admin;
+pub mod http;
+pub mod status_table;
+
+use std::sync::Arc;
+
+use topolet_nri::stub::{ConnState, ConnectionStatus};
+
+use crate::config::{AdminConfig, MetricsConfig};
+use crate::nri::handlers::TopoletPlugin;
+use crate::telemetry::metrics::Gauges;
+use topolet_core::machine::cpuset::CpuSet;
+use topolet_core::report::status::{self, NriStatus, Status, StatusInput};
+
+/// The NRI part of the status, from the stub's connection status.
+pub fn nri_status(conn: Option<&ConnectionStatus>) -> NriStatus {
+    match conn {
+        None => NriStatus {
+            state: "NotStarted".into(),
+            ..NriStatus::default()
+        },
+        Some(c) => NriStatus {
+            state: format!("{:?}", c.state),
+            synchronized: c.state == ConnState::Synchronized,
+            connects: c.connects,
+            reconnects: c.reconnects,
+            runtime: c.runtime.as_ref().map(|r| r.name.clone()),
+            runtime_version: c.runtime.as_ref().map(|r| r.version.clone()),
+            last_error: c.last_error.clone(),
+        },
+    }
+}
+
+/// The full status report.
+pub fn status(plugin: &TopoletPlugin, metrics_address: Option<String>) -> Status {
+    let (snapshot, policies) = plugin.snapshot();
+    let conn = plugin.connection();
+    status::build(
+        plugin.topology(),
+        StatusInput {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            policies,
+            snapshot,
+            nri: nri_status(conn.as_ref()),
+            pressure: plugin.metrics().pressure(),
+            metrics_address,
+        },
+    )
+}
+
+/// The `/metrics` text.
+pub fn metrics_text(plugin: &TopoletPlugin) -> String {
+    let (snap, _) = plugin.snapshot();
+    let conn = plugin.connection();
+    let topology = plugin.topology();
+    let mut exclusive = CpuSet::new();
+    for e in &snap.exclusive {
+        exclusive.extend_from(&e.cpus);
+    }
+    let per_node = |set: &CpuSet| {
+        topology
+            .numa_nodes()
+            .map(|n| (n.id, set.intersection(&n.cpus).len() as u64))
+            .collect()
+    };
+    let gauges = Gauges {
+        shared_pool_cpus: snap.shared.len() as u64,
+        reserved_cpus: snap.reserved.len() as u64,
+        exclusive_cpus: per_node(&exclusive),
+        free_cpus: per_node(&snap.assignable),
+        managed_containers: snap.managed as u64,
+        nri_connects: conn.as_ref().map_or(0, |c| c.connects),
+        nri_reconnects: conn.as_ref().map_or(0, |c| c.reconnects),
+        nri_synchronized: conn
+            .as_ref()
+            .is_some_and(|c| c.state == ConnState::Synchronized),
+    };
+    plugin.metrics().render(&gauges)
+}
+
+/// `Ok` once the NRI connection is synchronized; else the state, for `/readyz`.
+pub fn ready(plugin: &TopoletPlugin) -> Result<(), String> {
+    match plugin.connection() {
+        Some(c) if c.state == ConnState::Synchronized => Ok(()),
+        Some(c) => Err(match &c.last_error {
+            Some(e) => format!("NRI {:?} (last error: {e})", c.state),
+            None => format!("NRI {:?}", c.state),
+        }),
+        None => Err("NRI connection not started".into()),
+    }
+}
+
+/// The endpoints' tasks; aborted (and the admin socket file removed) when dropped.
+pub struct Endpoints {
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Endpoints {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Starts the metrics endpoint (when enabled) and the admin socket. Call inside the runtime.
+pub async fn start(
+    admin_config: &AdminConfig,
+    metrics_config: &MetricsConfig,
+    plugin: Arc<TopoletPlugin>,
+) -> Endpoints {
+    let mut tasks = Vec::new();
+    let mut metrics_address = None;
+    if metrics_config.enabled {
+        match http::bind(&metrics_config.address).await {
+            Ok(listener) => {
+                let addr = listener
+                    .local_addr()
+                    .map(|a| a.to_string())
+                    .unwrap_or_else(|_| metrics_config.address.clone());
+                tracing::info!(address = %addr, "metrics endpoint listening (/metrics, /healthz, /readyz)");
+                metrics_address = Some(addr);
+                tasks.push(tokio::spawn(http::serve(listener, plugin.clone())));
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "metrics endpoint not started; the plugin runs without it")
+            }
+        }
+    } else {
+        tracing::info!("metrics endpoint disabled ([metrics] enabled = false)");
+    }
+    match admin::bind(&admin_config.socket) {
+        Ok(socket) => {
+            tracing::info!(path = %admin_config.socket.display(), "admin socket listening (topolet status)");
+            tasks.push(tokio::spawn(admin::serve(socket, plugin, metrics_address)));
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "admin socket not started; topolet status will not reach this plugin")
+        }
+    }
+    Endpoints { tasks }
+}

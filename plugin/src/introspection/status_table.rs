@@ -1,0 +1,458 @@
+//! The human table of `topolet status` (`-o table`, the default): one section per concern,
+//! aligned columns, no blank cells, rendered from the core's [`Status`] data.
+
+use std::fmt::Write as _;
+
+use topolet_core::machine::cpuset::CpuSet;
+use topolet_core::report::status::Status;
+
+/// A byte count in binary units, one decimal (`1.5 GiB`).
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// `-` for an empty set, so that no column is blank.
+fn set_or_dash(s: &CpuSet) -> String {
+    if s.is_empty() {
+        "-".into()
+    } else {
+        s.to_string()
+    }
+}
+
+/// `cpus (n)`: the list and its size.
+fn set_count(s: &CpuSet) -> String {
+    if s.is_empty() {
+        "- (0)".into()
+    } else {
+        format!("{s} ({})", s.len())
+    }
+}
+
+fn list<T: ToString>(v: &[T]) -> String {
+    if v.is_empty() {
+        return "-".into();
+    }
+    v.iter().map(T::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// Left-aligned columns separated by two spaces; trailing spaces trimmed.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if i < widths.len() {
+                widths[i] = widths[i].max(cell.chars().count());
+            } else {
+                widths.push(cell.chars().count());
+            }
+        }
+    }
+    let mut out = String::new();
+    let line = |cells: Vec<&str>, out: &mut String| {
+        let mut l = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            let pad = widths[i].saturating_sub(cell.chars().count());
+            l.push_str(cell);
+            if i + 1 < cells.len() {
+                l.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    line(headers.to_vec(), &mut out);
+    for row in rows {
+        line(row.iter().map(String::as_str).collect(), &mut out);
+    }
+    out
+}
+
+/// The human report: one section per concern, aligned columns, no blank cells.
+pub fn render_table(s: &Status) -> String {
+    let mut out = String::new();
+    let nri = &s.nri;
+    let runtime = match (&nri.runtime, &nri.runtime_version) {
+        (Some(n), Some(v)) => format!("{n} {v}"),
+        (Some(n), None) => n.clone(),
+        _ => "unknown runtime".into(),
+    };
+    let _ = writeln!(
+        out,
+        "topolet {}   NRI {} ({runtime}, {} connects, {} reconnects){}",
+        s.version,
+        nri.state,
+        nri.connects,
+        nri.reconnects,
+        if nri.synchronized { "" } else { "   NOT READY" }
+    );
+    if let Some(e) = &nri.last_error {
+        let _ = writeln!(out, "last NRI error: {e}");
+    }
+    let p = &s.policies;
+    let _ = writeln!(
+        out,
+        "policies: cpu {}, topology {} (scope {}), memory {}",
+        p.cpu, p.topology, p.topology_scope, p.memory
+    );
+    let m = &s.machine;
+    let numa_count = s.numa_nodes.len();
+    let _ = writeln!(
+        out,
+        "machine: {} sockets, {} NUMA nodes, {} cores, {} cpus ({} threads/core), {} L3 groups, {} memory",
+        m.sockets.len(),
+        numa_count,
+        m.cores,
+        m.cpus,
+        m.threads_per_core,
+        m.l3_groups.len(),
+        human_bytes(m.memory_bytes)
+    );
+    out.push('\n');
+
+    let rows: Vec<Vec<String>> = m
+        .sockets
+        .iter()
+        .map(|so| {
+            let l3: Vec<usize> = m
+                .l3_groups
+                .iter()
+                .filter(|g| g.cpus.is_subset(&so.cpus))
+                .map(|g| g.id)
+                .collect();
+            vec![
+                so.id.to_string(),
+                list(&so.numa_nodes),
+                so.cores.to_string(),
+                so.cpus.to_string(),
+                list(&l3),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &["SOCKET", "NUMA", "CORES", "CPUS", "L3 GROUPS"],
+        &rows,
+    ));
+    out.push('\n');
+
+    let rows: Vec<Vec<String>> = s
+        .numa_nodes
+        .iter()
+        .map(|n| {
+            let mut extra: Vec<String> = n
+                .free_resources
+                .iter()
+                .map(|(k, v)| {
+                    if k == "memory" || k.starts_with("hugepages-") {
+                        format!("{k}={}", human_bytes(*v))
+                    } else {
+                        format!("{k}={v}")
+                    }
+                })
+                .collect();
+            if extra.is_empty() {
+                extra.push("-".into());
+            }
+            vec![
+                n.id.to_string(),
+                n.cpus.to_string(),
+                human_bytes(n.memory_bytes),
+                set_or_dash(&n.reserved),
+                set_count(&n.shared),
+                set_count(&n.exclusive),
+                set_count(&n.free),
+                set_count(&n.free_whole_cores),
+                set_count(&n.largest_l3_block),
+                extra.join(" "),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &[
+            "NUMA",
+            "CPUS",
+            "MEMORY",
+            "RESERVED",
+            "SHARED",
+            "EXCLUSIVE",
+            "FREE",
+            "FREE WHOLE CORES",
+            "LARGEST L3 BLOCK",
+            "OTHER FREE",
+        ],
+        &rows,
+    ));
+    out.push('\n');
+
+    let _ = writeln!(
+        out,
+        "shared pool: {} (mems {})   reserved: {}   managed containers: {}   left alone: {}",
+        set_count(&s.shared.cpus),
+        if s.shared.mems.is_empty() {
+            "-"
+        } else {
+            &s.shared.mems
+        },
+        set_or_dash(&s.reserved),
+        s.managed_containers,
+        s.left_alone_containers
+    );
+    out.push('\n');
+    if !s.admissions.is_empty() {
+        let api = s
+            .admissions
+            .iter()
+            .filter(|a| a.source == topolet_core::placement::admission_input::Source::Api)
+            .count();
+        let _ = writeln!(
+            out,
+            "admissions: {api} from the pod's spec (API), {} from the inversion",
+            s.admissions.len() - api
+        );
+    }
+
+    if s.exclusive.is_empty() {
+        out.push_str("exclusive: none\n");
+    } else {
+        let rows: Vec<Vec<String>> = s
+            .exclusive
+            .iter()
+            .map(|e| {
+                vec![
+                    e.name.clone(),
+                    list(&e.numa_nodes),
+                    set_count(&e.cpus),
+                    e.mems.clone().unwrap_or_else(|| "-".into()),
+                    e.id.as_deref().map(short_id).unwrap_or_else(|| "-".into()),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &["EXCLUSIVE CONTAINER", "NUMA", "CPUS", "MEMS", "ID"],
+            &rows,
+        ));
+    }
+    out.push('\n');
+
+    // One line per container that may run on another's exclusive CPUs, while it lasts.
+    for b in &s.breaches {
+        let _ = writeln!(
+            out,
+            "BREACH: {} ({}) may run on CPU {} held exclusively by {}, since {} ({:.1} s): its update is not applied yet",
+            b.container,
+            short_id(&b.id),
+            b.cpus,
+            b.holders.join(", "),
+            b.since,
+            b.seconds
+        );
+    }
+    if !s.breaches.is_empty() {
+        out.push('\n');
+    }
+
+    match &s.pressure {
+        None => out.push_str("pressure: not reported (no eviction loop running)\n"),
+        Some(p) => {
+            let on: Vec<&str> = p
+                .conditions
+                .iter()
+                .filter(|(_, &v)| v)
+                .map(|(k, _)| k.as_str())
+                .collect();
+            let _ = writeln!(
+                out,
+                "pressure: {}",
+                if on.is_empty() {
+                    "none".to_string()
+                } else {
+                    on.join(", ")
+                }
+            );
+            if !p.signals.is_empty() {
+                let rows: Vec<Vec<String>> = p
+                    .signals
+                    .iter()
+                    .map(|sig| {
+                        let th = |k: &str| {
+                            sig.thresholds
+                                .get(k)
+                                .map(|v| signal_value(&sig.signal, *v))
+                                .unwrap_or_else(|| "-".into())
+                        };
+                        vec![
+                            sig.signal.clone(),
+                            sig.value
+                                .map(|v| signal_value(&sig.signal, v))
+                                .unwrap_or_else(|| "-".into()),
+                            th("hard"),
+                            th("soft"),
+                        ]
+                    })
+                    .collect();
+                out.push_str(&table(&["SIGNAL", "VALUE", "HARD", "SOFT"], &rows));
+            }
+            if !p.stall.is_empty() {
+                let some: Vec<String> = p
+                    .stall
+                    .iter()
+                    .filter(|x| x.kind == "some")
+                    .map(|x| format!("{} {:.2}%", x.resource, x.avg10))
+                    .collect();
+                let _ = writeln!(out, "stall (PSI some, avg10): {}", some.join(", "));
+            }
+        }
+    }
+    if let Some(a) = &s.metrics_address {
+        let _ = writeln!(out, "metrics: http://{a}/metrics");
+    }
+    out
+}
+
+/// A container id as `crictl` shows it: its first 13 characters.
+fn short_id(id: &str) -> String {
+    id.chars().take(13).collect()
+}
+
+/// A signal value in its unit: bytes for memory and filesystem space, a plain count otherwise.
+fn signal_value(signal: &str, v: f64) -> String {
+    let is_bytes = signal.starts_with("memory.")
+        || signal.ends_with("fs.available")
+        || signal == "nodefs.available";
+    if is_bytes && v >= 0.0 && v.is_finite() {
+        human_bytes(v as u64)
+    } else if v.fract() == 0.0 && v.is_finite() {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use topolet_core::report::status::fixtures::{input, machine, GIB};
+    use topolet_core::report::status::{build, Pressure, Signal, Stall};
+
+    #[test]
+    fn table_is_aligned_and_has_every_section() {
+        let t = machine();
+        let mut inp = input(&t);
+        inp.pressure = Some(Pressure {
+            conditions: BTreeMap::from([
+                ("MemoryPressure".into(), true),
+                ("PIDPressure".into(), false),
+            ]),
+            signals: vec![Signal {
+                signal: "memory.available".into(),
+                value: Some((512u64 << 20) as f64),
+                thresholds: BTreeMap::from([("hard".into(), (100u64 << 20) as f64)]),
+            }],
+            stall: vec![Stall {
+                resource: "memory".into(),
+                kind: "some".into(),
+                avg10: 1.5,
+                ..Stall::default()
+            }],
+        });
+        let text = render_table(&build(&t, inp));
+        assert!(text.starts_with(
+            "topolet 0.1.0   NRI Synchronized (containerd v2.2.7, 2 connects, 1 reconnects)\n"
+        ));
+        assert!(text.contains("machine: 1 sockets, 2 NUMA nodes, 8 cores, 16 cpus (2 threads/core), 4 L3 groups, 16.0 GiB memory"), "{text}");
+        // Header and rows of the NUMA table share column starts.
+        let lines: Vec<&str> = text.lines().collect();
+        let header = lines.iter().position(|l| l.starts_with("NUMA ")).unwrap();
+        let col = lines[header].find("FREE WHOLE CORES").unwrap();
+        for row in &lines[header + 1..header + 3] {
+            let before = &row[..col];
+            assert!(before.ends_with("  "), "{row:?} misaligned at {col}");
+            assert_ne!(row.as_bytes()[col], b' ', "{row:?}");
+        }
+        assert!(
+            lines[header + 1].starts_with("0     0-3,8-11"),
+            "{}",
+            lines[header + 1]
+        );
+        assert!(lines[header + 1].contains("memory=3.0 GiB"));
+        assert!(text.contains("default/web-0/app"));
+        assert!(
+            text.contains("0123456789abc\n"),
+            "id shortened to 13: {text}"
+        );
+        assert!(text.contains("uid-db/pg"));
+        assert!(text.contains("pressure: MemoryPressure\n"), "{text}");
+        assert!(
+            text.contains("memory.available  512.0 MiB  100.0 MiB  -"),
+            "{text}"
+        );
+        assert!(
+            text.contains("stall (PSI some, avg10): memory 1.50%\n"),
+            "{text}"
+        );
+        assert!(text.contains("metrics: http://127.0.0.1:9464/metrics"));
+        for l in text.lines() {
+            assert_eq!(l, l.trim_end(), "trailing spaces in {l:?}");
+        }
+    }
+
+    #[test]
+    fn table_without_pressure_or_exclusive_says_so() {
+        let t = machine();
+        let mut inp = input(&t);
+        inp.snapshot.exclusive.clear();
+        inp.nri.synchronized = false;
+        inp.nri.state = "Connecting".into();
+        inp.nri.runtime = None;
+        inp.metrics_address = None;
+        let text = render_table(&build(&t, inp));
+        assert!(
+            text.contains("NRI Connecting (unknown runtime, 2 connects, 1 reconnects)   NOT READY")
+        );
+        assert!(text.contains("exclusive: none\n"));
+        assert!(text.contains("pressure: not reported"));
+        assert!(!text.contains("metrics:"));
+    }
+
+    #[test]
+    fn a_breach_prints_a_line_naming_the_container_its_cpus_and_since_when() {
+        let t = machine();
+        let mut inp = input(&t);
+        let text = render_table(&build(&t, inp.clone()));
+        assert!(!text.contains("BREACH"), "{text}");
+        inp.snapshot.breaches = vec![topolet_core::report::status::BreachStatus {
+            container: "default/bu/app".into(),
+            id: "0123456789abcdef".into(),
+            cpus: topolet_core::report::status::fixtures::set("1,9"),
+            holders: vec!["default/web-0/app".into()],
+            since: "2025-01-02T03:04:05Z".into(),
+            seconds: 70.5,
+        }];
+        let text = render_table(&build(&t, inp));
+        assert!(
+            text.contains("BREACH: default/bu/app (0123456789abc) may run on CPU 1,9 held exclusively by default/web-0/app, since 2025-01-02T03:04:05Z (70.5 s)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn human_bytes_units() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(64 * GIB), "64.0 GiB");
+    }
+}

@@ -1,0 +1,177 @@
+//! CreateContainer: admission of a new container. What admission works from (its pod's spec from
+//! the pod watch, else the NRI inversion, and whether they agree), the placement's decision or
+//! refusal, the record in the cache and the reply's adjustment and updates.
+
+use topolet_nri::api;
+use topolet_nri::plugin::{PluginError, PluginResult};
+
+use super::TopoletPlugin;
+use crate::cluster::pod_directory::Lookup;
+use crate::nri::adjust;
+use crate::nri::records::{Decided, Record};
+use crate::nri::view::{self, ContainerView, NoView};
+use crate::telemetry::metrics;
+use topolet_core::placement::admission_input::{self, AdmissionInput, Fallback};
+
+impl TopoletPlugin {
+    /// What admission of `view` (in `sandbox`) works from: its pod's spec when the pod watch
+    /// holds it (waiting, bounded, for an API pod a synced watch has not delivered yet), else
+    /// the inversion, its reason counted. Takes no lock of the plugin.
+    async fn admission_input(
+        &self,
+        sandbox: &api::PodSandbox,
+        view: &ContainerView,
+    ) -> AdmissionInput {
+        let inversion = |why: Fallback| {
+            self.metrics.admission_fallback(why.as_str());
+            AdmissionInput::Inversion {
+                estimate: view.estimate.clone(),
+                why,
+            }
+        };
+        let Some((dir, wait)) = self.pods.get() else {
+            return inversion(Fallback::ApiOff);
+        };
+        let uid = &view.key.pod_uid;
+        // A static pod is in the API only as its mirror, once the kubelet made one: not waited for.
+        let from_api = sandbox
+            .annotations
+            .get(topolet_core::kube::pod::CONFIG_SOURCE_ANNOTATION)
+            .map_or(true, |s| s == "api");
+        let lookup = if from_api {
+            dir.get_or_wait(uid, *wait).await
+        } else {
+            dir.get(uid)
+        };
+        match lookup {
+            Lookup::Found(pod) => {
+                match admission_input::find_container(&pod, &view.key.container) {
+                    Some(which) => AdmissionInput::Api {
+                        pod: (*pod).clone(),
+                        which,
+                    },
+                    None => inversion(Fallback::NoSuchContainer),
+                }
+            }
+            Lookup::Invalid(e) => {
+                tracing::warn!(pod = %view.pod_ref, error = %e, "the pod's spec from the API cannot be read; the inversion decides");
+                inversion(Fallback::InvalidSpec)
+            }
+            Lookup::NotSynced => inversion(Fallback::NotSynced),
+            Lookup::NotFound if !from_api => inversion(Fallback::StaticPod),
+            Lookup::NotFound => inversion(Fallback::NotFound),
+        }
+    }
+
+    /// CreateContainer: admits the container, or refuses it naming the reason; the reply carries
+    /// its adjustment and the queued updates of the others.
+    pub(super) async fn on_create_container(
+        &self,
+        req: &api::CreateContainerRequest,
+    ) -> PluginResult<api::CreateContainerResponse> {
+        let (Some(pod), Some(ctr)) = (req.pod.as_ref(), req.container.as_ref()) else {
+            return Err(PluginError::Failed(
+                "CreateContainer without pod or container".into(),
+            ));
+        };
+        let view = match view::view(pod, ctr, self.memory_capacity()) {
+            Ok(v) => v,
+            Err(NoView::Ignored(why)) => {
+                tracing::debug!(container = %ctr.name, reason = %why, "not managed");
+                return Ok(api::CreateContainerResponse::default());
+            }
+            Err(NoView::Bad(e)) => {
+                let msg = format!("topolet: pod {}/{}: {e}", pod.namespace, pod.name);
+                tracing::error!(error = %msg, "container refused");
+                return Err(PluginError::Failed(msg));
+            }
+        };
+        if let Some(cpus) = &view.current.cpuset_cpus {
+            tracing::warn!(pod = %view.pod_ref, container = %ctr.name, cpus = %cpus, "cpuset already set by the kubelet's cpu manager or an earlier NRI plugin; topolet leaves this container alone");
+            let mut node = self.event_lock();
+            if node.cache.left_alone_mut().insert(view.key.clone()) {
+                self.persist(&node);
+            }
+            return Ok(api::CreateContainerResponse::default());
+        }
+        // Before the lock: this may wait (bounded) for the pod watch.
+        let input = self.admission_input(pod, &view).await;
+        let source = input.source();
+        self.metrics.admission_source("create", source.as_str());
+        let comparison = match &input {
+            AdmissionInput::Api { pod, which } => {
+                let c =
+                    admission_input::compare(pod, *which, &view.estimate, self.memory_capacity());
+                if !c.agrees() {
+                    self.metrics.admission_disagreement();
+                    tracing::warn!(pod = %view.pod_ref, container = %ctr.name, differences = ?c.differences, "the inversion of this container disagrees with its pod's spec; the spec decides");
+                }
+                Some(c)
+            }
+            AdmissionInput::Inversion { .. } => None,
+        };
+        let decided = Decided {
+            source,
+            fallback: input.fallback(),
+            comparison,
+        };
+        let mut node = self.event_lock();
+        let floor = node.oom_floor.unwrap_or(0);
+        let decision = match node.placement.admit_input(&input, floor) {
+            Ok(d) => d,
+            Err(e) => {
+                let msg = node.placement.refusal_message_input(&input, &e);
+                self.metrics.refused("create", metrics::refusal_reason(&e));
+                self.log_refusal(&mut node, "create", source, &view, &msg);
+                self.refusal_event(&view, &e, &msg);
+                return Err(PluginError::Failed(msg));
+            }
+        };
+        node.refusals.clear("create", &view.key);
+        let (adjust, conflicts) = adjust::adjustment(&view, &decision);
+        for conflict in conflicts {
+            tracing::warn!(pod = %view.pod_ref, container = %ctr.name, conflict = %conflict, "field already set by the kubelet or an earlier NRI plugin; left as is");
+        }
+        tracing::info!(
+            pod = %view.pod_ref,
+            container = %ctr.name,
+            qos = %view.qos,
+            exclusive = decision.exclusive,
+            cpus = %decision.cpuset,
+            mems = %decision.mems,
+            reason = %decision.reason,
+            source = source.as_str(),
+            fallback = decided.fallback.map(Fallback::as_str).unwrap_or("none"),
+            oom_score_adj = decision.oom_score_adj,
+            "container placed"
+        );
+        let exclusive = decision.exclusive;
+        self.metrics.admitted(view.qos.as_str(), exclusive);
+        if exclusive {
+            self.grant_event(&view, &decision, false);
+        }
+        // Every assignment is persisted, not only exclusive CPUs: a shared container's pinned
+        // memory, devices and NUMA affinity are books the memory manager and the device
+        // hints must find again after a restart.
+        let holds = exclusive
+            || decision.memory_pinned
+            || decision.numa_affinity.is_some()
+            || !decision.devices.is_empty();
+        let uid = view.key.pod_uid.clone();
+        node.cache
+            .insert(&ctr.id, Record::created(view, decided, decision));
+        if holds {
+            self.persist(&node);
+        }
+        if exclusive {
+            self.unlimit_pod(&node, &uid);
+            self.push_shared_pool(&mut node, Some(&ctr.id));
+        }
+        let update = self.reply_updates(&mut node, &ctr.id);
+        Ok(api::CreateContainerResponse {
+            adjust: protobuf::MessageField::some(adjust),
+            update,
+            ..Default::default()
+        })
+    }
+}

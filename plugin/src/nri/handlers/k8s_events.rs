@@ -1,0 +1,100 @@
+//! The Kubernetes Events the handlers raise (a grant, a refusal, on the Node), handed to the
+//! recorder's queue and never awaited, and the refusal log that keeps the kubelet's retries of
+//! one refusal from all being logged.
+
+use std::time::Instant;
+
+use super::{Node, TopoletPlugin};
+use crate::nri::view::ContainerView;
+use crate::telemetry::refusal_log::Verdict;
+use topolet_core::kube::events::{EventType, ObjectRef, Occurrence};
+use topolet_core::placement::admission_input::Source;
+use topolet_core::placement::{ContainerResources, PlacementError};
+
+/// The reason of the Normal Event of an exclusive CPU grant.
+pub const GRANT_REASON: &str = "ExclusiveCPUsAssigned";
+
+impl TopoletPlugin {
+    /// Hands an Event on this node's Node object to the API client, if it is on (never waits).
+    pub fn node_event(&self, type_: EventType, reason: &str, message: &str) {
+        if let Some(sink) = self.events.get() {
+            sink.node_event(type_, reason, message);
+        }
+    }
+
+    /// Hands an Event on `view`'s pod to the API client, if it is on (never waits).
+    pub(super) fn pod_event(
+        &self,
+        view: &ContainerView,
+        type_: EventType,
+        reason: &str,
+        message: &str,
+    ) {
+        let Some(sink) = self.events.get() else {
+            return;
+        };
+        let object = ObjectRef {
+            namespace: view.estimate.namespace.clone(),
+            name: view.estimate.name.clone(),
+            uid: view.key.pod_uid.clone(),
+        };
+        sink.record(Occurrence::new(object, type_, reason, message));
+    }
+
+    /// The Warning Event of a refusal: `msg` is the refusal text (`topolet: <reason>: …`; the
+    /// Event's source already says topolet).
+    pub(super) fn refusal_event(&self, view: &ContainerView, err: &PlacementError, msg: &str) {
+        let text = msg.strip_prefix("topolet: ").unwrap_or(msg);
+        self.pod_event(view, EventType::Warning, err.event_reason(), text);
+    }
+
+    /// The Normal Event of an exclusive grant.
+    pub(super) fn grant_event(
+        &self,
+        view: &ContainerView,
+        decision: &ContainerResources,
+        resize: bool,
+    ) {
+        if self.events.get().is_none() {
+            return;
+        }
+        let n = decision.cpuset.len();
+        let message = format!(
+            "container {} got {n} exclusive CPU{} {}, memory nodes {}{}",
+            view.key.container,
+            if n == 1 { "" } else { "s" },
+            decision.cpuset,
+            if decision.mems.is_empty() {
+                "all".to_string()
+            } else {
+                decision.mems.to_string()
+            },
+            if resize { " (in-place resize)" } else { "" },
+        );
+        self.pod_event(view, EventType::Normal, GRANT_REASON, &message);
+    }
+
+    /// Logs a refusal decided from `source` unless it repeats `key`'s last logged one (then
+    /// counts it).
+    pub(super) fn log_refusal(
+        &self,
+        node: &mut Node,
+        op: &'static str,
+        source: Source,
+        view: &ContainerView,
+        msg: &str,
+    ) {
+        match node.refusals.note(op, &view.key, msg, Instant::now()) {
+            Verdict::Log { repeats } => tracing::warn!(
+                pod = %view.pod_ref,
+                container = %view.key.container,
+                operation = op,
+                source = source.as_str(),
+                repeats_not_logged = repeats,
+                error = %msg,
+                "refused; nothing changed"
+            ),
+            Verdict::Suppress => self.metrics.refusal_log_suppressed(op),
+        }
+    }
+}

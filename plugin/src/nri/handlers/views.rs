@@ -1,0 +1,192 @@
+//! Read-only views of the plugin's state for the other loops: the managed pods (eviction), the
+//! placement's snapshot and the admission records (status), the books (NodeResourceTopology),
+//! the metrics registry and the connection status (introspection).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use topolet_nri::stub::ConnectionStatus;
+
+use super::{Node, TopoletPlugin};
+use crate::cluster::pod_directory::Lookup;
+use crate::nri::view;
+use crate::telemetry::metrics::Metrics;
+use topolet_core::kube::container_key::ContainerKey;
+use topolet_core::machine::topology::Topology;
+use topolet_core::managers::topology::hints::NumaMask;
+use topolet_core::placement::admission_input::AdmissionRecord;
+use topolet_core::report::status::{ExclusiveInput, Policies, Snapshot};
+
+/// A Kubernetes pod topolet manages, as NRI described it (for the eviction loop).
+#[derive(Debug, Clone)]
+pub struct ManagedPod {
+    /// The runtime's sandbox id.
+    pub sandbox_id: String,
+    /// The sandbox's cgroup parent: the pod cgroup.
+    pub cgroup_parent: String,
+    pub qos: topolet_core::kube::qos::QosClass,
+    /// Namespace, name, uid, static/mirror from the sandbox's annotations, and each managed
+    /// container with its requests and limits as estimated from its cgroup values (priority is
+    /// not knowable from NRI: `None`).
+    pub pod: topolet_core::kube::pod::Pod,
+    /// containerd ids of the pod's managed containers, in the order of `pod.containers`.
+    pub container_ids: Vec<String>,
+}
+
+impl TopoletPlugin {
+    /// Every Kubernetes pod sandbox topolet knows from NRI, with its managed containers. A
+    /// read-only snapshot: nothing in the plugin changes.
+    pub fn managed_pods(&self) -> Vec<ManagedPod> {
+        let node = self.lock();
+        let mut out: Vec<ManagedPod> = Vec::new();
+        for (id, sb) in &node.sandboxes {
+            let Ok(info) = view::pod_qos(sb) else {
+                continue;
+            };
+            let uid = view::pod_uid(sb).unwrap_or_else(|| info.pod_uid.clone());
+            let static_or_mirror = topolet_core::kube::pod::is_static_or_mirror(|k| {
+                sb.annotations.get(k).map(String::as_str)
+            });
+            let ids: Vec<&String> = node.cache.pod_ids(&uid).collect();
+            let containers = node
+                .cache
+                .pod(&uid)
+                .map(|(_, m)| m.view().container().clone())
+                .collect();
+            // The real priority when the pod watch holds the pod (never waits).
+            let (priority, priority_class_name) = match self.pods.get().map(|(d, _)| d.get(&uid)) {
+                Some(Lookup::Found(p)) => (p.priority, p.priority_class_name.clone()),
+                _ => (None, None),
+            };
+            out.push(ManagedPod {
+                sandbox_id: id.clone(),
+                cgroup_parent: sb
+                    .linux
+                    .as_ref()
+                    .map(|l| l.cgroup_parent.clone())
+                    .unwrap_or_default(),
+                qos: info.qos,
+                pod: topolet_core::kube::pod::Pod {
+                    namespace: sb.namespace.clone(),
+                    name: sb.name.clone(),
+                    uid,
+                    priority,
+                    priority_class_name,
+                    static_or_mirror,
+                    init_containers: Vec::new(),
+                    containers,
+                    resources: None,
+                    termination_grace_period_seconds: None,
+                },
+                container_ids: ids.into_iter().cloned().collect(),
+            });
+        }
+        out.sort_by(|a, b| a.sandbox_id.cmp(&b.sandbox_id));
+        out
+    }
+}
+
+/// Introspection (`crate::introspection`: the admin socket and `/metrics`).
+impl TopoletPlugin {
+    /// The metrics registry; other loops (eviction) report through it too.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// Signalled when the placement's books may have changed (`crate::cluster::nrt`).
+    pub fn books_changed(&self) -> Arc<tokio::sync::Notify> {
+        self.books_changed.clone()
+    }
+
+    /// The memory manager's and device provider's books per NUMA node (under the lock).
+    pub fn books(&self) -> topolet_core::placement::books::Books {
+        self.lock().placement.books()
+    }
+
+    /// `[topology] max_allowable_numa_nodes` in effect.
+    pub fn max_allowable_numa_nodes(&self) -> usize {
+        self.config.get().topology.max_allowable_numa_nodes
+    }
+
+    /// The stub's connection status, once attached.
+    pub fn connection(&self) -> Option<ConnectionStatus> {
+        self.status.get().map(|s| s.borrow().clone())
+    }
+
+    /// Copies of the placement's sets, taken under the lock (no formatting, no I/O), and the
+    /// policies in effect.
+    pub fn snapshot(&self) -> (Snapshot, Policies) {
+        let node = self.lock();
+        let p = &node.placement;
+        // containerd id, pod and mems of each key, preferring the instance holding the cpus.
+        let mut known: HashMap<&ContainerKey, (&str, &str, Option<NumaMask>)> = HashMap::new();
+        for (id, m) in node.cache.iter() {
+            let entry = (
+                id.as_str(),
+                m.view().pod_ref.as_str(),
+                Some(m.target().mems),
+            );
+            if m.target().exclusive || !known.contains_key(&m.view().key) {
+                known.insert(&m.view().key, entry);
+            }
+        }
+        let exclusive = p
+            .exclusive()
+            .iter()
+            .map(|(key, cpus)| {
+                let k = known.get(key);
+                ExclusiveInput {
+                    key: key.clone(),
+                    pod_ref: k.map(|k| k.1.to_string()),
+                    id: k.map(|k| k.0.to_string()),
+                    cpus: cpus.clone(),
+                    mems: k.and_then(|k| k.2),
+                }
+            })
+            .collect();
+        let snapshot = Snapshot {
+            reserved: p.reserved().clone(),
+            shared: p.shared_pool(),
+            shared_mems: p.shared_mems_effective(),
+            assignable: p.assignable(),
+            exclusive,
+            free: p.free_per_node(),
+            managed: node.cache.len(),
+            left_alone: node.cache.left_alone().len(),
+            admissions: admission_records(&node),
+            breaches: TopoletPlugin::breach_report(&node, Instant::now(), SystemTime::now()),
+        };
+        drop(node);
+        let c = self.config.get();
+        let policies = Policies {
+            cpu: c.cpu.policy.as_str().into(),
+            topology: c.topology.policy.as_str().into(),
+            topology_scope: c.topology.scope.as_str().into(),
+            memory: c.memory.policy.as_str().into(),
+        };
+        (snapshot, policies)
+    }
+}
+
+/// Which source decided each managed container, ordered by pod, container and id.
+fn admission_records(node: &Node) -> Vec<AdmissionRecord> {
+    let mut out: Vec<AdmissionRecord> = node
+        .cache
+        .iter()
+        .map(|(id, m)| AdmissionRecord {
+            pod: m.view().pod_ref.clone(),
+            container: m.view().key.container.clone(),
+            id: id.clone(),
+            source: m.decided().source,
+            fallback: m.decided().fallback,
+            comparison: m.decided().comparison.clone(),
+        })
+        .collect();
+    out.sort_by(|a, b| (&a.pod, &a.container, &a.id).cmp(&(&b.pod, &b.container, &b.id)));
+    out
+}

@@ -1,0 +1,164 @@
+//! `topolet run`: composes the long-running plugin — logging, machine discovery, the NRI
+//! handlers and the stub's connection loop — and runs it until SIGTERM/SIGINT (or, as a
+//! pre-installed plugin, until containerd closes our socket).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context;
+use topolet_nri::config::StubConfig;
+use topolet_nri::stub::Stub;
+
+use crate::config::Config;
+use crate::nri::handlers::TopoletPlugin;
+
+/// Runs the plugin with `config`, reading the machine from `sysfs_root`. `config_path`: the file
+/// `config` came from (or will come from), reloaded on SIGHUP and when it changes.
+pub fn run(config: Config, config_path: Option<&Path>, sysfs_root: &Path) -> anyhow::Result<()> {
+    // One worker: an NRI request crosses five tasks (mux reader, ttrpc reader, handler, ttrpc
+    // writer, mux writer); on one worker each hop is a local queue push, with two every hop can be
+    // a cross-thread wake-up (futex + eventfd). Measured with hack/bench.sh's driver: 4x fewer
+    // context switches, NRI round trip median 0.78x, CPU per request 0.74x. Nothing here needs a
+    // second worker: handlers are short, and the other loops (eviction interval, admin socket,
+    // metrics, reload check) wake rarely and briefly.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .thread_name("topolet")
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(serve(config, config_path, sysfs_root))
+}
+
+async fn serve(
+    config: Config,
+    config_path: Option<&Path>,
+    sysfs_root: &Path,
+) -> anyhow::Result<()> {
+    let topology = crate::host::sysfs::discover_live(sysfs_root)
+        .with_context(|| format!("reading the machine from {}", sysfs_root.display()))?;
+    for w in topology.warnings() {
+        tracing::warn!(warning = %w, "topology discovery");
+    }
+    tracing::info!(
+        cpus = topology.num_cpus(),
+        cores = topology.num_cores(),
+        sockets = topology.socket_ids().count(),
+        numa_nodes = topology.numa_ids().count(),
+        memory_bytes = topology.memory_capacity(),
+        numa_memory_bytes = topology.numa_memory_total(),
+        "machine discovered"
+    );
+    let stub_config = StubConfig::from_env(
+        Some(config.nri.name.clone()),
+        Some(config.nri.index.as_nri()),
+        Some(config.nri.socket.clone()),
+    )
+    .context("nri plugin settings")?;
+    let eviction = config.eviction().context("[eviction]")?;
+    let (admin_config, metrics_config) = (config.admin.clone(), config.metrics.clone());
+    let kubernetes = config.kubernetes.clone();
+    let mut plugin = TopoletPlugin::new(config, topology)?;
+    plugin.set_sysfs_root(sysfs_root.to_path_buf());
+    let plugin = Arc::new(plugin);
+    // The Kubernetes API client: its own task; the handlers only hand it Events.
+    let kube = crate::cluster::client::start(&kubernetes, plugin.metrics().clone())
+        .await
+        .context("[kubernetes]")?;
+    if let Some(k) = &kube {
+        plugin.set_event_sink(k.sink.clone());
+    }
+    // Node-pressure eviction (built before NRI connects: `action = "api"` without the client
+    // fails the start), and with the client its node conditions publisher.
+    let mut eviction_loop = crate::pressure::eviction::EvictionLoop::for_node(
+        eviction.clone(),
+        plugin.clone(),
+        kube.as_ref(),
+    )
+    .context("[eviction]")?
+    .with_metrics(plugin.metrics().clone());
+    let mut _node_status = None;
+    if let (Some(k), true) = (&kube, eviction.node_conditions) {
+        let (tx, task) = crate::cluster::node_status::start(
+            k.client.clone(),
+            k.node.clone(),
+            crate::cluster::node_status::PublisherConfig {
+                heartbeat: eviction.node_condition_heartbeat,
+                taint: eviction.pressure_taint,
+            },
+            plugin.metrics().clone(),
+        );
+        eviction_loop = eviction_loop.with_node_status(tx);
+        _node_status = Some(AbortOnDrop(task));
+    }
+    // One API client for every user: the Event recorder, the eviction loop, the node status
+    // publisher, the NodeResourceTopology publisher and the pod watch.
+    // The NodeResourceTopology publisher: its own task, woken when the books change.
+    let _nrt = kube.as_ref().map(|k| {
+        AbortOnDrop(crate::cluster::nrt::start(
+            k.client.clone(),
+            k.node.clone(),
+            plugin.clone(),
+        ))
+    });
+    // This node's pods from the API: admission from their specs (`crate::cluster::pod_directory`).
+    let _pod_watch = kube.as_ref().map(|k| {
+        let (pods, task) = crate::cluster::pod_directory::start(
+            k.client.clone(),
+            k.node.clone(),
+            kubernetes.pod_wait(),
+            plugin.metrics().clone(),
+        );
+        plugin.set_pod_directory(pods, kubernetes.pod_wait());
+        AbortOnDrop(task)
+    });
+    let _kubernetes = kube.map(|k| AbortOnDrop(k.recorder));
+    let stub = Stub::new(plugin.clone(), stub_config).context("nri plugin settings")?;
+    plugin.attach(stub.updater(), stub.status());
+    // `topolet status` (admin socket) and /metrics, /healthz, /readyz: never fatal.
+    let _endpoints =
+        crate::introspection::start(&admin_config, &metrics_config, plugin.clone()).await;
+    // Node-pressure eviction: its own task; it logs its errors and never ends the plugin.
+    let _eviction = AbortOnDrop(tokio::spawn(eviction_loop.run()));
+    let _reload = match config_path {
+        Some(path) => Some(AbortOnDrop(tokio::spawn(crate::config::reload::watch(
+            plugin.clone(),
+            path.to_path_buf(),
+        )))),
+        None => {
+            tracing::info!("no configuration file: defaults apply; SIGHUP is ignored");
+            let mut hup =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+            Some(AbortOnDrop(tokio::spawn(async move {
+                while let Some(h) = hup.as_mut() {
+                    if h.recv().await.is_none() {
+                        break;
+                    }
+                    tracing::info!("SIGHUP: no configuration file to reload (start with --config)");
+                }
+            })))
+        }
+    };
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    tokio::select! {
+        r = stub.run() => {
+            r.context("nri connection")?;
+            tracing::info!("runtime closed the connection; exiting");
+        }
+        _ = term.recv() => tracing::info!("SIGTERM: exiting"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: exiting"),
+    }
+    plugin.shutdown();
+    Ok(())
+}
+
+/// Aborts a background task when the serving future ends.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

@@ -1,0 +1,1637 @@
+//! Prometheus metrics: a small registry written for topolet (counters, gauges and histograms with
+//! labels) and its text exposition format 0.0.4.
+//!
+//! The hot path — an NRI handler recording its latency or an outcome — touches one mutex held for
+//! a map lookup and an add; nothing allocates once a label set has been seen. Values that are
+//! state rather than events (shared-pool size, exclusive CPUs per NUMA node, NRI connects) are
+//! not kept here: the scrape reads them from a snapshot and passes them to [`Metrics::render`].
+//!
+//! [`Metrics`] is also the handle other loops report through: the eviction loop calls
+//! [`Metrics::eviction`], [`Metrics::set_signal`], [`Metrics::set_threshold`],
+//! [`Metrics::set_condition`] and [`Metrics::set_pressure`] (PSI); until something does, those families are exposed with no samples
+//! (and `topolet status` shows no pressure), never with made-up values.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::pressure::psi::PressureByResource;
+use topolet_core::report::status::{Pressure, Signal, Stall};
+
+/// Upper bounds (seconds) of the NRI event latency buckets: 2.5µs to 2.5s. Most events take
+/// tens of µs, so the low end is fine-grained (roughly 1-1.5-2-3-4-5 steps up to 100µs) for a
+/// meaningful `histogram_quantile` median and p99 there (hack/bench.sh reads them); containerd's
+/// default NRI request timeout is 2s, so the last finite bucket shows events close to being dropped.
+pub const EVENT_BUCKETS: [f64; 25] = [
+    0.000_002_5,
+    0.000_005,
+    0.000_007_5,
+    0.000_01,
+    0.000_015,
+    0.000_02,
+    0.000_03,
+    0.000_04,
+    0.000_05,
+    0.000_075,
+    0.000_1,
+    0.000_15,
+    0.000_25,
+    0.000_5,
+    0.001,
+    0.002_5,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+];
+
+/// The NRI events topolet times (`event` label values).
+pub mod event {
+    pub const CONFIGURE: &str = "configure";
+    pub const SYNCHRONIZE: &str = "synchronize";
+    pub const RUN_POD_SANDBOX: &str = "run_pod_sandbox";
+    pub const REMOVE_POD_SANDBOX: &str = "remove_pod_sandbox";
+    pub const CREATE_CONTAINER: &str = "create_container";
+    pub const UPDATE_CONTAINER: &str = "update_container";
+    pub const STOP_CONTAINER: &str = "stop_container";
+    pub const REMOVE_CONTAINER: &str = "remove_container";
+    pub const POST_START_CONTAINER: &str = "post_start_container";
+}
+
+#[derive(Debug, Clone, Default)]
+struct Histogram {
+    /// Cumulative counts are computed at render time; these are per-bucket.
+    buckets: [u64; EVENT_BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+impl Histogram {
+    fn observe(&mut self, seconds: f64) {
+        if let Some(i) = EVENT_BUCKETS.iter().position(|&le| seconds <= le) {
+            self.buckets[i] += 1;
+        }
+        self.count += 1;
+        self.sum += seconds;
+    }
+}
+
+#[derive(Debug, Default)]
+struct Families {
+    event_duration: BTreeMap<String, Histogram>,
+    admissions: BTreeMap<(String, &'static str), u64>,
+    refusals: BTreeMap<(&'static str, String), u64>,
+    state_writes: BTreeMap<&'static str, u64>,
+    /// A submitted state snapshot is not on disk yet (`crate::state::persister`).
+    state_pending: bool,
+    pod_cgroup_writes: BTreeMap<&'static str, u64>,
+    refusal_logs_suppressed: BTreeMap<&'static str, u64>,
+    evictions: BTreeMap<String, u64>,
+    signals: BTreeMap<String, f64>,
+    thresholds: BTreeMap<(String, String), f64>,
+    conditions: BTreeMap<String, bool>,
+    /// The node's PSI and each managed pod's (pod uid →), as of the eviction loop's last interval.
+    node_pressure: PressureByResource,
+    pod_pressure: BTreeMap<String, PressureByResource>,
+    kube_events: BTreeMap<&'static str, u64>,
+    kube_api_errors: BTreeMap<(&'static str, String), u64>,
+    kube_client: bool,
+    eviction_results: BTreeMap<(&'static str, &'static str), u64>,
+    node_status_patches: BTreeMap<(&'static str, &'static str), u64>,
+    nrt_writes: BTreeMap<&'static str, u64>,
+    pod_truth: PodTruth,
+    /// Containers the drift check compared, and those it found drifted by field.
+    drift_checks: u64,
+    drift_repairs: BTreeMap<&'static str, u64>,
+    /// Container-seconds spent on CPUs another container holds exclusively, and the containers
+    /// in that state at the last observation (`topolet_core::placement::breach`).
+    breach_seconds: f64,
+    breaching: u64,
+    /// (trigger, result) → configuration reloads (`crate::config::reload`).
+    config_reloads: BTreeMap<(&'static str, &'static str), u64>,
+}
+
+/// The pod watch (`crate::cluster::pod_directory`) and which source decided each admission.
+#[derive(Debug, Clone, Default)]
+struct PodTruth {
+    /// (operation, source) → decisions.
+    decisions: BTreeMap<(&'static str, &'static str), u64>,
+    /// fallback reason → inversion decisions made while the client is on (or off: `api_off`).
+    fallbacks: BTreeMap<&'static str, u64>,
+    /// API-decided containers whose inversion disagreed on a fact both know.
+    disagreements: u64,
+    /// Bounded waits for a pod the watch had not delivered: `found` / `timeout`.
+    waits: BTreeMap<&'static str, u64>,
+    watch_errors: u64,
+    watch_restarts: u64,
+    synced: bool,
+    pods: u64,
+}
+
+/// Values read from the plugin's state at scrape time.
+#[derive(Debug, Clone, Default)]
+pub struct Gauges {
+    pub shared_pool_cpus: u64,
+    pub reserved_cpus: u64,
+    /// NUMA node → exclusive CPUs.
+    pub exclusive_cpus: BTreeMap<usize, u64>,
+    /// NUMA node → CPUs still free for exclusive use.
+    pub free_cpus: BTreeMap<usize, u64>,
+    pub managed_containers: u64,
+    pub nri_connects: u64,
+    pub nri_reconnects: u64,
+    pub nri_synchronized: bool,
+}
+
+/// The registry. Share it as `Arc<Metrics>`.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    families: Mutex<Families>,
+}
+
+/// Times one NRI event: records its duration when dropped (also on early returns).
+pub struct EventTimer<'a> {
+    metrics: &'a Metrics,
+    event: &'static str,
+    start: Instant,
+}
+
+impl Drop for EventTimer<'_> {
+    fn drop(&mut self) {
+        self.metrics.observe_event(self.event, self.start.elapsed());
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        Metrics::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Families> {
+        // Plain counters: a panic elsewhere leaves them consistent.
+        self.families.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts timing `event` (one of [`event`]); the duration is recorded when the timer drops.
+    pub fn time(&self, event: &'static str) -> EventTimer<'_> {
+        EventTimer {
+            metrics: self,
+            event,
+            start: Instant::now(),
+        }
+    }
+
+    /// Records one handling of `event` that took `elapsed`.
+    pub fn observe_event(&self, event: &str, elapsed: Duration) {
+        let mut f = self.lock();
+        match f.event_duration.get_mut(event) {
+            Some(h) => h.observe(elapsed.as_secs_f64()),
+            None => {
+                let mut h = Histogram::default();
+                h.observe(elapsed.as_secs_f64());
+                f.event_duration.insert(event.to_string(), h);
+            }
+        }
+    }
+
+    /// A container admitted: its QoS class and whether it got exclusive CPUs.
+    pub fn admitted(&self, qos: &str, exclusive: bool) {
+        let cpus = if exclusive { "exclusive" } else { "shared" };
+        *self
+            .lock()
+            .admissions
+            .entry((qos.to_string(), cpus))
+            .or_default() += 1;
+    }
+
+    /// A container refused at `operation` (`create` or `resize`) for `reason` (a short, bounded
+    /// label, see [`refusal_reason`]).
+    pub fn refused(&self, operation: &'static str, reason: &str) {
+        *self
+            .lock()
+            .refusals
+            .entry((operation, reason.to_string()))
+            .or_default() += 1;
+    }
+
+    /// A state-file write, successful or not.
+    pub fn state_write(&self, ok: bool) {
+        *self
+            .lock()
+            .state_writes
+            .entry(if ok { "ok" } else { "error" })
+            .or_default() += 1;
+    }
+
+    /// Whether a submitted state snapshot is still to be written (`crate::state::persister`).
+    pub fn state_pending(&self, pending: bool) {
+        self.lock().state_pending = pending;
+    }
+
+    /// A write of a pod cgroup's CPU values (`crate::host::pod_cgroup`), successful or not.
+    pub fn pod_cgroup_write(&self, ok: bool) {
+        *self
+            .lock()
+            .pod_cgroup_writes
+            .entry(if ok { "ok" } else { "error" })
+            .or_default() += 1;
+    }
+
+    /// A refusal at `operation` not logged: identical to the container's last logged one
+    /// (`crate::telemetry::refusal_log`).
+    pub fn refusal_log_suppressed(&self, operation: &'static str) {
+        *self
+            .lock()
+            .refusal_logs_suppressed
+            .entry(operation)
+            .or_default() += 1;
+    }
+
+    /// The eviction loop evicted a pod because of `signal` (e.g. `memory.available`).
+    pub fn eviction(&self, signal: &str) {
+        *self.lock().evictions.entry(signal.to_string()).or_default() += 1;
+    }
+
+    /// The eviction loop observed `signal` at `value` (bytes for memory and filesystem space, a
+    /// count for inodes and PIDs).
+    pub fn set_signal(&self, signal: &str, value: f64) {
+        self.lock().signals.insert(signal.to_string(), value);
+    }
+
+    /// The eviction loop's threshold of `kind` (`hard`, `soft`) for `signal`, in the signal's unit;
+    /// `None` removes it (e.g. after a config reload).
+    pub fn set_threshold(&self, signal: &str, kind: &str, value: Option<f64>) {
+        let key = (signal.to_string(), kind.to_string());
+        let mut f = self.lock();
+        match value {
+            Some(v) => {
+                f.thresholds.insert(key, v);
+            }
+            None => {
+                f.thresholds.remove(&key);
+            }
+        }
+    }
+
+    /// The eviction loop's reading of pressure stall information: the node's and each managed
+    /// pod's (pod uid →; pods not listed lose their samples).
+    pub fn set_pressure(
+        &self,
+        node: PressureByResource,
+        pods: BTreeMap<String, PressureByResource>,
+    ) {
+        let mut f = self.lock();
+        f.node_pressure = node;
+        f.pod_pressure = pods;
+    }
+
+    /// The eviction loop's node condition (`MemoryPressure`, `DiskPressure`, `PIDPressure`).
+    pub fn set_condition(&self, condition: &str, active: bool) {
+        self.lock().conditions.insert(condition.to_string(), active);
+    }
+
+    /// An Event occurrence's outcome (`crate::cluster::client`): `created`, `patched`,
+    /// `rate_limited`, `dropped_queue_full`, `failed`.
+    pub fn kube_event(&self, result: &'static str) {
+        *self.lock().kube_events.entry(result).or_default() += 1;
+    }
+
+    /// Occurrences with `result` so far (tests).
+    pub fn kube_events(&self, result: &str) -> u64 {
+        self.lock().kube_events.get(result).copied().unwrap_or(0)
+    }
+
+    /// A failed Kubernetes API request: `operation` (`create`, `patch`) and `code` (the HTTP
+    /// status, or `connection` when there was no answer).
+    pub fn kube_api_error(&self, operation: &'static str, code: &str) {
+        *self
+            .lock()
+            .kube_api_errors
+            .entry((operation, code.to_string()))
+            .or_default() += 1;
+    }
+
+    /// A NodeResourceTopology write (`crate::cluster::nrt`): `created` or `updated`.
+    pub fn nrt_write(&self, result: &'static str) {
+        *self.lock().nrt_writes.entry(result).or_default() += 1;
+    }
+
+    /// One eviction attempt of `action` (`dry-run`, `cri`, `api`) ended with `result`:
+    /// `evicted`, `already_gone`, `pdb_refused` (the API server's 429: a PodDisruptionBudget
+    /// allows no disruption now), `error`.
+    pub fn eviction_result(&self, action: &'static str, result: &'static str) {
+        *self
+            .lock()
+            .eviction_results
+            .entry((action, result))
+            .or_default() += 1;
+    }
+
+    /// Attempts of `action` with `result` so far (tests).
+    pub fn eviction_results(&self, action: &str, result: &str) -> u64 {
+        let f = self.lock();
+        f.eviction_results
+            .iter()
+            .filter(|((a, r), _)| *a == action && *r == result)
+            .map(|(_, n)| *n)
+            .sum()
+    }
+
+    /// A patch of the Node: `target` `conditions` (nodes/status) or `taints` (nodes), `result`
+    /// `ok` or `error`.
+    pub fn node_status_patch(&self, target: &'static str, result: &'static str) {
+        *self
+            .lock()
+            .node_status_patches
+            .entry((target, result))
+            .or_default() += 1;
+    }
+
+    /// The Kubernetes API client is on.
+    pub fn set_kube_client(&self, on: bool) {
+        self.lock().kube_client = on;
+    }
+
+    /// An admission (`operation` `create`) decided from `source` (`api`, `inversion`).
+    pub fn admission_source(&self, operation: &'static str, source: &'static str) {
+        *self
+            .lock()
+            .pod_truth
+            .decisions
+            .entry((operation, source))
+            .or_default() += 1;
+    }
+
+    /// The inversion decided instead of the API, for `reason` (`topolet_core::placement::admission_input::Fallback`).
+    pub fn admission_fallback(&self, reason: &'static str) {
+        *self.lock().pod_truth.fallbacks.entry(reason).or_default() += 1;
+    }
+
+    /// Fallbacks for `reason` so far (tests).
+    pub fn admission_fallbacks(&self, reason: &str) -> u64 {
+        let f = self.lock();
+        f.pod_truth.fallbacks.get(reason).copied().unwrap_or(0)
+    }
+
+    /// The drift check compared one running container with what its process may use.
+    pub fn drift_check(&self) {
+        self.lock().drift_checks += 1;
+    }
+
+    /// The drift check found a container off its target in `field` (`cpus`, `mems`) and
+    /// queued it to be sent its target again.
+    pub fn drift_repair(&self, field: &'static str) {
+        *self.lock().drift_repairs.entry(field).or_default() += 1;
+    }
+
+    /// The flusher's breach observation (`topolet_core::placement::breach::Ledger`): `added` more container-seconds
+    /// on others' exclusive CPUs, `open` containers in breach now.
+    pub fn exclusive_breach(&self, added: Duration, open: usize) {
+        let mut f = self.lock();
+        f.breach_seconds += added.as_secs_f64();
+        f.breaching = open as u64;
+    }
+
+    /// A configuration reload (`crate::config::reload`) on `trigger` (`sighup`, `file_change`) ended
+    /// with `result`: `applied`, `unchanged` (valid, nothing to change), `rejected` (unreadable,
+    /// does not parse or does not fit the machine), `refused` (would break a running container).
+    pub fn config_reload(&self, trigger: &'static str, result: &'static str) {
+        *self
+            .lock()
+            .config_reloads
+            .entry((trigger, result))
+            .or_default() += 1;
+    }
+
+    /// Reloads on `trigger` with `result` so far (tests).
+    pub fn config_reloads(&self, trigger: &str, result: &str) -> u64 {
+        let f = self.lock();
+        f.config_reloads
+            .iter()
+            .filter(|((t, r), _)| *t == trigger && *r == result)
+            .map(|(_, n)| *n)
+            .sum()
+    }
+
+    /// An API decision whose inversion disagreed on a fact both sources know.
+    pub fn admission_disagreement(&self) {
+        self.lock().pod_truth.disagreements += 1;
+    }
+
+    /// A bounded wait for a pod the watch had not delivered: `found` or `timeout`.
+    pub fn pod_wait(&self, result: &'static str) {
+        *self.lock().pod_truth.waits.entry(result).or_default() += 1;
+    }
+
+    /// The pod watch failed (it relists after a back-off).
+    pub fn pod_watch_error(&self) {
+        self.lock().pod_truth.watch_errors += 1;
+    }
+
+    /// The pod watch started again after an error.
+    pub fn pod_watch_restart(&self) {
+        self.lock().pod_truth.watch_restarts += 1;
+    }
+
+    /// The pod watch's store: synced or not, and how many pods it holds.
+    pub fn set_pod_store(&self, synced: bool, pods: usize) {
+        let mut f = self.lock();
+        f.pod_truth.synced = synced;
+        f.pod_truth.pods = pods as u64;
+    }
+
+    /// What the eviction loop reported, for `topolet status`; `None` if it never reported.
+    pub fn pressure(&self) -> Option<Pressure> {
+        let f = self.lock();
+        if f.conditions.is_empty()
+            && f.signals.is_empty()
+            && f.thresholds.is_empty()
+            && f.node_pressure.is_empty()
+        {
+            return None;
+        }
+        let mut signals: BTreeMap<String, Signal> = BTreeMap::new();
+        for (name, v) in &f.signals {
+            signals.entry(name.clone()).or_default().value = Some(*v);
+        }
+        for ((name, kind), v) in &f.thresholds {
+            signals
+                .entry(name.clone())
+                .or_default()
+                .thresholds
+                .insert(kind.clone(), *v);
+        }
+        let stall = stall_lines(&f.node_pressure)
+            .map(|(resource, kind, s)| Stall {
+                resource: resource.to_string(),
+                kind: kind.to_string(),
+                avg10: s.avg10,
+                avg60: s.avg60,
+                avg300: s.avg300,
+                total_seconds: s.total_us as f64 / 1e6,
+            })
+            .collect();
+        Some(Pressure {
+            stall,
+            conditions: f.conditions.clone(),
+            signals: signals
+                .into_iter()
+                .map(|(name, mut s)| {
+                    s.signal = name;
+                    s
+                })
+                .collect(),
+        })
+    }
+
+    /// The exposition text (format 0.0.4) of every family, with `gauges` read from the plugin.
+    pub fn render(&self, gauges: &Gauges) -> String {
+        // Copy under the lock, format outside it.
+        let f = {
+            let g = self.lock();
+            Families {
+                event_duration: g.event_duration.clone(),
+                admissions: g.admissions.clone(),
+                refusals: g.refusals.clone(),
+                state_writes: g.state_writes.clone(),
+                state_pending: g.state_pending,
+                pod_cgroup_writes: g.pod_cgroup_writes.clone(),
+                refusal_logs_suppressed: g.refusal_logs_suppressed.clone(),
+                evictions: g.evictions.clone(),
+                signals: g.signals.clone(),
+                thresholds: g.thresholds.clone(),
+                conditions: g.conditions.clone(),
+                node_pressure: g.node_pressure.clone(),
+                pod_pressure: g.pod_pressure.clone(),
+                kube_events: g.kube_events.clone(),
+                kube_api_errors: g.kube_api_errors.clone(),
+                kube_client: g.kube_client,
+                nrt_writes: g.nrt_writes.clone(),
+                pod_truth: g.pod_truth.clone(),
+                drift_checks: g.drift_checks,
+                drift_repairs: g.drift_repairs.clone(),
+                breach_seconds: g.breach_seconds,
+                breaching: g.breaching,
+                config_reloads: g.config_reloads.clone(),
+                eviction_results: g.eviction_results.clone(),
+                node_status_patches: g.node_status_patches.clone(),
+            }
+        };
+        let mut w = Writer::default();
+
+        w.family(
+            "topolet_build_info",
+            "gauge",
+            "topolet's version (always 1).",
+        );
+        w.sample(
+            "topolet_build_info",
+            &[("version", env!("CARGO_PKG_VERSION").to_string())],
+            1.0,
+        );
+
+        w.family(
+            "topolet_nri_event_duration_seconds",
+            "histogram",
+            "Time topolet took to handle one NRI event, lock wait included.",
+        );
+        for (event, h) in &f.event_duration {
+            let name = "topolet_nri_event_duration_seconds";
+            let mut cumulative = 0;
+            for (i, le) in EVENT_BUCKETS.iter().enumerate() {
+                cumulative += h.buckets[i];
+                w.sample(
+                    &format!("{name}_bucket"),
+                    &[("event", event.clone()), ("le", format_float(*le))],
+                    cumulative as f64,
+                );
+            }
+            w.sample(
+                &format!("{name}_bucket"),
+                &[("event", event.clone()), ("le", "+Inf".into())],
+                h.count as f64,
+            );
+            w.sample(&format!("{name}_sum"), &[("event", event.clone())], h.sum);
+            w.sample(
+                &format!("{name}_count"),
+                &[("event", event.clone())],
+                h.count as f64,
+            );
+        }
+
+        w.family(
+            "topolet_admissions_total",
+            "counter",
+            "Containers admitted, by QoS class and by whether they got exclusive CPUs.",
+        );
+        for ((qos, cpus), n) in &f.admissions {
+            w.sample(
+                "topolet_admissions_total",
+                &[("qos", qos.clone()), ("cpus", cpus.to_string())],
+                *n as f64,
+            );
+        }
+        w.family(
+            "topolet_refusals_total",
+            "counter",
+            "Containers refused (creation failed, or resize rejected), by operation and reason.",
+        );
+        for ((op, reason), n) in &f.refusals {
+            w.sample(
+                "topolet_refusals_total",
+                &[("operation", op.to_string()), ("reason", reason.clone())],
+                *n as f64,
+            );
+        }
+
+        w.family(
+            "topolet_refusal_logs_suppressed_total",
+            "counter",
+            "Refusals not logged because they repeated the container's last logged one (the kubelet retries a refused resize every second), by operation.",
+        );
+        for (op, n) in &f.refusal_logs_suppressed {
+            w.sample(
+                "topolet_refusal_logs_suppressed_total",
+                &[("operation", op.to_string())],
+                *n as f64,
+            );
+        }
+
+        w.gauge(
+            "topolet_shared_pool_cpus",
+            "CPUs in the shared pool.",
+            gauges.shared_pool_cpus as f64,
+        );
+        w.gauge(
+            "topolet_reserved_cpus",
+            "CPUs reserved for system daemons.",
+            gauges.reserved_cpus as f64,
+        );
+        w.family(
+            "topolet_exclusive_cpus",
+            "gauge",
+            "CPUs held exclusively by containers, per NUMA node.",
+        );
+        for (node, n) in &gauges.exclusive_cpus {
+            w.sample(
+                "topolet_exclusive_cpus",
+                &[("numa_node", node.to_string())],
+                *n as f64,
+            );
+        }
+        w.family(
+            "topolet_free_exclusive_cpus",
+            "gauge",
+            "CPUs still free for exclusive allocation, per NUMA node.",
+        );
+        for (node, n) in &gauges.free_cpus {
+            w.sample(
+                "topolet_free_exclusive_cpus",
+                &[("numa_node", node.to_string())],
+                *n as f64,
+            );
+        }
+        w.gauge(
+            "topolet_managed_containers",
+            "Containers topolet manages.",
+            gauges.managed_containers as f64,
+        );
+
+        w.counter(
+            "topolet_nri_connects_total",
+            "Successful registrations with the runtime.",
+            gauges.nri_connects as f64,
+        );
+        w.counter(
+            "topolet_nri_reconnects_total",
+            "Successful registrations after the first.",
+            gauges.nri_reconnects as f64,
+        );
+        w.gauge(
+            "topolet_nri_synchronized",
+            "1 when the NRI connection is synchronized and events flow.",
+            if gauges.nri_synchronized { 1.0 } else { 0.0 },
+        );
+
+        w.family(
+            "topolet_state_file_writes_total",
+            "counter",
+            "State-file writes, by result (ok, error).",
+        );
+        for (result, n) in &f.state_writes {
+            w.sample(
+                "topolet_state_file_writes_total",
+                &[("result", result.to_string())],
+                *n as f64,
+            );
+        }
+
+        w.family(
+            "topolet_state_file_pending",
+            "gauge",
+            "1 while the newest assignments are not yet in the state file (written off the event path; retried every second after a failure).",
+        );
+        w.sample(
+            "topolet_state_file_pending",
+            &[],
+            if f.state_pending { 1.0 } else { 0.0 },
+        );
+
+        w.family(
+            "topolet_pod_cgroup_writes_total",
+            "counter",
+            "Writes of pod cgroups' CPU quota and shares (exclusive pods, refused resizes), by result (ok, error).",
+        );
+        for (result, n) in &f.pod_cgroup_writes {
+            w.sample(
+                "topolet_pod_cgroup_writes_total",
+                &[("result", result.to_string())],
+                *n as f64,
+            );
+        }
+
+        w.family(
+            "topolet_evictions_total",
+            "counter",
+            "Pods evicted by the eviction loop, by signal.",
+        );
+        for (signal, n) in &f.evictions {
+            w.sample(
+                "topolet_evictions_total",
+                &[("signal", signal.clone())],
+                *n as f64,
+            );
+        }
+        w.family(
+            "topolet_eviction_attempts_total",
+            "counter",
+            "Eviction attempts by action (dry-run, cri, api) and result: evicted, already_gone, pdb_refused (a PodDisruptionBudget allows no disruption; the next candidate is tried), error.",
+        );
+        for ((action, result), n) in &f.eviction_results {
+            w.sample(
+                "topolet_eviction_attempts_total",
+                &[
+                    ("action", action.to_string()),
+                    ("result", result.to_string()),
+                ],
+                *n as f64,
+            );
+        }
+        w.family(
+            "topolet_node_status_patches_total",
+            "counter",
+            "Patches of this Node by topolet: target conditions (TopoletMemoryPressure, ... on nodes/status) or taints, result ok or error.",
+        );
+        for ((target, result), n) in &f.node_status_patches {
+            w.sample(
+                "topolet_node_status_patches_total",
+                &[
+                    ("target", target.to_string()),
+                    ("result", result.to_string()),
+                ],
+                *n as f64,
+            );
+        }
+        w.family(
+            "topolet_eviction_signal_value",
+            "gauge",
+            "Last observed eviction signal value (bytes for memory and filesystem space, a count for inodes and PIDs).",
+        );
+        for (signal, v) in &f.signals {
+            w.sample(
+                "topolet_eviction_signal_value",
+                &[("signal", signal.clone())],
+                *v,
+            );
+        }
+        w.family(
+            "topolet_eviction_threshold",
+            "gauge",
+            "Eviction threshold per signal and kind (hard, soft), in the signal's unit.",
+        );
+        for ((signal, kind), v) in &f.thresholds {
+            w.sample(
+                "topolet_eviction_threshold",
+                &[("signal", signal.clone()), ("kind", kind.clone())],
+                *v,
+            );
+        }
+        w.family(
+            "topolet_node_condition",
+            "gauge",
+            "1 while a node pressure condition is set (MemoryPressure, DiskPressure, PIDPressure).",
+        );
+        for (cond, on) in &f.conditions {
+            w.sample(
+                "topolet_node_condition",
+                &[("condition", cond.clone())],
+                if *on { 1.0 } else { 0.0 },
+            );
+        }
+        render_pressure(&mut w, &f.node_pressure, &f.pod_pressure);
+
+        w.gauge(
+            "topolet_kube_client_enabled",
+            "1 when topolet's Kubernetes API client is on ([kubernetes]).",
+            if f.kube_client { 1.0 } else { 0.0 },
+        );
+        w.family(
+            "topolet_kube_events_total",
+            "counter",
+            "Event occurrences (refusals, exclusive grants) by outcome: created, patched (a repeat counted into its Event), rate_limited (per-pod spam filter), dropped_queue_full, failed (given up after API errors).",
+        );
+        for (result, n) in &f.kube_events {
+            w.sample(
+                "topolet_kube_events_total",
+                &[("result", result.to_string())],
+                *n as f64,
+            );
+        }
+        w.family(
+            "topolet_kube_api_errors_total",
+            "counter",
+            "Failed Kubernetes API requests, by operation and HTTP code (connection: no answer).",
+        );
+        for ((op, code), n) in &f.kube_api_errors {
+            w.sample(
+                "topolet_kube_api_errors_total",
+                &[("operation", op.to_string()), ("code", code.clone())],
+                *n as f64,
+            );
+        }
+        w.family(
+            "topolet_nrt_writes_total",
+            "counter",
+            "Writes of this node's NodeResourceTopology object, by result: created, updated.",
+        );
+        for (result, n) in &f.nrt_writes {
+            w.sample(
+                "topolet_nrt_writes_total",
+                &[("result", result.to_string())],
+                *n as f64,
+            );
+        }
+        render_pod_truth(&mut w, &f.pod_truth);
+        w.family(
+            "topolet_drift_checks_total",
+            "counter",
+            "Running containers the drift check compared with what their process may use (/proc/<pid>/status), in lulls.",
+        );
+        w.sample("topolet_drift_checks_total", &[], f.drift_checks as f64);
+        w.family(
+            "topolet_drift_repairs_total",
+            "counter",
+            "Containers found off their target (cpus: may run outside their cpuset; mems: other memory nodes) and sent their target again.",
+        );
+        for (field, n) in &f.drift_repairs {
+            w.sample(
+                "topolet_drift_repairs_total",
+                &[("field", field.to_string())],
+                *n as f64,
+            );
+        }
+        w.family(
+            "topolet_exclusive_breach_seconds_total",
+            "counter",
+            "Seconds containers ran, or could have run, on CPUs another container holds exclusively: a runtime that had not applied their new cpuset yet (summed over containers).",
+        );
+        w.sample(
+            "topolet_exclusive_breach_seconds_total",
+            &[],
+            f.breach_seconds,
+        );
+        w.family(
+            "topolet_exclusive_breach_containers",
+            "gauge",
+            "Live containers whose cpuset, as the runtime last applied it, overlaps CPUs another container holds exclusively.",
+        );
+        w.sample(
+            "topolet_exclusive_breach_containers",
+            &[],
+            f.breaching as f64,
+        );
+        w.family(
+            "topolet_config_reloads_total",
+            "counter",
+            "Configuration reloads by trigger (sighup, file_change) and result: applied, unchanged (valid, nothing to change), rejected (unreadable, does not parse or does not fit the machine), refused (would break a running container).",
+        );
+        for ((trigger, result), n) in &f.config_reloads {
+            w.sample(
+                "topolet_config_reloads_total",
+                &[
+                    ("trigger", trigger.to_string()),
+                    ("result", result.to_string()),
+                ],
+                *n as f64,
+            );
+        }
+        w.out
+    }
+}
+
+/// Every (resource, kind, line) of one reading, `some` before `full`.
+fn stall_lines(
+    p: &PressureByResource,
+) -> impl Iterator<Item = (&'static str, &'static str, crate::pressure::psi::Stall)> + '_ {
+    p.iter().flat_map(|(r, p)| {
+        std::iter::once((*r, "some", p.some)).chain(p.full.map(|f| (*r, "full", f)))
+    })
+}
+
+fn render_pressure(
+    w: &mut Writer,
+    node: &PressureByResource,
+    pods: &BTreeMap<String, PressureByResource>,
+) {
+    w.family(
+        "topolet_pressure_stall_seconds_total",
+        "counter",
+        "The node's pressure stall time (PSI, /proc/pressure) by resource (cpu, memory, io) and kind (some: a task stalled, full: all stalled); informational, no eviction acts on it.",
+    );
+    for (r, kind, s) in stall_lines(node) {
+        w.sample(
+            "topolet_pressure_stall_seconds_total",
+            &[("resource", r.to_string()), ("kind", kind.to_string())],
+            s.total_us as f64 / 1e6,
+        );
+    }
+    w.family(
+        "topolet_pressure_stall_avg10_ratio",
+        "gauge",
+        "The node's share of the last 10 s stalled (PSI avg10 / 100), by resource and kind.",
+    );
+    for (r, kind, s) in stall_lines(node) {
+        w.sample(
+            "topolet_pressure_stall_avg10_ratio",
+            &[("resource", r.to_string()), ("kind", kind.to_string())],
+            s.avg10 / 100.0,
+        );
+    }
+    w.family(
+        "topolet_pod_pressure_stall_seconds_total",
+        "counter",
+        "A managed pod cgroup's pressure stall time (cgroup v2 *.pressure) by pod uid, resource and kind.",
+    );
+    for (uid, p) in pods {
+        for (r, kind, s) in stall_lines(p) {
+            w.sample(
+                "topolet_pod_pressure_stall_seconds_total",
+                &[
+                    ("pod_uid", uid.clone()),
+                    ("resource", r.to_string()),
+                    ("kind", kind.to_string()),
+                ],
+                s.total_us as f64 / 1e6,
+            );
+        }
+    }
+}
+
+fn render_pod_truth(w: &mut Writer, p: &PodTruth) {
+    w.family(
+        "topolet_admission_decisions_total",
+        "counter",
+        "Admissions by operation and by the source of the pod's facts: api (the pod watch's spec) or inversion (cgroup values).",
+    );
+    for ((op, source), n) in &p.decisions {
+        w.sample(
+            "topolet_admission_decisions_total",
+            &[
+                ("operation", op.to_string()),
+                ("source", source.to_string()),
+            ],
+            *n as f64,
+        );
+    }
+    w.family(
+        "topolet_admission_fallbacks_total",
+        "counter",
+        "Admissions decided by the inversion instead of the API, by reason (api_off, not_synced, static_pod, not_found, no_such_container, invalid_spec).",
+    );
+    for (reason, n) in &p.fallbacks {
+        w.sample(
+            "topolet_admission_fallbacks_total",
+            &[("reason", reason.to_string())],
+            *n as f64,
+        );
+    }
+    w.family(
+        "topolet_admission_source_disagreements_total",
+        "counter",
+        "API-decided containers whose inversion disagreed on a fact both sources know (class, exclusive cpus, cpu request or limit, memory limit or request).",
+    );
+    w.sample(
+        "topolet_admission_source_disagreements_total",
+        &[],
+        p.disagreements as f64,
+    );
+    w.family(
+        "topolet_kube_pod_waits_total",
+        "counter",
+        "Bounded waits of CreateContainer for a pod the watch had not delivered yet, by result (found, timeout).",
+    );
+    for (result, n) in &p.waits {
+        w.sample(
+            "topolet_kube_pod_waits_total",
+            &[("result", result.to_string())],
+            *n as f64,
+        );
+    }
+    w.family(
+        "topolet_kube_pod_watch_errors_total",
+        "counter",
+        "Errors of the watch of this node's pods (each followed by a back-off and a relist).",
+    );
+    w.sample(
+        "topolet_kube_pod_watch_errors_total",
+        &[],
+        p.watch_errors as f64,
+    );
+    w.family(
+        "topolet_kube_pod_watch_restarts_total",
+        "counter",
+        "Restarts (relists) of the pod watch after an error.",
+    );
+    w.sample(
+        "topolet_kube_pod_watch_restarts_total",
+        &[],
+        p.watch_restarts as f64,
+    );
+    w.gauge(
+        "topolet_kube_pod_store_synced",
+        "1 while the pod watch's store is synced (listed, and no error since).",
+        if p.synced { 1.0 } else { 0.0 },
+    );
+    w.gauge(
+        "topolet_kube_pod_store_pods",
+        "Pods of this node in the pod watch's store.",
+        p.pods as f64,
+    );
+}
+
+/// A short, bounded label for a refusal: the categories the kubelet reports as admission
+/// failures (`SMTAlignmentError`, `TopologyAffinityError`, insufficient resources, …).
+pub fn refusal_reason(e: &topolet_core::placement::PlacementError) -> &'static str {
+    use topolet_core::managers::cpu::alloc::CpuAllocError as A;
+    use topolet_core::managers::cpu::policy::CpuPolicyError as C;
+    use topolet_core::placement::PlacementError as P;
+    match e {
+        P::Cpu(C::Alloc {
+            source: A::SmtAlignment { .. },
+            ..
+        }) => "smt_alignment",
+        P::Cpu(C::Alloc {
+            source: A::NotEnough { .. },
+            ..
+        }) => "insufficient_cpus",
+        P::Cpu(C::SharedPoolExhausted { .. }) => "shared_pool_exhausted",
+        P::Cpu(C::SizeMismatch { .. }) => "cpu_size_mismatch",
+        P::Cpu(_) => "cpu",
+        P::Memory(_) => "insufficient_memory",
+        P::Device(_) => "insufficient_devices",
+        P::Topology(_) => "topology_affinity",
+        P::NoSuchContainer { .. } => "no_such_container",
+        _ => "config",
+    }
+}
+
+/// Prometheus' float formatting: integers without a fraction, `+Inf`/`-Inf`/`NaN` spelled out.
+pub fn format_float(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+#[derive(Default)]
+struct Writer {
+    out: String,
+}
+
+impl Writer {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let help = help.replace('\\', "\\\\").replace('\n', "\\n");
+        let _ = writeln!(self.out, "# HELP {name} {help}");
+        let _ = writeln!(self.out, "# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, String)], value: f64) {
+        self.sample_slice(name, labels, value)
+    }
+
+    fn sample_slice(&mut self, name: &str, labels: &[(&str, String)], value: f64) {
+        self.out.push_str(name);
+        if !labels.is_empty() {
+            self.out.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.out.push(',');
+                }
+                let v = v
+                    .replace('\\', "\\\\")
+                    .replace('"', "\\\"")
+                    .replace('\n', "\\n");
+                let _ = write!(self.out, "{k}=\"{v}\"");
+            }
+            self.out.push('}');
+        }
+        let _ = writeln!(self.out, " {}", format_float(value));
+    }
+
+    fn gauge(&mut self, name: &str, help: &str, value: f64) {
+        self.family(name, "gauge", help);
+        self.sample_slice(name, &[], value);
+    }
+
+    fn counter(&mut self, name: &str, help: &str, value: f64) {
+        self.family(name, "counter", help);
+        self.sample_slice(name, &[], value);
+    }
+}
+
+/// A strict reader of the text format, for tests here and in the integration suite (which
+/// scrape the real endpoint).
+pub mod text {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// One parsed sample line.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Sample {
+        pub name: String,
+        pub labels: BTreeMap<String, String>,
+        pub value: f64,
+    }
+
+    fn is_name(s: &str, colon: bool) -> bool {
+        let mut chars = s.chars();
+        let ok_first = |c: char| c.is_ascii_alphabetic() || c == '_' || (colon && c == ':');
+        match chars.next() {
+            Some(c) if ok_first(c) => {}
+            _ => return false,
+        }
+        chars.all(|c| ok_first(c) || c.is_ascii_digit())
+    }
+
+    fn parse_value(s: &str) -> Result<f64, String> {
+        match s {
+            "+Inf" => Ok(f64::INFINITY),
+            "-Inf" => Ok(f64::NEG_INFINITY),
+            "NaN" => Ok(f64::NAN),
+            _ => s.parse::<f64>().map_err(|e| format!("value {s:?}: {e}")),
+        }
+    }
+
+    /// A strict parser of the text format 0.0.4, as Prometheus' own lexer reads it: every line is
+    /// a `# HELP`, a `# TYPE`, another comment, blank, or a sample; TYPE comes before the samples
+    /// of its family and at most once; label values are quoted with `\\`, `\"`, `\n` escapes;
+    /// histogram families have `_bucket` (with `le`), `_sum` and `_count` samples only.
+    pub fn parse_exposition(text: &str) -> Result<Vec<Sample>, String> {
+        let mut types: BTreeMap<String, String> = BTreeMap::new();
+        let mut helped: BTreeSet<String> = BTreeSet::new();
+        let mut samples = Vec::new();
+        if !text.is_empty() && !text.ends_with('\n') {
+            return Err("text must end with a newline".into());
+        }
+        for (n, line) in text.lines().enumerate() {
+            let err = |m: String| format!("line {}: {m}: {line:?}", n + 1);
+            if line.trim().is_empty() {
+                continue;
+            }
+            if let Some(rest) = line.strip_prefix("# ") {
+                let mut parts = rest.splitn(3, ' ');
+                match (parts.next(), parts.next(), parts.next()) {
+                    (Some("HELP"), Some(name), _) => {
+                        if !is_name(name, true) {
+                            return Err(err("bad metric name".into()));
+                        }
+                        if !helped.insert(name.to_string()) {
+                            return Err(err("second HELP".into()));
+                        }
+                    }
+                    (Some("TYPE"), Some(name), Some(kind)) => {
+                        if !is_name(name, true) {
+                            return Err(err("bad metric name".into()));
+                        }
+                        if !["counter", "gauge", "histogram", "summary", "untyped"].contains(&kind)
+                        {
+                            return Err(err(format!("unknown type {kind}")));
+                        }
+                        if samples
+                            .iter()
+                            .any(|s: &Sample| family_of(&s.name, &types) == name)
+                        {
+                            return Err(err("TYPE after samples".into()));
+                        }
+                        if types.insert(name.to_string(), kind.to_string()).is_some() {
+                            return Err(err("second TYPE".into()));
+                        }
+                    }
+                    _ => {}
+                }
+                continue;
+            }
+            if line.starts_with('#') {
+                continue;
+            }
+            let (name, rest) = match line.find(['{', ' ']) {
+                Some(i) => line.split_at(i),
+                None => return Err(err("no value".into())),
+            };
+            if !is_name(name, true) {
+                return Err(err("bad metric name".into()));
+            }
+            let mut labels = BTreeMap::new();
+            let rest = if let Some(mut r) = rest.strip_prefix('{') {
+                loop {
+                    if let Some(after) = r.strip_prefix('}') {
+                        r = after;
+                        break;
+                    }
+                    let eq = r.find('=').ok_or_else(|| err("label without =".into()))?;
+                    let lname = &r[..eq];
+                    if !is_name(lname, false) {
+                        return Err(err(format!("bad label name {lname:?}")));
+                    }
+                    r = r[eq + 1..]
+                        .strip_prefix('"')
+                        .ok_or_else(|| err("unquoted label value".into()))?;
+                    let mut value = String::new();
+                    let mut chars = r.char_indices();
+                    let end = loop {
+                        match chars.next() {
+                            Some((_, '\\')) => match chars.next() {
+                                Some((_, '\\')) => value.push('\\'),
+                                Some((_, '"')) => value.push('"'),
+                                Some((_, 'n')) => value.push('\n'),
+                                _ => return Err(err("bad escape".into())),
+                            },
+                            Some((i, '"')) => break i,
+                            Some((_, c)) => value.push(c),
+                            None => return Err(err("unterminated label value".into())),
+                        }
+                    };
+                    if labels.insert(lname.to_string(), value).is_some() {
+                        return Err(err(format!("duplicate label {lname}")));
+                    }
+                    r = &r[end + 1..];
+                    if let Some(after) = r.strip_prefix(',') {
+                        r = after;
+                    } else if !r.starts_with('}') {
+                        return Err(err("expected , or }".into()));
+                    }
+                }
+                r
+            } else {
+                rest
+            };
+            let rest = rest
+                .strip_prefix(' ')
+                .ok_or_else(|| err("no space before value".into()))?;
+            let mut fields = rest.split(' ');
+            let value = parse_value(fields.next().unwrap_or("")).map_err(err)?;
+            if let Some(ts) = fields.next() {
+                ts.parse::<i64>().map_err(|_| err("bad timestamp".into()))?;
+            }
+            if fields.next().is_some() {
+                return Err(err("trailing fields".into()));
+            }
+            let family = family_of(name, &types);
+            if types.get(&family).map(String::as_str) == Some("histogram") {
+                if name.ends_with("_bucket") && !labels.contains_key("le") {
+                    return Err(err("bucket without le".into()));
+                }
+                if name == family {
+                    return Err(err("bare sample in a histogram family".into()));
+                }
+            }
+            samples.push(Sample {
+                name: name.to_string(),
+                labels,
+                value,
+            });
+        }
+        Ok(samples)
+    }
+
+    fn family_of(name: &str, types: &BTreeMap<String, String>) -> String {
+        for suffix in ["_bucket", "_sum", "_count"] {
+            if let Some(base) = name.strip_suffix(suffix) {
+                if types.get(base).map(String::as_str) == Some("histogram") {
+                    return base.to_string();
+                }
+            }
+        }
+        name.to_string()
+    }
+
+    /// The value of the sample `name` whose labels include `labels`.
+    pub fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        samples
+            .iter()
+            .find(|s| {
+                s.name == name
+                    && labels
+                        .iter()
+                        .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+            })
+            .map(|s| s.value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::text::*;
+    use super::*;
+
+    #[test]
+    fn empty_registry_is_valid_and_has_no_fake_samples() {
+        let m = Metrics::new();
+        let text = m.render(&Gauges::default());
+        let samples = parse_exposition(&text).unwrap();
+        for family in [
+            "topolet_evictions_total",
+            "topolet_config_reloads_total",
+            "topolet_eviction_signal_value",
+            "topolet_eviction_threshold",
+            "topolet_node_condition",
+            "topolet_nri_event_duration_seconds",
+        ] {
+            assert!(text.contains(&format!("# TYPE {family} ")), "{family}");
+            assert!(
+                !samples.iter().any(|s| s.name.starts_with(family)),
+                "{family} has samples before anything reported"
+            );
+        }
+        assert_eq!(m.pressure(), None);
+        assert_eq!(value(&samples, "topolet_nri_synchronized", &[]), Some(0.0));
+    }
+
+    #[test]
+    fn breach_seconds_add_up_and_the_gauge_follows_the_last_observation() {
+        let m = Metrics::new();
+        let v = |m: &Metrics, name| {
+            value(
+                &parse_exposition(&m.render(&Gauges::default())).unwrap(),
+                name,
+                &[],
+            )
+        };
+        assert_eq!(v(&m, "topolet_exclusive_breach_seconds_total"), Some(0.0));
+        assert_eq!(v(&m, "topolet_exclusive_breach_containers"), Some(0.0));
+        m.exclusive_breach(Duration::ZERO, 2);
+        m.exclusive_breach(Duration::from_millis(1500), 1);
+        assert_eq!(v(&m, "topolet_exclusive_breach_seconds_total"), Some(1.5));
+        assert_eq!(v(&m, "topolet_exclusive_breach_containers"), Some(1.0));
+        m.exclusive_breach(Duration::from_millis(500), 0);
+        assert_eq!(v(&m, "topolet_exclusive_breach_seconds_total"), Some(2.0));
+        assert_eq!(v(&m, "topolet_exclusive_breach_containers"), Some(0.0));
+    }
+
+    #[test]
+    fn histogram_buckets_are_cumulative_and_end_in_inf() {
+        let m = Metrics::new();
+        for us in [10, 60, 60, 900, 3_000_000] {
+            m.observe_event(event::CREATE_CONTAINER, Duration::from_micros(us));
+        }
+        m.observe_event(event::SYNCHRONIZE, Duration::from_millis(3));
+        let text = m.render(&Gauges::default());
+        let samples = parse_exposition(&text).unwrap();
+        let b = |le: &str| {
+            value(
+                &samples,
+                "topolet_nri_event_duration_seconds_bucket",
+                &[("event", "create_container"), ("le", le)],
+            )
+            .unwrap()
+        };
+        assert_eq!(b("0.0000075"), 0.0);
+        assert_eq!(b("0.00001"), 1.0);
+        assert_eq!(b("0.00005"), 1.0);
+        assert_eq!(b("0.0001"), 3.0);
+        assert_eq!(b("0.001"), 4.0);
+        assert_eq!(b("2.5"), 4.0);
+        assert_eq!(b("+Inf"), 5.0);
+        let count = |e: &str| {
+            value(
+                &samples,
+                "topolet_nri_event_duration_seconds_count",
+                &[("event", e)],
+            )
+            .unwrap()
+        };
+        assert_eq!(count("create_container"), 5.0);
+        assert_eq!(count("synchronize"), 1.0);
+        let sum = value(
+            &samples,
+            "topolet_nri_event_duration_seconds_sum",
+            &[("event", "create_container")],
+        )
+        .unwrap();
+        assert!((sum - 3.00103).abs() < 1e-9, "{sum}");
+        // Buckets never decrease, and there is one per bound plus +Inf.
+        let buckets: Vec<f64> = samples
+            .iter()
+            .filter(|s| {
+                s.name == "topolet_nri_event_duration_seconds_bucket"
+                    && s.labels["event"] == "create_container"
+            })
+            .map(|s| s.value)
+            .collect();
+        assert_eq!(buckets.len(), EVENT_BUCKETS.len() + 1);
+        assert!(buckets.windows(2).all(|w| w[0] <= w[1]));
+        // Bounds strictly increase and every one is rendered as Prometheus reads it back.
+        assert!(EVENT_BUCKETS.windows(2).all(|w| w[0] < w[1]));
+        for le in EVENT_BUCKETS {
+            assert_eq!(format_float(le).parse::<f64>().unwrap(), le);
+        }
+    }
+
+    #[test]
+    fn pressure_stall_series_and_status() {
+        use crate::pressure::psi::{Pressure as Psi, Stall as Line};
+        let m = Metrics::new();
+        assert_eq!(m.pressure(), None);
+        let line = |avg10: f64, total_us: u64| Line {
+            avg10,
+            avg60: 0.5,
+            avg300: 0.25,
+            total_us,
+        };
+        let node = PressureByResource::from([
+            (
+                "cpu",
+                Psi {
+                    some: line(2.0, 3_000_000),
+                    full: None,
+                },
+            ),
+            (
+                "memory",
+                Psi {
+                    some: line(1.5, 1_500_000),
+                    full: Some(line(0.5, 500_000)),
+                },
+            ),
+        ]);
+        let pod = PressureByResource::from([(
+            "memory",
+            Psi {
+                some: line(0.0, 250_000),
+                full: Some(line(0.0, 0)),
+            },
+        )]);
+        m.set_pressure(node, BTreeMap::from([("uid-1".to_string(), pod)]));
+        let s = parse_exposition(&m.render(&Gauges::default())).unwrap();
+        let v = |n: &str, l: &[(&str, &str)]| value(&s, n, l);
+        let total = "topolet_pressure_stall_seconds_total";
+        assert_eq!(
+            v(total, &[("resource", "cpu"), ("kind", "some")]),
+            Some(3.0)
+        );
+        assert_eq!(v(total, &[("resource", "cpu"), ("kind", "full")]), None);
+        assert_eq!(
+            v(total, &[("resource", "memory"), ("kind", "full")]),
+            Some(0.5)
+        );
+        assert_eq!(
+            v(
+                "topolet_pressure_stall_avg10_ratio",
+                &[("resource", "memory"), ("kind", "some")]
+            ),
+            Some(0.015)
+        );
+        assert_eq!(
+            v(
+                "topolet_pod_pressure_stall_seconds_total",
+                &[
+                    ("pod_uid", "uid-1"),
+                    ("resource", "memory"),
+                    ("kind", "some")
+                ]
+            ),
+            Some(0.25)
+        );
+        let stall = m.pressure().unwrap().stall;
+        assert_eq!(stall.len(), 3);
+        assert_eq!(
+            (stall[2].resource.as_str(), stall[2].kind.as_str()),
+            ("memory", "full")
+        );
+        assert_eq!(stall[1].total_seconds, 1.5);
+        // A later interval replaces the pods: a gone pod loses its samples.
+        m.set_pressure(PressureByResource::new(), BTreeMap::new());
+        let s = parse_exposition(&m.render(&Gauges::default())).unwrap();
+        assert!(!s.iter().any(|x| x.name.contains("pressure_stall")));
+    }
+
+    #[test]
+    fn counters_gauges_and_eviction_series() {
+        let m = Metrics::new();
+        m.admitted("Guaranteed", true);
+        m.admitted("Guaranteed", true);
+        m.admitted("BestEffort", false);
+        m.refused("create", "smt_alignment");
+        m.state_write(true);
+        m.state_write(false);
+        m.eviction("pid.available");
+        m.set_signal("memory.available", 1.5e9);
+        m.set_threshold("memory.available", "hard", Some(1e8));
+        m.set_threshold("memory.available", "soft", Some(2e8));
+        m.set_threshold("memory.available", "soft", None);
+        m.set_condition("MemoryPressure", false);
+        m.set_condition("PIDPressure", true);
+        {
+            // The timer records on drop.
+            let _t = m.time(event::REMOVE_CONTAINER);
+        }
+        let gauges = Gauges {
+            shared_pool_cpus: 3,
+            reserved_cpus: 1,
+            exclusive_cpus: BTreeMap::from([(0, 2), (1, 0)]),
+            free_cpus: BTreeMap::from([(0, 1), (1, 4)]),
+            managed_containers: 7,
+            nri_connects: 2,
+            nri_reconnects: 1,
+            nri_synchronized: true,
+        };
+        let s = parse_exposition(&m.render(&gauges)).unwrap();
+        let v = |n: &str, l: &[(&str, &str)]| value(&s, n, l);
+        assert_eq!(
+            v(
+                "topolet_admissions_total",
+                &[("qos", "Guaranteed"), ("cpus", "exclusive")]
+            ),
+            Some(2.0)
+        );
+        assert_eq!(
+            v(
+                "topolet_refusals_total",
+                &[("operation", "create"), ("reason", "smt_alignment")]
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            v("topolet_state_file_writes_total", &[("result", "error")]),
+            Some(1.0)
+        );
+        assert_eq!(v("topolet_shared_pool_cpus", &[]), Some(3.0));
+        assert_eq!(
+            v("topolet_exclusive_cpus", &[("numa_node", "0")]),
+            Some(2.0)
+        );
+        assert_eq!(v("topolet_nri_reconnects_total", &[]), Some(1.0));
+        assert_eq!(v("topolet_nri_synchronized", &[]), Some(1.0));
+        assert_eq!(
+            v("topolet_evictions_total", &[("signal", "pid.available")]),
+            Some(1.0)
+        );
+        assert_eq!(
+            v(
+                "topolet_eviction_signal_value",
+                &[("signal", "memory.available")]
+            ),
+            Some(1.5e9)
+        );
+        assert_eq!(
+            v(
+                "topolet_eviction_threshold",
+                &[("signal", "memory.available"), ("kind", "soft")]
+            ),
+            None
+        );
+        assert_eq!(
+            v("topolet_node_condition", &[("condition", "PIDPressure")]),
+            Some(1.0)
+        );
+        assert_eq!(
+            v(
+                "topolet_nri_event_duration_seconds_count",
+                &[("event", "remove_container")]
+            ),
+            Some(1.0)
+        );
+        let p = m.pressure().unwrap();
+        assert!(p.conditions["PIDPressure"]);
+        assert_eq!(p.signals.len(), 1);
+        assert_eq!(p.signals[0].signal, "memory.available");
+        assert_eq!(p.signals[0].value, Some(1.5e9));
+        assert_eq!(p.signals[0].thresholds["hard"], 1e8);
+    }
+
+    #[test]
+    fn config_reloads_by_trigger_and_result() {
+        let m = Metrics::new();
+        m.config_reload("sighup", "applied");
+        m.config_reload("sighup", "applied");
+        m.config_reload("file_change", "refused");
+        let s = parse_exposition(&m.render(&Gauges::default())).unwrap();
+        let v = |t: &str, r: &str| {
+            value(
+                &s,
+                "topolet_config_reloads_total",
+                &[("trigger", t), ("result", r)],
+            )
+        };
+        assert_eq!(v("sighup", "applied"), Some(2.0));
+        assert_eq!(v("file_change", "refused"), Some(1.0));
+        // Only outcomes that happened have samples.
+        assert_eq!(v("sighup", "rejected"), None);
+        assert_eq!(m.config_reloads("sighup", "applied"), 2);
+        assert_eq!(m.config_reloads("file_change", "applied"), 0);
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        let m = Metrics::new();
+        m.refused("create", "a\"b\\c\nd");
+        let s = parse_exposition(&m.render(&Gauges::default())).unwrap();
+        assert_eq!(
+            value(&s, "topolet_refusals_total", &[("reason", "a\"b\\c\nd")]),
+            Some(1.0)
+        );
+    }
+
+    #[test]
+    fn the_parser_rejects_what_prometheus_rejects() {
+        for bad in [
+            "metric{a=\"b\"}\n",
+            "1metric 1\n",
+            "metric{a=b} 1\n",
+            "metric{a=\"b\" 1\n",
+            "metric 1 2 3\n",
+            "metric one\n",
+            "m 1\n# TYPE m gauge\n",
+            "# TYPE m gauge\n# TYPE m gauge\n",
+            "# TYPE h histogram\nh_bucket 1\n",
+            "# TYPE h histogram\nh 1\n",
+            "metric{a=\"\\x\"} 1\n",
+            "metric 1",
+        ] {
+            assert!(parse_exposition(bad).is_err(), "accepted {bad:?}");
+        }
+        let ok =
+            parse_exposition("# HELP m x\n# TYPE m counter\nm{a=\"1\",b=\"2\"} 3 1700000000\n")
+                .unwrap();
+        assert_eq!(ok[0].labels.len(), 2);
+    }
+
+    #[test]
+    fn floats_are_formatted_as_prometheus_reads_them() {
+        assert_eq!(format_float(1.0), "1");
+        assert_eq!(format_float(0.00005), "0.00005");
+        assert_eq!(format_float(f64::INFINITY), "+Inf");
+        assert_eq!(format_float(f64::NAN), "NaN");
+        assert_eq!(format_float(1.5e9), "1500000000");
+    }
+}

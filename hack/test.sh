@@ -6,7 +6,7 @@
 # Steps, each under a section header; the first failure stops the run with a non-zero exit.
 # Nothing is skipped: a missing tool or dependency is a failure.
 #   1. hack/install-deps.sh for every containerd line (default v2.4.2, v2.3.7 and v2.0.14)
-#   2. cargo fmt --all --check
+#   2. cargo fmt --all --check; hack/module-cycles.py (no module depends on one that depends back)
 #   3. clippy, inside the builds the tests need (`linted`, below): every target of the workspace
 #      but topolet-integration, then every target of topolet-integration, with -D warnings
 #   4. cargo test --workspace --exclude topolet-integration          (unit tests, no rebuild)
@@ -172,6 +172,7 @@ main() {
   trap stop_background EXIT
   step "start the Kubernetes stack build" start_kube_install
   step "cargo fmt" cargo fmt --all --check
+  step "module cycles" python3 "$HACK_DIR/module-cycles.py"
   step "clippy + build (workspace)" \
     linted cargo test --workspace --exclude topolet-integration --all-targets --no-run
   # That build made the topolet binary too (the plugin's own tests run it): one binary for every

@@ -2,6 +2,7 @@
 //! [`sysfs`], the CPUs and memory nodes a process may use ([`proc_affinity`], from `/proc`),
 //! the cgroupfs path rules ([`cgroupfs`]) and the pod cgroup's CPU values topolet writes
 //! ([`pod_cgroup`]).
+pub mod cgroupfs;
 pub mod pod_cgroup;
 pub mod proc_affinity;
 pub mod sysfs;

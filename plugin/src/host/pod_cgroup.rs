@@ -25,6 +25,7 @@
 //! logged and counted (`topolet_pod_cgroup_writes_total{result="error"}`), and never fails a
 //! container event.
 
+use crate::host::cgroupfs::{cgroup_path, unescape_mountinfo};
 use std::fs;
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
@@ -70,7 +71,7 @@ pub fn find_cpu_controller(mountinfo: &str) -> Option<CpuController> {
         let (Some(fstype), _, Some(options)) = (r.next(), r.next(), r.next()) else {
             continue;
         };
-        let point = PathBuf::from(unescape(mount_point));
+        let point = PathBuf::from(unescape_mountinfo(mount_point));
         let slot = match fstype {
             "cgroup" if options.split(',').any(|o| o == "cpu") => &mut v1,
             "cgroup2" => &mut v2,
@@ -91,54 +92,6 @@ pub fn find_cpu_controller(mountinfo: &str) -> Option<CpuController> {
         }),
         (None, None) => None,
     }
-}
-
-/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
-fn unescape(field: &str) -> String {
-    let b = field.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// The pod cgroup's path inside the hierarchy: `cgroup_parent` itself for the cgroupfs driver,
-/// the expanded slice path for the systemd driver's `a-b-c.slice` names. `None` for an empty or
-/// relative-escaping (`..`) parent.
-pub fn pod_cgroup_path(cgroup_parent: &str) -> Option<PathBuf> {
-    let parent = cgroup_parent.trim();
-    if parent.is_empty() || parent.split('/').any(|c| c == "..") {
-        return None;
-    }
-    if !parent.contains('/') {
-        if let Some(name) = parent.strip_suffix(".slice") {
-            let mut path = PathBuf::from("/");
-            let mut prefix = String::new();
-            for part in name.split('-') {
-                if part.is_empty() {
-                    return None;
-                }
-                if !prefix.is_empty() {
-                    prefix.push('-');
-                }
-                prefix.push_str(part);
-                path.push(format!("{prefix}.slice"));
-            }
-            return Some(path);
-        }
-    }
-    Some(Path::new("/").join(parent.trim_start_matches('/')))
 }
 
 /// What one pod cgroup holds now (the values topolet reads and writes).
@@ -303,12 +256,12 @@ impl Roots {
     /// The pod cgroup of `cgroup_parent`.
     pub fn pod_dir(&self, cgroup_parent: &str) -> io::Result<PodDir> {
         let c = self.controller()?;
-        let rel = pod_cgroup_path(cgroup_parent).ok_or_else(|| {
+        let rel = cgroup_path(cgroup_parent).ok_or_else(|| {
             invalid(format!(
                 "cgroup parent {cgroup_parent:?} is not a cgroup path"
             ))
         })?;
-        let dir = c.mount_point.join(rel.strip_prefix("/").unwrap_or(&rel));
+        let dir = c.mount_point.join(rel);
         Ok(PodDir {
             version: c.version,
             dir,
@@ -496,59 +449,6 @@ mod tests {
 26 25 0:24 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:8 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot
 ";
 
-    #[test]
-    fn finds_the_cpu_controller_as_the_kubelet_does() {
-        assert_eq!(
-            find_cpu_controller(V1_MOUNTS),
-            Some(CpuController {
-                version: Version::V1,
-                mount_point: "/sys/fs/cgroup/cpu,cpuacct".into()
-            })
-        );
-        assert_eq!(
-            find_cpu_controller(V2_MOUNTS),
-            Some(CpuController {
-                version: Version::V2,
-                mount_point: "/sys/fs/cgroup".into()
-            })
-        );
-        let spaced = "33 26 0:31 / /mnt/my\\040cgroups rw - cgroup cgroup rw,cpu\n";
-        assert_eq!(
-            find_cpu_controller(spaced).map(|c| c.mount_point),
-            Some(PathBuf::from("/mnt/my cgroups"))
-        );
-        // cpuacct alone is not cpu; garbage lines are skipped.
-        assert_eq!(
-            find_cpu_controller("1 2 3 / /x rw - cgroup cgroup rw,cpuacct\nnonsense\n"),
-            None
-        );
-    }
-
-    #[test]
-    fn pod_cgroup_paths_of_both_drivers() {
-        assert_eq!(
-            pod_cgroup_path("/kubepods/burstable/podabc"),
-            Some("/kubepods/burstable/podabc".into())
-        );
-        assert_eq!(
-            pod_cgroup_path("/kind-root/kubepods/podabc"),
-            Some("/kind-root/kubepods/podabc".into())
-        );
-        assert_eq!(
-            pod_cgroup_path("kubepods-burstable-pod12_34.slice"),
-            Some(
-                "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod12_34.slice".into()
-            )
-        );
-        assert_eq!(
-            pod_cgroup_path("kubepods-pod12.slice"),
-            Some("/kubepods.slice/kubepods-pod12.slice".into())
-        );
-        assert_eq!(pod_cgroup_path(""), None);
-        assert_eq!(pod_cgroup_path("/kubepods/../etc"), None);
-        assert_eq!(pod_cgroup_path("a--b.slice"), None);
-    }
-
     /// A temporary tree shaped like the host: `proc/self/mountinfo` and `sys/fs/cgroup/...`
     /// with one pod cgroup holding `files`.
     fn tree(
@@ -586,6 +486,34 @@ mod tests {
 
     fn read(dir: &Path, name: &str) -> String {
         fs::read_to_string(dir.join(name)).unwrap()
+    }
+
+    #[test]
+    fn finds_the_cpu_controller_as_the_kubelet_does() {
+        assert_eq!(
+            find_cpu_controller(V1_MOUNTS),
+            Some(CpuController {
+                version: Version::V1,
+                mount_point: "/sys/fs/cgroup/cpu,cpuacct".into()
+            })
+        );
+        assert_eq!(
+            find_cpu_controller(V2_MOUNTS),
+            Some(CpuController {
+                version: Version::V2,
+                mount_point: "/sys/fs/cgroup".into()
+            })
+        );
+        let spaced = "33 26 0:31 / /mnt/my\\040cgroups rw - cgroup cgroup rw,cpu\n";
+        assert_eq!(
+            find_cpu_controller(spaced).map(|c| c.mount_point),
+            Some(PathBuf::from("/mnt/my cgroups"))
+        );
+        // cpuacct alone is not cpu; garbage lines are skipped.
+        assert_eq!(
+            find_cpu_controller("1 2 3 / /x rw - cgroup cgroup rw,cpuacct\nnonsense\n"),
+            None
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use crate::host::cgroupfs::{cgroup_path, unescape_mountinfo};
 use crate::pressure::psi::{self, PressureByResource};
 use crate::pressure::SignalError;
 
@@ -137,19 +138,22 @@ impl SignalSources {
 
     /// The cgroup directories of a pod cgroup parent, for each controller topolet reads:
     /// (memory dir, pids dir). On cgroup v2 both are the same directory.
-    pub fn pod_cgroup_dirs(&self, cgroup_parent: &str) -> (PathBuf, PathBuf) {
-        let rel = cgroup_relative_path(cgroup_parent);
+    pub fn pod_cgroup_dirs(&self, cgroup_parent: &str) -> Result<(PathBuf, PathBuf), SignalError> {
         let base = self.cgroup();
-        if is_v1(&base) {
+        let rel = cgroup_path(cgroup_parent).ok_or_else(|| SignalError::Parse {
+            path: base.clone(),
+            message: format!("cgroup parent {cgroup_parent:?} is not a cgroup path"),
+        })?;
+        Ok(if is_v1(&base) {
             (base.join("memory").join(&rel), base.join("pids").join(&rel))
         } else {
             (base.join(&rel), base.join(&rel))
-        }
+        })
     }
 
     /// Memory working set and process count of the pod cgroup `cgroup_parent`.
     pub fn pod_usage(&self, cgroup_parent: &str) -> Result<PodCgroupUsage, SignalError> {
-        let (mem_dir, pids_dir) = self.pod_cgroup_dirs(cgroup_parent);
+        let (mem_dir, pids_dir) = self.pod_cgroup_dirs(cgroup_parent)?;
         let memory_working_set = if mem_dir.join("memory.usage_in_bytes").exists() {
             let usage = read_u64(&mem_dir.join("memory.usage_in_bytes"))?;
             let inactive = stat_field(&mem_dir.join("memory.stat"), "total_inactive_file")?;
@@ -172,7 +176,8 @@ impl SignalSources {
         if is_v1(&base) {
             return Ok(PressureByResource::new());
         }
-        psi::cgroup(&base.join(cgroup_relative_path(cgroup_parent)))
+        let (dir, _) = self.pod_cgroup_dirs(cgroup_parent)?;
+        psi::cgroup(&dir)
     }
 
     /// The overlay upper directory (writable layer) of container `id` in pod cgroup
@@ -184,7 +189,7 @@ impl SignalSources {
         cgroup_parent: &str,
         id: &str,
     ) -> Result<Option<PathBuf>, SignalError> {
-        let (_, pids_dir) = self.pod_cgroup_dirs(cgroup_parent);
+        let (_, pids_dir) = self.pod_cgroup_dirs(cgroup_parent)?;
         let procs = pids_dir.join(id).join("cgroup.procs");
         let text = read(&procs)?;
         let Some(pid) = text.split_whitespace().next() else {
@@ -277,27 +282,6 @@ fn root_working_set(cgroup: &Path) -> Result<u64, SignalError> {
     Ok(usage.saturating_sub(inactive))
 }
 
-/// A cgroup parent as a path relative to a controller's mount: cgroupfs paths as they are, a
-/// systemd slice name (`kubepods-burstable-pod1.slice`) expanded into its parents
-/// (`kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice`).
-pub fn cgroup_relative_path(cgroup_parent: &str) -> PathBuf {
-    let parent = cgroup_parent.trim_start_matches('/');
-    if parent.contains('/') || !parent.ends_with(".slice") {
-        return PathBuf::from(parent);
-    }
-    let name = parent.trim_end_matches(".slice");
-    let mut path = PathBuf::new();
-    let mut prefix = String::new();
-    for part in name.split('-') {
-        if !prefix.is_empty() {
-            prefix.push('-');
-        }
-        prefix.push_str(part);
-        path.push(format!("{prefix}.slice"));
-    }
-    path
-}
-
 /// The `upperdir=` of the overlay mounted at `/` in a mountinfo text.
 fn root_overlay_upperdir(mountinfo: &str) -> Option<PathBuf> {
     mountinfo.lines().find_map(|line| {
@@ -316,26 +300,6 @@ fn root_overlay_upperdir(mountinfo: &str) -> Option<PathBuf> {
             .find_map(|o| o.strip_prefix("upperdir="))
             .map(|p| PathBuf::from(unescape_mountinfo(p)))
     })
-}
-
-/// mountinfo escapes space, tab, newline and backslash as octal `\NNN`.
-fn unescape_mountinfo(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 4 <= b.len() {
-            let digits = std::str::from_utf8(&b[i + 1..i + 4]).ok();
-            if let Some(v) = digits.and_then(|d| u8::from_str_radix(d, 8).ok()) {
-                out.push(v);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// statvfs of `path`, or of its nearest existing ancestor (the kubelet's root dir need not exist
@@ -620,20 +584,6 @@ mod tests {
             "",
         );
         assert_eq!(s.container_upperdir("/kubepods/poda", "c2").unwrap(), None);
-    }
-
-    #[test]
-    fn systemd_slices_expand() {
-        assert_eq!(
-            cgroup_relative_path("kubepods-besteffort-podx.slice"),
-            PathBuf::from(
-                "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podx.slice"
-            )
-        );
-        assert_eq!(
-            cgroup_relative_path("/kubepods/burstable/pod1"),
-            PathBuf::from("kubepods/burstable/pod1")
-        );
     }
 
     #[test]

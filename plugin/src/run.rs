@@ -150,7 +150,7 @@ async fn serve(
         _ = term.recv() => tracing::info!("SIGTERM: exiting"),
         _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: exiting"),
     }
-    plugin.shutdown();
+    plugin.flush_state_on_exit();
     Ok(())
 }
 

@@ -29,7 +29,7 @@ fn a_failed_state_write_is_retried_until_it_succeeds() {
     let state_path = state_dir.join(STATE_FILE);
 
     assert!(!plugin.persist_pending(), "nothing submitted yet");
-    plugin.shutdown(); // one write, waited for: it fails
+    plugin.flush_state_on_exit(); // one write, waited for: it fails
     let st = plugin.flush_state(PATIENCE); // waits for the first retry, failing too
     assert!(
         st.failing && st.pending(),

@@ -12,7 +12,7 @@
 //! > update, or what the kernel was seen to enforce) overlaps CPUs another live container holds
 //! > exclusively in its current target.
 //!
-//! [`breaches`] computes the set from plain values (the shell's container cache hands them
+//! [`breaches`] computes the set from plain values (the shell's container records hand them
 //! over); [`Ledger`] follows it over time with the caller's clock (`now` is always a parameter)
 //! and adds up the container-seconds spent in breach, which `topolet_exclusive_breach_seconds_total`
 //! exports.

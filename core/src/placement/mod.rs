@@ -356,7 +356,7 @@ impl Placement {
 
     /// Keeps `saved` (from the state file) to break ties at the next `reconcile`; says what it
     /// holds.
-    pub fn load_hints(&mut self, saved: Assignments) -> String {
+    pub fn load_saved_assignments(&mut self, saved: Assignments) -> String {
         let count = |f: fn(&crate::placement::assignments::Assignment) -> bool| {
             saved.containers.iter().filter(|a| f(a)).count()
         };
@@ -1230,7 +1230,7 @@ mod tests {
         let pinned = saved.get(&key).and_then(|a| a.memory.clone()).unwrap();
 
         let (mut after, _) = Placement::new(&machine(), &c).unwrap();
-        after.load_hints(saved);
+        after.load_saved_assignments(saved);
         let container = NriContainer {
             namespace: frac.namespace.clone(),
             name: frac.name.clone(),
@@ -1281,7 +1281,7 @@ mod tests {
         };
         let (kept_c, new_c) = (nri(&kept), nri(&newcomer));
         let (mut after, _) = Placement::new(&machine(), &c).unwrap();
-        after.load_hints(saved);
+        after.load_saved_assignments(saved);
         // Both run with no cpuset of their own; the newcomer's id sorts first. 7 CPUs are
         // allocatable: only one of the two 4-CPU containers can be exclusive.
         let running = [
@@ -1405,7 +1405,7 @@ mod tests {
                 })
                 .collect();
             let saved = p.assignments();
-            p.load_hints(saved);
+            p.load_saved_assignments(saved);
             p.reconcile(&running, -1000);
         }
 

@@ -1,4 +1,4 @@
-//! `ContainerCache`: everything topolet knows about each container it manages, in one record
+//! `ContainerRecords`: everything topolet knows about each container it manages, in one record
 //! per container, and the rules of when a container's target may be sent to the runtime.
 //!
 //! The model is nri-plugins' `pkg/resmgr/cache`: the handlers turn an NRI event into a core
@@ -21,8 +21,8 @@
 //!
 //! Ordering rules, all enforced here:
 //! - **Nothing before Synchronize.** Every NRI connection starts unsynchronized
-//!   ([`ContainerCache::connection_configured`]); no unsolicited request is taken until that
-//!   connection's Synchronize ([`ContainerCache::synchronized`]), and the results of a request
+//!   ([`ContainerRecords::connection_configured`]); no unsolicited request is taken until that
+//!   connection's Synchronize ([`ContainerRecords::synchronized`]), and the results of a request
 //!   sent on an earlier connection are ignored.
 //! - **A stale target never overtakes a newer one.** One unsolicited request is in flight at a
 //!   time; its containers are held out of replies until it completes, and a container whose
@@ -214,7 +214,7 @@ pub struct DriftProbe {
     pub mems: Option<topolet_core::machine::cpuset::CpuSet>,
 }
 
-/// An unsolicited request taken by [`ContainerCache::take_due`]: the containers it carries
+/// An unsolicited request taken by [`ContainerRecords::take_due`]: the containers it carries
 /// and the generation of each.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Batch {
@@ -249,7 +249,7 @@ impl BatchResult {
     }
 }
 
-/// What [`ContainerCache::batch_done`] did.
+/// What [`ContainerRecords::batch_done`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BatchOutcome {
     /// Containers whose target changed while the request was in flight: queued again.
@@ -299,7 +299,7 @@ impl IdSet {
 
 /// The records and the send rules (module doc).
 #[derive(Debug)]
-pub struct ContainerCache {
+pub struct ContainerRecords {
     records: HashMap<String, Record>,
     by_pod: HashMap<String, IdSet>,
     outbox: Outbox,
@@ -310,9 +310,9 @@ pub struct ContainerCache {
     left_alone: BTreeSet<ContainerKey>,
 }
 
-impl ContainerCache {
-    pub fn new(now: Instant) -> ContainerCache {
-        ContainerCache {
+impl ContainerRecords {
+    pub fn new(now: Instant) -> ContainerRecords {
+        ContainerRecords {
             records: HashMap::new(),
             by_pod: HashMap::new(),
             outbox: Outbox::new(now),
@@ -575,7 +575,7 @@ impl ContainerCache {
 
     /// The unsolicited request due now, if the runtime has been quiet long enough, this
     /// connection is synchronized and no other request is in flight. Its containers count as
-    /// sent; call [`ContainerCache::batch_done`] with its result.
+    /// sent; call [`ContainerRecords::batch_done`] with its result.
     pub fn take_due(&mut self, now: Instant) -> Option<Batch> {
         if !self.synced || self.in_flight.is_some() || !self.outbox.due(now) {
             return None;
@@ -650,7 +650,7 @@ impl ContainerCache {
         out
     }
 
-    /// A request taken by [`ContainerCache::take_due`] could not even be queued at `now`: its
+    /// A request taken by [`ContainerRecords::take_due`] could not even be queued at `now`: its
     /// containers are queued again with their back-off.
     pub fn batch_not_queued(&mut self, batch: &Batch, now: Instant) -> Vec<Rescheduled> {
         if self.in_flight.as_ref() == Some(batch) {
@@ -829,8 +829,8 @@ mod tests {
     }
 
     /// A synchronized cache with running containers `a`, `b` (pod p) and `c` (pod q).
-    fn cache(t0: Instant) -> ContainerCache {
-        let mut c = ContainerCache::new(t0);
+    fn cache(t0: Instant) -> ContainerRecords {
+        let mut c = ContainerRecords::new(t0);
         c.connection_configured(QUIET);
         c.synchronized(
             vec![
@@ -843,7 +843,7 @@ mod tests {
         c
     }
 
-    fn move_to(c: &mut ContainerCache, id: &str, cpus: &str) {
+    fn move_to(c: &mut ContainerRecords, id: &str, cpus: &str) {
         let set = CpuSet::parse(cpus).expect("cpus");
         assert!(c.get_mut(id).expect("record").retarget(|t| t.cpuset = set));
         c.queue(id);

@@ -89,7 +89,7 @@ impl TopoletPlugin {
         if let Some(cpus) = &view.current.cpuset_cpus {
             tracing::warn!(pod = %view.pod_ref, container = %ctr.name, cpus = %cpus, "cpuset already set by the kubelet's cpu manager or an earlier NRI plugin; topolet leaves this container alone");
             let mut node = self.event_lock();
-            if node.cache.left_alone_mut().insert(view.key.clone()) {
+            if node.records.left_alone_mut().insert(view.key.clone()) {
                 self.persist(&node);
             }
             return Ok(api::CreateContainerResponse::default());
@@ -158,7 +158,7 @@ impl TopoletPlugin {
             || decision.numa_affinity.is_some()
             || !decision.devices.is_empty();
         let uid = view.key.pod_uid.clone();
-        node.cache
+        node.records
             .insert(&ctr.id, Record::created(view, decided, decision));
         if holds {
             self.persist(&node);

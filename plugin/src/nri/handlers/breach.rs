@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use super::{Node, TopoletPlugin};
+use super::{PluginState, TopoletPlugin};
 use crate::nri::outbox::Backoff;
 use topolet_core::placement::breach;
 use topolet_core::report::status::BreachStatus;
@@ -16,7 +16,7 @@ impl TopoletPlugin {
     /// at warn; the end of the last one at info.
     pub(super) fn observe_breaches(&self, now: Instant) {
         let mut node = self.lock();
-        let current = breach::breaches(&node.cache.holdings());
+        let current = breach::breaches(&node.records.holdings());
         let was_open = node.breaches.len();
         let added = node.breaches.observe(now, current);
         let open = node.breaches.len();
@@ -57,7 +57,11 @@ impl TopoletPlugin {
 
     /// The breaches open at the last observation, dated by the wall clock: `now` and `wall`
     /// are the same moment on the two clocks.
-    pub(super) fn breach_report(node: &Node, now: Instant, wall: SystemTime) -> Vec<BreachStatus> {
+    pub(super) fn breach_report(
+        node: &PluginState,
+        now: Instant,
+        wall: SystemTime,
+    ) -> Vec<BreachStatus> {
         node.breaches
             .open()
             .map(|o| {
@@ -84,13 +88,13 @@ impl TopoletPlugin {
     /// Shortens (tests) or lengthens the back-off of failed unsolicited updates
     /// (`crate::nri::outbox::Backoff`; the default is [`Backoff::DEFAULT`]).
     pub fn set_update_backoff(&self, base: Duration, cap: Duration) {
-        self.lock().cache.set_backoff(Backoff { base, cap });
+        self.lock().records.set_backoff(Backoff { base, cap });
     }
 }
 
 /// `namespace/pod/container` of the container `id`, or its id when it is gone.
-fn name_of(node: &Node, id: &str) -> String {
-    match node.cache.get(id) {
+fn name_of(node: &PluginState, id: &str) -> String {
+    match node.records.get(id) {
         Some(r) => format!("{}/{}", r.view().pod_ref, r.view().key.container),
         None => id.to_string(),
     }

@@ -5,7 +5,7 @@
 use topolet_nri::api;
 use topolet_nri::plugin::{PluginResult, RuntimeInfo};
 
-use super::{Node, TopoletPlugin};
+use super::{PluginState, TopoletPlugin};
 use crate::nri::oom_floor;
 
 impl TopoletPlugin {
@@ -30,11 +30,11 @@ impl TopoletPlugin {
             "unsolicited updates wait for this long a lull (NRI before v0.12.3 can deadlock on them)"
         );
         // A new connection: nothing goes unsolicited before its Synchronize.
-        node.cache.connection_configured(quiet);
+        node.records.connection_configured(quiet);
         Ok(())
     }
 
-    fn detect_oom_floor(&self, node: &mut Node) {
+    fn detect_oom_floor(&self, node: &mut PluginState) {
         if self.config.get().qos.oom_score_adj_floor.is_some() {
             return;
         }

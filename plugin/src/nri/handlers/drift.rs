@@ -20,7 +20,7 @@ impl TopoletPlugin {
     /// path: a container whose task may run outside its target (an update that reached only
     /// its stored spec while it started, before a topolet restart) is queued to be sent it again.
     pub(super) fn verify_running(self: &Arc<Self>) {
-        let checks = self.lock().cache.take_verify();
+        let checks = self.lock().records.take_verify();
         if checks.is_empty() {
             return;
         }
@@ -34,14 +34,14 @@ impl TopoletPlugin {
             let Some(p) = plugin.upgrade() else { return };
             let mut node = p.lock();
             for (id, allowed) in seen {
-                let Some(m) = node.cache.get(&id) else {
+                let Some(m) = node.records.get(&id) else {
                     continue;
                 };
                 match allowed {
                     Ok(allowed) if !allowed.is_subset(&m.target().cpuset) => {
                         tracing::warn!(pod = %m.view().pod_ref, container = %m.view().key.container, runs_on = %allowed, cpus = %m.target().cpuset, "container runs outside its cpuset (an update reached only its spec); sending it again");
-                        node.cache.seen_running_on(&id, &allowed);
-                        node.cache.queue(&id);
+                        node.records.seen_running_on(&id, &allowed);
+                        node.records.queue(&id);
                     }
                     Ok(_) => {}
                     // Exited since, or not ours to see: the next Synchronize looks again.
@@ -61,7 +61,7 @@ impl TopoletPlugin {
     /// container's cgroup, or an update lost in the runtime, is so repaired within
     /// `[nri] drift_check_s` plus the lull.
     pub(super) fn check_drift(self: &Arc<Self>) {
-        let probes = self.lock().cache.drift_probes(Instant::now(), DRIFT_LULL);
+        let probes = self.lock().records.drift_probes(Instant::now(), DRIFT_LULL);
         if probes.is_empty() {
             return;
         }
@@ -84,16 +84,16 @@ impl TopoletPlugin {
             self.metrics.drift_check();
             let cpus_off = !allowed.cpus.is_subset(&probe.cpus);
             let mems_off = probe.mems.as_ref().is_some_and(|m| *m != allowed.mems);
-            if !(cpus_off || mems_off) || !node.cache.drifted(&probe) {
+            if !(cpus_off || mems_off) || !node.records.drifted(&probe) {
                 continue;
             }
             // What the kernel enforces is what the runtime applied, whatever it acknowledged
             // (an exclusive-CPU breach is measured from it: `topolet_core::placement::breach`).
-            node.cache.seen_running_on(&probe.id, &allowed.cpus);
+            node.records.seen_running_on(&probe.id, &allowed.cpus);
             let field = if cpus_off { "cpus" } else { "mems" };
             self.metrics.drift_repair(field);
             repaired += 1;
-            if let Some(m) = node.cache.get(&probe.id) {
+            if let Some(m) = node.records.get(&probe.id) {
                 tracing::warn!(pod = %m.view().pod_ref, container = %m.view().key.container, runs_on = %allowed.cpus, mems_allowed = %allowed.mems, cpus = %probe.cpus, field, "container drifted from its target (its cgroup was changed behind topolet's back, or an update was lost); sending it again");
             }
         }

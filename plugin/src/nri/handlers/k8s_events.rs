@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use super::{Node, TopoletPlugin};
+use super::{PluginState, TopoletPlugin};
 use crate::nri::view::ContainerView;
 use crate::telemetry::refusal_log::Verdict;
 use topolet_core::kube::events::{EventType, ObjectRef, Occurrence};
@@ -78,7 +78,7 @@ impl TopoletPlugin {
     /// counts it).
     pub(super) fn log_refusal(
         &self,
-        node: &mut Node,
+        node: &mut PluginState,
         op: &'static str,
         source: Source,
         view: &ContainerView,

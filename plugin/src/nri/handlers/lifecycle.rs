@@ -5,7 +5,7 @@
 use topolet_nri::api;
 use topolet_nri::plugin::PluginResult;
 
-use super::{Node, TopoletPlugin};
+use super::{PluginState, TopoletPlugin};
 use crate::nri::view;
 
 impl TopoletPlugin {
@@ -22,13 +22,13 @@ impl TopoletPlugin {
     /// should have again, in case its task started from the spec before our update.
     pub(super) fn on_post_start_container(&self, ctr: &api::Container) -> PluginResult<()> {
         let mut node = self.event_lock();
-        if let Some(r) = node.cache.get_mut(&ctr.id) {
+        if let Some(r) = node.records.get_mut(&ctr.id) {
             r.set_pid(ctr.pid);
         }
-        if !node.cache.start(&ctr.id) {
+        if !node.records.start(&ctr.id) {
             return Ok(());
         }
-        if let Some(m) = node.cache.get(&ctr.id) {
+        if let Some(m) = node.records.get(&ctr.id) {
             tracing::info!(pod = %m.view().pod_ref, container = %ctr.name, cpus = %m.target().cpuset, "started after its cpuset changed: it will be sent again");
         }
         Ok(())
@@ -42,7 +42,7 @@ impl TopoletPlugin {
     ) -> PluginResult<Vec<api::ContainerUpdate>> {
         let mut node = self.event_lock();
         // It leaves the update set now (`crate::nri::records`).
-        node.cache.stop(&ctr.id);
+        node.records.stop(&ctr.id);
         self.release(&mut node, &ctr.id, "stopped");
         Ok(self.reply_updates(&mut node, &ctr.id))
     }
@@ -51,7 +51,7 @@ impl TopoletPlugin {
     pub(super) fn on_remove_container(&self, ctr: &api::Container) -> PluginResult<()> {
         let mut node = self.event_lock();
         self.release(&mut node, &ctr.id, "removed");
-        node.cache.remove(&ctr.id);
+        node.records.remove(&ctr.id);
         Ok(())
     }
 
@@ -70,9 +70,9 @@ impl TopoletPlugin {
         if let Some(sink) = self.events.get() {
             sink.forget(&uid);
         }
-        let before = node.cache.left_alone().len();
-        node.cache.remove_pod(&uid);
-        let forgot = node.cache.left_alone().len() != before;
+        let before = node.records.left_alone().len();
+        node.records.remove_pod(&uid);
+        let forgot = node.records.left_alone().len() != before;
         if node.placement.release_pod(&uid) {
             tracing::info!(pod = %format!("{}/{}", pod.namespace, pod.name), shared = %node.placement.shared_pool(), "pod removed: its cpus are back in the shared pool");
             self.persist(&node);
@@ -85,20 +85,20 @@ impl TopoletPlugin {
 
     /// Returns a stopped or removed container's exclusive resources (idempotent: a second call,
     /// or a call for a container we never saw, changes nothing).
-    fn release(&self, node: &mut Node, id: &str, what: &str) {
-        let Some(key) = node.cache.get(id).map(|m| m.view().key.clone()) else {
+    fn release(&self, node: &mut PluginState, id: &str, what: &str) {
+        let Some(key) = node.records.get(id).map(|m| m.view().key.clone()) else {
             return;
         };
         // A restarted container (same pod and name, new id) inherits the key's resources: the
         // old instance's late stop or removal must not take them from the new one.
-        if node.cache.has_successor(id) {
-            if let Some(m) = node.cache.get_mut(id) {
+        if node.records.has_successor(id) {
+            if let Some(m) = node.records.get_mut(id) {
                 m.retarget(|t| t.exclusive = false);
             }
             return;
         }
         if node.placement.release(&key) {
-            if let Some(m) = node.cache.get_mut(id) {
+            if let Some(m) = node.records.get_mut(id) {
                 m.retarget(|t| t.exclusive = false);
             }
             tracing::info!(container = %key, shared = %node.placement.shared_pool(), "container {what}: exclusive cpus released");

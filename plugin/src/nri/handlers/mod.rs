@@ -1,5 +1,5 @@
-//! The NRI plugin: `TopoletPlugin`, the state it guards (`Node`: the placement, the container
-//! cache, the sandboxes) and the `Plugin` implementation the stub calls, which only delegates to
+//! The NRI plugin: `TopoletPlugin`, the state it guards (`PluginState`: the placement, the
+//! container records, the sandboxes) and the `Plugin` implementation the stub calls, which only delegates to
 //! the pieces below. One concept per file:
 //!
 //! - `configure`: a new connection (Configure): the oom_score_adj floor, the outbox's quiet time;
@@ -22,7 +22,7 @@
 //! - `views`: read-only views for eviction, status and the NodeResourceTopology.
 //!
 //! Every handler is short: it builds the NRI view (`crate::nri::view`), asks `topolet_core::placement`
-//! for a decision, records it in the container cache (`crate::nri::records`: one record per
+//! for a decision, records it in the container records (`crate::nri::records`: one record per
 //! container with its lifecycle, target and generation; it decides what a reply or an
 //! unsolicited update may carry), hands the assignments to the state-file writer
 //! (`crate::state::persister`: written and fsynced on its own thread, never waited for) and renders
@@ -75,7 +75,7 @@ use crate::cluster::pod_directory::PodDirectory;
 use crate::config::effective::EffectiveConfig;
 use crate::config::Config;
 use crate::host::pod_cgroup;
-use crate::nri::records::ContainerCache;
+use crate::nri::records::ContainerRecords;
 use crate::state::persister::Persister;
 use crate::telemetry::metrics::{event, Metrics};
 use crate::telemetry::refusal_log::RefusalLog;
@@ -89,11 +89,12 @@ pub use views::ManagedPod;
 
 use persistence::load_state;
 
-struct Node {
+/// What the plugin's lock guards: the placement and everything it decided per container.
+struct PluginState {
     placement: Placement,
     /// Every managed container, the updates waiting for them, the containers left alone
     /// (`crate::nri::records`).
-    cache: ContainerCache,
+    records: ContainerRecords,
     /// Kubernetes pod sandboxes by id: their uids for RemovePodSandbox, and the eviction loop's
     /// pods ([`TopoletPlugin::managed_pods`]).
     sandboxes: HashMap<String, api::PodSandbox>,
@@ -109,7 +110,7 @@ pub struct TopoletPlugin {
     /// The configuration in effect (`crate::config::effective`): reload swaps it.
     config: EffectiveConfig,
     topology: Topology,
-    node: Mutex<Node>,
+    node: Mutex<PluginState>,
     updater: OnceLock<ContainerUpdater>,
     status: OnceLock<watch::Receiver<ConnectionStatus>>,
     state_path: PathBuf,
@@ -156,9 +157,9 @@ impl TopoletPlugin {
             tracing::warn!(warning = %w, "configuration");
         }
         let state_path = config.state.dir.join(STATE_FILE);
-        let mut node = Node {
+        let mut node = PluginState {
             placement,
-            cache: ContainerCache::new(Instant::now()),
+            records: ContainerRecords::new(Instant::now()),
             sandboxes: HashMap::new(),
             oom_floor: config.qos.oom_score_adj_floor,
             refusals: RefusalLog::default(),
@@ -213,16 +214,16 @@ impl TopoletPlugin {
         self.config.get()
     }
 
-    fn lock(&self) -> MutexGuard<'_, Node> {
+    fn lock(&self) -> MutexGuard<'_, PluginState> {
         // A panic inside a handler must not wedge every later event: the data is plain values
         // that are consistent between statements, so a poisoned lock is still usable.
         self.node.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Locks the node for an event handler: the runtime is busy now.
-    fn event_lock(&self) -> MutexGuard<'_, Node> {
+    fn event_lock(&self) -> MutexGuard<'_, PluginState> {
         let mut node = self.lock();
-        node.cache.event(Instant::now());
+        node.records.event(Instant::now());
         node
     }
 

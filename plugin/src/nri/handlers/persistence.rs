@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::{Node, TopoletPlugin};
+use super::{PluginState, TopoletPlugin};
 use crate::state::file as state_file;
 use crate::state::persister::{FileWriter, PersistStatus, Persister};
 use crate::state::NodeState;
@@ -18,11 +18,11 @@ pub const SHUTDOWN_FLUSH: Duration = Duration::from_secs(5);
 
 /// Loads the state file at `state_path` into `node` (a bad one is reported and moved aside:
 /// the next Synchronize rebuilds from the runtime's view).
-pub(super) fn load_state(node: &mut Node, state_path: &Path) {
+pub(super) fn load_state(node: &mut PluginState, state_path: &Path) {
     match state_file::load::<NodeState>(state_path) {
         Ok(Some(saved)) => {
-            *node.cache.left_alone_mut() = saved.left_alone;
-            let report = node.placement.load_hints(saved.assignments);
+            *node.records.left_alone_mut() = saved.left_alone;
+            let report = node.placement.load_saved_assignments(saved.assignments);
             tracing::info!(path = %state_path.display(), %report, "state file loaded; the runtime's view will confirm it at synchronize");
         }
         Ok(None) => tracing::info!(path = %state_path.display(), "no state file yet"),
@@ -43,7 +43,7 @@ pub(super) fn load_state(node: &mut Node, state_path: &Path) {
 impl TopoletPlugin {
     /// Final state write on exit: the newest assignments, waited for (at most
     /// [`SHUTDOWN_FLUSH`]: a hung disk must not hang the exit).
-    pub fn shutdown(&self) {
+    pub fn flush_state_on_exit(&self) {
         {
             let node = self.lock();
             self.persist(&node);
@@ -69,12 +69,12 @@ impl TopoletPlugin {
     }
 
     /// Hands the assignments to the state-file writer; never waits on the disk.
-    pub(super) fn persist(&self, node: &Node) {
+    pub(super) fn persist(&self, node: &PluginState) {
         // Every change of the assignments is persisted: the NodeResourceTopology follows.
         self.books_changed.notify_one();
         let state = NodeState {
             assignments: node.placement.assignments(),
-            left_alone: node.cache.left_alone().clone(),
+            left_alone: node.records.left_alone().clone(),
         };
         match self.persister() {
             Some(p) => p.submit(state),

@@ -2,7 +2,7 @@
 //! quota of a pod holding exclusive CPUs (the kubelet's static policy) and the values the
 //! kubelet computes for a pod from its containers.
 
-use super::{Node, TopoletPlugin};
+use super::{PluginState, TopoletPlugin};
 use crate::host::pod_cgroup::{self, Work};
 use crate::nri::view::ContainerView;
 
@@ -26,11 +26,11 @@ impl TopoletPlugin {
 
     /// Queues the unlimited pod quota of pod `uid` if it holds exclusive CPUs and the kubelet's
     /// static policy would have disabled it.
-    pub(super) fn unlimit_pod(&self, node: &Node, uid: &str) {
+    pub(super) fn unlimit_pod(&self, node: &PluginState, uid: &str) {
         if !node.placement.disables_exclusive_quota() {
             return;
         }
-        let Some((_, m)) = node.cache.pod(uid).find(|(_, m)| m.target().exclusive) else {
+        let Some((_, m)) = node.records.pod(uid).find(|(_, m)| m.target().exclusive) else {
             return;
         };
         self.pod_cgroups().submit(Work::Unlimit {
@@ -43,7 +43,7 @@ impl TopoletPlugin {
 /// The pod cgroup's CPU values the kubelet computes for pod `uid` from its known, not stopped
 /// containers, `replace` standing in for the container with its id (a resize's request).
 pub(super) fn pod_cpu_of(
-    node: &Node,
+    node: &PluginState,
     uid: &str,
     replace: Option<&ContainerView>,
     enforce_cpu_limits: bool,
@@ -51,7 +51,7 @@ pub(super) fn pod_cpu_of(
     let mut class = None;
     let mut period = topolet_core::kube::qos::DEFAULT_CPU_PERIOD_US;
     let mut containers = Vec::new();
-    for (id, m) in node.cache.pod(uid) {
+    for (id, m) in node.records.pod(uid) {
         if !m.lifecycle().is_live() {
             continue;
         }

@@ -25,7 +25,7 @@ impl TopoletPlugin {
             return Ok(api::UpdateContainerResponse::default());
         };
         let mut node = self.event_lock();
-        let Some(m) = node.cache.get(&ctr.id).cloned() else {
+        let Some(m) = node.records.get(&ctr.id).cloned() else {
             return Ok(api::UpdateContainerResponse::default());
         };
         let view = view::with_resources(
@@ -48,7 +48,7 @@ impl TopoletPlugin {
                 self.refusal_event(&view, &e, &msg);
                 // The kubelet resized the pod cgroup before asking: put it back to what the
                 // containers run with (where it holds exactly the refused request's values).
-                let exclusive = node.cache.pod(&uid).any(|(_, o)| o.target().exclusive);
+                let exclusive = node.records.pod(&uid).any(|(_, o)| o.target().exclusive);
                 let enforce = !(exclusive && node.placement.disables_exclusive_quota());
                 let refused = pod_cpu_of(&node, &uid, Some(&view), true);
                 let restore = pod_cpu_of(&node, &uid, None, enforce);
@@ -78,13 +78,13 @@ impl TopoletPlugin {
         let own = adjust::resize_update(&view, &decision);
         let (pod_ref, cgroup_parent) = (view.pod_ref.clone(), view.cgroup_parent.clone());
         let left_exclusive = before.exclusive && !decision.exclusive;
-        if let Some(r) = node.cache.get_mut(&ctr.id) {
+        if let Some(r) = node.records.get_mut(&ctr.id) {
             r.set_view(view);
             r.retarget(|t| *t = decision);
         }
         // The kubelet rewrote the pod cgroup's quota for the new size: unlimited again while
         // the pod holds exclusive CPUs; the kubelet's once its last exclusive container left.
-        let pod_exclusive = node.cache.pod(&uid).any(|(_, o)| o.target().exclusive);
+        let pod_exclusive = node.records.pod(&uid).any(|(_, o)| o.target().exclusive);
         if pod_exclusive {
             self.unlimit_pod(&node, &uid);
         } else if left_exclusive && node.placement.disables_exclusive_quota() {
@@ -103,7 +103,7 @@ impl TopoletPlugin {
         // The others first: containerd takes the last update as the resized container's own.
         let mut update = self.reply_updates(&mut node, &ctr.id);
         update.push(own);
-        node.cache.applied_in_reply(&ctr.id);
+        node.records.applied_in_reply(&ctr.id);
         Ok(api::UpdateContainerResponse {
             update,
             ..Default::default()

@@ -32,9 +32,11 @@ impl TopoletPlugin {
         // Containers someone else placed at creation stay theirs; forget those that are gone.
         {
             let running: HashSet<&ContainerKey> = views.iter().map(|v| &v.view.key).collect();
-            node.cache.left_alone_mut().retain(|k| running.contains(k));
+            node.records
+                .left_alone_mut()
+                .retain(|k| running.contains(k));
         }
-        views.retain(|v| !node.cache.left_alone().contains(&v.view.key));
+        views.retain(|v| !node.records.left_alone().contains(&v.view.key));
         // In id order: the cache's records and the reply's updates are built in it.
         views.sort_unstable_by(|a, b| a.view.id.cmp(&b.view.id));
         let (n_pods, n_containers) = (pods.len(), containers.len());
@@ -90,29 +92,29 @@ impl TopoletPlugin {
                 (id, record)
             });
         // This reply carries every container's update: nothing queued before still applies.
-        let old_containers = node.cache.synchronized(records);
-        let updates = sync_updates(ids.iter().filter_map(|id| node.cache.get(id)));
+        let old_containers = node.records.synchronized(records);
+        let updates = sync_updates(ids.iter().filter_map(|id| node.records.get(id)));
         // A container still being created may be starting its task right now, from a spec
         // older than the one reported (an update that reached only the stored spec before a
         // restart): it gets its cpuset again once it runs, whether or not it needs one now.
         for id in &created {
-            node.cache.resend_on_start(id);
+            node.records.resend_on_start(id);
         }
-        node.cache
+        node.records
             .sent_in_sync(updates.iter().map(|u| u.container_id.as_str()));
         let updated: HashSet<&str> = updates.iter().map(|u| u.container_id.as_str()).collect();
         let mut verify: Vec<(String, u32)> = containers
             .iter()
             .filter(|c| c.state.enum_value() == Ok(api::ContainerState::CONTAINER_RUNNING))
             .filter(|c| c.pid > 0)
-            .filter(|c| !updated.contains(c.id.as_str()) && node.cache.get(&c.id).is_some())
+            .filter(|c| !updated.contains(c.id.as_str()) && node.records.get(&c.id).is_some())
             .map(|c| (c.id.clone(), c.pid))
             .collect();
         verify.sort();
-        node.cache.set_verify(verify);
+        node.records.set_verify(verify);
         // Pods holding exclusive CPUs: their cgroup's quota too (as at creation).
         let exclusive_pods: BTreeSet<String> = node
-            .cache
+            .records
             .iter()
             .filter(|(_, m)| m.target().exclusive)
             .map(|(_, m)| m.view().key.pod_uid.clone())
@@ -124,7 +126,7 @@ impl TopoletPlugin {
         tracing::info!(
             pods = n_pods,
             containers = n_containers,
-            managed = node.cache.len(),
+            managed = node.records.len(),
             updates = updates.len(),
             shared = %node.placement.shared_pool(),
             "synchronized"

@@ -182,11 +182,11 @@ async fn stopped_containers_are_not_sent_shared_pool_updates() {
     assert_eq!(cpus_of(&stop, "b-app").as_deref(), Some("0-7"));
     let node = p.lock();
     assert_eq!(
-        node.cache.get("c-app").map(Record::lifecycle),
+        node.records.get("c-app").map(Record::lifecycle),
         Some(Lifecycle::Stopped)
     );
     assert!(
-        !node.cache.has_pending(),
+        !node.records.has_pending(),
         "nothing waits for the stopped container"
     );
 }
@@ -213,10 +213,10 @@ async fn nothing_goes_unsolicited_before_a_new_connection_s_synchronize() {
     p.remove_container(sa, a).await.expect("remove a");
     {
         let mut node = p.lock();
-        assert!(node.cache.has_pending());
+        assert!(node.records.has_pending());
         let later = Instant::now() + QUIET * 100;
         assert!(
-            node.cache.take_due(later).is_none(),
+            node.records.take_due(later).is_none(),
             "not before synchronize"
         );
     }
@@ -228,19 +228,19 @@ async fn nothing_goes_unsolicited_before_a_new_connection_s_synchronize() {
     assert_eq!(ids(&updates), ["b-app"]);
     assert_eq!(cpus_of(&updates, "b-app").as_deref(), Some("0-7"));
     let mut node = p.lock();
-    assert!(!node.cache.has_pending());
-    let r = node.cache.get("b-app").expect("b");
+    assert!(!node.records.has_pending());
+    let r = node.records.get("b-app").expect("b");
     assert_eq!(r.acked(), Some(r.generation()));
     // Synchronized: a later change may go unsolicited after a lull.
     let g = r.generation();
     assert!(node
-        .cache
+        .records
         .get_mut("b-app")
         .expect("b")
         .retarget(|t| t.cpuset = CpuSet::parse("1-7").expect("cpus")));
-    node.cache.queue("b-app");
+    node.records.queue("b-app");
     let batch = node
-        .cache
+        .records
         .take_due(Instant::now() + QUIET * 100)
         .expect("due");
     assert_eq!(batch.entries, vec![("b-app".to_string(), g + 1)]);
@@ -257,7 +257,7 @@ async fn an_unreadable_cpuset_from_the_runtime_is_refused_naming_container_and_f
         text.contains("\"app\"") && text.contains(view::CPUSET_CPUS_FIELD),
         "{text}"
     );
-    assert!(f.plugin.lock().cache.is_empty(), "never claimed");
+    assert!(f.plugin.lock().records.is_empty(), "never claimed");
 }
 
 #[test]
@@ -314,7 +314,7 @@ async fn the_pod_uid_of_a_removed_sandbox_is_the_sandbox_s() {
     assert_eq!(
         f.plugin
             .lock()
-            .cache
+            .records
             .get("ctr")
             .map(|r| r.view().key.pod_uid.clone()),
         Some("uid-a".to_string())
@@ -322,7 +322,7 @@ async fn the_pod_uid_of_a_removed_sandbox_is_the_sandbox_s() {
     assert_eq!(f.plugin.managed_pods()[0].pod.uid, "uid-a");
     assert_eq!(f.plugin.managed_pods()[0].container_ids, ["ctr"]);
     f.plugin.remove_pod_sandbox(sb).await.expect("remove");
-    assert!(f.plugin.lock().cache.is_empty());
+    assert!(f.plugin.lock().records.is_empty());
 }
 
 #[tokio::test]
@@ -342,7 +342,7 @@ async fn a_shared_container_s_pinned_memory_is_persisted_at_create() {
     let record = f
         .plugin
         .lock()
-        .cache
+        .records
         .get("frac-app")
         .cloned()
         .expect("managed");
@@ -391,7 +391,7 @@ async fn the_drift_check_sends_a_container_running_off_its_target_its_target_aga
         .expect("synchronize");
     let probes = p
         .lock()
-        .cache
+        .records
         .drift_probes(Instant::now() + DRIFT_LULL, DRIFT_LULL);
     let ids: Vec<&str> = probes.iter().map(|p| p.id.as_str()).collect();
     assert_eq!(ids, ["a-app", "b-app"]);
@@ -404,7 +404,7 @@ async fn the_drift_check_sends_a_container_running_off_its_target_its_target_aga
     let seen = read_probes(&f.dir.path().join("proc"), probes.clone());
     assert_eq!(seen.len(), 2);
     assert_eq!(p.repair_drift(seen), 1);
-    assert!(p.lock().cache.has_pending(), "a is queued");
+    assert!(p.lock().records.has_pending(), "a is queued");
     let text = p.metrics().render(&Default::default());
     assert!(
         text.contains("topolet_drift_repairs_total{field=\"cpus\"} 1\n"),
@@ -414,17 +414,17 @@ async fn the_drift_check_sends_a_container_running_off_its_target_its_target_aga
     // Queued: no check until it is sent (a difference now may be the update on its way).
     assert!(p
         .lock()
-        .cache
+        .records
         .drift_probes(Instant::now() + DRIFT_LULL, DRIFT_LULL)
         .is_empty());
     // A probe taken before a target changed repairs nothing: the change is on its way.
     let mut node = p.lock();
     assert!(node
-        .cache
+        .records
         .get_mut("b-app")
         .expect("b")
         .retarget(|t| t.cpuset = CpuSet::parse("1-7").expect("cpus")));
-    assert!(!node.cache.drifted(&probes[1]), "stale probe");
+    assert!(!node.records.drifted(&probes[1]), "stale probe");
 }
 
 #[tokio::test]
@@ -438,7 +438,7 @@ async fn the_drift_check_compares_memory_nodes_a_target_names() {
     p.synchronize(vec![sa], vec![a]).await.expect("synchronize");
     let probes = p
         .lock()
-        .cache
+        .records
         .drift_probes(Instant::now() + DRIFT_LULL, DRIFT_LULL);
     assert_eq!(probes.len(), 1);
     assert_eq!(probes[0].mems, Some(CpuSet::parse("1").expect("mems")));

@@ -12,7 +12,7 @@ use topolet_nri::api;
 use topolet_nri::stub::ConnectionStatus;
 use topolet_nri::updater::ContainerUpdater;
 
-use super::{Node, TopoletPlugin};
+use super::{PluginState, TopoletPlugin};
 use crate::nri::adjust;
 use crate::nri::outbox::Rescheduled;
 use crate::nri::records::BatchResult;
@@ -60,7 +60,7 @@ impl TopoletPlugin {
             return;
         };
         let mut node = self.lock();
-        let Some(batch) = node.cache.take_due(Instant::now()) else {
+        let Some(batch) = node.records.take_due(Instant::now()) else {
             return;
         };
         let updates = updates_for(&node, &batch.ids());
@@ -79,7 +79,7 @@ impl TopoletPlugin {
                         },
                         Err(_) => BatchResult::Failed,
                     };
-                    let outcome = node.cache.batch_done(&batch, answer, Instant::now());
+                    let outcome = node.records.batch_done(&batch, answer, Instant::now());
                     drop(node);
                     if outcome.stale_connection {
                         tracing::debug!(
@@ -102,7 +102,7 @@ impl TopoletPlugin {
                 });
             }
             Err(e) => {
-                let retried = node.cache.batch_not_queued(&batch, Instant::now());
+                let retried = node.records.batch_not_queued(&batch, Instant::now());
                 drop(node);
                 log_retries(&e.to_string(), n, &retried);
             }
@@ -111,16 +111,20 @@ impl TopoletPlugin {
 
     /// Queues every managed shared container whose cpuset differs from the current shared
     /// pool for an update (carried by the next reply that can, or sent after a lull).
-    pub(super) fn push_shared_pool(&self, node: &mut Node, skip: Option<&str>) {
+    pub(super) fn push_shared_pool(&self, node: &mut PluginState, skip: Option<&str>) {
         for id in shared_changes(node, skip) {
-            node.cache.queue(&id);
+            node.records.queue(&id);
         }
     }
 
     /// The queued updates of every container but `skip`, for the reply to an event about
     /// `skip`.
-    pub(super) fn reply_updates(&self, node: &mut Node, skip: &str) -> Vec<api::ContainerUpdate> {
-        let ids = node.cache.reply_ids(skip);
+    pub(super) fn reply_updates(
+        &self,
+        node: &mut PluginState,
+        skip: &str,
+    ) -> Vec<api::ContainerUpdate> {
+        let ids = node.records.reply_ids(skip);
         let updates = updates_for(node, &ids);
         if !updates.is_empty() {
             tracing::debug!(
@@ -160,10 +164,10 @@ fn log_retries(error: &str, sent: usize, retried: &[Rescheduled]) {
 
 /// Each of `ids`' current target as an update (failures ignored: a container may have exited
 /// meanwhile), in the order of `ids` (the cache hands them sorted).
-fn updates_for(node: &Node, ids: &[String]) -> Vec<api::ContainerUpdate> {
+fn updates_for(node: &PluginState, ids: &[String]) -> Vec<api::ContainerUpdate> {
     let mut updates = Vec::with_capacity(ids.len());
     for id in ids {
-        let Some(m) = node.cache.get(id) else {
+        let Some(m) = node.records.get(id) else {
             continue;
         };
         let t = m.target();
@@ -191,12 +195,12 @@ pub(super) fn widened(before: NumaMask, after: NumaMask, all: NumaMask) -> NumaM
 
 /// Moves every shared container (except `skip`) to the current shared pool and mems in the
 /// books; returns the ids whose cpuset or mems changed (to be sent the update).
-fn shared_changes(node: &mut Node, skip: Option<&str>) -> Vec<String> {
+fn shared_changes(node: &mut PluginState, skip: Option<&str>) -> Vec<String> {
     let shared = node.placement.shared_pool();
     let mems = node.placement.shared_mems();
     let all = node.placement.all_mems();
     let mut changed = Vec::new();
-    for (id, m) in node.cache.iter_mut() {
+    for (id, m) in node.records.iter_mut() {
         // Stopped containers left the update set at StopContainer.
         if Some(id.as_str()) == skip || m.target().exclusive || !m.lifecycle().is_live() {
             continue;

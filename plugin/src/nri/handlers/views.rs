@@ -8,7 +8,7 @@ use std::time::{Instant, SystemTime};
 
 use topolet_nri::stub::ConnectionStatus;
 
-use super::{Node, TopoletPlugin};
+use super::{PluginState, TopoletPlugin};
 use crate::cluster::pod_directory::Lookup;
 use crate::nri::view;
 use crate::telemetry::metrics::Metrics;
@@ -48,9 +48,9 @@ impl TopoletPlugin {
             let static_or_mirror = topolet_core::kube::pod::is_static_or_mirror(|k| {
                 sb.annotations.get(k).map(String::as_str)
             });
-            let ids: Vec<&String> = node.cache.pod_ids(&uid).collect();
+            let ids: Vec<&String> = node.records.pod_ids(&uid).collect();
             let containers = node
-                .cache
+                .records
                 .pod(&uid)
                 .map(|(_, m)| m.view().container().clone())
                 .collect();
@@ -125,7 +125,7 @@ impl TopoletPlugin {
         let p = &node.placement;
         // containerd id, pod and mems of each key, preferring the instance holding the cpus.
         let mut known: HashMap<&ContainerKey, (&str, &str, Option<NumaMask>)> = HashMap::new();
-        for (id, m) in node.cache.iter() {
+        for (id, m) in node.records.iter() {
             let entry = (
                 id.as_str(),
                 m.view().pod_ref.as_str(),
@@ -156,8 +156,8 @@ impl TopoletPlugin {
             assignable: p.assignable(),
             exclusive,
             free: p.free_per_node(),
-            managed: node.cache.len(),
-            left_alone: node.cache.left_alone().len(),
+            managed: node.records.len(),
+            left_alone: node.records.left_alone().len(),
             admissions: admission_records(&node),
             breaches: TopoletPlugin::breach_report(&node, Instant::now(), SystemTime::now()),
         };
@@ -174,9 +174,9 @@ impl TopoletPlugin {
 }
 
 /// Which source decided each managed container, ordered by pod, container and id.
-fn admission_records(node: &Node) -> Vec<AdmissionRecord> {
+fn admission_records(node: &PluginState) -> Vec<AdmissionRecord> {
     let mut out: Vec<AdmissionRecord> = node
-        .cache
+        .records
         .iter()
         .map(|(id, m)| AdmissionRecord {
             pod: m.view().pod_ref.clone(),

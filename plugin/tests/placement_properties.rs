@@ -1,5 +1,5 @@
 //! Property tests of the whole admission pipeline (`topolet_core::placement::Placement`) and of restart
-//! reconciliation (`Placement::reconcile`), issue 3 "Evidence".
+//! reconciliation (`Placement::reconcile`).
 //!
 //! Random sequences of admit (every QoS class, init containers, sidecars, memory, hugepages and a
 //! device), release, release_pod and resize, under random configurations, on five machine shapes.

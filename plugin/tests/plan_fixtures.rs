@@ -1,5 +1,6 @@
-//! `topolet plan` on every fixture machine (issue 3 "Evidence"): the library entry point
-//! `topolet_core::placement::plan::plan` on topologies discovered from the sysfs machine trees (`topolet_testkit::sysfs`), exact JSON for the CI
+//! `topolet plan` on every fixture machine: the library entry point
+//! `topolet_core::placement::plan::plan` on topologies discovered from the sysfs machine trees
+//! (`topolet_testkit::sysfs`), exact JSON for the CI
 //! host and the dual-socket machine, refusal messages, init-container hand-off, and the binary
 //! (`topolet plan`) on stdin YAML, a `kind: List`, a JSON array, malformed pods and a bad config.
 

@@ -1,5 +1,7 @@
 //! NRI event subscription: the [`EventMask`] a plugin declares and its fitting to
-//! the runtime's NRI version (nri-protocol.md §2.3, §4.10).
+//! the runtime's NRI version: bit `1 << (event - 1)` of `ConfigureResponse.events`
+//! (containerd/nri `pkg/api/event.go`), and no bit of an event the runtime's NRI version does not
+//! know (a runtime on NRI v0.9 or older fails Configure for them).
 
 use std::fmt;
 

@@ -10,7 +10,9 @@
 //! exactly one frame, split only above [`MAX_FRAME_PAYLOAD`]; writes are never
 //! coalesced. Go's reader returns ENOMEM for a frame larger than its read buffer, and
 //! ttrpc-rust's "header + ≤4086 bytes, then the rest" write pattern is only safe if
-//! frame boundaries follow write boundaries (nri-protocol.md §1.5).
+//! frame boundaries follow write boundaries: Go's ttrpc reads through a 4096-byte
+//! `bufio.Reader`, and the Go mux's `Read` (containerd/nri `pkg/net/multiplex`) fails with
+//! ENOMEM rather than return part of a frame larger than the caller's buffer.
 //!
 //! Read side: frames up to [`MAX_FRAME_PAYLOAD`] bytes; a larger declared length is a
 //! protocol error that closes the trunk (nothing is allocated for it). Frames for

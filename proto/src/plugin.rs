@@ -15,7 +15,9 @@ use crate::version::NriVersion;
 
 /// Error a plugin handler returns; the runtime sees status Unknown (2) with this
 /// message. For CreateContainer/StartContainer/UpdateContainer/RunPodSandbox that
-/// fails the CRI operation (nri-protocol.md §4.3).
+/// fails the CRI operation; for the other events containerd only logs it (containerd
+/// `internal/nri/nri.go`; a closed connection or the runtime's own deadline instead disconnects
+/// the plugin).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PluginError {
     /// Handler failure with a message naming the cause.

@@ -1,6 +1,8 @@
 //! Unsolicited container updates (Runtime.UpdateContainers): a cloneable handle that
 //! queues requests for a separate sender task, so event handlers never block on the
-//! runtime's NRI lock (nri-protocol.md §4.7).
+//! runtime's NRI lock: containerd holds that lock while it calls a plugin, and applies
+//! UpdateContainers under the same lock, so a handler that awaited one would wait for the
+//! runtime's request timeout (containerd `internal/nri/nri.go`).
 
 use std::future::Future;
 use std::pin::Pin;

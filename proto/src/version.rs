@@ -47,7 +47,8 @@ impl NriVersion {
     }
 
     /// The runtime's NRI version from a ConfigureRequest: `NRI_version` when set,
-    /// else inferred from `runtime_name`/`runtime_version` (nri-protocol.md §4.10).
+    /// else inferred from `runtime_name`/`runtime_version` (NRI v0.12 added the field; older
+    /// containerd sends only its name and build version, as containerd/nri's stub expects).
     pub fn from_configure(req: &ConfigureRequest) -> Option<NriVersion> {
         NriVersion::parse(&req.NRI_version)
             .or_else(|| infer_from_runtime(&req.runtime_name, &req.runtime_version))

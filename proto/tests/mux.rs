@@ -168,7 +168,8 @@ async fn open_rules() {
     assert!(mux.open(3).is_ok());
 }
 
-/// ttrpc-rust over our mux must produce Go-safe frame shapes (nri-protocol.md §1.5):
+/// ttrpc-rust over our mux must produce frame shapes Go's 4096-byte `bufio.Reader` can read
+/// (see the module comment of `proto/src/mux.rs`):
 /// a large message starts with a frame of at most 4096 bytes.
 #[tokio::test]
 async fn ttrpc_messages_have_go_safe_frame_shapes() {

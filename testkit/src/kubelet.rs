@@ -16,7 +16,9 @@
 //! - the sandbox and container labels (`kuberuntime_labels.go` `newPodLabels` /
 //!   `newContainerLabels`).
 //!
-//! Sources as summarised in containerd-test-stack.md "What kubelet sends". End-to-end pods live
+//! Sources: `pkg/kubelet/kuberuntime/kuberuntime_container_linux.go`
+//! (`generateLinuxContainerResources`, `calculateLinuxResources`) and `pkg/kubelet/qos/policy.go`.
+//! End-to-end pods live
 //! under the stack's `CGROUP_PARENT_BASE` (a `--cgroup-root` prefix), e.g.
 //! `<base>/kubepods/burstable/pod<uid>`.
 

@@ -1,4 +1,5 @@
-//! Parsing the pods given to `topolet plan --pods` (issue #3) from a string.
+//! Parsing the pods given to `topolet plan --pods` (and read from the API by the pod directory)
+//! from a string.
 //!
 //! Owns the mapping from Kubernetes Pod objects (JSON or YAML) to [`crate::kube::pod::Pod`].
 //! Accepted shapes: one Pod, a `kind: List` (or `PodList`) with `items`, or a plain array of Pods;

@@ -324,7 +324,7 @@ fn linear_oom(request: u64, capacity: u64) -> i64 {
 ///    the smallest memory request, so it is never killed before the app it serves;
 /// 5. clamp to `[variant.burstable_min(), 999]` — `[3, 999]` today.
 ///
-/// The seeds' table (article 001, "OOM Killer行为") and issue #4 write `max(2, …)`: that is the
+/// Older write-ups of the kubelet's table write `max(2, …)`: that is the
 /// `Legacy` bound, from when Guaranteed was −998; upstream's own test expects 3 for a request of
 /// capacity−1 bytes, so [`OomScoreVariant::Current`] is the default. The two differ only for
 /// requests above 99.7 % of capacity.
@@ -441,8 +441,8 @@ fn remaining_pod_memory_per_container(pod: &Pod) -> i64 {
 /// Never ask for an oom_score_adj below what the runtime can apply: `max(value, floor)`.
 ///
 /// A process without CAP_SYS_RESOURCE cannot lower its oom_score_adj below its current value;
-/// runc then fails the container ("can't get final child's PID from pipe", see
-/// containerd-test-stack.md "Verified on our machines"). `floor` is the runtime's own value
+/// runc then fails the container ("can't get final child's PID from pipe"; see
+/// `topolet::nri::oom_floor`). `floor` is the runtime's own value
 /// (0 on our hosts), detected or configured by the shell.
 pub fn clamp_to_floor(value: i32, floor: i32) -> i32 {
     value.max(floor)
@@ -908,11 +908,12 @@ mod tests {
         assert_eq!(class(&pod), BestEffort);
     }
 
-    /// Seed article 003 ("k8s中的Qos"): the three class definitions, one row each, including
+    /// The three class definitions (`GetPodQOS`, `pkg/apis/core/v1/helper/qos/qos.go`), one row
+    /// each, including
     /// "a container with only limits has requests equal to limits" (applied by `pod_input`'s
     /// defaulting; here the defaulted form).
     #[test]
-    fn seed_003_class_rows() {
+    fn kubelet_qos_class_rows() {
         let g = pod_of(vec![ctr("c", res("1", "1Gi"), res("1", "1Gi"))]);
         assert_eq!(class(&g), QosClass::Guaranteed);
         let b = pod_of(vec![ctr("c", res("500m", "1Gi"), res("1", "2Gi"))]);
@@ -968,14 +969,16 @@ mod tests {
         }
     }
 
-    /// Seed article 001, "CPU Cgroup配置" table, container rows (values per QoS class):
+    /// The container cgroup's CPU and memory values per QoS class, as the kubelet computes them
+    /// (`pkg/kubelet/cm/helpers_linux.go` `MilliCPUToShares` / `MilliCPUToQuota`,
+    /// `kuberuntime_container_linux.go` `calculateLinuxResources`):
     /// cpu.shares BestEffort 2, Burstable/Guaranteed requests.cpu×1024;
     /// cpu.cfs_quota_us BestEffort −1 (i.e. no quota: we send none), Burstable/Guaranteed
     /// limits.cpu×100 (per millicore, = cpu×100000 per CPU).
-    /// "Memory Cgroup配置" container rows: memory.limit_in_bytes BestEffort unlimited
+    /// Memory: memory.limit_in_bytes BestEffort unlimited
     /// (9223372036854771712 = no limit), Burstable/Guaranteed limits.memory.
     #[test]
-    fn seed_001_container_cgroup_rows() {
+    fn kubelet_container_cgroup_rows() {
         let period = DEFAULT_CPU_PERIOD_US;
         let be = ctr("be", res("", ""), res("", ""));
         assert_eq!(container_cpu_shares(&be), 2);
@@ -1013,10 +1016,11 @@ mod tests {
         assert_eq!(container_cpu_shares(&lim_only), 1536);
     }
 
-    /// Seed article 001 "Pod的Cgroup" rows: the pod cgroup's shares/quota/memory are the sums
+    /// The pod cgroup (`pkg/kubelet/cm/helpers_linux.go` `ResourceConfigForPod`): its
+    /// shares/quota/memory are the sums
     /// of the containers' (BestEffort: shares 2, no quota, no memory limit).
     #[test]
-    fn seed_001_pod_cgroup_rows() {
+    fn kubelet_pod_cgroup_rows() {
         let pod = pod_of(vec![
             ctr("a", res("500m", "256Mi"), res("1", "512Mi")),
             ctr("b", res("250m", "128Mi"), res("500m", "256Mi")),
@@ -1216,10 +1220,11 @@ mod tests {
         );
     }
 
-    /// Seed article 001 "OOM Killer行为" table, one row per class, plus the formula at several
-    /// request/capacity ratios; and the node-critical rule from containerd-test-stack.md (d).
+    /// The kubelet's oom_score_adj table (`pkg/kubelet/qos/policy.go`), one row per class, plus
+    /// the formula at several request/capacity ratios, and the node-critical rule
+    /// (`GetContainerOOMScoreAdjust`: a node-critical pod scores as Guaranteed).
     #[test]
-    fn seed_001_oom_rows() {
+    fn kubelet_oom_score_adj_rows() {
         let cap = 16 * (1u64 << 30);
         let cv = OomScoreVariant::Current;
         let g = pod_of(vec![ctr("c", res("1", "1Gi"), res("1", "1Gi"))]);

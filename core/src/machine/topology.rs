@@ -677,7 +677,7 @@ mod tests {
     }
 
     /// The kubelet's capacity (`/proc/meminfo` `MemTotal`) is what `memory_capacity` reports when
-    /// it is known, even where the nodes' `MemTotal`s add up to less (the VM of the issue:
+    /// it is known, even where the nodes' `MemTotal`s add up to less (a 4-NUMA QEMU guest:
     /// 16,066,490,368 B across the nodes, 24684084 KiB in /proc/meminfo); node sizes stay per node.
     #[test]
     fn memory_capacity_is_proc_meminfo_when_known() {

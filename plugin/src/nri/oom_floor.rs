@@ -2,8 +2,8 @@
 //!
 //! runc writes the container's oom_score_adj from inside the runtime's process tree. Without
 //! CAP_SYS_RESOURCE a process cannot set a value below its own, and runc then fails the container
-//! ("can't get final child's PID from pipe"; see containerd-test-stack.md, "Verified on our
-//! machines"). So topolet never asks for less than the floor: `-1000` when the runtime holds
+//! ("can't get final child's PID from pipe"; runc's debug log names the cause:
+//! `nsexec: failed to update /proc/self/oom_score_adj: Permission denied`). So topolet never asks for less than the floor: `-1000` when the runtime holds
 //! CAP_SYS_RESOURCE in its effective set, otherwise the runtime's own current oom_score_adj. The
 //! runtime is identified by the peer credentials of the NRI socket; the operator may override
 //! the result with `[qos] oom_score_adj_floor`.

@@ -13,7 +13,7 @@ use topolet_core::kube::pod::{Container, Pod, ResourceList};
 use topolet_core::machine::topology::{SyntheticSpec, Topology};
 use topolet_core::placement::plan::plan;
 use topolet_core::placement::settings::PlacementSettings;
-use topolet_core::placement::Placement;
+use topolet_core::placement::{Candidate, Placement};
 
 fn machine() -> Topology {
     SyntheticSpec {
@@ -69,14 +69,15 @@ fn pod(i: usize) -> Pod {
 fn loaded(topo: &Topology) -> Placement {
     let (mut p, _) = Placement::new(topo, &settings()).expect("valid config");
     for i in 0..1000 {
-        p.admit(&pod(i), -1000).expect("room for 1000 containers");
+        p.admit(Candidate::app(&pod(i)), -1000)
+            .expect("room for 1000 containers");
     }
     // Free a scattering so the machine is fragmented, then refill to 1000.
     for i in (0..1000).step_by(7) {
         p.release_pod(&format!("uid-{i}"));
     }
     for i in 1000..1143 {
-        p.admit(&pod(i), -1000).expect("room");
+        p.admit(Candidate::app(&pod(i)), -1000).expect("room");
     }
     p
 }
@@ -102,7 +103,7 @@ fn p99_report(base: &Placement) {
             ..pod([0, 1, 3, 6, 7][i % 5] + 2000)
         };
         let t = Instant::now();
-        let got = p.admit(&new, -1000);
+        let got = p.admit(Candidate::app(&new), -1000);
         admit.push(t.elapsed());
         black_box(got.ok());
         let victim = ContainerKey::new(format!("uid-{}", 1 + (i % 997)), "app");
@@ -128,7 +129,7 @@ fn bench(c: &mut Criterion) {
                     uid: "new-pod".into(),
                     ..pod(3)
                 };
-                black_box(p.admit(&new, -1000).ok());
+                black_box(p.admit(Candidate::app(&new), -1000).ok());
                 p
             },
             BatchSize::LargeInput,

@@ -429,6 +429,21 @@ impl Topolet {
             .with_context(|| format!("no nri.connects in the status: {status}"))
     }
 
+    /// What this topolet process decided at CreateContainer so far: (admitted, refused), from
+    /// `topolet_admissions_total` and `topolet_refusals_total{operation="create"}` summed over
+    /// their labels. Both count when the decision is made, before the reply; a restart starts
+    /// them at 0.
+    pub fn create_decisions(&self) -> anyhow::Result<(u64, u64)> {
+        let status = self.status()?;
+        let addr = status["metrics_address"]
+            .as_str()
+            .with_context(|| format!("no metrics_address in the status: {status}"))?;
+        let text = metrics_text(addr)?;
+        let admitted = sum(&text, "topolet_admissions_total", &[])?;
+        let refused = sum(&text, "topolet_refusals_total", &[("operation", "create")])?;
+        Ok((admitted as u64, refused as u64))
+    }
+
     /// The address `/metrics` is served on, once it listens (the status's `metrics_address`).
     pub fn wait_metrics_address(&mut self) -> anyhow::Result<String> {
         self.wait_status("the metrics endpoint listening", LOG_TIMEOUT, |s| {
@@ -485,9 +500,20 @@ pub fn metric(addr: &str, name: &str, labels: &[(&str, &str)]) -> anyhow::Result
 
 /// The value of the first sample `name` in the exposition `text` whose labels include `labels`
 /// (label values as written, without escapes: topolet's are plain words). The harness does not
-/// link the plugin's parser (`topolet::telemetry::metrics::text`), which the observability suite
-/// uses to check the format itself.
+/// link a full parser (`topolet_testkit::metrics_text`), which the observability suite uses to
+/// check the format itself.
 pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> anyhow::Result<Option<f64>> {
+    Ok(samples(text, name, labels)?.first().copied())
+}
+
+/// The sum of every sample `name` in `text` whose labels include `labels` (0 when none).
+pub fn sum(text: &str, name: &str, labels: &[(&str, &str)]) -> anyhow::Result<f64> {
+    Ok(samples(text, name, labels)?.iter().sum())
+}
+
+/// The values of the samples `name` in `text` whose labels include `labels`, in order.
+fn samples(text: &str, name: &str, labels: &[(&str, &str)]) -> anyhow::Result<Vec<f64>> {
+    let mut out = Vec::new();
     for line in text.lines().filter(|l| !l.starts_with('#')) {
         let Some(rest) = line.strip_prefix(name) else {
             continue;
@@ -509,13 +535,10 @@ pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> anyhow::Result
             .all(|(k, v)| pairs.contains(&format!("{k}={v:?}").as_str()))
         {
             let v = value.split(' ').next().unwrap_or("");
-            return v
-                .parse()
-                .map(Some)
-                .with_context(|| format!("value of {line:?}"));
+            out.push(v.parse().with_context(|| format!("value of {line:?}"))?);
         }
     }
-    Ok(None)
+    Ok(out)
 }
 
 impl Drop for Topolet {

@@ -98,6 +98,7 @@ fn sigkill_at_random_points_during_parallel_creates() -> anyhow::Result<()> {
             KillPoint::Placements(rng.below(BURST as u64 / 2 + 1) as usize)
         };
         let mark = t.topolet.log_mark();
+        let (admitted_before, _) = t.topolet.create_decisions()?;
         let stack = &t.stack;
         let topolet = &mut t.topolet;
         let (outcomes, kill_time) = std::thread::scope(|s| -> anyhow::Result<_> {
@@ -110,7 +111,8 @@ fn sigkill_at_random_points_during_parallel_creates() -> anyhow::Result<()> {
                 }
                 KillPoint::Placements(n) => {
                     wait::until_true(&format!("{n} placements"), Duration::from_secs(30), || {
-                        Ok(topolet.lines("container placed", mark).len() >= n)
+                        let (admitted, _) = topolet.create_decisions()?;
+                        Ok(admitted >= admitted_before + n as u64)
                     })
                 }
             };
@@ -170,15 +172,16 @@ fn containerd_restart_mid_burst() -> anyhow::Result<()> {
     let burst = churn::mixed_burst(&t, "burst", 8)?;
     let connects = t.topolet.nri_connects()?;
     let mark = t.topolet.log_mark();
+    let (admitted_before, refused_before) = t.topolet.create_decisions()?;
+    let decided_before = admitted_before + refused_before;
     let cd_mark = t.stack.containerd_log_mark();
     let stack = &t.stack;
     let topolet = &t.topolet;
     let outcomes = std::thread::scope(|s| -> anyhow::Result<_> {
         let handles = churn::spawn_burst(s, stack, &burst);
         let placed = wait::until_true("2 placements", Duration::from_secs(30), || {
-            Ok(topolet.lines("container placed", mark).len()
-                + topolet.lines("container refused", mark).len()
-                >= 2)
+            let (admitted, refused) = topolet.create_decisions()?;
+            Ok(admitted + refused >= decided_before + 2)
         });
         let restarted = stack.restart_containerd();
         let outcomes = churn::join_burst(handles)?;

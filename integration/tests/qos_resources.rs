@@ -419,6 +419,7 @@ fn check_books(
 fn sigkill_during_parallel_creates_then_books_balance_across_restarts() -> anyhow::Result<()> {
     let mut t = WithTopolet::start()?;
     let mark = t.topolet.log_mark();
+    let (admitted_before, _) = t.topolet.create_decisions()?;
     let specs: Vec<_> = (0..20)
         .map(|i| {
             let (name, req) = match i % 3 {
@@ -457,7 +458,8 @@ fn sigkill_during_parallel_creates_then_books_balance_across_restarts() -> anyho
             .collect();
         // Kill it mid-batch: after a few containers were placed, while the rest are in flight.
         let killed_at = wait::until("3 containers placed", Duration::from_secs(60), || {
-            Ok((topolet.lines("container placed", mark).len() >= 3).then_some(()))
+            let (admitted, _) = topolet.create_decisions()?;
+            Ok((admitted >= admitted_before + 3).then_some(()))
         });
         topolet.kill9()?;
         let kill_time = std::time::Instant::now();

@@ -1,4 +1,4 @@
-//! `topolet_core::kube::qos::qos_from_cgroup_parent` against the kubelet's own cgroup naming
+//! `topolet_core::kube::inverse::qos_from_cgroup_parent` against the kubelet's own cgroup naming
 //! (`topolet_testkit::cgroup_names`, written from pkg/kubelet/cm, not from qos.rs):
 //!
 //! - every pod cgroup the kubelet names — either driver, any `--cgroup-root`, every QoS class,
@@ -9,7 +9,8 @@
 //!   a pod, qos.rs reads the same pod.
 
 use proptest::prelude::*;
-use topolet_core::kube::qos::{qos_from_cgroup_parent, QosClass};
+use topolet_core::kube::inverse::qos_from_cgroup_parent;
+use topolet_core::kube::qos::QosClass;
 use topolet_testkit::cgroup_names::{parse_pod, CgroupName, Driver, KUBEPODS};
 use topolet_testkit::kubelet::Qos;
 

@@ -25,7 +25,7 @@ use topolet_core::managers::topology::hints::NumaMask;
 use topolet_core::placement::assignments::Assignments;
 use topolet_core::placement::nri_container::NriContainer;
 use topolet_core::placement::reconcile::RunningContainer;
-use topolet_core::placement::{ContainerResources, Placement};
+use topolet_core::placement::{Candidate, ContainerResources, Placement};
 
 const MI: u64 = 1 << 20;
 const GI: u64 = 1 << 30;
@@ -456,7 +456,7 @@ fn run(
                     let before = p.assignments();
                     let before_shared = p.shared_pool();
                     let snapshot = p.clone();
-                    match p.admit_container(&pod, which, -1000) {
+                    match p.admit(Candidate::Pod { pod: &pod, which }, -1000) {
                         Ok(r) => {
                             trace.push(format!("admit {key}: {r:?}"));
                             check_mems(&p, &key, &r)?;
@@ -490,7 +490,7 @@ fn run(
                         }
                         Err(e) => {
                             trace.push(format!("refuse {key}: {e}"));
-                            prop_assert!(!e.is_config(), "{e}");
+                            prop_assert!(!e.error.is_config(), "{e}");
                             prop_assert_eq!(
                                 p.assignments(),
                                 before,
@@ -584,7 +584,7 @@ fn run(
                 }
                 let before = p.assignments();
                 let held = p.exclusive().get(&key).cloned();
-                match p.resize(&pod, -1000) {
+                match p.resize(Candidate::app(&pod), -1000) {
                     Ok(r) => {
                         trace.push(format!("resize {key}: {r:?}"));
                         if let (Some(old), true) = (&held, r.exclusive) {

@@ -1,5 +1,5 @@
 //! The kubelet's cgroup naming, written from its own rules (pkg/kubelet/cm): the oracle the
-//! plugin's cgroup-path parser (`topolet_core::kube::qos::qos_from_cgroup_parent`) is tested against,
+//! plugin's cgroup-path parser (`topolet_core::kube::inverse::qos_from_cgroup_parent`) is tested against,
 //! and the names the kubelet simulator ([`crate::kubelet`]) puts in `cgroup_parent`.
 //!
 //! The kubelet's model (cgroup_manager_linux.go, qos_container_manager_linux.go,

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::kube::pod::{Container, ContainerRef, Pod};
 use crate::kube::qos::{self, QosClass};
 use crate::placement::nri_container::NriContainer;
-use crate::placement::{ContainerResources, Placement, PlacementError};
+use crate::placement::Candidate;
 
 /// Which source decided a container's admission.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -102,36 +102,19 @@ impl AdmissionInput {
         }
     }
 
+    /// Who admission is asked about.
+    pub fn candidate(&self) -> Candidate<'_> {
+        match self {
+            AdmissionInput::Api { pod, which } => Candidate::Pod { pod, which: *which },
+            AdmissionInput::Inversion { estimate, .. } => Candidate::Nri(estimate),
+        }
+    }
+
     /// Why the inversion decided; `None` for the API.
     pub fn fallback(&self) -> Option<Fallback> {
         match self {
             AdmissionInput::Api { .. } => None,
             AdmissionInput::Inversion { why, .. } => Some(*why),
-        }
-    }
-}
-
-impl Placement {
-    /// Admits the container `input` describes, from whichever source.
-    pub fn admit_input(
-        &mut self,
-        input: &AdmissionInput,
-        floor: i32,
-    ) -> Result<ContainerResources, PlacementError> {
-        match input {
-            AdmissionInput::Api { pod, which } => self.admit_container(pod, *which, floor),
-            AdmissionInput::Inversion { estimate, .. } => self.admit_nri(estimate, floor),
-        }
-    }
-
-    /// The refusal message of [`Placement::admit_input`]'s `err` (see
-    /// [`Placement::refusal_message`]).
-    pub fn refusal_message_input(&self, input: &AdmissionInput, err: &PlacementError) -> String {
-        match input {
-            AdmissionInput::Api { pod, which } => self.refusal_message_of(pod, *which, err, false),
-            AdmissionInput::Inversion { estimate, .. } => {
-                self.refusal_message_nri(estimate, err, false)
-            }
         }
     }
 }

@@ -190,6 +190,7 @@ mod tests {
     use crate::machine::cpuset::CpuSet;
     use crate::machine::topology::{Device, SyntheticSpec, Topology};
     use crate::managers::topology::hints::TopologyPolicy;
+    use crate::placement::Candidate;
 
     /// 2 NUMA nodes × 4 cores, no SMT, 4 GiB per node, one NIC on node 1.
     fn machine() -> Topology {
@@ -246,7 +247,7 @@ mod tests {
     fn placed(config: &PlacementSettings, pods: &[Pod]) -> Placement {
         let (mut p, _) = Placement::new(&machine(), config).unwrap();
         for pod in pods {
-            p.admit(pod, -1000).unwrap();
+            p.admit(Candidate::app(pod), -1000).unwrap();
         }
         p
     }
@@ -269,7 +270,9 @@ mod tests {
         assert_eq!(m.placement.reserved().to_string(), "0,7");
         m.placement.check_invariants().unwrap();
         let mut next = m.placement;
-        let r = next.admit(&guaranteed("c", 1, 0), -1000).unwrap();
+        let r = next
+            .admit(Candidate::app(&guaranteed("c", 1, 0)), -1000)
+            .unwrap();
         assert_eq!(r.pids_limit, Some(2048));
         assert!(r.exclusive && !r.cpuset.contains(7), "{}", r.cpuset);
         // The old pipeline is untouched.

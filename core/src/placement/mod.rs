@@ -69,6 +69,63 @@ pub enum PlacementError {
     NoSuchContainer { pod: String, which: ContainerRef },
 }
 
+/// Who [`Placement::admit`] and [`Placement::resize`] are asked about: a container of a pod's
+/// spec (the API's, `topolet plan`'s) or a container NRI described.
+#[derive(Debug, Clone, Copy)]
+pub enum Candidate<'a> {
+    Pod { pod: &'a Pod, which: ContainerRef },
+    Nri(&'a NriContainer),
+}
+
+impl<'a> Candidate<'a> {
+    /// The first app container of `pod`.
+    pub fn app(pod: &'a Pod) -> Self {
+        Candidate::Pod {
+            pod,
+            which: ContainerRef::App(0),
+        }
+    }
+}
+
+/// A refused admission or resize: the error and its one-line message. Every name the refusal
+/// goes by comes from here: the kubelet's reason (a pod's `status.reason`), the Event reason and
+/// the metric label.
+#[derive(Debug)]
+pub struct Refusal {
+    pub error: PlacementError,
+    /// The refusal as the kubelet's admission words it (see `Placement::refusal`).
+    pub message: String,
+}
+
+impl Refusal {
+    /// [`PlacementError::kubelet_reason`].
+    pub fn kubelet_reason(&self) -> &'static str {
+        self.error.kubelet_reason()
+    }
+
+    /// [`PlacementError::event_reason`].
+    pub fn event_reason(&self) -> &'static str {
+        self.error.event_reason()
+    }
+
+    /// [`PlacementError::metric_label`].
+    pub fn metric_label(&self) -> &'static str {
+        self.error.metric_label()
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Refusal {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
 impl PlacementError {
     /// True for configuration problems (the operator's to fix) rather than refused containers.
     pub fn is_config(&self) -> bool {
@@ -129,6 +186,32 @@ impl PlacementError {
             },
             PlacementError::Device(DeviceError::Insufficient { .. }) => "InsufficientDevices",
             _ => self.kubelet_reason(),
+        }
+    }
+
+    /// A short, bounded label for metrics (`topolet_refusals_total{reason}`): the categories
+    /// the kubelet reports as admission failures, finer where topolet knows more.
+    pub fn metric_label(&self) -> &'static str {
+        use crate::managers::cpu::alloc::CpuAllocError as A;
+        match self {
+            PlacementError::Cpu(CpuPolicyError::Alloc {
+                source: A::SmtAlignment { .. },
+                ..
+            }) => "smt_alignment",
+            PlacementError::Cpu(CpuPolicyError::Alloc {
+                source: A::NotEnough { .. },
+                ..
+            }) => "insufficient_cpus",
+            PlacementError::Cpu(CpuPolicyError::SharedPoolExhausted { .. }) => {
+                "shared_pool_exhausted"
+            }
+            PlacementError::Cpu(CpuPolicyError::SizeMismatch { .. }) => "cpu_size_mismatch",
+            PlacementError::Cpu(_) => "cpu",
+            PlacementError::Memory(_) => "insufficient_memory",
+            PlacementError::Device(_) => "insufficient_devices",
+            PlacementError::Topology(_) => "topology_affinity",
+            PlacementError::NoSuchContainer { .. } => "no_such_container",
+            _ => "config",
         }
     }
 
@@ -377,44 +460,25 @@ impl Placement {
         &mut self,
         pod: &Pod,
         floor: i32,
-    ) -> Vec<(ContainerRef, Result<ContainerResources, PlacementError>)> {
+    ) -> Vec<(ContainerRef, Result<ContainerResources, Refusal>)> {
         let refs: Vec<ContainerRef> = (0..pod.init_containers.len())
             .map(ContainerRef::Init)
             .chain((0..pod.containers.len()).map(ContainerRef::App))
             .collect();
         refs.into_iter()
-            .map(|r| (r, self.admit_container(pod, r, floor)))
+            .map(|which| (which, self.admit(Candidate::Pod { pod, which }, floor)))
             .collect()
     }
 
-    /// Admits the only app container of `pod` (the NRI path: one container at a time).
-    pub fn admit(&mut self, pod: &Pod, floor: i32) -> Result<ContainerResources, PlacementError> {
-        self.admit_container(pod, ContainerRef::App(0), floor)
-    }
-
-    /// Admits container `which` of `pod` (a pod's spec: the API's, `topolet plan`'s): hints,
-    /// merge, allocation, cgroup values. Nothing changes when it is refused.
-    pub fn admit_container(
-        &mut self,
-        pod: &Pod,
-        which: ContainerRef,
-        floor: i32,
-    ) -> Result<ContainerResources, PlacementError> {
-        let subject = Subject::of_pod(pod, which)?;
+    /// Admits one container: hints, merge, allocation, cgroup values. Nothing changes when it
+    /// is refused; the [`Refusal`] says why in every form the shell reports it.
+    pub fn admit(&mut self, who: Candidate<'_>, floor: i32) -> Result<ContainerResources, Refusal> {
+        let subject = Subject::of(who)?;
         self.admit_subject(&subject, floor)
+            .map_err(|e| self.refusal(&subject, e, false))
     }
 
-    /// Admits a container NRI described (the path's class, estimates, unknowns absent), as
-    /// [`Placement::admit_container`] does a pod's.
-    pub fn admit_nri(
-        &mut self,
-        c: &NriContainer,
-        floor: i32,
-    ) -> Result<ContainerResources, PlacementError> {
-        self.admit_subject(&Subject::of_nri(c), floor)
-    }
-
-    fn admit_subject(
+    pub(crate) fn admit_subject(
         &mut self,
         s: &Subject<'_>,
         floor: i32,
@@ -580,46 +644,20 @@ impl Placement {
             .admit(subject, &amounts, &providers, || self.free_per_node())?)
     }
 
-    /// The one-line refusal of the only app container of `pod` (the NRI view), as the kubelet's
-    /// own admission would word it: its reason first, then what was asked and what each NUMA
-    /// node has free, e.g. `topolet: TopologyAffinityError: container main of pod default/p asks
-    /// 2 exclusive CPUs; free per NUMA node: node0 1, node1 1; topology manager policy
-    /// single-numa-node cannot align them`. `resize`: the request is an in-place resize. Call it
-    /// right after the refusal (nothing changed, so the free capacity is what refused it).
-    pub fn refusal_message(&self, pod: &Pod, err: &PlacementError, resize: bool) -> String {
-        self.refusal_message_of(pod, ContainerRef::App(0), err, resize)
-    }
-
-    /// [`Placement::refusal_message`] of a container NRI described.
-    pub fn refusal_message_nri(
-        &self,
-        c: &NriContainer,
-        err: &PlacementError,
-        resize: bool,
-    ) -> String {
-        self.refusal_message_subject(&Subject::of_nri(c), err, resize)
-    }
-
-    /// [`Placement::refusal_message`] of container `which` of `pod` (a pod from the API).
-    pub fn refusal_message_of(
-        &self,
-        pod: &Pod,
-        which: ContainerRef,
-        err: &PlacementError,
-        resize: bool,
-    ) -> String {
-        match Subject::of_pod(pod, which) {
-            Ok(s) => self.refusal_message_subject(&s, err, resize),
-            Err(_) => format!("topolet: {}: {err}", err.kubelet_reason()),
+    /// The refusal of `s`, worded as the kubelet's own admission would: its reason first, then
+    /// what was asked and what each NUMA node has free, e.g. `TopologyAffinityError: container
+    /// main of pod default/p asks 2 exclusive CPUs; free per NUMA node: node0 1, node1 1;
+    /// topology manager policy single-numa-node cannot align them`. Built right after the
+    /// refusal: nothing changed, so the free capacity is what refused it.
+    fn refusal(&self, s: &Subject<'_>, err: PlacementError, resize: bool) -> Refusal {
+        let message = self.refusal_message(s, &err, resize);
+        Refusal {
+            error: err,
+            message,
         }
     }
 
-    fn refusal_message_subject(
-        &self,
-        s: &Subject<'_>,
-        err: &PlacementError,
-        resize: bool,
-    ) -> String {
+    fn refusal_message(&self, s: &Subject<'_>, err: &PlacementError, resize: bool) -> String {
         let c = s.container;
         let class = s.class;
         let n_cpus = self.exclusive_cpus(class, &c.requests);
@@ -659,7 +697,7 @@ impl Placement {
             None => err.kubelet_reason().to_string(),
         };
         let mut out = format!(
-            "topolet: {reason}: container {} of pod {} asks {}{}; free per NUMA node: {}",
+            "{reason}: container {} of pod {} asks {}{}; free per NUMA node: {}",
             c.name,
             s.pod_key,
             if what.is_empty() {
@@ -820,21 +858,17 @@ impl Placement {
         any
     }
 
-    /// In-place resize of the only app container of `pod` (KEP-5554): exclusive sets grow or
-    /// shrink keeping their CPUs; a container that stops or starts qualifying moves between the
-    /// shared pool and an exclusive set. An infeasible resize changes nothing.
-    pub fn resize(&mut self, pod: &Pod, floor: i32) -> Result<ContainerResources, PlacementError> {
-        let subject = Subject::of_pod(pod, ContainerRef::App(0))?;
-        self.resize_subject(&subject, floor)
-    }
-
-    /// [`Placement::resize`] of a container NRI described.
-    pub fn resize_nri(
+    /// In-place resize of one container (KEP-5554): exclusive sets grow or shrink keeping
+    /// their CPUs; a container that stops or starts qualifying moves between the shared pool
+    /// and an exclusive set. An infeasible resize changes nothing.
+    pub fn resize(
         &mut self,
-        c: &NriContainer,
+        who: Candidate<'_>,
         floor: i32,
-    ) -> Result<ContainerResources, PlacementError> {
-        self.resize_subject(&Subject::of_nri(c), floor)
+    ) -> Result<ContainerResources, Refusal> {
+        let subject = Subject::of(who)?;
+        self.resize_subject(&subject, floor)
+            .map_err(|e| self.refusal(&subject, e, true))
     }
 
     fn resize_subject(
@@ -902,6 +936,16 @@ pub(crate) struct Subject<'a> {
 }
 
 impl<'a> Subject<'a> {
+    fn of(who: Candidate<'a>) -> Result<Self, Refusal> {
+        match who {
+            Candidate::Pod { pod, which } => Subject::of_pod(pod, which).map_err(|error| Refusal {
+                message: format!("{}: {error}", error.kubelet_reason()),
+                error,
+            }),
+            Candidate::Nri(c) => Ok(Subject::of_nri(c)),
+        }
+    }
+
     pub(crate) fn of_pod(pod: &'a Pod, which: ContainerRef) -> Result<Self, PlacementError> {
         let container = pod
             .container(which)
@@ -1079,8 +1123,11 @@ mod tests {
             available: 1,
         };
         assert_eq!(book(&p, "example.com/nic"), nic);
-        p.admit(&pod("web", vec![], vec![guaranteed("app", 1, 1)]), -1000)
-            .unwrap();
+        p.admit(
+            Candidate::app(&pod("web", vec![], vec![guaranteed("app", 1, 1)])),
+            -1000,
+        )
+        .unwrap();
         assert_eq!(book(&p, "memory").available, 6 * gib);
         assert_eq!(book(&p, "example.com/nic").available, 0);
         p.release_pod("web");
@@ -1094,16 +1141,28 @@ mod tests {
     fn refused_admission_gives_init_cpus_back() {
         let (mut p, _) = Placement::new(&machine(), &config()).unwrap();
         let hog = pod("hog", vec![], vec![guaranteed("app", 1, 1)]);
-        p.admit(&hog, -1000).unwrap();
+        p.admit(Candidate::app(&hog), -1000).unwrap();
         let mut init = guaranteed("init", 3, 0);
         init.restart_policy = Some(ContainerRestartPolicy::Never);
         let web = pod("web", vec![init], vec![guaranteed("app", 2, 1)]);
-        p.admit_container(&web, ContainerRef::Init(0), -1000)
-            .unwrap();
+        p.admit(
+            Candidate::Pod {
+                pod: &web,
+                which: ContainerRef::Init(0),
+            },
+            -1000,
+        )
+        .unwrap();
         let before = p.assignments();
         let shared = p.shared_pool();
         let err = p
-            .admit_container(&web, ContainerRef::App(0), -1000)
+            .admit(
+                Candidate::Pod {
+                    pod: &web,
+                    which: ContainerRef::App(0),
+                },
+                -1000,
+            )
             .unwrap_err();
         assert!(err.to_string().contains("example.com/nic"), "{err}");
         assert_eq!(p.assignments(), before);
@@ -1116,13 +1175,16 @@ mod tests {
     #[test]
     fn refusal_message_names_every_resource_asked() {
         let (mut p, _) = Placement::new(&machine(), &config()).unwrap();
-        p.admit(&pod("hog", vec![], vec![guaranteed("app", 1, 1)]), -1000)
-            .unwrap();
+        p.admit(
+            Candidate::app(&pod("hog", vec![], vec![guaranteed("app", 1, 1)])),
+            -1000,
+        )
+        .unwrap();
         let web = pod("web", vec![], vec![guaranteed("main", 2, 1)]);
-        let err = p.admit(&web, -1000).unwrap_err();
+        let err = p.admit(Candidate::app(&web), -1000).unwrap_err();
         assert_eq!(
-            p.refusal_message(&web, &err, false),
-            "topolet: UnexpectedAdmissionError (not enough example.com/nic): container main of \
+            err.message,
+            "UnexpectedAdmissionError (not enough example.com/nic): container main of \
              pod ns/web asks 2 exclusive CPUs, example.com/nic 1; free per NUMA node: node0 cpu \
              6 example.com/nic 0"
         );
@@ -1183,7 +1245,7 @@ mod tests {
         c.topology.policy = TopologyPolicy::SingleNumaNode;
         let (mut p, _) = Placement::new(&machine(), &c).unwrap();
         let big = pod("web", vec![], vec![guaranteed("app", 2, 0)]);
-        let got = p.admit(&big, -1000).unwrap();
+        let got = p.admit(Candidate::app(&big), -1000).unwrap();
         assert!(got.exclusive && got.memory_pinned, "{got:?}");
         let key = ContainerKey::new("web", "app");
         let held = p.assignments().get(&key).cloned().unwrap();
@@ -1192,7 +1254,7 @@ mod tests {
         let mut small = big.clone();
         small.containers[0].requests.cpu_millis = Some(1500);
         small.containers[0].limits.cpu_millis = Some(1500);
-        let got = p.resize(&small, -1000).unwrap();
+        let got = p.resize(Candidate::app(&small), -1000).unwrap();
         assert!(
             !got.exclusive && !got.memory_pinned && got.mems.is_empty(),
             "{got:?}"
@@ -1206,7 +1268,7 @@ mod tests {
         // What it held is grantable again: the same pod admitted anew gets it back.
         let again = pod("web2", vec![], vec![guaranteed("app", 7, 0)]);
         assert!(
-            p.admit(&again, -1000).is_ok(),
+            p.admit(Candidate::app(&again), -1000).is_ok(),
             "the CPUs and memory came back"
         );
     }
@@ -1223,7 +1285,7 @@ mod tests {
         frac.containers[0].requests.cpu_millis = Some(1500);
         frac.containers[0].limits.cpu_millis = Some(1500);
         let (mut before, _) = Placement::new(&machine(), &c).unwrap();
-        let got = before.admit(&frac, -1000).unwrap();
+        let got = before.admit(Candidate::app(&frac), -1000).unwrap();
         assert!(!got.exclusive && got.memory_pinned, "{got:?}");
         let saved = before.assignments();
         let key = ContainerKey::new("web", "app");
@@ -1264,7 +1326,7 @@ mod tests {
         let c = config();
         let kept = pod("kept", vec![], vec![guaranteed("app", 4, 0)]);
         let (mut before, _) = Placement::new(&machine(), &c).unwrap();
-        let got = before.admit(&kept, -1000).unwrap();
+        let got = before.admit(Candidate::app(&kept), -1000).unwrap();
         assert!(got.exclusive, "{got:?}");
         let saved = before.assignments();
         let kept_key = ContainerKey::new("kept", "app");
@@ -1424,8 +1486,8 @@ mod tests {
                     match op {
                         Op::Admit(pod, ctr, cpus, nics) => {
                             let pod = super::pod(&uid(*pod), vec![], vec![guaranteed(&format!("c{ctr}"), *cpus, *nics)]);
-                            let a = ranged.admit(&pod, -1000).map_err(|e| e.to_string());
-                            let b = scanned.admit(&pod, -1000).map_err(|e| e.to_string());
+                            let a = ranged.admit(Candidate::app(&pod), -1000).map_err(|e| e.to_string());
+                            let b = scanned.admit(Candidate::app(&pod), -1000).map_err(|e| e.to_string());
                             prop_assert_eq!(a, b);
                         }
                         Op::Release(pod, ctr) => {

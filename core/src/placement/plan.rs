@@ -115,7 +115,7 @@ pub fn plan(
                     }
                 }
                 Err(e) => {
-                    row.error = Some(e.to_string());
+                    row.error = Some(e.error.to_string());
                     OnShared::default()
                 }
             };

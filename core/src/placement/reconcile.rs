@@ -115,7 +115,7 @@ impl Placement {
         for i in unsaved {
             let r = &running[i];
             let key = r.container.key();
-            match self.admit_nri(r.container, floor) {
+            match self.admit_subject(&Subject::of_nri(r.container), floor) {
                 Ok(res) => {
                     notes.push(format!(
                         "{key}: runs on {}, given exclusive cpus {}",

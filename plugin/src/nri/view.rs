@@ -27,29 +27,16 @@
 use topolet_nri::api;
 
 use topolet_core::kube::container_key::ContainerKey;
-use topolet_core::kube::pod::{Container, Pod, ResourceList};
-use topolet_core::kube::qos::{self, QosClass};
+use topolet_core::kube::inverse::CurrentResources;
+use topolet_core::kube::inverse::{self, admission_class, estimate_container};
+use topolet_core::kube::pod::Container;
+use topolet_core::kube::qos::QosClass;
 use topolet_core::machine::cpuset::CpuSet;
 use topolet_core::managers::topology::hints::{NumaMask, MAX_NUMA_ID};
 use topolet_core::placement::nri_container::NriContainer;
 
 /// containerd's label on sandbox (pause) containers.
 const CRI_KIND_LABEL: &str = "io.cri-containerd.kind";
-
-/// The cgroup values a container carries right now (as created by the kubelet, or as adjusted by
-/// earlier plugins).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CurrentResources {
-    pub cpu_shares: Option<u64>,
-    pub cpu_quota: Option<i64>,
-    pub cpu_period: Option<u64>,
-    pub cpuset_cpus: Option<CpuSet>,
-    /// As a set (`0-1` and `0,1` are the same).
-    pub cpuset_mems: Option<CpuSet>,
-    pub memory_limit: Option<i64>,
-    pub oom_score_adj: Option<i64>,
-    pub pids_limit: Option<i64>,
-}
 
 /// A Kubernetes container as topolet understands it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,13 +139,13 @@ impl std::fmt::Display for Ignored {
 }
 
 /// The QoS class and pod uid of a sandbox, if it is a Kubernetes pod.
-pub fn pod_qos(pod: &api::PodSandbox) -> Result<qos::CgroupParentInfo, Ignored> {
+pub fn pod_qos(pod: &api::PodSandbox) -> Result<inverse::CgroupParentInfo, Ignored> {
     let parent = pod
         .linux
         .as_ref()
         .map(|l| l.cgroup_parent.as_str())
         .unwrap_or("");
-    qos::qos_from_cgroup_parent(parent).ok_or_else(|| Ignored::NotKubernetes {
+    inverse::qos_from_cgroup_parent(parent).ok_or_else(|| Ignored::NotKubernetes {
         cgroup_parent: parent.to_string(),
     })
 }
@@ -247,7 +234,7 @@ pub fn view(
 pub struct PodContext<'a> {
     pod: &'a api::PodSandbox,
     /// The class and uid the sandbox's cgroup parent names, or why it is not a Kubernetes pod.
-    info: Result<qos::CgroupParentInfo, Ignored>,
+    info: Result<inverse::CgroupParentInfo, Ignored>,
     /// `namespace/name`, for logs.
     pod_ref: String,
 }
@@ -303,76 +290,10 @@ impl<'a> PodContext<'a> {
     }
 }
 
-/// The class admission uses for a container whose pod's cgroup path names `path`: the path's,
-/// except that a Guaranteed path whose values cannot be Guaranteed (no CPU or no memory limit:
-/// only a hand-made cgroup parent has that, the kubelet never makes it) is taken for what its
-/// values are, so that nothing claims exclusive CPUs or −997 without the resources for them. A
-/// Burstable pod's container stays Burstable whatever its own values (another container makes
-/// the pod Burstable), a BestEffort pod's has no values.
-fn admission_class(path: QosClass, estimate: &Container) -> QosClass {
-    match path {
-        QosClass::Guaranteed => qos::class(&Pod {
-            containers: vec![estimate.clone()],
-            ..Pod::default()
-        }),
-        QosClass::Burstable | QosClass::BestEffort => path,
-    }
-}
-
-/// The requests and limits the kubelet must have started from to produce `cur`.
-fn estimate_container(
-    name: &str,
-    class: QosClass,
-    cur: &CurrentResources,
-    memory_capacity: u64,
-) -> Container {
-    let cpu_limit = match (cur.cpu_quota, cur.cpu_period) {
-        (Some(q), Some(p)) => qos::estimate_cpu_limit_millis(q, p),
-        _ => None,
-    };
-    let cpu_request = cur.cpu_shares.map(qos::estimate_cpu_request_millis);
-    let memory_limit = cur.memory_limit.and_then(|l| u64::try_from(l).ok());
-    let mut requests = ResourceList::default();
-    let mut limits = ResourceList::default();
-    match class {
-        QosClass::BestEffort => {}
-        QosClass::Guaranteed => {
-            // requests == limits by definition; the quota-derived limit is exact where the
-            // shares-derived request is too (and survives quota removal by another plugin).
-            let cpu = cpu_limit.or(cpu_request).filter(|&m| m > 0);
-            requests.cpu_millis = cpu;
-            limits.cpu_millis = cpu;
-            requests.memory_bytes = memory_limit;
-            limits.memory_bytes = memory_limit;
-        }
-        QosClass::Burstable => {
-            requests.cpu_millis = cpu_request.filter(|&m| m > 0);
-            limits.cpu_millis = cpu_limit;
-            limits.memory_bytes = memory_limit;
-            requests.memory_bytes = cur
-                .oom_score_adj
-                .and_then(|o| i32::try_from(o).ok())
-                .and_then(|o| {
-                    // Kubelets before the -997 change clamp Burstable values at 2, not 3.
-                    [qos::OomScoreVariant::Current, qos::OomScoreVariant::Legacy]
-                        .into_iter()
-                        .find_map(|v| qos::estimate_memory_request_bytes(o, memory_capacity, v))
-                })
-                .map(|e| e.min_bytes)
-                .filter(|&b| b > 0);
-        }
-    }
-    Container {
-        name: name.to_string(),
-        requests,
-        limits,
-        restart_policy: None,
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use topolet_core::kube::qos;
 
     pub(crate) fn sandbox(uid: &str, cgroup_parent: &str) -> api::PodSandbox {
         let mut pod = api::PodSandbox::new();

@@ -1015,32 +1015,6 @@ fn render_pod_truth(w: &mut Writer, p: &PodTruth) {
     );
 }
 
-/// A short, bounded label for a refusal: the categories the kubelet reports as admission
-/// failures (`SMTAlignmentError`, `TopologyAffinityError`, insufficient resources, …).
-pub fn refusal_reason(e: &topolet_core::placement::PlacementError) -> &'static str {
-    use topolet_core::managers::cpu::alloc::CpuAllocError as A;
-    use topolet_core::managers::cpu::policy::CpuPolicyError as C;
-    use topolet_core::placement::PlacementError as P;
-    match e {
-        P::Cpu(C::Alloc {
-            source: A::SmtAlignment { .. },
-            ..
-        }) => "smt_alignment",
-        P::Cpu(C::Alloc {
-            source: A::NotEnough { .. },
-            ..
-        }) => "insufficient_cpus",
-        P::Cpu(C::SharedPoolExhausted { .. }) => "shared_pool_exhausted",
-        P::Cpu(C::SizeMismatch { .. }) => "cpu_size_mismatch",
-        P::Cpu(_) => "cpu",
-        P::Memory(_) => "insufficient_memory",
-        P::Device(_) => "insufficient_devices",
-        P::Topology(_) => "topology_affinity",
-        P::NoSuchContainer { .. } => "no_such_container",
-        _ => "config",
-    }
-}
-
 /// Prometheus' float formatting: integers without a fraction, `+Inf`/`-Inf`/`NaN` spelled out.
 pub fn format_float(v: f64) -> String {
     if v.is_nan() {

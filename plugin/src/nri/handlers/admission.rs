@@ -10,7 +10,6 @@ use crate::cluster::pod_directory::Lookup;
 use crate::nri::adjust;
 use crate::nri::records::{Decided, Record};
 use crate::nri::view::{self, ContainerView, NoView};
-use crate::telemetry::metrics;
 use topolet_core::placement::admission_input::{self, AdmissionInput, Fallback};
 
 impl TopoletPlugin {
@@ -117,14 +116,10 @@ impl TopoletPlugin {
         };
         let mut node = self.event_lock();
         let floor = node.oom_floor.unwrap_or(0);
-        let decision = match node.placement.admit_input(&input, floor) {
+        let decision = match node.placement.admit(input.candidate(), floor) {
             Ok(d) => d,
-            Err(e) => {
-                let msg = node.placement.refusal_message_input(&input, &e);
-                self.metrics.refused("create", metrics::refusal_reason(&e));
-                self.log_refusal(&mut node, "create", source, &view, &msg);
-                self.refusal_event(&view, &e, &msg);
-                return Err(PluginError::Failed(msg));
+            Err(refusal) => {
+                return Err(self.refused(&mut node, "create", source, &view, &refusal));
             }
         };
         node.refusals.clear("create", &view.key);

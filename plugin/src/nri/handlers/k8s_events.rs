@@ -9,7 +9,8 @@ use crate::nri::view::ContainerView;
 use crate::telemetry::refusal_log::Verdict;
 use topolet_core::kube::events::{EventType, ObjectRef, Occurrence};
 use topolet_core::placement::admission_input::Source;
-use topolet_core::placement::{ContainerResources, PlacementError};
+use topolet_core::placement::{ContainerResources, Refusal};
+use topolet_nri::plugin::PluginError;
 
 /// The reason of the Normal Event of an exclusive CPU grant.
 pub const GRANT_REASON: &str = "ExclusiveCPUsAssigned";
@@ -41,11 +42,28 @@ impl TopoletPlugin {
         sink.record(Occurrence::new(object, type_, reason, message));
     }
 
-    /// The Warning Event of a refusal: `msg` is the refusal text (`topolet: <reason>: …`; the
-    /// Event's source already says topolet).
-    pub(super) fn refusal_event(&self, view: &ContainerView, err: &PlacementError, msg: &str) {
-        let text = msg.strip_prefix("topolet: ").unwrap_or(msg);
-        self.pod_event(view, EventType::Warning, err.event_reason(), text);
+    /// Everything a refusal does besides changing nothing: it is counted
+    /// (`topolet_refusals_total` by the refusal's metric label), logged once per repeat, raised
+    /// as a Warning Event on the pod (the Event's source says topolet), and returned as the
+    /// runtime's error, prefixed `topolet: ` (the kubelet shows it in the pod's status without
+    /// saying who refused).
+    pub(super) fn refused(
+        &self,
+        node: &mut PluginState,
+        op: &'static str,
+        source: Source,
+        view: &ContainerView,
+        refusal: &Refusal,
+    ) -> PluginError {
+        self.metrics.refused(op, refusal.metric_label());
+        self.log_refusal(node, op, source, view, &refusal.message);
+        self.pod_event(
+            view,
+            EventType::Warning,
+            refusal.event_reason(),
+            &refusal.message,
+        );
+        PluginError::Failed(format!("topolet: {refusal}"))
     }
 
     /// The Normal Event of an exclusive grant.
@@ -76,7 +94,7 @@ impl TopoletPlugin {
 
     /// Logs a refusal decided from `source` unless it repeats `key`'s last logged one (then
     /// counts it).
-    pub(super) fn log_refusal(
+    fn log_refusal(
         &self,
         node: &mut PluginState,
         op: &'static str,

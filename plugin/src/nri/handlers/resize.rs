@@ -3,7 +3,7 @@
 //! container, its pod's quota and, when its exclusive set changed, the shared pool.
 
 use topolet_nri::api;
-use topolet_nri::plugin::{PluginError, PluginResult};
+use topolet_nri::plugin::PluginResult;
 
 use super::TopoletPlugin;
 use crate::host::pod_cgroup::Work;
@@ -11,8 +11,8 @@ use crate::nri::adjust;
 use crate::nri::handlers::pod_quota::pod_cpu_of;
 use crate::nri::handlers::updates::widened;
 use crate::nri::view;
-use crate::telemetry::metrics;
 use topolet_core::placement::admission_input::Source;
+use topolet_core::placement::Candidate;
 
 impl TopoletPlugin {
     /// UpdateContainer: an in-place resize of a managed container; the reply carries the others'
@@ -39,13 +39,10 @@ impl TopoletPlugin {
         // resized spec yet when the kubelet acts on it).
         self.metrics
             .admission_source("resize", Source::Inversion.as_str());
-        let decision = match node.placement.resize_nri(&view.estimate, floor) {
+        let decision = match node.placement.resize(Candidate::Nri(&view.estimate), floor) {
             Ok(d) => d,
-            Err(e) => {
-                let msg = node.placement.refusal_message_nri(&view.estimate, &e, true);
-                self.metrics.refused("resize", metrics::refusal_reason(&e));
-                self.log_refusal(&mut node, "resize", Source::Inversion, &view, &msg);
-                self.refusal_event(&view, &e, &msg);
+            Err(refusal) => {
+                let error = self.refused(&mut node, "resize", Source::Inversion, &view, &refusal);
                 // The kubelet resized the pod cgroup before asking: put it back to what the
                 // containers run with (where it holds exactly the refused request's values).
                 let exclusive = node.records.pod(&uid).any(|(_, o)| o.target().exclusive);
@@ -62,7 +59,7 @@ impl TopoletPlugin {
                         });
                     }
                 }
-                return Err(PluginError::Failed(msg));
+                return Err(error);
             }
         };
         node.refusals.clear("resize", &view.key);

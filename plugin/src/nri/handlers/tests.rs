@@ -20,6 +20,7 @@ use crate::nri::{adjust, view};
 use topolet_core::machine::cpuset::CpuSet;
 use topolet_core::machine::topology::SyntheticSpec;
 use topolet_core::managers::topology::hints::NumaMask;
+use topolet_core::placement::Candidate;
 
 const GIB: i64 = 1 << 30;
 
@@ -270,7 +271,7 @@ fn mems_written_differently_are_the_same_mems() {
         .plugin
         .lock()
         .placement
-        .admit_nri(&view.estimate, 0)
+        .admit(Candidate::Nri(&view.estimate), 0)
         .expect("admitted");
     target.mems = NumaMask::from_ids([0, 1]).expect("mask");
     let (_, conflicts) = adjust::adjustment(&view, &target);
@@ -487,7 +488,7 @@ fn the_synchronize_reply_updates_the_live_containers_off_their_targets() {
         .plugin
         .lock()
         .placement
-        .admit_nri(&view_of("on", "1-7").estimate, 0)
+        .admit(Candidate::Nri(&view_of("on", "1-7").estimate), 0)
         .expect("admitted");
     target.cpuset = CpuSet::parse("1-7").expect("cpus");
     target.mems = NumaMask::default();

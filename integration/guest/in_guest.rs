@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use anyhow::{ensure, Context, Result};
 use serde_json::Value;
-use topolet::telemetry::metrics::text::{parse_exposition, value};
+use topolet_testkit::metrics_text::{parse_exposition, value};
 use topolet_integration::cri::Created;
 use topolet_integration::guest::{self, Driver, GUEST_WAIT};
 use topolet_integration::kube::{ContainerSpec, PodSpec, Requirements};

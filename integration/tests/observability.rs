@@ -14,7 +14,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context};
-use topolet::telemetry::metrics::text::{parse_exposition, value, Sample};
+use topolet_testkit::metrics_text::{parse_exposition, value, Sample};
 use topolet_integration::cri::Cri;
 use topolet_integration::kube::Requirements;
 use topolet_integration::observe;

@@ -13,5 +13,6 @@
 
 pub mod cgroup_names;
 pub mod kubelet;
+pub mod metrics_text;
 pub mod qos;
 pub mod sysfs;

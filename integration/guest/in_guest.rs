@@ -11,12 +11,12 @@ use std::path::PathBuf;
 
 use anyhow::{ensure, Context, Result};
 use serde_json::Value;
-use topolet_testkit::metrics_text::{parse_exposition, value};
 use topolet_integration::cri::Created;
 use topolet_integration::guest::{self, Driver, GUEST_WAIT};
 use topolet_integration::kube::{ContainerSpec, PodSpec, Requirements};
 use topolet_integration::topolet::metrics_text;
 use topolet_integration::{observe, wait, Stack, Topolet, TopoletConfig};
+use topolet_testkit::metrics_text::{parse_exposition, value};
 
 const MIB: u64 = 1 << 20;
 

@@ -25,11 +25,11 @@ use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
-use topolet_testkit::metrics_text::{parse_exposition, value};
 use topolet_integration::cluster::{self, ClusterOptions, KubeNode, Watched};
 use topolet_integration::pressure::{memory_available, pid_available, FORK_SCRIPT, MEMORY_SCRIPT};
 use topolet_integration::topolet::metrics_text;
 use topolet_integration::{field, wait};
+use topolet_testkit::metrics_text::{parse_exposition, value};
 
 const GIB: u64 = 1 << 30;
 /// The loop's interval in these tests, in seconds.

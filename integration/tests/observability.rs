@@ -14,12 +14,12 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context};
-use topolet_testkit::metrics_text::{parse_exposition, value, Sample};
 use topolet_integration::cri::Cri;
 use topolet_integration::kube::Requirements;
 use topolet_integration::observe;
 use topolet_integration::topolet::binary;
 use topolet_integration::{wait, WithTopolet};
+use topolet_testkit::metrics_text::{parse_exposition, value, Sample};
 
 const MIB: u64 = 1 << 20;
 

@@ -62,8 +62,7 @@ pub fn parse_exposition(text: &str) -> Result<Vec<Sample>, String> {
                     if !is_name(name, true) {
                         return Err(err("bad metric name".into()));
                     }
-                    if !["counter", "gauge", "histogram", "summary", "untyped"].contains(&kind)
-                    {
+                    if !["counter", "gauge", "histogram", "summary", "untyped"].contains(&kind) {
                         return Err(err(format!("unknown type {kind}")));
                     }
                     if samples

@@ -92,7 +92,8 @@ impl<'a> Candidate<'a> {
 /// the metric label.
 #[derive(Debug)]
 pub struct Refusal {
-    pub error: PlacementError,
+    /// Boxed: a refusal travels in a `Result` the admission path returns on every call.
+    pub error: Box<PlacementError>,
     /// The refusal as the kubelet's admission words it (see `Placement::refusal`).
     pub message: String,
 }
@@ -122,7 +123,7 @@ impl std::fmt::Display for Refusal {
 
 impl std::error::Error for Refusal {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
+        Some(self.error.as_ref())
     }
 }
 
@@ -652,7 +653,7 @@ impl Placement {
     fn refusal(&self, s: &Subject<'_>, err: PlacementError, resize: bool) -> Refusal {
         let message = self.refusal_message(s, &err, resize);
         Refusal {
-            error: err,
+            error: Box::new(err),
             message,
         }
     }
@@ -940,7 +941,7 @@ impl<'a> Subject<'a> {
         match who {
             Candidate::Pod { pod, which } => Subject::of_pod(pod, which).map_err(|error| Refusal {
                 message: format!("{}: {error}", error.kubelet_reason()),
-                error,
+                error: Box::new(error),
             }),
             Candidate::Nri(c) => Ok(Subject::of_nri(c)),
         }

@@ -1016,11 +1016,10 @@ fn render_pod_truth(w: &mut Writer, p: &PodTruth) {
     );
 }
 
-
 #[cfg(test)]
 mod tests {
-    use topolet_testkit::metrics_text::*;
     use super::*;
+    use topolet_testkit::metrics_text::*;
 
     #[test]
     fn empty_registry_is_valid_and_has_no_fake_samples() {

@@ -1,4 +1,4 @@
-//! Issue 6, "Evidence": configuration reload on the real binary against a real containerd.
+//! Configuration reload on the real binary against a real containerd.
 //!
 //! SIGHUP with a good configuration (the pids limit of the next container changes, running
 //! containers keep theirs), with an invalid one (rejected, logged naming file and key, the old

@@ -1,4 +1,4 @@
-//! Issue 5, "Evidence": node-pressure eviction on real containerd.
+//! Node-pressure eviction on real containerd.
 //!
 //! Thresholds are set at test time relative to what the node has free right now (this host is
 //! shared with builds, so the margins are wide): a `pid.available` hard threshold a few hundred

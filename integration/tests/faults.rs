@@ -1,4 +1,4 @@
-//! Issue 7, "Reliability": faults against the real stack. Each test starts its own containerd and
+//! Faults against the real stack. Each test starts its own containerd and
 //! topolet and, after each fault, checks the books (`topolet_integration::books`): CPU 1 (the only
 //! exclusive CPU: CPU 0 is reserved) is held by at most one running container, every other
 //! running container is exactly on the shared pool, every container's tasks run where its cgroup
@@ -19,6 +19,10 @@
 //! - `unreadable_sysfs_refuses_to_start_and_containerd_carries_on`: a garbled, a missing and a
 //!   directory-replaced-by-a-file sysfs entry: exit 1 naming the path; containerd keeps creating.
 //! - `full_disk_keeps_serving_and_the_state_catches_up`: the state dir on a full tmpfs.
+//! - `a_frozen_shim_never_parks_a_breach`: a shared container's cpuset is widened onto the
+//!   exclusive CPU while its shim is frozen, so every update topolet sends it stalls; topolet
+//!   reports and counts the breach, keeps retrying, and ends it once the shim thaws, without a
+//!   reconnect.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -31,7 +35,7 @@ use topolet_integration::books::{self, Balance, TopoletSide, Tracked};
 use topolet_integration::churn::{self, Outcome, Rng};
 use topolet_integration::kube::Requirements;
 use topolet_integration::logs::{field, tail};
-use topolet_integration::topolet::{binary, LOG_TIMEOUT};
+use topolet_integration::topolet::{binary, metric, LOG_TIMEOUT};
 use topolet_integration::{observe, wait, Stack, TopoletConfig, WithTopolet};
 
 const MIB: u64 = 1 << 20;
@@ -634,4 +638,160 @@ fn full_disk_keeps_serving_and_the_state_catches_up() -> anyhow::Result<()> {
         state_write_errors(&addr)?
     );
     remove_all_and_check(&t)
+}
+
+/// A process stopped with SIGSTOP until this is dropped (SIGCONT, also on a failed test).
+struct Frozen(i32);
+
+impl Frozen {
+    fn freeze(pid: i32) -> anyhow::Result<Frozen> {
+        // SAFETY: kill(2) with a pid this test read from /proc and a valid signal number; it
+        // touches no memory of this process.
+        if unsafe { libc::kill(pid, libc::SIGSTOP) } != 0 {
+            bail!("SIGSTOP {pid}: {}", std::io::Error::last_os_error());
+        }
+        Ok(Frozen(pid))
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        // SAFETY: as in `freeze`.
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
+    }
+}
+
+/// The containerd shim serving the container whose init process is `pid`: its parent.
+fn shim_of(pid: i32) -> anyhow::Result<i32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    let ppid: i32 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))
+        .and_then(|v| v.trim().parse().ok())
+        .with_context(|| format!("no PPid in /proc/{pid}/status"))?;
+    let comm = std::fs::read_to_string(format!("/proc/{ppid}/comm"))
+        .with_context(|| format!("reading /proc/{ppid}/comm"))?;
+    ensure!(
+        comm.trim().starts_with("containerd-shim"),
+        "the parent of {pid} is {ppid} ({}), not a containerd shim",
+        comm.trim()
+    );
+    Ok(ppid)
+}
+
+/// The status's breaches: (container id, the exclusive CPUs it may run on, seconds so far).
+fn breaches(t: &WithTopolet) -> anyhow::Result<Vec<(String, String, f64)>> {
+    let status = t.topolet.status()?;
+    Ok(status["breaches"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|b| {
+                    (
+                        b["id"].as_str().unwrap_or_default().to_string(),
+                        b["cpus"].as_str().unwrap_or_default().to_string(),
+                        b["seconds"].as_f64().unwrap_or(0.0),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// A runtime that cannot apply updates for a while (the shim of a shared container frozen, as a
+/// very slow node's runtime times out) never parks a breach: while the container's process may
+/// run on the exclusive CPU, topolet reports it (status `breaches`, the breach gauge) and keeps
+/// resending its target with back-off; once the shim answers again the breach ends by topolet's
+/// own update, with no reconnect (no Synchronize) in between, and its seconds are counted.
+#[test]
+fn a_frozen_shim_never_parks_a_breach() -> anyhow::Result<()> {
+    let stack = Stack::start()?;
+    let work = stack.work_dir("topolet")?;
+    let mut config = TopoletConfig::for_stack(&stack, &work);
+    config.nri_toml = "drift_check_s = 1".into();
+    let mut t = WithTopolet::start_with(stack, work, &config)?;
+    let cri = t.stack.cri();
+    let (gp, gc) = t.pod("g-holder", Requirements::guaranteed(1000, 128 * MIB))?;
+    let g = cri.run_pod_with(&gp, &gc)?;
+    let (bp, bc) = t.pod(
+        "bu-frozen",
+        Requirements::burstable(100, Some(500), 32 * MIB, Some(64 * MIB)),
+    )?;
+    let b = cri.run_pod_with(&bp, &bc)?;
+    let bpid = cri.pid(&b.id)?;
+    wait::until_true("g-holder on 1, bu-frozen on 0", SETTLE, || {
+        Ok(observe::cgroup_cpuset(&g)? == "1"
+            && observe::cgroup_cpuset(&b)? == "0"
+            && observe::cpus_allowed_list(bpid)? == "0")
+    })?;
+    let addr = t.topolet.wait_metrics_address()?;
+    let connects = t.topolet.nri_connects()?;
+    let breach_seconds = || metric(&addr, "topolet_exclusive_breach_seconds_total", &[]);
+    let breaching = || metric(&addr, "topolet_exclusive_breach_containers", &[]);
+    ensure!(breaching()? == 0.0, "a breach before the fault");
+
+    let frozen = Frozen::freeze(shim_of(bpid)?)?;
+    // Someone widens the container's cpuset behind topolet's back: its process may now run on
+    // g-holder's CPU, and every update that would put it back waits on the frozen shim.
+    let cpus_file = observe::cgroup_dir("cpuset", &b.cgroup_parent, &b.id).join("cpuset.cpus");
+    std::fs::write(&cpus_file, "0-1")
+        .with_context(|| format!("writing {}", cpus_file.display()))?;
+    // topolet sees it, says so, and the kernel agrees it is real; it lasts while the shim is
+    // frozen (long enough for several failed sends: the back-off starts at 0.5 s).
+    wait::until_true("the breach reported for 8 s", SETTLE, || {
+        let reported = breaches(&t)?;
+        let real = observe::cpus_allowed_list(bpid)? == "0-1";
+        Ok(real
+            && breaching()? == 1.0
+            && reported
+                .iter()
+                .any(|(id, cpus, seconds)| id == &b.id && cpus == "1" && *seconds >= 8.0))
+    })
+    .with_context(|| {
+        format!(
+            "breaches {:?}, gauge {:?}, bu-frozen Cpus_allowed_list {:?}",
+            breaches(&t).ok(),
+            breaching().ok(),
+            observe::cpus_allowed_list(bpid).ok()
+        )
+    })?;
+    let during = breach_seconds()?;
+    drop(frozen);
+    // Thawed: the next retry lands; the container is back on the shared pool by topolet's
+    // update (no reconnect), and the breach is over and was counted.
+    wait::until_true("the breach ended by topolet's retry", SETTLE, || {
+        Ok(observe::cgroup_cpuset(&b)? == "0"
+            && observe::cpus_allowed_list(bpid)? == "0"
+            && breaching()? == 0.0
+            && breaches(&t)?.is_empty())
+    })
+    .with_context(|| {
+        format!(
+            "breaches {:?}, gauge {:?}, bu-frozen cgroup {:?} Cpus_allowed_list {:?}",
+            breaches(&t).ok(),
+            breaching().ok(),
+            observe::cgroup_cpuset(&b).ok(),
+            observe::cpus_allowed_list(bpid).ok()
+        )
+    })?;
+    // The counter follows the same ledger as the status: it grew while the breach was open,
+    // and once it closed it holds at least the 8 s the status reported before the thaw.
+    ensure!(
+        during > 0.0 && breach_seconds()? >= 8.0,
+        "breach seconds counted: {during} while frozen, {:?} after",
+        breach_seconds().ok()
+    );
+    ensure!(
+        t.topolet.nri_connects()? == connects,
+        "topolet reconnected ({} connects, {connects} before): the breach was ended by a \
+         Synchronize, not by topolet's retries",
+        t.topolet.nri_connects()?
+    );
+    ensure!(
+        observe::cgroup_cpuset(&g)? == "1",
+        "g-holder left CPU 1: {}",
+        observe::cgroup_cpuset(&g)?
+    );
+    Ok(())
 }

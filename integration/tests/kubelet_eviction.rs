@@ -1,4 +1,4 @@
-//! Issue 13, "eviction that evicts": node-pressure eviction through the Eviction API on the real
+//! Node-pressure eviction through the Eviction API on the real
 //! cluster (kubelet v1.37, API server, scheduler; no controller-manager), with topolet's
 //! Kubernetes client on as the `topolet` user, which holds only deploy/kubernetes/rbac.yaml's
 //! ClusterRole — a missing verb fails these tests.

@@ -1,4 +1,4 @@
-//! Issue 2, item 5: topolet speaks NRI to a real containerd.
+//! topolet speaks NRI to a real containerd.
 //!
 //! - it registers (its own log and containerd's);
 //! - Synchronize lists the pods that existed before it started;

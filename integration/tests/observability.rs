@@ -1,4 +1,4 @@
-//! Issue 6, "Evidence" for live introspection: `topolet status` (the real binary, over the real
+//! Live introspection: `topolet status` (the real binary, over the real
 //! admin socket) shows what the cgroups really hold; `-o json` parses; the socket is mode 0600;
 //! `/metrics` parses as Prometheus text and its counters move when pods are created; `/readyz`
 //! is 200 once NRI is synchronized.

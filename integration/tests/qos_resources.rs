@@ -1,4 +1,4 @@
-//! Issue 4, "Evidence": every container's resources rewritten by QoS class, on real containers.
+//! Every container's resources rewritten by QoS class, on real containers.
 //!
 //! The stack host has 2 CPUs and topolet reserves CPU 0, so a Guaranteed 1-CPU container gets
 //! CPU 1 to itself and everyone else shares what is left (`0` while CPU 1 is taken, `0-1`

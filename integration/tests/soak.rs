@@ -1,4 +1,4 @@
-//! Issue 7, "Reliability": the soak. Container create/start/stop/remove cycles across QoS classes
+//! The soak. Container create/start/stop/remove cycles across QoS classes
 //! through the real stack, then: CPU 1 is back in the shared pool (every remaining container has
 //! the whole pool), topolet's state file holds nothing for containers that are gone (none stale)
 //! and agrees with `topolet status` and the cgroups, and topolet's resident memory is flat.

@@ -68,6 +68,8 @@ async fn serve(
     if let Some(k) = &kube {
         plugin.set_event_sink(k.sink.clone());
     }
+    // What the eviction loop reports each interval, for `topolet status`.
+    let pressure = Arc::new(crate::pressure::PressureReport::new());
     // Node-pressure eviction (built before NRI connects: `action = "api"` without the client
     // fails the start), and with the client its node conditions publisher.
     let mut eviction_loop = crate::pressure::eviction::EvictionLoop::for_node(
@@ -76,7 +78,8 @@ async fn serve(
         kube.as_ref(),
     )
     .context("[eviction]")?
-    .with_metrics(plugin.metrics().clone());
+    .with_metrics(plugin.metrics().clone())
+    .with_report(pressure.clone());
     let mut _node_status = None;
     if let (Some(k), true) = (&kube, eviction.node_conditions) {
         let (tx, task) = crate::cluster::node_status::start(
@@ -117,7 +120,7 @@ async fn serve(
     plugin.attach(stub.updater(), stub.status());
     // `topolet status` (admin socket) and /metrics, /healthz, /readyz: never fatal.
     let _endpoints =
-        crate::introspection::start(&admin_config, &metrics_config, plugin.clone()).await;
+        crate::introspection::start(&admin_config, &metrics_config, plugin.clone(), pressure).await;
     // Node-pressure eviction: its own task; it logs its errors and never ends the plugin.
     let _eviction = AbortOnDrop(tokio::spawn(eviction_loop.run()));
     let _reload = match config_path {

@@ -25,7 +25,8 @@ use topolet_core::machine::topology::{SyntheticSpec, Topology};
 use topolet_core::placement::assignments::Assignments;
 use topolet_nri::api::{self, Event};
 use topolet_nri::fake_runtime::{FakeRuntime, PluginConn, UpdateAnswer};
-use topolet_nri::{Stub, StubConfig};
+use topolet_nri::Stub;
+use topolet_testkit::nri_harness::{self, Connected};
 
 use topolet_testkit::cgroup_names::{pod_cgroup_parent, Driver};
 use topolet_testkit::kubelet::nri::{
@@ -207,24 +208,16 @@ impl Env {
             .lock()
             .expect("plugins")
             .push(Arc::downgrade(&plugin));
-        let cfg = StubConfig::new("topolet", "50", self.dir.path().join("nri.sock"))
-            .expect("stub config");
-        let stub = Arc::new(Stub::new(plugin.clone(), cfg).expect("stub"));
-        plugin.attach(stub.updater(), stub.status());
-        let task = tokio::spawn(async move {
-            let _ = stub.run().await;
-        });
-        let conn = tokio::time::timeout(GUARD, self.rt.accept())
-            .await
-            .expect("accept in time")
-            .expect("accept");
-        tokio::time::timeout(GUARD, conn.wait_registered())
-            .await
-            .expect("registered in time")
-            .expect("registered");
-        conn.configure_as("v2.3.0", nri_version)
-            .await
-            .expect("configure");
+        let attach = |stub: &Stub<TopoletPlugin>| plugin.attach(stub.updater(), stub.status());
+        let Connected { conn, task } = nri_harness::connect(
+            &self.rt,
+            &self.dir.path().join("nri.sock"),
+            plugin.clone(),
+            attach,
+            "v2.3.0",
+            nri_version,
+        )
+        .await;
         Running { conn, task }
     }
 
@@ -1544,7 +1537,7 @@ fn four_nodes() -> Topology {
     .build()
 }
 
-/// The scene: once nodes 1 and 2 hold only exclusive containers, BestEffort and
+/// The scene: once nodes 1 and 2 hold only exclusive containers, BestEffort and
 /// Burstable containers keep every memory node (no mems in their adjustments or moves), as
 /// with the kubelet; with `shared_pool_mems_follow_cpus` they shrink to nodes 0 and 3.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1703,7 +1696,7 @@ async fn a_slow_runtime_never_parks_a_breach() {
         .await
         .expect("the breach observed in time")
         .expect("plugin alive");
-    let status = topolet::introspection::status(&plugin, None);
+    let status = topolet::introspection::status(&plugin, None, None);
     assert_eq!(status.breaches.len(), 1, "{:?}", status.breaches);
     let b = &status.breaches[0];
     assert!(b.container.ends_with("pod-be/app"), "{b:?}");
@@ -1754,7 +1747,7 @@ async fn a_slow_runtime_never_parks_a_breach() {
     );
     let seconds = metric(&plugin, "topolet_exclusive_breach_seconds_total ").expect("counter");
     assert!(seconds > 0.0, "breach time counted: {seconds}");
-    assert!(topolet::introspection::status(&plugin, None)
+    assert!(topolet::introspection::status(&plugin, None, None)
         .breaches
         .is_empty());
     assert_nothing_queued(&p).await;

@@ -38,10 +38,11 @@ use topolet_fuzz_props as fuzz;
 use topolet_nri::api::{self, Event};
 use topolet_nri::fake_runtime::{FakeRuntime, PluginConn};
 use topolet_nri::plugin::Plugin;
-use topolet_nri::{Stub, StubConfig};
+use topolet_nri::Stub;
 use topolet_testkit::kubelet::nri::{
     besteffort, create, ctr, guaranteed, pod, pod_with_parent, GIB,
 };
+use topolet_testkit::nri_harness::{self, Connected};
 
 const GUARD: Duration = Duration::from_secs(20);
 /// No floor: the QoS classes' own values are what is checked.
@@ -279,23 +280,16 @@ impl Node {
         let mut config = base_config(&dir.path().join("state"));
         config.cpu.strict_cpu_reservation = strict;
         let plugin = Arc::new(TopoletPlugin::new(config, small_machine()).expect("plugin"));
-        let cfg = StubConfig::new("topolet", "50", dir.path().join("nri.sock")).expect("stub");
-        let stub = Arc::new(Stub::new(plugin.clone(), cfg).expect("stub"));
-        plugin.attach(stub.updater(), stub.status());
-        tokio::spawn(async move {
-            let _ = stub.run().await;
-        });
-        let conn = tokio::time::timeout(GUARD, rt.accept())
-            .await
-            .expect("accept in time")
-            .expect("accept");
-        tokio::time::timeout(GUARD, conn.wait_registered())
-            .await
-            .expect("registered in time")
-            .expect("registered");
-        conn.configure_as("v2.3.0", "v0.12.0")
-            .await
-            .expect("configure");
+        let attach = |stub: &Stub<TopoletPlugin>| plugin.attach(stub.updater(), stub.status());
+        let Connected { conn, .. } = nri_harness::connect(
+            &rt,
+            &dir.path().join("nri.sock"),
+            plugin.clone(),
+            attach,
+            "v2.3.0",
+            "v0.12.0",
+        )
+        .await;
         conn.synchronize(vec![], vec![], None).await.expect("sync");
         Node {
             _dir: dir,

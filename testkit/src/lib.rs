@@ -9,10 +9,13 @@
 //!   into the CRI requests (crictl JSON) and NRI messages the kubelet's rules produce;
 //! - [`cgroup_names`]: the kubelet's cgroup naming for both drivers, and its inverse: the
 //!   oracle of the plugin's cgroup-path parsing.
-//! - [`qos`]: the pod QoS classes both speak.
+//! - [`qos`]: the pod QoS classes both speak;
+//! - [`nri_harness`]: a plugin behind the NRI stub, connected to the fake runtime;
+//! - [`metrics_text`]: a strict reader of the Prometheus text format.
 
 pub mod cgroup_names;
 pub mod kubelet;
 pub mod metrics_text;
+pub mod nri_harness;
 pub mod qos;
 pub mod sysfs;

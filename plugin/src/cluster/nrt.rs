@@ -106,7 +106,7 @@ impl kube::Resource for NodeResourceTopology {
 /// The content `plugin` would publish now.
 pub fn content(plugin: &TopoletPlugin) -> NrtContent {
     let books = plugin.books();
-    let status = crate::introspection::status(plugin, None);
+    let status = crate::introspection::status(plugin, None, None);
     nrt::build(
         plugin.topology(),
         &status,

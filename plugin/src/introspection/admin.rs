@@ -26,6 +26,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 use crate::introspection;
 use crate::nri::handlers::TopoletPlugin;
+use crate::pressure::PressureReport;
 use topolet_core::report::status::Status;
 
 /// Protocol version.
@@ -212,6 +213,7 @@ pub fn bind(path: &Path) -> Result<AdminSocket, AdminError> {
 pub async fn serve(
     socket: AdminSocket,
     plugin: Arc<TopoletPlugin>,
+    pressure: Arc<PressureReport>,
     metrics_address: Option<String>,
 ) {
     let metrics_address = Arc::new(metrics_address);
@@ -225,11 +227,11 @@ pub async fn serve(
             }
         };
         let plugin = plugin.clone();
+        let pressure = pressure.clone();
         let addr = metrics_address.clone();
         tokio::spawn(async move {
-            if let Err(e) =
-                tokio::time::timeout(IO_TIMEOUT, answer(stream, &plugin, addr.as_ref())).await
-            {
+            let answered = answer(stream, &plugin, &pressure, addr.as_ref());
+            if let Err(e) = tokio::time::timeout(IO_TIMEOUT, answered).await {
                 tracing::debug!(error = %e, "admin socket: client too slow");
             }
         });
@@ -239,6 +241,7 @@ pub async fn serve(
 async fn answer(
     stream: tokio::net::UnixStream,
     plugin: &TopoletPlugin,
+    pressure: &PressureReport,
     metrics_address: &Option<String>,
 ) {
     let (read, mut write) = stream.into_split();
@@ -260,6 +263,7 @@ async fn answer(
                 ok: true,
                 status: Some(Box::new(introspection::status(
                     plugin,
+                    pressure.latest(),
                     metrics_address.clone(),
                 ))),
                 error: None,

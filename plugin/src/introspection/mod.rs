@@ -19,9 +19,10 @@ use topolet_nri::stub::{ConnState, ConnectionStatus};
 
 use crate::config::{AdminConfig, MetricsConfig};
 use crate::nri::handlers::TopoletPlugin;
+use crate::pressure::PressureReport;
 use crate::telemetry::metrics::Gauges;
 use topolet_core::machine::cpuset::CpuSet;
-use topolet_core::report::status::{self, NriStatus, Status, StatusInput};
+use topolet_core::report::status::{self, NriStatus, Pressure, Status, StatusInput};
 
 /// The NRI part of the status, from the stub's connection status.
 pub fn nri_status(conn: Option<&ConnectionStatus>) -> NriStatus {
@@ -43,7 +44,11 @@ pub fn nri_status(conn: Option<&ConnectionStatus>) -> NriStatus {
 }
 
 /// The full status report.
-pub fn status(plugin: &TopoletPlugin, metrics_address: Option<String>) -> Status {
+pub fn status(
+    plugin: &TopoletPlugin,
+    pressure: Option<Pressure>,
+    metrics_address: Option<String>,
+) -> Status {
     let (snapshot, policies) = plugin.snapshot();
     let conn = plugin.connection();
     status::build(
@@ -53,7 +58,7 @@ pub fn status(plugin: &TopoletPlugin, metrics_address: Option<String>) -> Status
             policies,
             snapshot,
             nri: nri_status(conn.as_ref()),
-            pressure: plugin.metrics().pressure(),
+            pressure,
             metrics_address,
         },
     )
@@ -119,6 +124,7 @@ pub async fn start(
     admin_config: &AdminConfig,
     metrics_config: &MetricsConfig,
     plugin: Arc<TopoletPlugin>,
+    pressure: Arc<PressureReport>,
 ) -> Endpoints {
     let mut tasks = Vec::new();
     let mut metrics_address = None;
@@ -143,7 +149,12 @@ pub async fn start(
     match admin::bind(&admin_config.socket) {
         Ok(socket) => {
             tracing::info!(path = %admin_config.socket.display(), "admin socket listening (topolet status)");
-            tasks.push(tokio::spawn(admin::serve(socket, plugin, metrics_address)));
+            tasks.push(tokio::spawn(admin::serve(
+                socket,
+                plugin,
+                pressure,
+                metrics_address,
+            )));
         }
         Err(e) => {
             tracing::error!(error = %e, "admin socket not started; topolet status will not reach this plugin")

@@ -38,6 +38,7 @@ use crate::pressure::cri::CriClient;
 use crate::pressure::pod_facts::{overlay, FactsByUid, PodFacts};
 use crate::pressure::psi::PressureByResource;
 use crate::pressure::signals::{dir_usage, DirUsage, NodeStats, SignalSources};
+use crate::pressure::PressureReport;
 use crate::telemetry::metrics::Metrics;
 use topolet_core::eviction::message::{eviction_message, ContainerUsage};
 use topolet_core::eviction::node_status;
@@ -48,6 +49,7 @@ use topolet_core::eviction::{
 };
 use topolet_core::kube::events::{EventType, ObjectRef, Occurrence};
 use topolet_core::kube::pod::Pod;
+use topolet_core::report::status::{Pressure as StatusPressure, Signal as StatusSignal, Stall};
 
 /// Most directory entries walked per container when measuring disk usage.
 pub const DISK_WALK_LIMIT: u64 = 200_000;
@@ -476,6 +478,8 @@ pub struct EvictionLoop {
     pub events: Option<EventSink>,
     /// Where each interval's node conditions go (`crate::cluster::node_status`).
     pub node_status: Option<ReportSender>,
+    /// Where each interval's view of pressure goes, for `topolet status`.
+    pub report: Option<Arc<PressureReport>>,
 }
 
 /// The CRI socket path of an endpoint (`unix:///run/x.sock`, `unix:/run/x.sock` or a path).
@@ -608,6 +612,15 @@ impl EvictionLoop {
             d
         };
         self.export(&observed, &decision.conditions);
+        if let Some(report) = &self.report {
+            let node_psi = node.pressure.as_ref().cloned().unwrap_or_default();
+            report.publish(pressure_report(
+                &self.config,
+                &observed,
+                &decision.conditions,
+                &node_psi,
+            ));
+        }
         if let Some(tx) = &self.node_status {
             let conditions =
                 node_status::reports(&self.config, &core_obs, &decision.conditions, &decision.met);
@@ -878,7 +891,14 @@ impl EvictionLoop {
             facts,
             events: kube.map(|k| k.sink.clone()),
             node_status: None,
+            report: None,
         })
+    }
+
+    /// Publishes each interval's signals, thresholds, conditions and PSI to `report`.
+    pub fn with_report(mut self, report: Arc<PressureReport>) -> EvictionLoop {
+        self.report = Some(report);
+        self
     }
 
     /// Reports each interval's node conditions to `tx` (`crate::cluster::node_status`).
@@ -912,6 +932,63 @@ impl EvictionLoop {
     }
 }
 
+/// One interval's pressure as `topolet status` shows it: each observed signal's value with its
+/// thresholds (in the signal's unit), every node condition, and the node's PSI stall lines.
+pub fn pressure_report(
+    config: &EvictionConfig,
+    observed: &BTreeMap<Signal, Observed>,
+    conditions: &BTreeSet<NodeCondition>,
+    node_psi: &PressureByResource,
+) -> StatusPressure {
+    let mut signals: BTreeMap<String, StatusSignal> = observed
+        .iter()
+        .map(|(signal, o)| {
+            let s = StatusSignal {
+                signal: signal.to_string(),
+                value: Some(o.available as f64),
+                ..StatusSignal::default()
+            };
+            (signal.to_string(), s)
+        })
+        .collect();
+    for t in &config.thresholds {
+        let Some(o) = observed.get(&t.signal) else {
+            continue;
+        };
+        let kind = if t.is_hard() { "hard" } else { "soft" };
+        let s = signals
+            .entry(t.signal.to_string())
+            .or_insert_with(|| StatusSignal {
+                signal: t.signal.to_string(),
+                ..StatusSignal::default()
+            });
+        s.thresholds
+            .insert(kind.to_string(), t.amount(o.capacity, false) as f64);
+    }
+    let stall = node_psi
+        .iter()
+        .flat_map(|(r, p)| {
+            std::iter::once((*r, "some", p.some)).chain(p.full.map(|f| (*r, "full", f)))
+        })
+        .map(|(resource, kind, s)| Stall {
+            resource: resource.to_string(),
+            kind: kind.to_string(),
+            avg10: s.avg10,
+            avg60: s.avg60,
+            avg300: s.avg300,
+            total_seconds: s.total_us as f64 / 1e6,
+        })
+        .collect();
+    StatusPressure {
+        stall,
+        conditions: NodeCondition::ALL
+            .iter()
+            .map(|c| (c.as_str().to_string(), conditions.contains(c)))
+            .collect(),
+        signals: signals.into_values().collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -920,6 +997,72 @@ mod tests {
     use async_trait::async_trait;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use topolet_core::kube::qos::QosClass;
+
+    /// What `topolet status` shows of one interval: each observed signal with its thresholds in
+    /// the signal's unit (one that was not observed has none), every condition, PSI lines.
+    #[test]
+    fn the_pressure_report_of_an_interval() {
+        use crate::pressure::psi::{Pressure as Psi, Stall as Line};
+        use topolet_core::eviction::threshold::{Threshold, ThresholdValue};
+        let config = EvictionConfig {
+            thresholds: vec![
+                Threshold::hard(
+                    Signal::MemoryAvailable,
+                    ThresholdValue::Quantity(100_000_000),
+                ),
+                Threshold::hard(Signal::NodeFsAvailable, ThresholdValue::Percentage(0.1)),
+            ],
+            ..EvictionConfig::default()
+        };
+        let observed = BTreeMap::from([(
+            Signal::MemoryAvailable,
+            Observed {
+                available: 1_500_000_000,
+                capacity: 4_000_000_000,
+            },
+        )]);
+        let line = |total_us: u64| Line {
+            avg10: 1.5,
+            avg60: 0.5,
+            avg300: 0.25,
+            total_us,
+        };
+        let psi = PressureByResource::from([
+            (
+                "cpu",
+                Psi {
+                    some: line(3_000_000),
+                    full: None,
+                },
+            ),
+            (
+                "memory",
+                Psi {
+                    some: line(1_500_000),
+                    full: Some(line(500_000)),
+                },
+            ),
+        ]);
+        let p = pressure_report(
+            &config,
+            &observed,
+            &BTreeSet::from([NodeCondition::PidPressure]),
+            &psi,
+        );
+        assert_eq!(p.signals.len(), 1);
+        assert_eq!(p.signals[0].signal, "memory.available");
+        assert_eq!(p.signals[0].value, Some(1.5e9));
+        assert_eq!(p.signals[0].thresholds["hard"], 1e8);
+        assert_eq!(p.conditions.len(), NodeCondition::ALL.len());
+        assert!(p.conditions["PIDPressure"]);
+        assert!(!p.conditions["MemoryPressure"]);
+        assert_eq!(p.stall.len(), 3);
+        assert_eq!(
+            (p.stall[2].resource.as_str(), p.stall[2].kind.as_str()),
+            ("memory", "full")
+        );
+        assert_eq!(p.stall[1].total_seconds, 1.5);
+    }
 
     struct Pods(Vec<ManagedPod>);
 
@@ -1000,6 +1143,7 @@ mod tests {
             facts: None,
             events: None,
             node_status: None,
+            report: None,
         };
         (t, l)
     }
@@ -1056,6 +1200,7 @@ mod tests {
     use topolet_core::machine::topology::SyntheticSpec;
     use topolet_nri::api;
     use topolet_nri::fake_runtime::FakeRuntime;
+    use topolet_testkit::nri_harness;
 
     /// Guard against hangs only, never a timing assertion.
     const GUARD: Duration = Duration::from_secs(20);
@@ -1154,23 +1299,18 @@ mod tests {
         config.state.dir = dir.path().join("state");
         let plugin = Arc::new(TopoletPlugin::new(config, topology).unwrap());
         let rt = FakeRuntime::bind(dir.path().join("nri.sock")).unwrap();
-        let cfg =
-            topolet_nri::StubConfig::new("topolet", "50", dir.path().join("nri.sock")).unwrap();
-        let stub = Arc::new(topolet_nri::Stub::new(plugin.clone(), cfg).unwrap());
-        plugin.attach(stub.updater(), stub.status());
-        let serve = tokio::spawn(async move {
-            let _ = stub.run().await;
-        });
-        let conn = tokio::time::timeout(GUARD, rt.accept())
-            .await
-            .unwrap()
-            .unwrap();
-        tokio::time::timeout(GUARD, conn.wait_registered())
-            .await
-            .unwrap()
-            .unwrap();
         // NRI v0.11: lifecycle events as StateChange, which the fake runtime sends.
-        conn.configure_as("v2.2.7", "v0.11.0").await.unwrap();
+        let attach =
+            |stub: &topolet_nri::Stub<TopoletPlugin>| plugin.attach(stub.updater(), stub.status());
+        let nri_harness::Connected { conn, task: serve } = nri_harness::connect(
+            &rt,
+            &dir.path().join("nri.sock"),
+            plugin.clone(),
+            attach,
+            "v2.2.7",
+            "v0.11.0",
+        )
+        .await;
         conn.synchronize(vec![], vec![], None).await.unwrap();
         let (p1, c1) = be_pod("p1");
         // The loop's pods are the sandboxes NRI announced (RunPodSandbox) with their containers.
@@ -1218,6 +1358,7 @@ mod tests {
             facts: None,
             events: None,
             node_status: None,
+            report: None,
         };
         let eviction = tokio::spawn(l.run());
 

@@ -9,6 +9,9 @@ pub mod psi;
 pub mod signals;
 
 use std::path::PathBuf;
+use std::sync::Mutex;
+
+use topolet_core::report::status::Pressure;
 
 /// A reading of one of the node's signal files ([`signals`], [`psi`]) that failed, naming the
 /// file.
@@ -26,4 +29,26 @@ pub enum SignalError {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+/// The eviction loop's latest view of node pressure for `topolet status` (signals, thresholds,
+/// conditions, PSI), written once per interval by the loop ([`eviction::EvictionLoop`]) and read
+/// by the status report. `None` until the loop has run once, or when it does not run.
+#[derive(Debug, Default)]
+pub struct PressureReport(Mutex<Option<Pressure>>);
+
+impl PressureReport {
+    pub fn new() -> PressureReport {
+        PressureReport::default()
+    }
+
+    /// Replaces the report with this interval's.
+    pub fn publish(&self, pressure: Pressure) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(pressure);
+    }
+
+    /// The last interval's report, if any.
+    pub fn latest(&self) -> Option<Pressure> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
 }

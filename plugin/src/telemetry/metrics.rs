@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use crate::pressure::psi::PressureByResource;
 use crate::telemetry::exposition::{format_float, Writer};
-use topolet_core::report::status::{Pressure, Signal, Stall};
 
 /// Upper bounds (seconds) of the NRI event latency buckets: 2.5µs to 2.5s. Most events take
 /// tens of µs, so the low end is fine-grained (roughly 1-1.5-2-3-4-5 steps up to 100µs) for a
@@ -445,50 +444,6 @@ impl Metrics {
         let mut f = self.lock();
         f.pod_truth.synced = synced;
         f.pod_truth.pods = pods as u64;
-    }
-
-    /// What the eviction loop reported, for `topolet status`; `None` if it never reported.
-    pub fn pressure(&self) -> Option<Pressure> {
-        let f = self.lock();
-        if f.conditions.is_empty()
-            && f.signals.is_empty()
-            && f.thresholds.is_empty()
-            && f.node_pressure.is_empty()
-        {
-            return None;
-        }
-        let mut signals: BTreeMap<String, Signal> = BTreeMap::new();
-        for (name, v) in &f.signals {
-            signals.entry(name.clone()).or_default().value = Some(*v);
-        }
-        for ((name, kind), v) in &f.thresholds {
-            signals
-                .entry(name.clone())
-                .or_default()
-                .thresholds
-                .insert(kind.clone(), *v);
-        }
-        let stall = stall_lines(&f.node_pressure)
-            .map(|(resource, kind, s)| Stall {
-                resource: resource.to_string(),
-                kind: kind.to_string(),
-                avg10: s.avg10,
-                avg60: s.avg60,
-                avg300: s.avg300,
-                total_seconds: s.total_us as f64 / 1e6,
-            })
-            .collect();
-        Some(Pressure {
-            stall,
-            conditions: f.conditions.clone(),
-            signals: signals
-                .into_iter()
-                .map(|(name, mut s)| {
-                    s.signal = name;
-                    s
-                })
-                .collect(),
-        })
     }
 
     /// The exposition text (format 0.0.4) of every family, with `gauges` read from the plugin.
@@ -1040,7 +995,6 @@ mod tests {
                 "{family} has samples before anything reported"
             );
         }
-        assert_eq!(m.pressure(), None);
         assert_eq!(value(&samples, "topolet_nri_synchronized", &[]), Some(0.0));
     }
 
@@ -1125,10 +1079,9 @@ mod tests {
     }
 
     #[test]
-    fn pressure_stall_series_and_status() {
+    fn pressure_stall_series() {
         use crate::pressure::psi::{Pressure as Psi, Stall as Line};
         let m = Metrics::new();
-        assert_eq!(m.pressure(), None);
         let line = |avg10: f64, total_us: u64| Line {
             avg10,
             avg60: 0.5,
@@ -1189,13 +1142,6 @@ mod tests {
             ),
             Some(0.25)
         );
-        let stall = m.pressure().unwrap().stall;
-        assert_eq!(stall.len(), 3);
-        assert_eq!(
-            (stall[2].resource.as_str(), stall[2].kind.as_str()),
-            ("memory", "full")
-        );
-        assert_eq!(stall[1].total_seconds, 1.5);
         // A later interval replaces the pods: a gone pod loses its samples.
         m.set_pressure(PressureByResource::new(), BTreeMap::new());
         let s = parse_exposition(&m.render(&Gauges::default())).unwrap();
@@ -1288,12 +1234,6 @@ mod tests {
             ),
             Some(1.0)
         );
-        let p = m.pressure().unwrap();
-        assert!(p.conditions["PIDPressure"]);
-        assert_eq!(p.signals.len(), 1);
-        assert_eq!(p.signals[0].signal, "memory.available");
-        assert_eq!(p.signals[0].value, Some(1.5e9));
-        assert_eq!(p.signals[0].thresholds["hard"], 1e8);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use topolet_fuzz_props as fuzz;
 use topolet_nri::api;
 use topolet_nri::mux::encode_frames;
-use topolet_testkit::kubelet::nri::{besteffort, burstable, create, guaranteed, pod, GIB};
+use topolet_testkit::kubelet::nri::{besteffort, burstable, create, guaranteed, pod, running, GIB};
 
 fn fuzz_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz")
@@ -91,19 +91,6 @@ fn kind(name: &str) -> usize {
         .iter()
         .position(|n| *n == name)
         .unwrap_or_else(|| panic!("{name} is not a plugin-side request"))
-}
-
-fn running(mut c: api::Container, cpus: &str) -> api::Container {
-    let cpu = c
-        .linux
-        .mut_or_insert_default()
-        .resources
-        .mut_or_insert_default()
-        .cpu
-        .mut_or_insert_default();
-    cpu.cpus = cpus.into();
-    c.state = api::ContainerState::CONTAINER_RUNNING.into();
-    c
 }
 
 fn resize(c: &api::Container, millis: u64) -> api::UpdateContainerRequest {

@@ -109,17 +109,8 @@ fn shared_on(c: api::Container, cpus: &CpuSet) -> api::Container {
 }
 
 /// `c` as it runs now: its cpuset and mems (those of the cpuset) as the runtime reports them.
-fn running_on(mut c: api::Container, cpus: &CpuSet) -> api::Container {
-    let cpu = c
-        .linux
-        .mut_or_insert_default()
-        .resources
-        .mut_or_insert_default()
-        .cpu
-        .mut_or_insert_default();
-    cpu.cpus = cpus.to_string();
-    cpu.mems = mems_of(cpus);
-    c
+fn running_on(c: api::Container, cpus: &CpuSet) -> api::Container {
+    shapes::with_cpuset(c, &cpus.to_string(), &mems_of(cpus))
 }
 
 /// The resources of an in-place resize to `millis` CPU (Guaranteed: limit = request), as the

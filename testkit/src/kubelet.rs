@@ -581,6 +581,27 @@ pub mod nri {
         kubelet_ctr(pod, name, Requirements::best_effort())
     }
 
+    /// `c` with the cpuset the runtime reports (`cpus` and `mems`; "" leaves one unset).
+    pub fn with_cpuset(mut c: api::Container, cpus: &str, mems: &str) -> api::Container {
+        let cpu = c
+            .linux
+            .mut_or_insert_default()
+            .resources
+            .mut_or_insert_default()
+            .cpu
+            .mut_or_insert_default();
+        cpu.cpus = cpus.into();
+        cpu.mems = mems.into();
+        c
+    }
+
+    /// `c` as the runtime reports a running container on `cpus` (mems unset), as Synchronize
+    /// lists it.
+    pub fn running(mut c: api::Container, cpus: &str) -> api::Container {
+        c.state = api::ContainerState::CONTAINER_RUNNING.into();
+        with_cpuset(c, cpus, "")
+    }
+
     pub fn create(pod: &api::PodSandbox, c: &api::Container) -> api::CreateContainerRequest {
         api::CreateContainerRequest {
             pod: Some(pod.clone()).into(),

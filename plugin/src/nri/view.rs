@@ -439,19 +439,7 @@ pub(crate) mod tests {
         );
     }
 
-    /// `c` with the cpuset the runtime reports (`cpus` and `mems`; "" leaves one unset).
-    pub(crate) fn with_cpuset(mut c: api::Container, cpus: &str, mems: &str) -> api::Container {
-        let cpu = c
-            .linux
-            .mut_or_insert_default()
-            .resources
-            .mut_or_insert_default()
-            .cpu
-            .mut_or_insert_default();
-        cpu.cpus = cpus.into();
-        cpu.mems = mems.into();
-        c
-    }
+    pub(crate) use topolet_testkit::kubelet::nri::with_cpuset;
 
     #[test]
     fn an_unreadable_cpuset_is_an_error_naming_the_container_and_the_field() {

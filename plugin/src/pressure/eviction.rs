@@ -36,7 +36,7 @@ use crate::nri::handlers::{ManagedPod, TopoletPlugin};
 use crate::pressure::actions::{EvictPod, Evicted, Evictor};
 use crate::pressure::cri::CriClient;
 use crate::pressure::pod_facts::{overlay, FactsByUid, PodFacts};
-use crate::pressure::psi::PressureByResource;
+use crate::pressure::psi::{self, PressureByResource};
 use crate::pressure::signals::{dir_usage, DirUsage, NodeStats, SignalSources};
 use crate::pressure::PressureReport;
 use crate::telemetry::metrics::Metrics;
@@ -578,7 +578,11 @@ impl EvictionLoop {
         let usage = measure_pods(&self.sources, &pods, disk, self.cri.as_ref()).await;
         if let Some(m) = &self.metrics {
             let node_psi = node.pressure.as_ref().cloned().unwrap_or_default();
-            m.set_pressure(node_psi, pods_pressure(&self.sources, &pods));
+            let pods = pods_pressure(&self.sources, &pods)
+                .iter()
+                .map(|(uid, p)| (uid.clone(), psi::stall_lines(p)))
+                .collect();
+            m.set_pressure(psi::stall_lines(&node_psi), pods);
         }
         let core_obs: Observations = observed
             .iter()
@@ -965,14 +969,11 @@ pub fn pressure_report(
         s.thresholds
             .insert(kind.to_string(), t.amount(o.capacity, false) as f64);
     }
-    let stall = node_psi
-        .iter()
-        .flat_map(|(r, p)| {
-            std::iter::once((*r, "some", p.some)).chain(p.full.map(|f| (*r, "full", f)))
-        })
-        .map(|(resource, kind, s)| Stall {
-            resource: resource.to_string(),
-            kind: kind.to_string(),
+    let stall = psi::stall_lines(node_psi)
+        .into_iter()
+        .map(|s| Stall {
+            resource: s.resource.to_string(),
+            kind: s.kind.to_string(),
             avg10: s.avg10,
             avg60: s.avg60,
             avg300: s.avg300,

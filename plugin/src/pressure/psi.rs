@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::pressure::SignalError;
+use crate::telemetry::metrics::StallLine;
 
 /// The resources PSI accounts, as named by the kernel's files.
 pub const RESOURCES: [&str; 3] = ["cpu", "memory", "io"];
@@ -41,6 +42,23 @@ pub struct Pressure {
 
 /// Resource (`cpu`, `memory`, `io`) → its pressure, for the resources whose file exists.
 pub type PressureByResource = BTreeMap<&'static str, Pressure>;
+
+/// Every line of one reading, by resource, `some` before `full`.
+pub fn stall_lines(p: &PressureByResource) -> Vec<StallLine> {
+    p.iter()
+        .flat_map(|(r, p)| {
+            std::iter::once((*r, "some", p.some)).chain(p.full.map(|f| (*r, "full", f)))
+        })
+        .map(|(resource, kind, s)| StallLine {
+            resource,
+            kind,
+            avg10: s.avg10,
+            avg60: s.avg60,
+            avg300: s.avg300,
+            total_us: s.total_us,
+        })
+        .collect()
+}
 
 /// Parses the text of the pressure file `path`.
 pub fn parse(path: &Path, text: &str) -> Result<Pressure, SignalError> {

@@ -16,7 +16,6 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::pressure::psi::PressureByResource;
 use crate::telemetry::exposition::{format_float, Writer};
 
 /// Upper bounds (seconds) of the NRI event latency buckets: 2.5µs to 2.5s. Most events take
@@ -97,8 +96,8 @@ struct Families {
     thresholds: BTreeMap<(String, String), f64>,
     conditions: BTreeMap<String, bool>,
     /// The node's PSI and each managed pod's (pod uid →), as of the eviction loop's last interval.
-    node_pressure: PressureByResource,
-    pod_pressure: BTreeMap<String, PressureByResource>,
+    node_pressure: Vec<StallLine>,
+    pod_pressure: BTreeMap<String, Vec<StallLine>>,
     kube_events: BTreeMap<&'static str, u64>,
     kube_api_errors: BTreeMap<(&'static str, String), u64>,
     kube_client: bool,
@@ -147,6 +146,19 @@ pub struct Gauges {
     pub nri_connects: u64,
     pub nri_reconnects: u64,
     pub nri_synchronized: bool,
+}
+
+/// One pressure stall (PSI) line as exported: the resource (`cpu`, `memory`, `io`), the kind
+/// (`some`: a task stalled, `full`: all stalled at once), the shares of the last 10, 60 and
+/// 300 s stalled (percent) and the total stall time in µs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StallLine {
+    pub resource: &'static str,
+    pub kind: &'static str,
+    pub avg10: f64,
+    pub avg60: f64,
+    pub avg300: f64,
+    pub total_us: u64,
 }
 
 /// The registry. Share it as `Arc<Metrics>`.
@@ -281,11 +293,7 @@ impl Metrics {
 
     /// The eviction loop's reading of pressure stall information: the node's and each managed
     /// pod's (pod uid →; pods not listed lose their samples).
-    pub fn set_pressure(
-        &self,
-        node: PressureByResource,
-        pods: BTreeMap<String, PressureByResource>,
-    ) {
+    pub fn set_pressure(&self, node: Vec<StallLine>, pods: BTreeMap<String, Vec<StallLine>>) {
         let mut f = self.lock();
         f.node_pressure = node;
         f.pod_pressure = pods;
@@ -831,29 +839,19 @@ impl Metrics {
     }
 }
 
-/// Every (resource, kind, line) of one reading, `some` before `full`.
-fn stall_lines(
-    p: &PressureByResource,
-) -> impl Iterator<Item = (&'static str, &'static str, crate::pressure::psi::Stall)> + '_ {
-    p.iter().flat_map(|(r, p)| {
-        std::iter::once((*r, "some", p.some)).chain(p.full.map(|f| (*r, "full", f)))
-    })
-}
-
-fn render_pressure(
-    w: &mut Writer,
-    node: &PressureByResource,
-    pods: &BTreeMap<String, PressureByResource>,
-) {
+fn render_pressure(w: &mut Writer, node: &[StallLine], pods: &BTreeMap<String, Vec<StallLine>>) {
     w.family(
         "topolet_pressure_stall_seconds_total",
         "counter",
         "The node's pressure stall time (PSI, /proc/pressure) by resource (cpu, memory, io) and kind (some: a task stalled, full: all stalled); informational, no eviction acts on it.",
     );
-    for (r, kind, s) in stall_lines(node) {
+    for s in node {
         w.sample(
             "topolet_pressure_stall_seconds_total",
-            &[("resource", r.to_string()), ("kind", kind.to_string())],
+            &[
+                ("resource", s.resource.to_string()),
+                ("kind", s.kind.to_string()),
+            ],
             s.total_us as f64 / 1e6,
         );
     }
@@ -862,10 +860,13 @@ fn render_pressure(
         "gauge",
         "The node's share of the last 10 s stalled (PSI avg10 / 100), by resource and kind.",
     );
-    for (r, kind, s) in stall_lines(node) {
+    for s in node {
         w.sample(
             "topolet_pressure_stall_avg10_ratio",
-            &[("resource", r.to_string()), ("kind", kind.to_string())],
+            &[
+                ("resource", s.resource.to_string()),
+                ("kind", s.kind.to_string()),
+            ],
             s.avg10 / 100.0,
         );
     }
@@ -874,14 +875,14 @@ fn render_pressure(
         "counter",
         "A managed pod cgroup's pressure stall time (cgroup v2 *.pressure) by pod uid, resource and kind.",
     );
-    for (uid, p) in pods {
-        for (r, kind, s) in stall_lines(p) {
+    for (uid, lines) in pods {
+        for s in lines {
             w.sample(
                 "topolet_pod_pressure_stall_seconds_total",
                 &[
                     ("pod_uid", uid.clone()),
-                    ("resource", r.to_string()),
-                    ("kind", kind.to_string()),
+                    ("resource", s.resource.to_string()),
+                    ("kind", s.kind.to_string()),
                 ],
                 s.total_us as f64 / 1e6,
             );
@@ -1080,37 +1081,24 @@ mod tests {
 
     #[test]
     fn pressure_stall_series() {
-        use crate::pressure::psi::{Pressure as Psi, Stall as Line};
         let m = Metrics::new();
-        let line = |avg10: f64, total_us: u64| Line {
+        let line = |resource, kind, avg10: f64, total_us: u64| StallLine {
+            resource,
+            kind,
             avg10,
             avg60: 0.5,
             avg300: 0.25,
             total_us,
         };
-        let node = PressureByResource::from([
-            (
-                "cpu",
-                Psi {
-                    some: line(2.0, 3_000_000),
-                    full: None,
-                },
-            ),
-            (
-                "memory",
-                Psi {
-                    some: line(1.5, 1_500_000),
-                    full: Some(line(0.5, 500_000)),
-                },
-            ),
-        ]);
-        let pod = PressureByResource::from([(
-            "memory",
-            Psi {
-                some: line(0.0, 250_000),
-                full: Some(line(0.0, 0)),
-            },
-        )]);
+        let node = vec![
+            line("cpu", "some", 2.0, 3_000_000),
+            line("memory", "some", 1.5, 1_500_000),
+            line("memory", "full", 0.5, 500_000),
+        ];
+        let pod = vec![
+            line("memory", "some", 0.0, 250_000),
+            line("memory", "full", 0.0, 0),
+        ];
         m.set_pressure(node, BTreeMap::from([("uid-1".to_string(), pod)]));
         let s = parse_exposition(&m.render(&Gauges::default())).unwrap();
         let v = |n: &str, l: &[(&str, &str)]| value(&s, n, l);
@@ -1143,7 +1131,7 @@ mod tests {
             Some(0.25)
         );
         // A later interval replaces the pods: a gone pod loses its samples.
-        m.set_pressure(PressureByResource::new(), BTreeMap::new());
+        m.set_pressure(Vec::new(), BTreeMap::new());
         let s = parse_exposition(&m.render(&Gauges::default())).unwrap();
         assert!(!s.iter().any(|x| x.name.contains("pressure_stall")));
     }

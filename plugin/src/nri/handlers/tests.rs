@@ -68,10 +68,11 @@ fn guaranteed(uid: &str, name: &str, cpus: i64) -> (api::PodSandbox, api::Contai
     (sb, c)
 }
 
-fn running(mut c: api::Container, cpus: &str) -> api::Container {
-    c.state = api::ContainerState::CONTAINER_RUNNING.into();
+/// Running on `cpus`, with a process (pid 1) for the drift check to read.
+fn running(c: api::Container, cpus: &str) -> api::Container {
+    let mut c = topolet_testkit::kubelet::nri::running(c, cpus);
     c.pid = 1;
-    with_cpuset(c, cpus, "")
+    c
 }
 
 async fn create(

@@ -11,7 +11,9 @@ use std::path::PathBuf;
 
 use anyhow::{ensure, Context, Result};
 use serde_json::Value;
+use topolet_core::machine::cpuset::CpuSet;
 use topolet_integration::cri::Created;
+use topolet_integration::freeze::{shim_of, Frozen};
 use topolet_integration::guest::{self, Driver, GUEST_WAIT};
 use topolet_integration::kube::{ContainerSpec, PodSpec, Requirements};
 use topolet_integration::topolet::metrics_text;
@@ -59,6 +61,9 @@ impl Guest {
         config.reserved_cpus = Some(reserved.into());
         config.cpu_toml = cpu_toml.into();
         config.extra_toml = extra.into();
+        // The drift check every second: a container off its target is seen at once (snc4's
+        // breach step).
+        config.nri_toml = "drift_check_s = 1".into();
         let topolet = guest::start_topolet(&work, &config)?;
         Ok(Guest {
             topolet,
@@ -357,6 +362,54 @@ fn pressure_moves(g: &mut Guest) -> Result<()> {
 }
 
 /// 2 sockets × 2 cores × 2 threads, 2 NUMA nodes, cgroup v2, cgroupfs driver.
+/// A slow runtime never parks a breach (the scene of a 4-NUMA guest whose containerd timed out
+/// applying a shared-pool update): `b`'s shim is frozen, so no update of `b` can be applied, and
+/// its cpuset is widened onto `holder_cpus` (another container's exclusive CPUs). topolet reports
+/// the breach for as long as it lasts and keeps resending `b`'s target; once the shim thaws, its
+/// retry puts `b` back on `shared`, without a reconnect.
+fn breach_ends_by_retry(g: &mut Guest, b: &Running, shared: &str, holder_cpus: &str) -> Result<()> {
+    step("breach: b's shim frozen, its cpuset widened onto an exclusive cpu");
+    let connects = g.topolet.nri_connects()?;
+    let mut wide = CpuSet::parse(shared)?;
+    wide.extend_from(&CpuSet::parse(holder_cpus)?);
+    let frozen = Frozen::freeze(shim_of(b.pid)?)?;
+    std::fs::write(b.dir.join("cpuset.cpus"), wide.to_string())
+        .with_context(|| format!("widening {}", b.dir.display()))?;
+    wait::until_true("the breach reported for 8 s", GUEST_WAIT, || {
+        let allowed = guest::proc_status_field(b.pid, "Cpus_allowed_list")?;
+        let reported = g.topolet.breaches()?;
+        Ok(same_cpus(&allowed, &wide.to_string())?
+            && reported
+                .iter()
+                .any(|(id, cpus, seconds)| id == &b.c.id && cpus == holder_cpus && *seconds >= 8.0))
+    })
+    .with_context(|| format!("breaches {:?}", g.topolet.breaches().ok()))?;
+    step("breach: b's shim thawed");
+    drop(frozen);
+    wait::until_true(
+        "b back on the shared pool by topolet's retry",
+        GUEST_WAIT,
+        || {
+            let allowed = guest::proc_status_field(b.pid, "Cpus_allowed_list")?;
+            Ok(same_cpus(&file(&b.dir, "cpuset.cpus")?, shared)?
+                && same_cpus(&allowed, shared)?
+                && g.topolet.breaches()?.is_empty())
+        },
+    )
+    .with_context(|| {
+        format!(
+            "breaches {:?}, b's cpuset.cpus {:?}",
+            g.topolet.breaches().ok(),
+            file(&b.dir, "cpuset.cpus").ok()
+        )
+    })?;
+    ensure!(
+        g.topolet.nri_connects()? == connects,
+        "topolet reconnected: the breach was ended by a Synchronize, not by its retries"
+    );
+    Ok(())
+}
+
 #[test]
 fn smt2numa() -> Result<()> {
     let extra = "[topology]\npolicy = \"single-numa-node\"\n\n[eviction]\nhard = { \"memory.available\" = \"100Mi\" }\ninterval = \"1s\"\nnodefs_path = \"/\"\nimagefs_path = \"/\"\n";
@@ -629,6 +682,7 @@ fn snc4() -> Result<()> {
         "status manages {} containers, want 4 (m1, m3, b, be)",
         s["managed_containers"]
     );
+    breach_ends_by_retry(&mut g, &b, &shared, &cpus1)?;
 
     let plan = g.plan()?;
     plan_agrees(&plan, "m1", Some(&cpus1), None)?;

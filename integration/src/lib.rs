@@ -8,6 +8,7 @@
 //! - [`admissions`]: which source (pod spec from the API, or the NRI inversion) decided each
 //!   container, from topolet's status and metrics;
 //! - [`fixture`]: the usual set-up, a stack with topolet registered on it;
+//! - [`freeze`]: a container's shim stopped for a while (a runtime that applies no update);
 //! - [`stack`]: an isolated containerd started with `hack/containerd.sh` (start, restart, stop on drop);
 //! - [`topolet`]: the plugin process under test (config, spawn, log lines, SIGKILL, restart);
 //! - [`kube`]: pod and container configs shaped exactly like the kubelet sends them per QoS class
@@ -30,6 +31,7 @@ pub mod churn;
 pub mod cluster;
 pub mod cri;
 pub mod fixture;
+pub mod freeze;
 pub mod guest;
 pub use topolet_testkit::kubelet as kube;
 pub mod logs;

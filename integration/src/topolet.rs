@@ -444,6 +444,12 @@ impl Topolet {
         Ok((admitted as u64, refused as u64))
     }
 
+    /// The status's open exclusive-CPU breaches: (container id, the exclusive CPUs it may run
+    /// on, seconds so far).
+    pub fn breaches(&self) -> anyhow::Result<Vec<(String, String, f64)>> {
+        Ok(breaches_of(&self.status()?))
+    }
+
     /// The address `/metrics` is served on, once it listens (the status's `metrics_address`).
     pub fn wait_metrics_address(&mut self) -> anyhow::Result<String> {
         self.wait_status("the metrics endpoint listening", LOG_TIMEOUT, |s| {
@@ -539,6 +545,25 @@ fn samples(text: &str, name: &str, labels: &[(&str, &str)]) -> anyhow::Result<Ve
         }
     }
     Ok(out)
+}
+
+/// The open exclusive-CPU breaches of a `topolet status -o json` document: (container id, the
+/// exclusive CPUs it may run on, seconds so far).
+pub fn breaches_of(status: &Value) -> Vec<(String, String, f64)> {
+    status["breaches"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|b| {
+                    (
+                        b["id"].as_str().unwrap_or_default().to_string(),
+                        b["cpus"].as_str().unwrap_or_default().to_string(),
+                        b["seconds"].as_f64().unwrap_or(0.0),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 impl Drop for Topolet {

@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context};
 use topolet_integration::books::{self, Balance, TopoletSide, Tracked};
 use topolet_integration::churn::{self, Outcome, Rng};
+use topolet_integration::freeze::{shim_of, Frozen};
 use topolet_integration::kube::Requirements;
 use topolet_integration::logs::{field, tail};
 use topolet_integration::topolet::{binary, metric, LOG_TIMEOUT};
@@ -640,65 +641,6 @@ fn full_disk_keeps_serving_and_the_state_catches_up() -> anyhow::Result<()> {
     remove_all_and_check(&t)
 }
 
-/// A process stopped with SIGSTOP until this is dropped (SIGCONT, also on a failed test).
-struct Frozen(i32);
-
-impl Frozen {
-    fn freeze(pid: i32) -> anyhow::Result<Frozen> {
-        // SAFETY: kill(2) with a pid this test read from /proc and a valid signal number; it
-        // touches no memory of this process.
-        if unsafe { libc::kill(pid, libc::SIGSTOP) } != 0 {
-            bail!("SIGSTOP {pid}: {}", std::io::Error::last_os_error());
-        }
-        Ok(Frozen(pid))
-    }
-}
-
-impl Drop for Frozen {
-    fn drop(&mut self) {
-        // SAFETY: as in `freeze`.
-        unsafe { libc::kill(self.0, libc::SIGCONT) };
-    }
-}
-
-/// The containerd shim serving the container whose init process is `pid`: its parent.
-fn shim_of(pid: i32) -> anyhow::Result<i32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .with_context(|| format!("reading /proc/{pid}/status"))?;
-    let ppid: i32 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("PPid:"))
-        .and_then(|v| v.trim().parse().ok())
-        .with_context(|| format!("no PPid in /proc/{pid}/status"))?;
-    let comm = std::fs::read_to_string(format!("/proc/{ppid}/comm"))
-        .with_context(|| format!("reading /proc/{ppid}/comm"))?;
-    ensure!(
-        comm.trim().starts_with("containerd-shim"),
-        "the parent of {pid} is {ppid} ({}), not a containerd shim",
-        comm.trim()
-    );
-    Ok(ppid)
-}
-
-/// The status's breaches: (container id, the exclusive CPUs it may run on, seconds so far).
-fn breaches(t: &WithTopolet) -> anyhow::Result<Vec<(String, String, f64)>> {
-    let status = t.topolet.status()?;
-    Ok(status["breaches"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|b| {
-                    (
-                        b["id"].as_str().unwrap_or_default().to_string(),
-                        b["cpus"].as_str().unwrap_or_default().to_string(),
-                        b["seconds"].as_f64().unwrap_or(0.0),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default())
-}
-
 /// A runtime that cannot apply updates for a while (the shim of a shared container frozen, as a
 /// very slow node's runtime times out) never parks a breach: while the container's process may
 /// run on the exclusive CPU, topolet reports it (status `breaches`, the breach gauge) and keeps
@@ -740,7 +682,7 @@ fn a_frozen_shim_never_parks_a_breach() -> anyhow::Result<()> {
     // topolet sees it, says so, and the kernel agrees it is real; it lasts while the shim is
     // frozen (long enough for several failed sends: the back-off starts at 0.5 s).
     wait::until_true("the breach reported for 8 s", SETTLE, || {
-        let reported = breaches(&t)?;
+        let reported = t.topolet.breaches()?;
         let real = observe::cpus_allowed_list(bpid)? == "0-1";
         Ok(real
             && breaching()? == 1.0
@@ -751,7 +693,7 @@ fn a_frozen_shim_never_parks_a_breach() -> anyhow::Result<()> {
     .with_context(|| {
         format!(
             "breaches {:?}, gauge {:?}, bu-frozen Cpus_allowed_list {:?}",
-            breaches(&t).ok(),
+            t.topolet.breaches().ok(),
             breaching().ok(),
             observe::cpus_allowed_list(bpid).ok()
         )
@@ -764,12 +706,12 @@ fn a_frozen_shim_never_parks_a_breach() -> anyhow::Result<()> {
         Ok(observe::cgroup_cpuset(&b)? == "0"
             && observe::cpus_allowed_list(bpid)? == "0"
             && breaching()? == 0.0
-            && breaches(&t)?.is_empty())
+            && t.topolet.breaches()?.is_empty())
     })
     .with_context(|| {
         format!(
             "breaches {:?}, gauge {:?}, bu-frozen cgroup {:?} Cpus_allowed_list {:?}",
-            breaches(&t).ok(),
+            t.topolet.breaches().ok(),
             breaching().ok(),
             observe::cgroup_cpuset(&b).ok(),
             observe::cpus_allowed_list(bpid).ok()

@@ -26,6 +26,16 @@ pub struct Created {
     pub create_time: Duration,
 }
 
+/// How many times [`Cri::run`] makes a call whose connection never came up.
+pub const CONNECT_ATTEMPTS: usize = 3;
+
+/// True when crictl's `stderr` says the gRPC connection to the runtime never came up, so no
+/// request was sent: `Unavailable` with a transport-level connection error (the dial or the
+/// HTTP/2 preface failed).
+fn never_connected(stderr: &str) -> bool {
+    stderr.contains("code = Unavailable desc = connection error")
+}
+
 impl Stack {
     /// CRI calls against this stack.
     pub fn cri(&self) -> Cri<'_> {
@@ -65,9 +75,19 @@ impl<'a> Cri<'a> {
             .with_context(|| format!("running crictl {}", args.join(" ")))
     }
 
-    /// Runs `crictl ARGS`; fails with stderr if it fails; returns trimmed stdout.
+    /// Runs `crictl ARGS`; fails with stderr if it fails; returns trimmed stdout. A call whose
+    /// connection never came up (gRPC `Unavailable` with a connection error: no request reached
+    /// containerd, so nothing changed) is made again, up to [`CONNECT_ATTEMPTS`] times in all:
+    /// on a guest under software emulation and a loaded host, crictl's dial can miss gRPC's
+    /// connect deadline while containerd is healthy.
     pub fn run(&self, args: &[&str]) -> anyhow::Result<String> {
-        let out = self.run_raw(args)?;
+        let mut out = self.run_raw(args)?;
+        for _ in 1..CONNECT_ATTEMPTS {
+            if out.status.success() || !never_connected(&String::from_utf8_lossy(&out.stderr)) {
+                break;
+            }
+            out = self.run_raw(args)?;
+        }
         if !out.status.success() {
             bail!(
                 "crictl {} failed ({}): {}",
@@ -208,5 +228,28 @@ impl<'a> Cri<'a> {
             .lines()
             .map(str::to_string)
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::never_connected;
+
+    #[test]
+    fn only_a_connection_that_never_came_up_is_retried() {
+        assert!(never_connected(
+            "level=fatal msg=\"validate service connection: validate CRI v1 image API for \
+             endpoint \\\"unix:///x/containerd.sock\\\": rpc error: code = Unavailable desc = \
+             connection error: desc = \\\"transport: failed to write client preface: write \
+             unix @->/x/containerd.sock: use of closed network connection\\\"\""
+        ));
+        // The runtime answered: a real error, never retried.
+        assert!(!never_connected(
+            "rpc error: code = Unknown desc = failed to create containerd container: topolet: \
+             TopologyAffinityError"
+        ));
+        assert!(!never_connected(
+            "rpc error: code = Unavailable desc = error reading from server: EOF"
+        ));
     }
 }

@@ -32,6 +32,16 @@ impl WithTopolet {
         WithTopolet::start_with(stack, work, &config)
     }
 
+    /// Like [`WithTopolet::start`] with the drift check every second (`[nri] drift_check_s = 1`):
+    /// a container off its target is seen in the first lull.
+    pub fn start_with_fast_drift_check() -> anyhow::Result<WithTopolet> {
+        let stack = Stack::start()?;
+        let work = stack.work_dir("topolet")?;
+        let mut config = TopoletConfig::for_stack(&stack, &work);
+        config.nri_toml = "drift_check_s = 1".into();
+        WithTopolet::start_with(stack, work, &config)
+    }
+
     /// Like [`WithTopolet::start`] with an explicit config.
     pub fn start_with(
         stack: Stack,

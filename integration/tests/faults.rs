@@ -648,11 +648,7 @@ fn full_disk_keeps_serving_and_the_state_catches_up() -> anyhow::Result<()> {
 /// own update, with no reconnect (no Synchronize) in between, and its seconds are counted.
 #[test]
 fn a_frozen_shim_never_parks_a_breach() -> anyhow::Result<()> {
-    let stack = Stack::start()?;
-    let work = stack.work_dir("topolet")?;
-    let mut config = TopoletConfig::for_stack(&stack, &work);
-    config.nri_toml = "drift_check_s = 1".into();
-    let mut t = WithTopolet::start_with(stack, work, &config)?;
+    let mut t = WithTopolet::start_with_fast_drift_check()?;
     let cri = t.stack.cri();
     let (gp, gc) = t.pod("g-holder", Requirements::guaranteed(1000, 128 * MIB))?;
     let g = cri.run_pod_with(&gp, &gc)?;

@@ -13,7 +13,7 @@ use topolet_integration::books;
 use topolet_integration::cri::{Created, Cri};
 use topolet_integration::kube::{self, Qos, Requirements};
 use topolet_integration::observe::{self, BundleResources};
-use topolet_integration::topolet::{metric, TopoletConfig};
+use topolet_integration::topolet::metric;
 use topolet_integration::{wait, Stack, WithTopolet};
 
 const MIB: u64 = 1 << 20;
@@ -553,11 +553,7 @@ fn sigkill_during_parallel_creates_then_books_balance_across_restarts() -> anyho
 /// process may then run on every CPU) is put back by topolet's own update, and counted.
 #[test]
 fn a_cpuset_rewritten_behind_topolets_back_is_put_back() -> anyhow::Result<()> {
-    let stack = Stack::start()?;
-    let work = stack.work_dir("topolet")?;
-    let mut config = TopoletConfig::for_stack(&stack, &work);
-    config.nri_toml = "drift_check_s = 1".into();
-    let mut t = WithTopolet::start_with(stack, work, &config)?;
+    let mut t = WithTopolet::start_with_fast_drift_check()?;
     let cri = t.stack.cri();
     let (gp, gc) = t.pod("g-drift", Requirements::guaranteed(1000, 128 * MIB))?;
     let g = cri.run_pod_with(&gp, &gc)?;

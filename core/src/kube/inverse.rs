@@ -265,18 +265,9 @@ pub fn estimate_container(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kube::pod::tests::{ctr, rl};
+    use crate::kube::pod::tests::{ctr, pod_of, rl};
     use crate::kube::qos::*;
     use proptest::prelude::*;
-
-    fn pod_of(containers: Vec<Container>) -> Pod {
-        Pod {
-            namespace: "default".into(),
-            name: "p".into(),
-            containers,
-            ..Default::default()
-        }
-    }
 
     #[test]
     fn cgroup_parents() {

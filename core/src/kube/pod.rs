@@ -312,6 +312,16 @@ pub(crate) mod tests {
         }
     }
 
+    /// Pod `default/p` of `containers`.
+    pub(crate) fn pod_of(containers: Vec<Container>) -> Pod {
+        Pod {
+            namespace: "default".into(),
+            name: "p".into(),
+            containers,
+            ..Default::default()
+        }
+    }
+
     pub(crate) fn ctr(name: &str, req: ResourceList, lim: ResourceList) -> Container {
         Container {
             name: name.to_string(),

@@ -473,7 +473,7 @@ pub fn exclusive_cpu_count(qos: QosClass, cpu_request_millis: u64) -> Option<u64
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kube::pod::tests::{ctr, rl};
+    use crate::kube::pod::tests::{ctr, pod_of, rl};
     use crate::kube::pod::{ContainerRestartPolicy, Resources};
     use crate::kube::quantity::{parse_millis, parse_value};
     use proptest::prelude::*;
@@ -485,15 +485,6 @@ mod tests {
             (!cpu.is_empty()).then(|| parse_millis(cpu).expect("test quantity")),
             (!mem.is_empty()).then(|| parse_value(mem).expect("test quantity")),
         )
-    }
-
-    fn pod_of(containers: Vec<Container>) -> Pod {
-        Pod {
-            namespace: "default".into(),
-            name: "p".into(),
-            containers,
-            ..Default::default()
-        }
     }
 
     /// `ResourceConfigForPod`'s CPU values: sums of requests and limits, quota only when every

@@ -955,17 +955,15 @@ pub fn pressure_report(
             (signal.to_string(), s)
         })
         .collect();
+    // A threshold shows with its signal's value, in the unit of the capacity observed.
     for t in &config.thresholds {
-        let Some(o) = observed.get(&t.signal) else {
+        let (Some(o), Some(s)) = (
+            observed.get(&t.signal),
+            signals.get_mut(&t.signal.to_string()),
+        ) else {
             continue;
         };
         let kind = if t.is_hard() { "hard" } else { "soft" };
-        let s = signals
-            .entry(t.signal.to_string())
-            .or_insert_with(|| StatusSignal {
-                signal: t.signal.to_string(),
-                ..StatusSignal::default()
-            });
         s.thresholds
             .insert(kind.to_string(), t.amount(o.capacity, false) as f64);
     }

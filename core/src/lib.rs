@@ -11,9 +11,12 @@
 //!   reconciliation, configuration migration, `topolet plan`, exclusive-CPU breaches.
 //! - [`eviction`]: node-pressure eviction's signals, thresholds, ranking and decisions.
 //! - [`report`]: what the node reports about itself (the status report, NodeResourceTopology).
+//! - [`reclaimed`]: reclaimed CPU — how much of the idle shared pool batch pods may be sold, and
+//!   how fast it is taken back.
 pub mod eviction;
 pub mod kube;
 pub mod machine;
 pub mod managers;
 pub mod placement;
+pub mod reclaimed;
 pub mod report;

@@ -1,0 +1,281 @@
+//! How much CPU is reclaimable, and when the amount is worth publishing.
+//!
+//! The one formula, for the node and for each NUMA node alike:
+//!
+//! ```text
+//! reclaimable = pool − regular − margin          (never below 0)
+//! ```
+//!
+//! - `pool`: the shared pool's CPUs that are neither reserved nor exclusive, in milli-CPU;
+//! - `regular`: the regular (non-batch) use of those CPUs, smoothed: the chosen percentile (the
+//!   peak by default) of one sample per interval over the window ([`UsageWindow`]), so the amount
+//!   follows real load but does not rise the moment a burst ends;
+//! - `margin`: a share of the pool kept free for the regular pods' next burst.
+//!
+//! [`Terms`] carries each term, so `topolet status` can print the sum an operator checks
+//! ("pool 1000m − regular 210m − margin 200m = 590m"). [`Advertiser`] decides when a new amount
+//! goes to the Node: a lower one at once (the scheduler must not place batch pods on CPU that is
+//! no longer idle), a higher one only past a hysteresis or when the published one is old.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::settings::percent_of;
+
+/// The formula's terms, in milli-CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Terms {
+    pub pool_millis: u64,
+    pub regular_millis: u64,
+    pub margin_millis: u64,
+    pub reclaimable_millis: u64,
+}
+
+impl Terms {
+    /// The formula: `pool − regular − margin`, at least 0; the margin is `margin_percent` of the
+    /// pool, rounded up.
+    pub fn compute(pool_millis: u64, regular_millis: u64, margin_percent: u8) -> Terms {
+        let margin_millis = percent_of(pool_millis, margin_percent);
+        Terms {
+            pool_millis,
+            regular_millis,
+            margin_millis,
+            reclaimable_millis: pool_millis
+                .saturating_sub(regular_millis)
+                .saturating_sub(margin_millis),
+        }
+    }
+}
+
+impl std::fmt::Display for Terms {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "pool {}m − regular {}m − margin {}m = {}m",
+            self.pool_millis, self.regular_millis, self.margin_millis, self.reclaimable_millis
+        )
+    }
+}
+
+/// One sample per interval over a sliding window; the percentile of what it holds.
+#[derive(Debug, Clone)]
+pub struct UsageWindow {
+    window: Duration,
+    samples: VecDeque<(Instant, u64)>,
+}
+
+impl UsageWindow {
+    pub fn new(window: Duration) -> UsageWindow {
+        UsageWindow {
+            window,
+            samples: VecDeque::new(),
+        }
+    }
+
+    /// Adds the sample taken at `now` and forgets those older than the window.
+    pub fn push(&mut self, now: Instant, millis: u64) {
+        while let Some(&(at, _)) = self.samples.front() {
+            if now.saturating_duration_since(at) > self.window {
+                self.samples.pop_front();
+            } else {
+                break;
+            }
+        }
+        self.samples.push_back((now, millis));
+    }
+
+    /// The nearest-rank `percentile` (1–100; 100: the peak) of the window's samples; `None`
+    /// before the first sample.
+    pub fn percentile(&self, percentile: u8) -> Option<u64> {
+        if self.samples.is_empty() {
+            return None;
+        }
+        let mut values: Vec<u64> = self.samples.iter().map(|(_, v)| *v).collect();
+        values.sort_unstable();
+        let p = usize::from(percentile.clamp(1, 100));
+        let rank = (p * values.len()).div_ceil(100).max(1);
+        values.get(rank - 1).copied()
+    }
+
+    pub fn len(&self) -> usize {
+        self.samples.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+
+    /// Forgets every sample (the pool changed shape: old samples measured other CPUs).
+    pub fn clear(&mut self) {
+        self.samples.clear();
+    }
+}
+
+/// What the advertiser says about a new amount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Publish {
+    /// Publish it (and call [`Advertiser::published`] once it is written).
+    Now(u64),
+    /// Keep the published amount.
+    Keep,
+}
+
+/// When a new reclaimable amount is worth a write to the Node.
+#[derive(Debug, Clone)]
+pub struct Advertiser {
+    min_change_percent: u8,
+    max_age: Duration,
+    published: Option<(u64, Instant)>,
+}
+
+impl Advertiser {
+    pub fn new(min_change_percent: u8, max_age: Duration) -> Advertiser {
+        Advertiser {
+            min_change_percent,
+            max_age,
+            published: None,
+        }
+    }
+
+    /// What to do with `amount` (of a pool of `pool_millis`) at `now`: the first amount, any
+    /// lower one and one older than `max_age` are published; a higher one only when it moved by
+    /// more than `min_change_percent` of the pool.
+    pub fn decide(&self, amount: u64, pool_millis: u64, now: Instant) -> Publish {
+        let Some((last, at)) = self.published else {
+            return Publish::Now(amount);
+        };
+        if amount == last {
+            return if now.saturating_duration_since(at) >= self.max_age {
+                Publish::Now(amount)
+            } else {
+                Publish::Keep
+            };
+        }
+        if amount < last
+            || amount - last > percent_of(pool_millis, self.min_change_percent)
+            || now.saturating_duration_since(at) >= self.max_age
+        {
+            Publish::Now(amount)
+        } else {
+            Publish::Keep
+        }
+    }
+
+    /// `amount` was written at `now`.
+    pub fn published(&mut self, amount: u64, now: Instant) {
+        self.published = Some((amount, now));
+    }
+
+    /// The amount last written, if any.
+    pub fn last(&self) -> Option<u64> {
+        self.published.map(|(a, _)| a)
+    }
+
+    /// Forgets what was written (the next amount is published whatever it is).
+    pub fn forget(&mut self) {
+        self.published = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_formula_subtracts_regular_and_margin_from_the_pool() {
+        let t = Terms::compute(1000, 210, 35);
+        assert_eq!(t.margin_millis, 350);
+        assert_eq!(t.reclaimable_millis, 440);
+        assert_eq!(
+            t.to_string(),
+            "pool 1000m − regular 210m − margin 350m = 440m"
+        );
+    }
+
+    #[test]
+    fn the_formula_never_goes_below_zero() {
+        assert_eq!(Terms::compute(1000, 900, 20).reclaimable_millis, 0);
+        assert_eq!(Terms::compute(1000, 5000, 0).reclaimable_millis, 0);
+        assert_eq!(Terms::compute(0, 0, 20).reclaimable_millis, 0);
+    }
+
+    #[test]
+    fn the_margin_rounds_up() {
+        assert_eq!(Terms::compute(1001, 0, 10).margin_millis, 101);
+    }
+
+    #[test]
+    fn the_window_keeps_its_span_and_gives_the_peak_or_a_percentile() {
+        let t0 = Instant::now();
+        let mut w = UsageWindow::new(Duration::from_secs(10));
+        assert_eq!(w.percentile(100), None);
+        for (i, v) in [100, 900, 300, 200, 400].into_iter().enumerate() {
+            w.push(t0 + Duration::from_secs(i as u64), v);
+        }
+        assert_eq!(w.percentile(100), Some(900));
+        assert_eq!(w.percentile(50), Some(300));
+        assert_eq!(w.percentile(1), Some(100));
+        // 12 s later the first three (t0, t0+1, t0+2 → older than 10 s at t0+13) are gone.
+        w.push(t0 + Duration::from_secs(13), 50);
+        assert_eq!(w.len(), 3);
+        assert_eq!(w.percentile(100), Some(400));
+    }
+
+    #[test]
+    fn a_peak_holds_the_amount_down_for_the_window() {
+        let t0 = Instant::now();
+        let mut w = UsageWindow::new(Duration::from_secs(5));
+        w.push(t0, 800);
+        for s in 1..=5 {
+            w.push(t0 + Duration::from_secs(s), 100);
+            assert_eq!(w.percentile(100), Some(800), "second {s}");
+        }
+        w.push(t0 + Duration::from_secs(6), 100);
+        assert_eq!(w.percentile(100), Some(100));
+    }
+
+    #[test]
+    fn lower_amounts_publish_at_once_higher_ones_past_the_hysteresis_or_age() {
+        let t0 = Instant::now();
+        let mut a = Advertiser::new(10, Duration::from_secs(60));
+        assert_eq!(a.decide(500, 1000, t0), Publish::Now(500));
+        a.published(500, t0);
+        assert_eq!(a.last(), Some(500));
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(a.decide(499, 1000, t1), Publish::Now(499));
+        assert_eq!(a.decide(600, 1000, t1), Publish::Keep);
+        assert_eq!(a.decide(601, 1000, t1), Publish::Now(601));
+        assert_eq!(a.decide(500, 1000, t1), Publish::Keep);
+        let old = t0 + Duration::from_secs(60);
+        assert_eq!(a.decide(550, 1000, old), Publish::Now(550));
+        assert_eq!(a.decide(500, 1000, old), Publish::Now(500));
+        a.forget();
+        assert_eq!(a.decide(500, 1000, t1), Publish::Now(500));
+    }
+
+    #[test]
+    fn a_load_step_never_leaves_the_published_amount_above_the_idle_cpu() {
+        // Regular usage steps from 100m to 700m at second 10 and back at second 20; every
+        // published amount is at most what the formula gives for the usage at that second.
+        let t0 = Instant::now();
+        let mut w = UsageWindow::new(Duration::from_secs(5));
+        let mut a = Advertiser::new(10, Duration::from_secs(300));
+        let mut changes = 0;
+        for s in 0..40u64 {
+            let usage = if (10..20).contains(&s) { 700 } else { 100 };
+            let now = t0 + Duration::from_secs(s);
+            w.push(now, usage);
+            let t = Terms::compute(1000, w.percentile(100).unwrap_or(0), 20);
+            if let Publish::Now(v) = a.decide(t.reclaimable_millis, 1000, now) {
+                a.published(v, now);
+                changes += 1;
+            }
+            let idle = Terms::compute(1000, usage, 20).reclaimable_millis;
+            assert!(a.last().unwrap() <= idle, "second {s}: {:?} > {idle}", a.last());
+        }
+        // Published: 700 at start, 100 at the step up, 700 once the window forgot the step.
+        assert_eq!(changes, 3);
+    }
+}

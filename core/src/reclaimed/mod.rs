@@ -1,0 +1,30 @@
+//! Reclaimed CPU ("colocation"): the shared pool's idle CPU resold to batch pods as an extended
+//! resource, and taken back from them the moment the regular pods need it.
+//!
+//! Owns the decisions, none of the measuring or sending:
+//! - [`settings`]: the feature's settings (`[reclaimed]` in the node's file maps into them);
+//! - [`batch`]: which pods are batch pods (they request the reclaimed resource and no regular CPU)
+//!   and what each container asked for;
+//! - [`budget`]: how much is reclaimable — the one formula, its terms, the smoothing window and
+//!   when a new amount is worth publishing;
+//! - [`suppress`]: how much CPU the batch containers may use right now (cut at once, grown back
+//!   in steps) and how it is split among them as CFS quotas;
+//! - [`starvation`]: which batch pods have been starved long enough to be evicted.
+//!
+//! The peers' way, for comparison: koordinator computes `batch-cpu` from usage averaged over
+//! minutes in a cluster controller (`pkg/slo-controller/noderesource/plugins/batchresource`) and
+//! suppresses best-effort pods in its node agent every second
+//! (`pkg/koordlet/qosmanager/plugins/cpusuppress`); katalyst reports `reclaimed_millicpu` through
+//! its own node resource object. Here one node agent does both, against the stock scheduler.
+
+pub mod batch;
+pub mod budget;
+pub mod settings;
+pub mod starvation;
+pub mod suppress;
+
+pub use batch::{batch_pod, BatchContainer, BatchPod, NotBatch};
+pub use budget::{Advertiser, Publish, Terms, UsageWindow};
+pub use settings::{ReclaimedSettings, UsageSource, DEFAULT_RESOURCE_NAME};
+pub use starvation::{Fed, Starvation};
+pub use suppress::{distribute, quota_us, Suppressor, SuppressStep, MIN_GRANT_MILLIS};

@@ -391,6 +391,12 @@ impl Placement {
         self.cpu.shared_pool()
     }
 
+    /// The shared pool's CPUs that are not reserved: what batch pods may be given
+    /// (`crate::reclaimed`). Empty when exclusive grants took every unreserved CPU.
+    pub fn batch_pool(&self) -> CpuSet {
+        self.shared_pool().difference(self.reserved())
+    }
+
     /// The `cpuset.mems` topolet sets on shared-pool containers (no exclusive CPUs, memory not
     /// pinned): the nodes of the shared pool with `[memory] shared_pool_mems_follow_cpus`;
     /// otherwise none (empty: the field is left alone, as the kubelet leaves it, and they keep

@@ -30,6 +30,7 @@ use topolet_core::placement::PlacementError;
 
 pub mod effective;
 pub mod eviction;
+pub mod reclaimed;
 pub mod reload;
 
 pub use eviction::{EvictionConfigError, EvictionSection, ScalarText};
@@ -89,6 +90,8 @@ pub struct Config {
     pub eviction: EvictionSection,
     /// `[kubernetes]`: the API client (Events). Read at start only.
     pub kubernetes: KubernetesConfig,
+    /// `[reclaimed]`: reclaimed CPU for batch pods (`topolet_core::reclaimed`).
+    pub reclaimed: reclaimed::ReclaimedSection,
 }
 
 /// `[nri]`: how topolet registers with the runtime.
@@ -538,7 +541,19 @@ impl Config {
                 ));
             }
         }
+        if let Err(e) = self.reclaimed.settings() {
+            return Err(value_err(&format!("reclaimed.{}", e.key), e.message));
+        }
         Ok(())
+    }
+
+    /// The validated `[reclaimed]` section (`parse`/`load` already checked it).
+    pub fn reclaimed(&self) -> Result<topolet_core::reclaimed::ReclaimedSettings, ConfigError> {
+        self.reclaimed.settings().map_err(|e| ConfigError::Value {
+            path: PathBuf::new(),
+            key: format!("reclaimed.{}", e.key),
+            message: e.message,
+        })
     }
 
     /// The validated `[eviction]` section. `parse`/`load` already checked it, so this fails only
@@ -731,6 +746,17 @@ oom_score_adj_floor = 0
             "cri_endpoint",
             "kubeconfig",
             "node_name",
+            "resource_name",
+            "suppress_interval",
+            "window",
+            "percentile",
+            "margin_percent",
+            "usage",
+            "min_change_percent",
+            "max_age",
+            "grow_step_percent",
+            "starved_percent",
+            "starved_for",
         ] {
             assert!(
                 text.contains(&format!("{key} = ")),

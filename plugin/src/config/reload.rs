@@ -125,9 +125,11 @@ pub fn candidate(running: &Config, mut new: Config) -> Candidate {
     applied.memory = new.memory.clone();
     applied.devices = new.devices.clone();
     applied.qos = new.qos.clone();
+    applied.reclaimed = new.reclaimed.clone();
     if applied != new {
         restart_needed.push(
-            "sections other than [cpu] [topology] [memory] [devices] [qos] (read at start)".into(),
+            "sections other than [cpu] [topology] [memory] [devices] [qos] [reclaimed] (read at start)"
+                .into(),
         );
     }
     let mut changed = Vec::new();
@@ -137,6 +139,7 @@ pub fn candidate(running: &Config, mut new: Config) -> Candidate {
         ("memory", new.memory != running.memory),
         ("devices", new.devices != running.devices),
         ("qos", new.qos != running.qos),
+        ("reclaimed", new.reclaimed != running.reclaimed),
     ] {
         if differs {
             changed.push(name);

@@ -116,6 +116,24 @@ pub fn cpuset_update(
     }
 }
 
+/// An update moving a batch container (reclaimed CPU) to `target`'s cpuset, mems and CFS quota
+/// (−1 when it is given the plain BestEffort values back).
+pub fn batch_update(id: &str, target: &ContainerResources) -> api::ContainerUpdate {
+    let mut update = cpuset_update(id, &target.cpuset, &target.mems, true);
+    set_quota(&mut update, target.cpu_quota);
+    if target.cpu_quota > 0 {
+        let cpu = update
+            .linux
+            .mut_or_insert_default()
+            .resources
+            .mut_or_insert_default()
+            .cpu
+            .mut_or_insert_default();
+        cpu.period = some_u64(target.cpu_period);
+    }
+    update
+}
+
 /// The reply to an in-place resize of `view` (its resources as the kubelet now asks for them)
 /// placed as `target`: the cpuset and mems, plus the CFS quota when ours differs from the
 /// kubelet's (an exclusive container's quota stays removed unless the config keeps it).

@@ -5,7 +5,7 @@
 use topolet_nri::api;
 use topolet_nri::plugin::{PluginError, PluginResult};
 
-use super::TopoletPlugin;
+use super::{reclaimed, TopoletPlugin};
 use crate::cluster::pod_directory::Lookup;
 use crate::nri::adjust;
 use crate::nri::records::{Decided, Record};
@@ -114,13 +114,27 @@ impl TopoletPlugin {
             fallback: input.fallback(),
             comparison,
         };
+        let reclaimed = self.config.get().reclaimed.clone();
         let mut node = self.event_lock();
         let floor = node.oom_floor.unwrap_or(0);
-        let decision = match node.placement.admit(input.candidate(), floor) {
+        let mut decision = match node.placement.admit(input.candidate(), floor) {
             Ok(d) => d,
             Err(refusal) => {
                 return Err(self.refused(&mut node, "create", source, &view, &refusal));
             }
+        };
+        let batch = match &input {
+            AdmissionInput::Api { pod, which } if reclaimed.enabled && !decision.exclusive => {
+                reclaimed::admit_batch(
+                    &mut node,
+                    &ctr.id,
+                    pod,
+                    *which,
+                    &reclaimed.resource_name,
+                    &mut decision,
+                )
+            }
+            _ => false,
         };
         node.refusals.clear("create", &view.key);
         let (adjust, conflicts) = adjust::adjustment(&view, &decision);
@@ -138,6 +152,8 @@ impl TopoletPlugin {
             source = source.as_str(),
             fallback = decided.fallback.map(Fallback::as_str).unwrap_or("none"),
             oom_score_adj = decision.oom_score_adj,
+            batch,
+            cpu_quota = decision.cpu_quota,
             "container placed"
         );
         let exclusive = decision.exclusive;

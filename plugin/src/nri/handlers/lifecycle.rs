@@ -52,6 +52,7 @@ impl TopoletPlugin {
         let mut node = self.event_lock();
         self.release(&mut node, &ctr.id, "removed");
         node.records.remove(&ctr.id);
+        node.batch.forget(&ctr.id);
         Ok(())
     }
 
@@ -67,6 +68,7 @@ impl TopoletPlugin {
             return Ok(());
         };
         node.refusals.clear_pod(&uid);
+        node.batch.forget_pod(&uid);
         if let Some(sink) = self.events.get() {
             sink.forget(&uid);
         }

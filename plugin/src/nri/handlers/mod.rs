@@ -16,6 +16,8 @@
 //! - `drift`: what the running containers' processes actually use against their targets (the
 //!   post-restart verification, the drift check);
 //! - `pod_quota`: the pod cgroup's CPU values (the kubelet's quota rules for exclusive CPUs);
+//! - `reclaimed`: batch containers (reclaimed CPU): their cpuset and their share of the suppress
+//!   loop's budget as a CFS quota;
 //! - `persistence`: the state file (loading, the writer, the exit's last write);
 //! - `reload`: a new configuration for the running placement;
 //! - `k8s_events`: the Events on pods and on the Node, and the refusal log;
@@ -48,6 +50,7 @@ mod k8s_events;
 mod lifecycle;
 mod persistence;
 mod pod_quota;
+mod reclaimed;
 mod reload;
 mod resize;
 mod synchronize;
@@ -85,6 +88,7 @@ use topolet_core::placement::Placement;
 pub use drift::DRIFT_LULL;
 pub use k8s_events::GRANT_REASON;
 pub use persistence::{SHUTDOWN_FLUSH, STATE_FILE};
+pub use reclaimed::{BatchEntry, BatchPodView, ReclaimedInputs};
 pub use views::ManagedPod;
 
 use persistence::load_state;
@@ -103,6 +107,8 @@ struct PluginState {
     refusals: RefusalLog,
     /// The exclusive-CPU breaches over time (`breach`).
     breaches: topolet_core::placement::breach::Ledger,
+    /// The batch containers and their grants (`reclaimed`).
+    batch: reclaimed::BatchBook,
 }
 
 /// The topolet NRI plugin.
@@ -164,6 +170,7 @@ impl TopoletPlugin {
             oom_floor: config.qos.oom_score_adj_floor,
             refusals: RefusalLog::default(),
             breaches: topolet_core::placement::breach::Ledger::new(),
+            batch: reclaimed::BatchBook::default(),
         };
         load_state(&mut node, &state_path);
         Ok(TopoletPlugin {

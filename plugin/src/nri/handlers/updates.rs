@@ -55,7 +55,7 @@ impl TopoletPlugin {
     /// the cache says it is time (`crate::nri::records`: after this connection's
     /// Synchronize, after a lull, one request at a time). The request is queued to the stub
     /// under the lock that computed it, so no newer target can be taken in between.
-    fn flush_updates(self: &Arc<Self>) {
+    pub(super) fn flush_updates(self: &Arc<Self>) {
         let Some(updater) = self.updater.get() else {
             return;
         };
@@ -173,6 +173,8 @@ fn updates_for(node: &PluginState, ids: &[String]) -> Vec<api::ContainerUpdate> 
         let t = m.target();
         let mut update = if t.exclusive {
             adjust::resize_update(m.view(), t)
+        } else if node.batch.owns_quota(id) {
+            adjust::batch_update(id, t)
         } else {
             adjust::cpuset_update(id, &t.cpuset, &t.mems, true)
         };
@@ -197,6 +199,12 @@ pub(super) fn widened(before: NumaMask, after: NumaMask, all: NumaMask) -> NumaM
 /// books; returns the ids whose cpuset or mems changed (to be sent the update).
 fn shared_changes(node: &mut PluginState, skip: Option<&str>) -> Vec<String> {
     let shared = node.placement.shared_pool();
+    let batch_pool = node.placement.batch_pool();
+    let batch_pool = if batch_pool.is_empty() {
+        shared.clone()
+    } else {
+        batch_pool
+    };
     let mems = node.placement.shared_mems();
     let all = node.placement.all_mems();
     let mut changed = Vec::new();
@@ -211,8 +219,13 @@ fn shared_changes(node: &mut PluginState, skip: Option<&str>) -> Vec<String> {
         } else {
             widened(t.mems, mems, all)
         };
+        let cpus = if node.batch.is_batch(id) {
+            &batch_pool
+        } else {
+            &shared
+        };
         if m.retarget(|t| {
-            t.cpuset.clone_from(&shared);
+            t.cpuset.clone_from(cpus);
             t.mems = target_mems;
         }) {
             changed.push(id.clone());

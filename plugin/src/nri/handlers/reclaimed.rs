@@ -1,0 +1,383 @@
+//! Batch containers (`topolet_core::reclaimed`): which live containers belong to batch pods,
+//! their cpuset (the pool: shared CPUs that are neither reserved nor exclusive) and their CFS
+//! quota (their share of the suppress loop's budget), sent through the container records like
+//! every other target — in the reply to the next event that can carry it, or in one unsolicited
+//! update.
+//!
+//! A pod is batch by its spec (the pod watch): NRI shows it as a plain BestEffort (or Burstable)
+//! pod. A container created while the feature is on is admitted with its quota already set, so it
+//! never starts unlimited; containers found at Synchronize (a restart) keep the quota the runtime
+//! holds until the suppress loop, having read their pod, sends the current one. Turning the
+//! feature off sends each batch container the plain BestEffort values back: the shared pool and
+//! no quota.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use super::{PluginState, TopoletPlugin};
+use crate::cluster::pod_directory::{Lookup, PodDirectory};
+use topolet_core::kube::pod::Pod;
+use topolet_core::machine::cpuset::CpuSet;
+use topolet_core::placement::ContainerResources;
+use topolet_core::reclaimed::suppress::PERIOD_US;
+use topolet_core::reclaimed::{batch_pod, distribute, quota_us, BatchPod, MIN_GRANT_MILLIS};
+
+/// One batch container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchEntry {
+    pub pod_uid: String,
+    /// Its limit of the reclaimed resource, in milli-CPU.
+    pub limit_millis: u64,
+    /// What the budget gives it now, in milli-CPU.
+    pub granted_millis: u64,
+}
+
+/// What the handlers know of batch pods.
+#[derive(Debug, Default)]
+pub(super) struct BatchBook {
+    /// Live batch containers by id.
+    containers: BTreeMap<String, BatchEntry>,
+    /// Pods already classified (uid → their batch spec, or `None`: a regular pod).
+    pods: HashMap<String, Option<BatchPod>>,
+    /// Containers whose CFS quota is topolet's to send: the batch containers, and those given
+    /// the plain BestEffort values back (until they are removed).
+    quota_owned: HashSet<String>,
+    /// The suppress loop's budget (`None`: no step yet, or the feature is off).
+    budget: Option<u64>,
+}
+
+impl BatchBook {
+    pub(super) fn is_batch(&self, id: &str) -> bool {
+        self.containers.contains_key(id)
+    }
+
+    pub(super) fn owns_quota(&self, id: &str) -> bool {
+        self.quota_owned.contains(id)
+    }
+
+    /// Forgets container `id` (removed).
+    pub(super) fn forget(&mut self, id: &str) {
+        self.containers.remove(id);
+        self.quota_owned.remove(id);
+    }
+
+    /// Forgets pod `uid`'s class (its sandbox was removed).
+    pub(super) fn forget_pod(&mut self, uid: &str) {
+        self.pods.remove(uid);
+    }
+}
+
+/// One batch pod as the suppress loop sees it.
+#[derive(Debug, Clone)]
+pub struct BatchPodView {
+    pub uid: String,
+    pub pod_ref: String,
+    pub sandbox_id: String,
+    pub cgroup_parent: String,
+    pub request_millis: u64,
+    pub granted_millis: u64,
+    pub limit_millis: u64,
+    /// (container name, limit, granted).
+    pub containers: Vec<(String, u64, u64)>,
+}
+
+/// What the suppress loop measures and decides from, under one lock.
+#[derive(Debug, Clone, Default)]
+pub struct ReclaimedInputs {
+    /// The pool: shared CPUs neither reserved nor exclusive.
+    pub pool: CpuSet,
+    /// Exclusive CPUs held now.
+    pub exclusive: CpuSet,
+    /// The pool's CPUs per NUMA node.
+    pub zones: Vec<(usize, CpuSet)>,
+    pub batch: Vec<BatchPodView>,
+    /// The cgroup parents of the other Kubernetes pods.
+    pub regular_pods: Vec<String>,
+}
+
+impl TopoletPlugin {
+    /// Classifies every live container's pod not classified yet from `dir` (a batch pod of
+    /// `resource`, or regular); returns how many containers became batch. Pods the directory
+    /// does not hold yet are tried again at the next call.
+    pub fn learn_batch(&self, dir: &PodDirectory, resource: &str) -> usize {
+        let mut node = self.lock();
+        let node = &mut *node;
+        let mut learnt = 0;
+        let mut unknown: Vec<(String, String, String)> = Vec::new();
+        for (id, r) in node.records.iter() {
+            if !r.lifecycle().is_live() || node.batch.containers.contains_key(id) {
+                continue;
+            }
+            let uid = &r.view().key.pod_uid;
+            match node.batch.pods.get(uid) {
+                Some(None) => continue,
+                Some(Some(_)) | None => unknown.push((
+                    id.clone(),
+                    uid.clone(),
+                    r.view().key.container.clone(),
+                )),
+            }
+        }
+        for (id, uid, container) in unknown {
+            if !node.batch.pods.contains_key(&uid) {
+                let class = match dir.get(&uid) {
+                    Lookup::Found(pod) => classify(&pod, resource),
+                    Lookup::Invalid(_) => None,
+                    Lookup::NotFound | Lookup::NotSynced => continue,
+                };
+                node.batch.pods.insert(uid.clone(), class);
+            }
+            let Some(Some(spec)) = node.batch.pods.get(&uid) else {
+                continue;
+            };
+            let limit = spec
+                .containers
+                .iter()
+                .find(|c| c.name == container)
+                .map_or(0, |c| c.limit_millis);
+            node.batch.containers.insert(
+                id.clone(),
+                BatchEntry {
+                    pod_uid: uid,
+                    limit_millis: limit,
+                    granted_millis: 0,
+                },
+            );
+            node.batch.quota_owned.insert(id);
+            learnt += 1;
+        }
+        learnt
+    }
+
+    /// What the suppress loop works from. Batch containers that are no longer live leave the
+    /// book here.
+    pub fn reclaimed_inputs(&self) -> ReclaimedInputs {
+        let mut node = self.lock();
+        let node = &mut *node;
+        let live: HashSet<&String> = node
+            .records
+            .iter()
+            .filter(|(_, r)| r.lifecycle().is_live())
+            .map(|(id, _)| id)
+            .collect();
+        node.batch.containers.retain(|id, _| live.contains(id));
+        let exists: HashSet<&String> = node.records.iter().map(|(id, _)| id).collect();
+        node.batch.quota_owned.retain(|id| exists.contains(id));
+        let pool = node.placement.batch_pool();
+        let topology = node.placement.topology();
+        let zones = topology
+            .numa_ids()
+            .map(|n| (n, topology.numa_cpus(n).intersection(&pool)))
+            .collect();
+        let exclusive = node.placement.shared_pool();
+        let exclusive = node.placement.assignable().difference(&exclusive);
+        let sandboxes: HashMap<&str, (&String, String)> = node
+            .sandboxes
+            .iter()
+            .map(|(sid, s)| {
+                let parent = s.linux.as_ref().map(|l| l.cgroup_parent.clone());
+                (s.uid.as_str(), (sid, parent.unwrap_or_default()))
+            })
+            .collect();
+        let mut pods: BTreeMap<&str, BatchPodView> = BTreeMap::new();
+        for (id, e) in &node.batch.containers {
+            let Some(r) = node.records.get(id) else {
+                continue;
+            };
+            let view = r.view();
+            let p = pods.entry(e.pod_uid.as_str()).or_insert_with(|| BatchPodView {
+                uid: e.pod_uid.clone(),
+                pod_ref: view.pod_ref.clone(),
+                sandbox_id: sandboxes
+                    .get(e.pod_uid.as_str())
+                    .map(|(sid, _)| (*sid).clone())
+                    .unwrap_or_default(),
+                cgroup_parent: view.cgroup_parent.clone(),
+                request_millis: node
+                    .batch
+                    .pods
+                    .get(&e.pod_uid)
+                    .and_then(|s| s.as_ref())
+                    .map_or(0, |s| s.request_millis),
+                granted_millis: 0,
+                limit_millis: 0,
+                containers: Vec::new(),
+            });
+            p.granted_millis += e.granted_millis;
+            p.limit_millis += e.limit_millis;
+            p.containers
+                .push((view.key.container.clone(), e.limit_millis, e.granted_millis));
+        }
+        let batch_uids: HashSet<&str> = pods.keys().copied().collect();
+        let regular_pods = node
+            .sandboxes
+            .values()
+            .filter(|s| !batch_uids.contains(s.uid.as_str()))
+            .filter_map(|s| s.linux.as_ref().map(|l| l.cgroup_parent.clone()))
+            .filter(|p| !p.is_empty())
+            .collect();
+        ReclaimedInputs {
+            pool,
+            exclusive,
+            zones,
+            batch: pods.into_values().collect(),
+            regular_pods,
+        }
+    }
+
+    /// Splits `budget` (milli-CPU) among the batch containers and queues every container whose
+    /// cpuset or quota changed; returns how many. Sent at once when the runtime is quiet.
+    pub fn set_batch_budget(self: &Arc<Self>, budget: u64) -> usize {
+        let changed = {
+            let mut node = self.lock();
+            node.batch.budget = Some(budget);
+            rebalance(&mut node, None)
+        };
+        if changed > 0 {
+            self.flush_updates();
+        }
+        changed
+    }
+
+    /// The feature turned off: every batch container is sent the plain BestEffort values back
+    /// (the shared pool, no quota); the book is emptied. Returns how many were sent.
+    pub fn batch_off(self: &Arc<Self>) -> usize {
+        let n = {
+            let mut node = self.lock();
+            let node = &mut *node;
+            let shared = node.placement.shared_pool();
+            let ids: Vec<String> = node.batch.containers.keys().cloned().collect();
+            for id in &ids {
+                if let Some(r) = node.records.get_mut(id) {
+                    if r.retarget(|t| {
+                        t.cpuset.clone_from(&shared);
+                        t.cpu_quota = -1;
+                    }) {
+                        node.records.queue(id);
+                    }
+                }
+            }
+            node.batch.containers.clear();
+            node.batch.pods.clear();
+            node.batch.budget = None;
+            ids.len()
+        };
+        if n > 0 {
+            self.flush_updates();
+        }
+        n
+    }
+
+    /// The batch containers now (tests, status): id → entry.
+    pub fn batch_containers(&self) -> BTreeMap<String, BatchEntry> {
+        self.lock().batch.containers.clone()
+    }
+}
+
+/// `pod` classified for `resource`: its batch spec, or `None` (a regular pod; one that asks for
+/// both the resource and regular CPU is regular, and said so).
+fn classify(pod: &Pod, resource: &str) -> Option<BatchPod> {
+    match batch_pod(pod, resource) {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::warn!(pod = %pod.key(), error = %e, "not a batch pod");
+            None
+        }
+    }
+}
+
+/// Admission of a container of an API pod while the feature is on: when the pod is batch, the
+/// container's target gets the pool and its share of the budget (the others' shares are queued).
+pub(super) fn admit_batch(
+    node: &mut PluginState,
+    id: &str,
+    pod: &Pod,
+    which: topolet_core::kube::pod::ContainerRef,
+    resource: &str,
+    decision: &mut ContainerResources,
+) -> bool {
+    let Some(spec) = classify(pod, resource) else {
+        node.batch.pods.insert(pod.uid.clone(), None);
+        return false;
+    };
+    let limit = spec.container(which).map_or(0, |c| c.limit_millis);
+    node.batch.pods.insert(pod.uid.clone(), Some(spec));
+    node.batch.containers.insert(
+        id.to_string(),
+        BatchEntry {
+            pod_uid: pod.uid.clone(),
+            limit_millis: limit,
+            granted_millis: 0,
+        },
+    );
+    node.batch.quota_owned.insert(id.to_string());
+    let grants = grants(node);
+    let mine = grants.get(id).copied().unwrap_or(MIN_GRANT_MILLIS);
+    decision.cpuset = batch_cpus(node);
+    decision.cpu_quota = quota_us(mine);
+    decision.cpu_period = PERIOD_US;
+    if let Some(e) = node.batch.containers.get_mut(id) {
+        e.granted_millis = mine;
+    }
+    rebalance(node, Some(id));
+    true
+}
+
+/// The CPUs batch containers run on: the pool, or — when exclusive grants took all of it — the
+/// shared pool, at the budget's quota (0 then: the minimum).
+fn batch_cpus(node: &PluginState) -> CpuSet {
+    let pool = node.placement.batch_pool();
+    if pool.is_empty() {
+        node.placement.shared_pool()
+    } else {
+        pool
+    }
+}
+
+/// Each batch container's grant under the current budget (none yet: the minimum).
+fn grants(node: &PluginState) -> BTreeMap<String, u64> {
+    let ids: Vec<&String> = node.batch.containers.keys().collect();
+    let limits: Vec<u64> = node
+        .batch
+        .containers
+        .values()
+        .map(|e| e.limit_millis)
+        .collect();
+    let budget = node.batch.budget.unwrap_or(0);
+    ids.into_iter()
+        .cloned()
+        .zip(distribute(budget, &limits))
+        .collect()
+}
+
+/// Retargets every batch container but `skip` to the pool and its grant; queues those that
+/// changed and returns how many.
+fn rebalance(node: &mut PluginState, skip: Option<&str>) -> usize {
+    let grants = grants(node);
+    let cpus = batch_cpus(node);
+    let mut changed = 0;
+    for (id, granted) in grants {
+        if let Some(e) = node.batch.containers.get_mut(&id) {
+            e.granted_millis = granted;
+        }
+        if Some(id.as_str()) == skip {
+            continue;
+        }
+        let Some(r) = node.records.get_mut(&id) else {
+            continue;
+        };
+        if !r.lifecycle().is_live() {
+            continue;
+        }
+        let quota = quota_us(granted);
+        if r.retarget(|t| {
+            t.cpuset.clone_from(&cpus);
+            t.cpu_quota = quota;
+            t.cpu_period = PERIOD_US;
+        }) {
+            node.records.queue(&id);
+            changed += 1;
+        }
+    }
+    changed
+}

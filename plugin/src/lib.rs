@@ -11,6 +11,8 @@
 //!   NodeResourceTopology publisher, the permissions list.
 //! - [`pressure`]: node-pressure eviction — the loop, its signals and PSI, pod facts, the
 //!   eviction actions and the CRI client they use.
+//! - [`reclaimed`]: reclaimed CPU — the suppress loop that measures the pool, advertises the
+//!   idle CPU and takes it back from batch pods.
 //! - [`introspection`]: the status report, the admin socket, the HTTP endpoint, the table.
 //! - [`telemetry`]: metrics, log output, the refusal log.
 //! - [`run`]: `topolet run`, composing all of the above.
@@ -20,6 +22,7 @@ pub mod host;
 pub mod introspection;
 pub mod nri;
 pub mod pressure;
+pub mod reclaimed;
 pub mod run;
 pub mod state;
 pub mod telemetry;

@@ -115,6 +115,24 @@ async fn serve(
         plugin.set_pod_directory(pods, kubernetes.pod_wait());
         AbortOnDrop(task)
     });
+    // Reclaimed CPU: its loop always runs (a reload may turn the feature on); with the client,
+    // the Node's extended resource, starved batch pods' evictions and Events.
+    let mut reclaimed = crate::reclaimed::ReclaimedLoop::new(plugin.clone());
+    let mut advert = None;
+    if let Some(k) = &kube {
+        let name = config_reclaimed_name(&plugin);
+        let (tx, task) = crate::cluster::extended_resource::start(
+            k.client.clone(),
+            k.node.clone(),
+            name.clone(),
+            plugin.metrics().clone(),
+        );
+        let (evictor, _) = crate::pressure::eviction::build_evictor(&eviction, Some(&k.client))
+            .context("[eviction]")?;
+        reclaimed = reclaimed.with_cluster(tx, evictor, k.sink.clone());
+        advert = Some((k.client.clone(), k.node.clone(), name, AbortOnDrop(task)));
+    }
+    let _reclaimed = AbortOnDrop(tokio::spawn(reclaimed.run()));
     let _kubernetes = kube.map(|k| AbortOnDrop(k.recorder));
     let stub = Stub::new(plugin.clone(), stub_config).context("nri plugin settings")?;
     plugin.attach(stub.updater(), stub.status());
@@ -154,8 +172,44 @@ async fn serve(
         _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: exiting"),
     }
     plugin.flush_state_on_exit();
+    withdraw_reclaimed(&plugin, advert).await;
     Ok(())
 }
+
+/// The reclaimed-CPU resource's name in the configuration in effect.
+fn config_reclaimed_name(plugin: &TopoletPlugin) -> String {
+    plugin.config().reclaimed.resource_name.clone()
+}
+
+/// A clean stop withdraws the reclaimed CPU the Node advertises (0), so that the scheduler places
+/// no batch pod on a node whose agent no longer takes the CPU back; bounded, never fatal.
+async fn withdraw_reclaimed(
+    plugin: &TopoletPlugin,
+    advert: Option<(kube::Client, String, String, AbortOnDrop)>,
+) {
+    let Some((client, node, name, task)) = advert else {
+        return;
+    };
+    drop(task);
+    if !plugin.config().reclaimed.enabled {
+        return;
+    }
+    let write = crate::cluster::extended_resource::write(&client, &node, &name, 0);
+    match tokio::time::timeout(WITHDRAW_TIMEOUT, write).await {
+        Ok(Ok(_)) => {
+            tracing::info!(node = %node, resource = %name, "reclaimed CPU withdrawn from the Node (0)")
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(node = %node, resource = %name, error = %e, "reclaimed CPU: withdrawing the amount failed; the Node keeps the last one")
+        }
+        Err(_) => {
+            tracing::warn!(node = %node, resource = %name, "reclaimed CPU: withdrawing the amount timed out; the Node keeps the last one")
+        }
+    }
+}
+
+/// How long a stop waits to withdraw the reclaimed CPU.
+const WITHDRAW_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Aborts a background task when the serving future ends.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);

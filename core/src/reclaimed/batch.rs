@@ -129,7 +129,10 @@ mod tests {
 
     #[test]
     fn a_regular_pod_is_not_batch() {
-        assert_eq!(batch_pod(&pod(vec![ctr("a", Some(100), None)]), R), Ok(None));
+        assert_eq!(
+            batch_pod(&pod(vec![ctr("a", Some(100), None)]), R),
+            Ok(None)
+        );
         assert_eq!(batch_pod(&pod(vec![ctr("a", None, None)]), R), Ok(None));
     }
 

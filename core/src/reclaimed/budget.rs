@@ -20,12 +20,12 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::settings::percent_of;
 
 /// The formula's terms, in milli-CPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Terms {
     pub pool_millis: u64,
     pub regular_millis: u64,
@@ -273,7 +273,11 @@ mod tests {
                 changes += 1;
             }
             let idle = Terms::compute(1000, usage, 20).reclaimable_millis;
-            assert!(a.last().unwrap() <= idle, "second {s}: {:?} > {idle}", a.last());
+            assert!(
+                a.last().unwrap() <= idle,
+                "second {s}: {:?} > {idle}",
+                a.last()
+            );
         }
         // Published: 700 at start, 100 at the step up, 700 once the window forgot the step.
         assert_eq!(changes, 3);

@@ -9,7 +9,8 @@
 //!   when a new amount is worth publishing;
 //! - [`suppress`]: how much CPU the batch containers may use right now (cut at once, grown back
 //!   in steps) and how it is split among them as CFS quotas;
-//! - [`starvation`]: which batch pods have been starved long enough to be evicted.
+//! - [`starvation`]: which batch pods have been starved long enough to be evicted;
+//! - [`report`]: what `topolet status` shows of it.
 //!
 //! The peers' way, for comparison: koordinator computes `batch-cpu` from usage averaged over
 //! minutes in a cluster controller (`pkg/slo-controller/noderesource/plugins/batchresource`) and
@@ -19,12 +20,14 @@
 
 pub mod batch;
 pub mod budget;
+pub mod report;
 pub mod settings;
 pub mod starvation;
 pub mod suppress;
 
 pub use batch::{batch_pod, BatchContainer, BatchPod, NotBatch};
 pub use budget::{Advertiser, Publish, Terms, UsageWindow};
+pub use report::{BatchStatus, ReclaimedStatus, ZoneTerms};
 pub use settings::{ReclaimedSettings, UsageSource, DEFAULT_RESOURCE_NAME};
 pub use starvation::{Fed, Starvation};
-pub use suppress::{distribute, quota_us, Suppressor, SuppressStep, MIN_GRANT_MILLIS};
+pub use suppress::{distribute, quota_us, SuppressStep, Suppressor, MIN_GRANT_MILLIS};

@@ -103,7 +103,11 @@ mod tests {
         let t0 = Instant::now();
         let mut s = Starvation::new();
         let zero = Duration::ZERO;
-        assert_eq!(s.observe(t0, &[fed("a", 0, 1000), fed("b", 0, 0)], 50, zero).len(), 1);
+        assert_eq!(
+            s.observe(t0, &[fed("a", 0, 1000), fed("b", 0, 0)], 50, zero)
+                .len(),
+            1
+        );
         s.observe(t0, &[], 50, zero);
         assert_eq!(s.count(), 0);
     }

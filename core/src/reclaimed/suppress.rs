@@ -60,7 +60,10 @@ impl Suppressor {
     pub fn step(&mut self, target: u64, pool_millis: u64, grow_step_percent: u8) -> SuppressStep {
         let step = match self.budget {
             None => SuppressStep::Start(target),
-            Some(b) if target < b => SuppressStep::Cut { from: b, to: target },
+            Some(b) if target < b => SuppressStep::Cut {
+                from: b,
+                to: target,
+            },
             Some(b) => {
                 let dead_band = percent_of(pool_millis, 1).max(MIN_GRANT_MILLIS);
                 if target - b < dead_band {
@@ -124,12 +127,27 @@ mod tests {
     fn a_rise_cuts_at_once_and_a_fall_grows_back_in_steps() {
         let mut s = Suppressor::new();
         assert_eq!(s.step(800, 1000, 10), SuppressStep::Start(800));
-        assert_eq!(s.step(200, 1000, 10), SuppressStep::Cut { from: 800, to: 200 });
-        assert_eq!(s.step(800, 1000, 10), SuppressStep::Grow { from: 200, to: 300 });
-        assert_eq!(s.step(800, 1000, 10), SuppressStep::Grow { from: 300, to: 400 });
-        assert_eq!(s.step(350, 1000, 10), SuppressStep::Cut { from: 400, to: 350 });
+        assert_eq!(
+            s.step(200, 1000, 10),
+            SuppressStep::Cut { from: 800, to: 200 }
+        );
+        assert_eq!(
+            s.step(800, 1000, 10),
+            SuppressStep::Grow { from: 200, to: 300 }
+        );
+        assert_eq!(
+            s.step(800, 1000, 10),
+            SuppressStep::Grow { from: 300, to: 400 }
+        );
+        assert_eq!(
+            s.step(350, 1000, 10),
+            SuppressStep::Cut { from: 400, to: 350 }
+        );
         assert_eq!(s.step(355, 1000, 10), SuppressStep::Hold(350));
-        assert_eq!(s.step(420, 1000, 10), SuppressStep::Grow { from: 350, to: 420 });
+        assert_eq!(
+            s.step(420, 1000, 10),
+            SuppressStep::Grow { from: 350, to: 420 }
+        );
         s.reset();
         assert_eq!(s.budget(), None);
     }

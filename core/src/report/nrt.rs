@@ -57,6 +57,27 @@ pub struct Zone {
     pub resources: Vec<ResourceInfo>,
 }
 
+/// Adds reclaimed CPU to each zone: capacity the zone's pool, allocatable and available what
+/// the formula leaves of it (milli-CPU, the extended resource's unit). Nothing while the feature
+/// is not on.
+pub fn add_reclaimed(content: &mut NrtContent, report: &crate::reclaimed::ReclaimedStatus) {
+    if report.state != "on" {
+        return;
+    }
+    for z in &report.zones {
+        let name = zone_name(z.numa_node);
+        if let Some(zone) = content.zones.iter_mut().find(|zone| zone.name == name) {
+            let amount = z.terms.reclaimable_millis.to_string();
+            zone.resources.push(ResourceInfo {
+                name: report.resource.clone(),
+                capacity: z.terms.pool_millis.to_string(),
+                allocatable: amount.clone(),
+                available: amount,
+            });
+        }
+    }
+}
+
 /// Quantities in the Kubernetes spelling: CPUs as a count, memory and hugepages in bytes,
 /// devices as a count.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

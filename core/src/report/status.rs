@@ -82,6 +82,9 @@ pub struct Status {
     /// has not applied their new cpuset yet (`crate::placement::breach`). Empty when none.
     #[serde(default)]
     pub breaches: Vec<BreachStatus>,
+    /// Reclaimed CPU (`crate::reclaimed`): `None` until its loop has reported.
+    #[serde(default)]
+    pub reclaimed: Option<crate::reclaimed::ReclaimedStatus>,
 }
 
 /// A container in breach: its cpuset, as the runtime last applied it, overlaps CPUs another
@@ -362,6 +365,7 @@ pub fn build(topology: &Topology, input: StatusInput) -> Status {
         metrics_address: input.metrics_address,
         admissions: snap.admissions.clone(),
         breaches: snap.breaches.clone(),
+        reclaimed: None,
     }
 }
 

@@ -107,12 +107,16 @@ impl kube::Resource for NodeResourceTopology {
 pub fn content(plugin: &TopoletPlugin) -> NrtContent {
     let books = plugin.books();
     let status = crate::introspection::status(plugin, None, None);
-    nrt::build(
+    let mut content = nrt::build(
         plugin.topology(),
         &status,
         &books,
         plugin.max_allowable_numa_nodes(),
-    )
+    );
+    if let Some(r) = status.reclaimed.as_ref() {
+        nrt::add_reclaimed(&mut content, r);
+    }
+    content
 }
 
 /// Starts the publisher on the plugin's API client (`crate::cluster::client::start`) for `node`.

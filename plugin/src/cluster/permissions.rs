@@ -56,7 +56,8 @@ pub const PERMISSIONS: &[Permission] = &[
         subresource: Some("status"),
         verbs: &["patch"],
         why: "topolet's own node conditions (TopoletMemoryPressure, ...), a strategic merge \
-              by type that leaves the kubelet's alone",
+              by type that leaves the kubelet's alone; with [reclaimed] the reclaimed-CPU \
+              extended resource in capacity and allocatable, one key",
     },
     Permission {
         group: "",

@@ -139,19 +139,29 @@ impl ReclaimedSection {
 /// `validateResourceName` with `IsExtendedResourceName`): `domain/name`, the domain not
 /// `kubernetes.io` or `requests.`-prefixed, both parts a qualified name's.
 fn check_resource_name(name: &str) -> Result<(), String> {
-    let bad = |why: &str| Err(format!("{name:?}: {why} (e.g. \"topolet.io/reclaimed-cpu\")"));
+    let bad = |why: &str| {
+        Err(format!(
+            "{name:?}: {why} (e.g. \"topolet.io/reclaimed-cpu\")"
+        ))
+    };
     let Some((domain, rest)) = name.split_once('/') else {
         return bad("an extended resource name needs a domain prefix");
     };
     if domain.is_empty()
         || domain.len() > 253
-        || !domain
-            .split('.')
-            .all(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'))
+        || !domain.split('.').all(|l| {
+            !l.is_empty()
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        })
     {
         return bad("the prefix must be a DNS subdomain");
     }
-    if domain == "kubernetes.io" || domain.ends_with(".kubernetes.io") || domain == "k8s.io" || domain.ends_with(".k8s.io") {
+    if domain == "kubernetes.io"
+        || domain.ends_with(".kubernetes.io")
+        || domain == "k8s.io"
+        || domain.ends_with(".k8s.io")
+    {
         return bad("the kubernetes.io and k8s.io prefixes are reserved for native resources");
     }
     if name.starts_with("requests.") {
@@ -183,9 +193,14 @@ mod tests {
 
     #[test]
     fn bad_values_name_their_key() {
-        let cases: [(&str, fn(&mut ReclaimedSection)); 9] = [
-            ("resource_name", |s| s.resource_name = "reclaimed-cpu".into()),
-            ("resource_name", |s| s.resource_name = "kubernetes.io/batch-cpu".into()),
+        type Change = fn(&mut ReclaimedSection);
+        let cases: [(&str, Change); 9] = [
+            ("resource_name", |s| {
+                s.resource_name = "reclaimed-cpu".into()
+            }),
+            ("resource_name", |s| {
+                s.resource_name = "kubernetes.io/batch-cpu".into()
+            }),
             ("interval", |s| s.interval = "0".into()),
             ("interval", |s| s.interval = "soon".into()),
             ("suppress_interval", |s| s.suppress_interval = "2s".into()),
@@ -207,7 +222,14 @@ mod tests {
         for ok in ["topolet.io/reclaimed-cpu", "example.com/batch_cpu.v2"] {
             assert_eq!(check_resource_name(ok), Ok(()), "{ok}");
         }
-        for bad in ["cpu", "/x", "Example.com/x", "a.k8s.io/x", "example.com/-x", "example.com/"] {
+        for bad in [
+            "cpu",
+            "/x",
+            "Example.com/x",
+            "a.k8s.io/x",
+            "example.com/-x",
+            "example.com/",
+        ] {
             assert!(check_resource_name(bad).is_err(), "{bad}");
         }
     }

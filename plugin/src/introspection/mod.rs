@@ -51,7 +51,7 @@ pub fn status(
 ) -> Status {
     let (snapshot, policies) = plugin.snapshot();
     let conn = plugin.connection();
-    status::build(
+    let mut report = status::build(
         plugin.topology(),
         StatusInput {
             version: env!("CARGO_PKG_VERSION").to_string(),
@@ -61,7 +61,9 @@ pub fn status(
             pressure,
             metrics_address,
         },
-    )
+    );
+    report.reclaimed = plugin.reclaimed_report();
+    report
 }
 
 /// The `/metrics` text.

@@ -80,6 +80,54 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
 }
 
 /// The human report: one section per concern, aligned columns, no blank cells.
+/// The reclaimed-CPU section: the state, the formula's terms for the node and each NUMA node (so
+/// the amount can be checked by hand), the budget, and a row per batch pod.
+fn render_reclaimed(out: &mut String, r: &topolet_core::reclaimed::ReclaimedStatus) {
+    let _ = writeln!(out, "reclaimed CPU ({}): {}", r.resource, r.state);
+    if r.state == "off" || r.state.starts_with("off:") {
+        out.push('\n');
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  node: {} (regular usage: {}, the window's peak or percentile)",
+        r.node, r.usage
+    );
+    for z in &r.zones {
+        let _ = writeln!(out, "  NUMA {}: {}", z.numa_node, z.terms);
+    }
+    let _ = writeln!(
+        out,
+        "  advertised {}; batch budget {}m (regular now {}m), batch used {}m",
+        r.advertised_millis
+            .map_or_else(|| "nothing yet".to_string(), |a| format!("{a}m")),
+        r.budget_millis,
+        r.regular_now_millis,
+        r.batch_used_millis
+    );
+    if !r.batch.is_empty() {
+        let rows: Vec<Vec<String>> = r
+            .batch
+            .iter()
+            .map(|b| {
+                vec![
+                    b.pod.clone(),
+                    format!("{}m", b.request_millis),
+                    format!("{}m", b.limit_millis),
+                    format!("{}m", b.granted_millis),
+                    b.starved_seconds
+                        .map_or_else(|| "-".to_string(), |t| format!("{t:.0}s")),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &["BATCH POD", "REQUEST", "LIMIT", "GRANTED", "STARVED"],
+            &rows,
+        ));
+    }
+    out.push('\n');
+}
+
 pub fn render_table(s: &Status) -> String {
     let mut out = String::new();
     let nri = &s.nri;
@@ -260,6 +308,9 @@ pub fn render_table(s: &Status) -> String {
     }
     if !s.breaches.is_empty() {
         out.push('\n');
+    }
+    if let Some(r) = &s.reclaimed {
+        render_reclaimed(&mut out, r);
     }
 
     match &s.pressure {

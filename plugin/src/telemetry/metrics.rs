@@ -114,6 +114,31 @@ struct Families {
     breaching: u64,
     /// (trigger, result) → configuration reloads (`crate::config::reload`).
     config_reloads: BTreeMap<(&'static str, &'static str), u64>,
+    /// Reclaimed CPU (`crate::reclaimed`).
+    reclaimed: ReclaimedFamilies,
+}
+
+/// Reclaimed CPU's families, as the suppress loop last reported them.
+#[derive(Debug, Clone, Default)]
+struct ReclaimedFamilies {
+    /// Set once the loop has run with the feature on.
+    on: bool,
+    /// zone (`node`, or the NUMA node's id) → the amount last handed to the publisher (milli-CPU).
+    advertised: BTreeMap<String, u64>,
+    /// Milli-CPU the batch pods used over the last suppress interval.
+    batch_used: u64,
+    /// Milli-CPU the batch pods may use now (the budget).
+    budget: u64,
+    /// Milli-CPU the batch pods' limits exceed their grants by.
+    suppressed: u64,
+    /// `cut` / `grow` → budget changes.
+    reactions: BTreeMap<&'static str, u64>,
+    /// From the end of the interval that showed the rise to the cut handed to the runtime.
+    cut_latency: Histogram,
+    /// result → batch pods evicted for starvation.
+    evictions: BTreeMap<&'static str, u64>,
+    /// result → writes of the extended resource on the Node.
+    publishes: BTreeMap<&'static str, u64>,
 }
 
 /// The pod watch (`crate::cluster::pod_directory`) and which source decided each admission.
@@ -454,6 +479,46 @@ impl Metrics {
         f.pod_truth.pods = pods as u64;
     }
 
+    /// A write of the reclaimed-CPU extended resource on the Node: `ok` or `error`.
+    pub fn reclaimed_publish(&self, result: &'static str) {
+        *self.lock().reclaimed.publishes.entry(result).or_default() += 1;
+    }
+
+    /// The suppress loop's state after an interval: the amounts handed to the publisher by zone
+    /// (`node`, or a NUMA node id), what batch pods used, may use, and are denied of their limits.
+    pub fn set_reclaimed(
+        &self,
+        advertised: &[(String, u64)],
+        batch_used: u64,
+        budget: u64,
+        suppressed: u64,
+    ) {
+        let mut f = self.lock();
+        let r = &mut f.reclaimed;
+        r.on = true;
+        for (zone, v) in advertised {
+            r.advertised.insert(zone.clone(), *v);
+        }
+        r.batch_used = batch_used;
+        r.budget = budget;
+        r.suppressed = suppressed;
+    }
+
+    /// The batch budget moved (`cut` or `grow`); a cut's `latency` from the usage reading that
+    /// showed the rise to the new quotas handed to the runtime.
+    pub fn reclaimed_reaction(&self, kind: &'static str, latency: Option<Duration>) {
+        let mut f = self.lock();
+        *f.reclaimed.reactions.entry(kind).or_default() += 1;
+        if let Some(l) = latency {
+            f.reclaimed.cut_latency.observe(l.as_secs_f64());
+        }
+    }
+
+    /// A starved batch pod's eviction ended with `result` (`evicted`, `refused`, `error`, `dry_run`).
+    pub fn reclaimed_eviction(&self, result: &'static str) {
+        *self.lock().reclaimed.evictions.entry(result).or_default() += 1;
+    }
+
     /// The exposition text (format 0.0.4) of every family, with `gauges` read from the plugin.
     pub fn render(&self, gauges: &Gauges) -> String {
         // Copy under the lock, format outside it.
@@ -483,6 +548,7 @@ impl Metrics {
                 breach_seconds: g.breach_seconds,
                 breaching: g.breaching,
                 config_reloads: g.config_reloads.clone(),
+                reclaimed: g.reclaimed.clone(),
                 eviction_results: g.eviction_results.clone(),
                 node_status_patches: g.node_status_patches.clone(),
             }
@@ -782,6 +848,7 @@ impl Metrics {
             );
         }
         render_pod_truth(&mut w, &f.pod_truth);
+        render_reclaimed(&mut w, &f.reclaimed);
         w.family(
             "topolet_drift_checks_total",
             "counter",
@@ -886,6 +953,97 @@ fn render_pressure(w: &mut Writer, node: &[StallLine], pods: &BTreeMap<String, V
                 ],
                 s.total_us as f64 / 1e6,
             );
+        }
+    }
+}
+
+fn render_reclaimed(w: &mut Writer, r: &ReclaimedFamilies) {
+    w.family(
+        "topolet_reclaimed_cpu_advertised_millicpu",
+        "gauge",
+        "Reclaimed CPU offered to batch pods, as last handed to the Node (zone=node) and the NodeResourceTopology (zone=NUMA node id).",
+    );
+    for (zone, v) in &r.advertised {
+        w.sample(
+            "topolet_reclaimed_cpu_advertised_millicpu",
+            &[("zone", zone.clone())],
+            *v as f64,
+        );
+    }
+    let gauges: [(&str, &str, u64); 3] = [
+        (
+            "topolet_reclaimed_cpu_batch_used_millicpu",
+            "CPU the batch pods used over the last suppress interval.",
+            r.batch_used,
+        ),
+        (
+            "topolet_reclaimed_cpu_budget_millicpu",
+            "CPU the batch pods may use now (the suppress loop's budget, split into their CFS quotas).",
+            r.budget,
+        ),
+        (
+            "topolet_reclaimed_cpu_suppressed_millicpu",
+            "How far the batch pods' grants are below their limits now.",
+            r.suppressed,
+        ),
+    ];
+    for (name, help, v) in gauges {
+        w.family(name, "gauge", help);
+        if r.on {
+            w.sample(name, &[], v as f64);
+        }
+    }
+    w.family(
+        "topolet_reclaimed_cpu_reactions_total",
+        "counter",
+        "Changes of the batch budget: cut (at once, the regular pods' usage rose) and grow (one step back).",
+    );
+    for (kind, n) in &r.reactions {
+        w.sample(
+            "topolet_reclaimed_cpu_reactions_total",
+            &[("kind", kind.to_string())],
+            *n as f64,
+        );
+    }
+    let name = "topolet_reclaimed_cpu_cut_latency_seconds";
+    w.family(
+        name,
+        "histogram",
+        "From the usage reading that showed the regular pods' rise to the cut quotas handed to the runtime.",
+    );
+    if r.cut_latency.count > 0 {
+        let mut cumulative = 0;
+        for (i, le) in EVENT_BUCKETS.iter().enumerate() {
+            cumulative += r.cut_latency.buckets[i];
+            w.sample(
+                &format!("{name}_bucket"),
+                &[("le", format_float(*le))],
+                cumulative as f64,
+            );
+        }
+        w.sample(
+            &format!("{name}_bucket"),
+            &[("le", "+Inf".to_string())],
+            r.cut_latency.count as f64,
+        );
+        w.sample(&format!("{name}_sum"), &[], r.cut_latency.sum);
+        w.sample(&format!("{name}_count"), &[], r.cut_latency.count as f64);
+    }
+    for (family, help, map) in [
+        (
+            "topolet_reclaimed_cpu_evictions_total",
+            "Batch pods evicted because they stayed starved (granted under [reclaimed] starved_percent of their request for starved_for), by result.",
+            &r.evictions,
+        ),
+        (
+            "topolet_reclaimed_cpu_publishes_total",
+            "Writes of the reclaimed-CPU extended resource on the Node, by result.",
+            &r.publishes,
+        ),
+    ] {
+        w.family(family, "counter", help);
+        for (result, n) in map {
+            w.sample(family, &[("result", result.to_string())], *n as f64);
         }
     }
 }

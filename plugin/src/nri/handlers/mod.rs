@@ -142,6 +142,9 @@ pub struct TopoletPlugin {
     /// How many containers were in exclusive-CPU breach at the flusher's last observation
     /// (`breach`).
     breaching: watch::Sender<usize>,
+    /// The reclaimed-CPU loop's last report (`crate::reclaimed`), for `topolet status` and the
+    /// NodeResourceTopology.
+    reclaimed_report: Mutex<Option<topolet_core::reclaimed::ReclaimedStatus>>,
 }
 
 impl TopoletPlugin {
@@ -190,6 +193,7 @@ impl TopoletPlugin {
             books_changed: Arc::new(tokio::sync::Notify::new()),
             pods: OnceLock::new(),
             breaching: watch::Sender::new(0),
+            reclaimed_report: Mutex::new(None),
         })
     }
 

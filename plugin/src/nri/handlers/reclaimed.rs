@@ -111,11 +111,9 @@ impl TopoletPlugin {
             let uid = &r.view().key.pod_uid;
             match node.batch.pods.get(uid) {
                 Some(None) => continue,
-                Some(Some(_)) | None => unknown.push((
-                    id.clone(),
-                    uid.clone(),
-                    r.view().key.container.clone(),
-                )),
+                Some(Some(_)) | None => {
+                    unknown.push((id.clone(), uid.clone(), r.view().key.container.clone()))
+                }
             }
         }
         for (id, uid, container) in unknown {
@@ -185,24 +183,26 @@ impl TopoletPlugin {
                 continue;
             };
             let view = r.view();
-            let p = pods.entry(e.pod_uid.as_str()).or_insert_with(|| BatchPodView {
-                uid: e.pod_uid.clone(),
-                pod_ref: view.pod_ref.clone(),
-                sandbox_id: sandboxes
-                    .get(e.pod_uid.as_str())
-                    .map(|(sid, _)| (*sid).clone())
-                    .unwrap_or_default(),
-                cgroup_parent: view.cgroup_parent.clone(),
-                request_millis: node
-                    .batch
-                    .pods
-                    .get(&e.pod_uid)
-                    .and_then(|s| s.as_ref())
-                    .map_or(0, |s| s.request_millis),
-                granted_millis: 0,
-                limit_millis: 0,
-                containers: Vec::new(),
-            });
+            let p = pods
+                .entry(e.pod_uid.as_str())
+                .or_insert_with(|| BatchPodView {
+                    uid: e.pod_uid.clone(),
+                    pod_ref: view.pod_ref.clone(),
+                    sandbox_id: sandboxes
+                        .get(e.pod_uid.as_str())
+                        .map(|(sid, _)| (*sid).clone())
+                        .unwrap_or_default(),
+                    cgroup_parent: view.cgroup_parent.clone(),
+                    request_millis: node
+                        .batch
+                        .pods
+                        .get(&e.pod_uid)
+                        .and_then(|s| s.as_ref())
+                        .map_or(0, |s| s.request_millis),
+                    granted_millis: 0,
+                    limit_millis: 0,
+                    containers: Vec::new(),
+                });
             p.granted_millis += e.granted_millis;
             p.limit_millis += e.limit_millis;
             p.containers
@@ -266,6 +266,50 @@ impl TopoletPlugin {
             self.flush_updates();
         }
         n
+    }
+
+    /// This node's pods from the API, when the client is on.
+    pub fn pod_directory(&self) -> Option<&PodDirectory> {
+        self.pods.get().map(|(dir, _)| dir)
+    }
+
+    /// Where cgroups are read (`/proc` for the mounts, the sysfs root for `/sys`).
+    pub fn cgroup_roots(&self) -> crate::host::pod_cgroup::Roots {
+        crate::host::pod_cgroup::Roots {
+            proc_root: self.proc_root.clone(),
+            sysfs_root: self.sysfs_root.clone(),
+        }
+    }
+
+    /// The reclaimed-CPU loop's last report.
+    pub fn reclaimed_report(&self) -> Option<topolet_core::reclaimed::ReclaimedStatus> {
+        self.reclaimed_report
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Replaces the reclaimed-CPU report; when the zones' amounts changed, the
+    /// NodeResourceTopology publisher is woken.
+    pub fn set_reclaimed_report(&self, report: Option<topolet_core::reclaimed::ReclaimedStatus>) {
+        let zones = |r: &Option<topolet_core::reclaimed::ReclaimedStatus>| {
+            r.as_ref().map(|r| {
+                r.zones
+                    .iter()
+                    .map(|z| (z.numa_node, z.terms.pool_millis, z.terms.reclaimable_millis))
+                    .collect::<Vec<_>>()
+            })
+        };
+        let mut slot = self
+            .reclaimed_report
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let changed = zones(&slot) != zones(&report);
+        *slot = report;
+        drop(slot);
+        if changed {
+            self.books_changed.notify_one();
+        }
     }
 
     /// The batch containers now (tests, status): id → entry.

@@ -1,0 +1,48 @@
+//! What `topolet status` says about reclaimed CPU: the state, each term of the formula for the
+//! node and each NUMA node, the budget and every batch pod's grant.
+
+use serde::{Deserialize, Serialize};
+
+use super::budget::Terms;
+
+/// The reclaimed-CPU section of the status report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReclaimedStatus {
+    /// `on`; `off`; `off: …` (why it cannot run); `withdrawn: …` (why the amount is 0).
+    pub state: String,
+    pub resource: String,
+    /// What counts as regular usage (`cpus` or `pods`).
+    pub usage: String,
+    /// The formula for the node (the amount the scheduler sees).
+    pub node: Terms,
+    /// The formula per NUMA node (the NodeResourceTopology zones).
+    pub zones: Vec<ZoneTerms>,
+    /// The amount last handed to the Node, in milli-CPU.
+    pub advertised_millis: Option<u64>,
+    /// What the batch pods may use now, in milli-CPU.
+    pub budget_millis: u64,
+    /// What they used over the last suppress interval, in milli-CPU.
+    pub batch_used_millis: u64,
+    /// The regular usage of the last suppress interval (not smoothed), in milli-CPU.
+    pub regular_now_millis: u64,
+    pub batch: Vec<BatchStatus>,
+}
+
+/// The formula for one NUMA node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ZoneTerms {
+    pub numa_node: usize,
+    pub terms: Terms,
+}
+
+/// One batch pod.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchStatus {
+    /// `namespace/name`.
+    pub pod: String,
+    pub request_millis: u64,
+    pub limit_millis: u64,
+    pub granted_millis: u64,
+    /// How long it has been granted under its starvation floor, if it is.
+    pub starved_seconds: Option<f64>,
+}

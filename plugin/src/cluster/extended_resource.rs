@@ -1,0 +1,146 @@
+//! The reclaimed-CPU extended resource on this Node (`crate::reclaimed` decides the amount).
+//!
+//! The amount goes to `status.capacity` and `status.allocatable` together, as a strategic merge
+//! patch of the `nodes/status` subresource that names only this key. The kubelet keeps capacity
+//! keys it does not own, removes allocatable keys that capacity lacks, and recomputes allocatable
+//! as capacity minus its reservations (`pkg/kubelet/nodestatus/setters.go` `MachineInfo`), so
+//! capacity is what must be written; allocatable is written too so that the scheduler sees the
+//! new amount before the kubelet's next status update.
+//!
+//! A task of its own, fed the latest amount through a `watch` channel: the suppress loop never
+//! waits on the API server, a failed write is retried every second with the newest amount (never
+//! a stale one), and an amount that was superseded before it could be written is never written.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams};
+use kube::Client;
+use serde_json::json;
+use tokio::sync::watch;
+
+use crate::telemetry::metrics::Metrics;
+use std::sync::Arc;
+
+/// How long a failed write waits before the next try.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// What the Node should say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advert {
+    /// Nothing to write.
+    Nothing,
+    /// This amount, in milli-CPU.
+    Amount(u64),
+    /// 0, but only if the Node holds a non-zero amount (the feature is off: a Node that never
+    /// had the resource is not given one).
+    WithdrawIfPresent,
+}
+
+/// The strategic merge patch setting `name` to `millis` in capacity and allocatable.
+pub fn amount_patch(name: &str, millis: u64) -> serde_json::Value {
+    let v = millis.to_string();
+    json!({"status": {"capacity": {name: v}, "allocatable": {name: v}}})
+}
+
+/// The amount of `name` the Node's capacity holds (`None`: absent or unreadable).
+pub fn amount_of(node: &Node, name: &str) -> Option<u64> {
+    let q = node.status.as_ref()?.capacity.as_ref()?.get(name)?;
+    q.0.parse().ok()
+}
+
+/// Writes `millis` for `name` on `node` now.
+pub async fn write(
+    client: &Client,
+    node: &str,
+    name: &str,
+    millis: u64,
+) -> Result<Node, kube::Error> {
+    let api: Api<Node> = Api::all(client.clone());
+    api.patch_status(
+        node,
+        &PatchParams::default(),
+        &Patch::Strategic(amount_patch(name, millis)),
+    )
+    .await
+}
+
+/// Starts the publisher of `name` on `node`; returns the sender of the wanted advert.
+pub fn start(
+    client: Client,
+    node: String,
+    name: String,
+    metrics: Arc<Metrics>,
+) -> (watch::Sender<Advert>, tokio::task::JoinHandle<()>) {
+    let (tx, mut rx) = watch::channel(Advert::Nothing);
+    let task = tokio::spawn(async move {
+        let api: Api<Node> = Api::all(client.clone());
+        let mut logged_failure = false;
+        loop {
+            let want = *rx.borrow_and_update();
+            let result = match want {
+                Advert::Nothing => Ok(()),
+                Advert::Amount(m) => write(&client, &node, &name, m).await.map(|_| ()),
+                Advert::WithdrawIfPresent => {
+                    match api
+                        .patch_status(&node, &PatchParams::default(), &Patch::Strategic(json!({})))
+                        .await
+                    {
+                        Ok(n) if amount_of(&n, &name).is_some_and(|m| m > 0) => {
+                            write(&client, &node, &name, 0).await.map(|_| ())
+                        }
+                        Ok(_) => Ok(()),
+                        Err(e) => Err(e),
+                    }
+                }
+            };
+            match result {
+                Ok(()) => {
+                    if want != Advert::Nothing {
+                        metrics.reclaimed_publish("ok");
+                        tracing::debug!(node = %node, resource = %name, advert = ?want, "reclaimed CPU written on the Node");
+                    }
+                    logged_failure = false;
+                    if rx.changed().await.is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    metrics.reclaimed_publish("error");
+                    if !logged_failure {
+                        tracing::warn!(node = %node, resource = %name, error = %e, "kubernetes API: writing the reclaimed CPU on the Node failed; retrying every second with the newest amount (check topolet's RBAC: nodes/status patch)");
+                        logged_failure = true;
+                    }
+                    // The newest amount at the next try; a change wakes it early.
+                    let _ = tokio::time::timeout(RETRY, rx.changed()).await;
+                }
+            }
+        }
+    });
+    (tx, task)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_patch_names_only_the_resource_in_capacity_and_allocatable() {
+        assert_eq!(
+            amount_patch("topolet.io/reclaimed-cpu", 440),
+            json!({"status": {"capacity": {"topolet.io/reclaimed-cpu": "440"},
+                              "allocatable": {"topolet.io/reclaimed-cpu": "440"}}})
+        );
+    }
+
+    #[test]
+    fn the_amount_is_read_back_from_capacity() {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n"},
+            "status": {"capacity": {"topolet.io/reclaimed-cpu": "440", "cpu": "2"}}
+        }))
+        .unwrap();
+        assert_eq!(amount_of(&node, "topolet.io/reclaimed-cpu"), Some(440));
+        assert_eq!(amount_of(&node, "example.com/x"), None);
+    }
+}

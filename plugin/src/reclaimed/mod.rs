@@ -1,0 +1,508 @@
+//! Reclaimed CPU, the shell's half: the suppress loop. Every `[reclaimed] suppress_interval` it
+//! reads the pool's CPU time and the batch pods' cgroups (`sampler`), asks the core
+//! (`topolet_core::reclaimed`) how much the batch pods may use now and hands their new quotas to
+//! the NRI handlers (`crate::nri::handlers`, `set_batch_budget`); every `interval` it adds a
+//! sample to the smoothing windows and hands the amount to advertise to the Node's publisher
+//! (`crate::cluster::extended_resource`); it evicts the batch pods that stayed starved, and
+//! reports all of it to `topolet status`, the metrics and the NodeResourceTopology.
+//!
+//! It never fails the plugin: a reading that fails is logged and counted, and after
+//! [`LOST_AFTER`] failures in a row the amount is withdrawn (0) and the batch pods are held at
+//! the minimum until readings work again. Turning the feature off (reload) withdraws the amount
+//! and gives the batch containers the plain BestEffort values back; without the Kubernetes API
+//! client (pods are batch by their spec) the feature stays off and says so.
+
+pub mod sampler;
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::cluster::client::EventSink;
+use crate::cluster::extended_resource::Advert;
+use crate::host::pod_cgroup::CpuController;
+use crate::nri::handlers::{ReclaimedInputs, TopoletPlugin};
+use crate::pressure::actions::{EvictPod, Evicted, Evictor};
+use sampler::Reading;
+use topolet_core::kube::events::{EventType, ObjectRef, Occurrence};
+use topolet_core::reclaimed::starvation::Fed;
+use topolet_core::reclaimed::{
+    Advertiser, BatchStatus, Publish, ReclaimedSettings, ReclaimedStatus, Starvation, SuppressStep,
+    Suppressor, Terms, UsageWindow, ZoneTerms,
+};
+
+/// Readings that fail in a row before the amount is withdrawn.
+pub const LOST_AFTER: u32 = 3;
+/// The Event reason of a starved batch pod's eviction.
+pub const STARVED_REASON: &str = "ReclaimedCPUStarved";
+/// The Event reason when the batch pods are cut to a tenth of their limits or less.
+pub const SUPPRESSED_REASON: &str = "ReclaimedCPUSuppressed";
+
+/// The loop and what it keeps between intervals.
+pub struct ReclaimedLoop {
+    plugin: Arc<TopoletPlugin>,
+    advert: Option<watch::Sender<Advert>>,
+    evictor: Option<Arc<dyn Evictor>>,
+    events: Option<EventSink>,
+    controller: Option<CpuController>,
+    state: State,
+}
+
+#[derive(Default)]
+struct State {
+    on: bool,
+    started: bool,
+    said_no_api: bool,
+    failures: u32,
+    last_tick: Option<Reading>,
+    last_interval: Option<Reading>,
+    /// The pool's CPUs the windows measured (a new pool starts them over).
+    pool: Option<topolet_core::machine::cpuset::CpuSet>,
+    node_window: Option<UsageWindow>,
+    zone_windows: BTreeMap<usize, UsageWindow>,
+    advertiser: Option<Advertiser>,
+    suppressor: Suppressor,
+    starvation: Starvation,
+    /// Batch pods whose eviction was asked (never asked twice).
+    evicted: HashSet<String>,
+    /// Batch pods told they are suppressed hard (one Event per episode).
+    told_suppressed: HashSet<String>,
+    node_terms: Terms,
+    zone_terms: Vec<ZoneTerms>,
+    regular_now: u64,
+    batch_used: u64,
+    withdrawn: Option<String>,
+}
+
+impl ReclaimedLoop {
+    pub fn new(plugin: Arc<TopoletPlugin>) -> ReclaimedLoop {
+        ReclaimedLoop {
+            plugin,
+            advert: None,
+            evictor: None,
+            events: None,
+            controller: None,
+            state: State::default(),
+        }
+    }
+
+    /// Writes the amount on the Node through `tx`, evicts starved batch pods with `evictor` and
+    /// raises Events through `events`.
+    pub fn with_cluster(
+        mut self,
+        tx: watch::Sender<Advert>,
+        evictor: Arc<dyn Evictor>,
+        events: EventSink,
+    ) -> ReclaimedLoop {
+        self.advert = Some(tx);
+        self.evictor = Some(evictor);
+        self.events = Some(events);
+        self
+    }
+
+    /// Runs until the task is dropped.
+    pub async fn run(mut self) {
+        loop {
+            let settings = self.settings();
+            let every = if settings.enabled {
+                settings.suppress_interval
+            } else {
+                // Off: only a reload can turn it on; look for that once a second.
+                Duration::from_secs(1)
+            };
+            self.tick(&settings, Instant::now()).await;
+            tokio::time::sleep(every).await;
+        }
+    }
+
+    fn settings(&self) -> ReclaimedSettings {
+        // `[reclaimed]` was checked when the file was read; a config built in code falls back
+        // to the defaults (off).
+        self.plugin
+            .config()
+            .reclaimed
+            .settings()
+            .unwrap_or_default()
+    }
+
+    fn advertise(&self, advert: Advert) {
+        if let Some(tx) = &self.advert {
+            tx.send_replace(advert);
+        }
+    }
+
+    async fn tick(&mut self, settings: &ReclaimedSettings, now: Instant) {
+        if !settings.enabled {
+            if self.state.on {
+                let n = self.plugin.batch_off();
+                tracing::info!(
+                    batch_containers = n,
+                    "reclaimed CPU turned off: the amount is withdrawn; batch containers are back to the plain BestEffort values"
+                );
+                self.advertise(Advert::Amount(0));
+                self.state = State {
+                    started: true,
+                    ..State::default()
+                };
+            } else if !self.state.started {
+                self.advertise(Advert::WithdrawIfPresent);
+                self.state.started = true;
+            }
+            self.plugin
+                .set_reclaimed_report(Some(off_report(settings, "off")));
+            return;
+        }
+        let Some(dir) = self.plugin.pod_directory() else {
+            if !self.state.said_no_api {
+                tracing::warn!("[reclaimed] enabled = true, but the Kubernetes API client is off: batch pods are recognised from their spec, so reclaimed CPU stays off (configure [kubernetes])");
+                self.state.said_no_api = true;
+            }
+            self.plugin.set_reclaimed_report(Some(off_report(
+                settings,
+                "off: needs the Kubernetes API client (batch pods are known by their spec)",
+            )));
+            return;
+        };
+        if !self.state.on {
+            tracing::info!(resource = %settings.resource_name, usage = settings.usage.as_str(), "reclaimed CPU on");
+            self.state.on = true;
+            self.state.started = true;
+        }
+        let learnt = self.plugin.learn_batch(dir, &settings.resource_name);
+        if learnt > 0 {
+            tracing::debug!(
+                containers = learnt,
+                "reclaimed CPU: batch containers learnt from their pods"
+            );
+        }
+        let inputs = self.plugin.reclaimed_inputs();
+        if self.state.pool.as_ref() != Some(&inputs.pool) {
+            // Other CPUs: samples of the old pool say nothing about the new one.
+            self.state.pool = Some(inputs.pool.clone());
+            self.state.node_window = Some(UsageWindow::new(settings.window));
+            self.state.zone_windows.clear();
+            self.state.last_tick = None;
+            self.state.last_interval = None;
+        }
+        let reading = match self.read(&inputs, settings) {
+            Ok(r) => r,
+            Err(e) => {
+                self.state.failures += 1;
+                tracing::warn!(error = %e, failures = self.state.failures, "reclaimed CPU: usage reading failed");
+                if self.state.failures >= LOST_AFTER {
+                    let why = format!("withdrawn: usage readings fail ({e})");
+                    if self.state.withdrawn.is_none() {
+                        tracing::error!(error = %e, "reclaimed CPU withdrawn: the usage readings keep failing; batch pods are held at the minimum");
+                    }
+                    self.state.withdrawn = Some(why);
+                    self.advertise(Advert::Amount(0));
+                    self.state.advertiser = None;
+                    self.state.suppressor.reset();
+                    self.state.suppressor.step(0, 0, settings.grow_step_percent);
+                    self.plugin.set_batch_budget(0);
+                    self.report(settings, &inputs);
+                }
+                return;
+            }
+        };
+        self.state.failures = 0;
+        if self.state.withdrawn.take().is_some() {
+            tracing::info!("reclaimed CPU: usage readings work again");
+        }
+        let pool_millis = inputs.pool.len() as u64 * 1000;
+        if let Some(before) = self.state.last_tick.as_ref() {
+            let rates = sampler::rates(before, &reading, &inputs);
+            let (regular_now, _) = sampler::regular(&rates, settings.usage, &inputs.zones);
+            self.state.regular_now = regular_now;
+            self.state.batch_used = rates.batch;
+            let target = Terms::compute(pool_millis, regular_now, settings.margin_percent)
+                .reclaimable_millis;
+            let step = self
+                .state
+                .suppressor
+                .step(target, pool_millis, settings.grow_step_percent);
+            match step {
+                SuppressStep::Start(b) => {
+                    self.plugin.set_batch_budget(b);
+                }
+                SuppressStep::Cut { from, to } => {
+                    let changed = self.plugin.set_batch_budget(to);
+                    let latency = reading.at.elapsed();
+                    self.plugin
+                        .metrics()
+                        .reclaimed_reaction("cut", (changed > 0).then_some(latency));
+                    tracing::debug!(
+                        from,
+                        to,
+                        regular = regular_now,
+                        containers = changed,
+                        latency_us = latency.as_micros() as u64,
+                        "reclaimed CPU: batch budget cut"
+                    );
+                }
+                SuppressStep::Grow { to, .. } => {
+                    self.plugin.set_batch_budget(to);
+                    self.plugin.metrics().reclaimed_reaction("grow", None);
+                }
+                SuppressStep::Hold(_) => {}
+            }
+        }
+        let interval_due = self.state.last_interval.as_ref().map_or(true, |r| {
+            reading.at.saturating_duration_since(r.at) >= settings.interval
+        });
+        if interval_due {
+            if let Some(before) = self.state.last_interval.replace(reading.clone()) {
+                self.sample_interval(settings, &before, &reading, &inputs, now);
+            }
+        }
+        self.state.last_tick = Some(reading);
+        self.starved(settings, &inputs, now).await;
+        self.report(settings, &self.plugin.reclaimed_inputs());
+    }
+
+    fn read(
+        &mut self,
+        inputs: &ReclaimedInputs,
+        settings: &ReclaimedSettings,
+    ) -> Result<Reading, String> {
+        let controller = match &self.controller {
+            Some(c) => c.clone(),
+            None => {
+                let c = self
+                    .plugin
+                    .cgroup_roots()
+                    .controller()
+                    .map_err(|e| e.to_string())?;
+                self.controller = Some(c.clone());
+                c
+            }
+        };
+        let proc_root = self.plugin.cgroup_roots().proc_root;
+        sampler::read(&proc_root, &controller, inputs, settings.usage)
+    }
+
+    /// One interval's sample: the windows, the formula, and the amount to advertise.
+    fn sample_interval(
+        &mut self,
+        settings: &ReclaimedSettings,
+        before: &Reading,
+        after: &Reading,
+        inputs: &ReclaimedInputs,
+        now: Instant,
+    ) {
+        let rates = sampler::rates(before, after, inputs);
+        let (regular, zones) = sampler::regular(&rates, settings.usage, &inputs.zones);
+        let window = self
+            .state
+            .node_window
+            .get_or_insert_with(|| UsageWindow::new(settings.window));
+        window.push(now, regular);
+        let peak = window.percentile(settings.percentile).unwrap_or(regular);
+        let pool_millis = inputs.pool.len() as u64 * 1000;
+        self.state.node_terms = Terms::compute(pool_millis, peak, settings.margin_percent);
+        self.state.zone_terms = inputs
+            .zones
+            .iter()
+            .map(|(n, cpus)| {
+                let used = zones.get(n).copied().unwrap_or(0);
+                let w = self
+                    .state
+                    .zone_windows
+                    .entry(*n)
+                    .or_insert_with(|| UsageWindow::new(settings.window));
+                w.push(now, used);
+                let peak = w.percentile(settings.percentile).unwrap_or(used);
+                ZoneTerms {
+                    numa_node: *n,
+                    terms: Terms::compute(cpus.len() as u64 * 1000, peak, settings.margin_percent),
+                }
+            })
+            .collect();
+        let advertiser = self
+            .state
+            .advertiser
+            .get_or_insert_with(|| Advertiser::new(settings.min_change_percent, settings.max_age));
+        let amount = self.state.node_terms.reclaimable_millis;
+        if let Publish::Now(v) = advertiser.decide(amount, pool_millis, now) {
+            advertiser.published(v, now);
+            tracing::debug!(terms = %self.state.node_terms, "reclaimed CPU advertised");
+            self.advertise(Advert::Amount(v));
+        }
+    }
+
+    /// Evicts the batch pods starved for `starved_for`; tells those suppressed hard.
+    async fn starved(
+        &mut self,
+        settings: &ReclaimedSettings,
+        inputs: &ReclaimedInputs,
+        now: Instant,
+    ) {
+        let fed: Vec<Fed<'_>> = inputs
+            .batch
+            .iter()
+            .map(|p| Fed {
+                uid: &p.uid,
+                granted_millis: p.granted_millis,
+                request_millis: p.request_millis,
+            })
+            .collect();
+        let due = self.state.starvation.observe(
+            now,
+            &fed,
+            settings.starved_percent,
+            settings.starved_for,
+        );
+        for p in &inputs.batch {
+            let hard = p.limit_millis > 0 && p.granted_millis * 10 <= p.limit_millis;
+            if hard && self.state.told_suppressed.insert(p.uid.clone()) {
+                self.pod_event(
+                    p,
+                    EventType::Warning,
+                    SUPPRESSED_REASON,
+                    &format!(
+                        "the node's regular pods took their CPU back: this batch pod may use {}m of its {}m of {} now",
+                        p.granted_millis, p.limit_millis, settings.resource_name
+                    ),
+                );
+            } else if !hard {
+                self.state.told_suppressed.remove(&p.uid);
+            }
+        }
+        let Some(evictor) = self.evictor.clone() else {
+            return;
+        };
+        for (uid, starved) in due {
+            if !self.state.evicted.insert(uid.clone()) {
+                continue;
+            }
+            let Some(p) = inputs.batch.iter().find(|p| p.uid == uid) else {
+                continue;
+            };
+            let (namespace, name) = p.pod_ref.split_once('/').unwrap_or(("", &p.pod_ref));
+            let message = format!(
+                "The node's regular pods need its CPU: this batch pod was granted under {}% of its {}m of {} for {}s ({}m now).",
+                settings.starved_percent, p.request_millis, settings.resource_name, starved.as_secs(), p.granted_millis
+            );
+            let pod = EvictPod {
+                sandbox_id: p.sandbox_id.clone(),
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                uid: p.uid.clone(),
+                signal: settings.resource_name.clone(),
+                reason: message.clone(),
+            };
+            let result = match evictor.evict(&pod, Duration::from_secs(30)).await {
+                Ok(Evicted::DryRun) => "dry_run",
+                Ok(Evicted::Refused { message }) => {
+                    tracing::warn!(pod = %p.pod_ref, message = %message, "reclaimed CPU: eviction of a starved batch pod refused (PodDisruptionBudget); tried again later");
+                    self.state.evicted.remove(&uid);
+                    "refused"
+                }
+                Ok(_) => "evicted",
+                Err(e) => {
+                    tracing::warn!(pod = %p.pod_ref, error = %e, "reclaimed CPU: eviction of a starved batch pod failed; tried again later");
+                    self.state.evicted.remove(&uid);
+                    "error"
+                }
+            };
+            self.plugin.metrics().reclaimed_eviction(result);
+            if result == "evicted" || result == "dry_run" {
+                tracing::warn!(pod = %p.pod_ref, action = evictor.name(), starved_s = starved.as_secs(), granted = p.granted_millis, request = p.request_millis, "reclaimed CPU: starved batch pod evicted");
+                if result == "evicted" {
+                    self.pod_event(p, EventType::Warning, STARVED_REASON, &message);
+                }
+            }
+        }
+    }
+
+    fn pod_event(
+        &self,
+        p: &crate::nri::handlers::BatchPodView,
+        type_: EventType,
+        reason: &str,
+        message: &str,
+    ) {
+        let Some(sink) = &self.events else { return };
+        let (namespace, name) = p.pod_ref.split_once('/').unwrap_or(("", &p.pod_ref));
+        sink.record(Occurrence::new(
+            ObjectRef {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                uid: p.uid.clone(),
+            },
+            type_,
+            reason,
+            message,
+        ));
+    }
+
+    fn report(&self, settings: &ReclaimedSettings, inputs: &ReclaimedInputs) {
+        let s = &self.state;
+        let budget = s.suppressor.budget().unwrap_or(0);
+        let advertised = s.advertiser.as_ref().and_then(Advertiser::last);
+        let advertised = if s.withdrawn.is_some() {
+            Some(0)
+        } else {
+            advertised
+        };
+        let suppressed: u64 = inputs
+            .batch
+            .iter()
+            .map(|p| p.limit_millis.saturating_sub(p.granted_millis))
+            .sum();
+        let mut zones: Vec<(String, u64)> = s
+            .zone_terms
+            .iter()
+            .map(|z| (z.numa_node.to_string(), z.terms.reclaimable_millis))
+            .collect();
+        if let Some(a) = advertised {
+            zones.push(("node".to_string(), a));
+        }
+        self.plugin
+            .metrics()
+            .set_reclaimed(&zones, s.batch_used, budget, suppressed);
+        let batch = inputs
+            .batch
+            .iter()
+            .map(|p| BatchStatus {
+                pod: p.pod_ref.clone(),
+                request_millis: p.request_millis,
+                limit_millis: p.limit_millis,
+                granted_millis: p.granted_millis,
+                starved_seconds: s
+                    .starvation
+                    .starved_since(&p.uid)
+                    .map(|t| t.elapsed().as_secs_f64()),
+            })
+            .collect();
+        self.plugin.set_reclaimed_report(Some(ReclaimedStatus {
+            state: s.withdrawn.clone().unwrap_or_else(|| "on".to_string()),
+            resource: settings.resource_name.clone(),
+            usage: settings.usage.as_str().to_string(),
+            node: s.node_terms,
+            zones: s.zone_terms.clone(),
+            advertised_millis: advertised,
+            budget_millis: budget,
+            batch_used_millis: s.batch_used,
+            regular_now_millis: s.regular_now,
+            batch,
+        }));
+    }
+}
+
+fn off_report(settings: &ReclaimedSettings, state: &str) -> ReclaimedStatus {
+    ReclaimedStatus {
+        state: state.to_string(),
+        resource: settings.resource_name.clone(),
+        usage: settings.usage.as_str().to_string(),
+        node: Terms::default(),
+        zones: Vec::new(),
+        advertised_millis: None,
+        budget_millis: 0,
+        batch_used_millis: 0,
+        regular_now_millis: 0,
+        batch: Vec::new(),
+    }
+}

@@ -54,6 +54,12 @@ pub struct CpuController {
 /// its super options (the shortest mount point when there are several, as the kubelet picks
 /// it), else the shortest cgroup2 mount.
 pub fn find_cpu_controller(mountinfo: &str) -> Option<CpuController> {
+    find_controller(mountinfo, "cpu")
+}
+
+/// The hierarchy of v1 controller `name` among the mounts of a `mountinfo` text (the shortest
+/// mount point when there are several), else the shortest cgroup2 mount.
+pub fn find_controller(mountinfo: &str, name: &str) -> Option<CpuController> {
     let mut v1: Option<PathBuf> = None;
     let mut v2: Option<PathBuf> = None;
     let shorter = |best: &Option<PathBuf>, p: &PathBuf| match best {
@@ -73,7 +79,7 @@ pub fn find_cpu_controller(mountinfo: &str) -> Option<CpuController> {
         };
         let point = PathBuf::from(unescape_mountinfo(mount_point));
         let slot = match fstype {
-            "cgroup" if options.split(',').any(|o| o == "cpu") => &mut v1,
+            "cgroup" if options.split(',').any(|o| o == name) => &mut v1,
             "cgroup2" => &mut v2,
             _ => continue,
         };
@@ -245,6 +251,23 @@ impl Roots {
             at(
                 &path,
                 io::Error::new(io::ErrorKind::NotFound, "no cgroup cpu controller mounted"),
+            )
+        })?;
+        if let Ok(rest) = c.mount_point.strip_prefix("/sys") {
+            c.mount_point = self.sysfs_root.join(rest);
+        }
+        Ok(c)
+    }
+
+    /// The hierarchy that accounts CPU time (v1 `cpuacct`, which may be mounted apart from
+    /// `cpu`; else the v2 unified mount), its mount point rebased onto `sysfs_root`.
+    pub fn cpuacct_controller(&self) -> io::Result<CpuController> {
+        let path = self.proc_root.join("self/mountinfo");
+        let text = fs::read_to_string(&path).map_err(|e| at(&path, e))?;
+        let mut c = find_controller(&text, "cpuacct").ok_or_else(|| {
+            at(
+                &path,
+                io::Error::new(io::ErrorKind::NotFound, "no cgroup cpuacct controller mounted"),
             )
         })?;
         if let Ok(rest) = c.mount_point.strip_prefix("/sys") {
@@ -513,6 +536,25 @@ mod tests {
         assert_eq!(
             find_cpu_controller("1 2 3 / /x rw - cgroup cgroup rw,cpuacct\nnonsense\n"),
             None
+        );
+    }
+
+    #[test]
+    fn cpu_time_comes_from_cpuacct_wherever_it_is_mounted() {
+        // Mounted apart from cpu (this CI host), and together with it.
+        let apart = "32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n\
+                     33 31 0:30 / /sys/fs/cgroup/cpuacct rw - cgroup cgroup rw,cpuacct\n";
+        assert_eq!(
+            find_controller(apart, "cpuacct").map(|c| c.mount_point),
+            Some(PathBuf::from("/sys/fs/cgroup/cpuacct"))
+        );
+        assert_eq!(
+            find_controller(V1_MOUNTS, "cpuacct").map(|c| c.mount_point),
+            Some(PathBuf::from("/sys/fs/cgroup/cpu,cpuacct"))
+        );
+        assert_eq!(
+            find_controller(V2_MOUNTS, "cpuacct").map(|c| c.version),
+            Some(Version::V2)
         );
     }
 

@@ -273,7 +273,7 @@ impl ReclaimedLoop {
                 let c = self
                     .plugin
                     .cgroup_roots()
-                    .controller()
+                    .cpuacct_controller()
                     .map_err(|e| e.to_string())?;
                 self.controller = Some(c.clone());
                 c

@@ -1,0 +1,343 @@
+//! Reclaimed CPU beside a real kubelet v1.37, API server and the stock kube-scheduler: the node
+//! advertises its idle pool as `topolet.io/reclaimed-cpu`, the scheduler places batch pods
+//! against it (and leaves one asking for more Pending), their containers run on the pool with
+//! the lowest weight and a CFS quota of their limit, a regular pod's load takes the CPU back
+//! and gives it back when it ends, a starved batch pod is evicted through the Eviction API with
+//! an Event, and restarts, an API outage and reloads keep every limit and never leave an
+//! inflated amount on the Node.
+//!
+//! The node has 2 CPUs; topolet reserves CPU 0, so the pool (shared CPUs neither reserved nor
+//! exclusive) is CPU 1: 1000m. `usage = "pods"`: regular usage is the regular pods' own, so
+//! the work of whatever else runs on this shared machine never moves the amounts the tests
+//! check (the `cpus` source, which counts it, is checked in the QEMU guest). Every check waits
+//! on state: the Node object, the containers' cgroup files, the pods, `topolet status`.
+
+use std::time::Duration;
+
+use anyhow::{ensure, Context};
+use serde_json::{json, Value};
+use topolet_integration::cluster::{ClusterOptions, KubeNode};
+use topolet_integration::manifests::{pod, res, script_ctr, UNTIL_TERM};
+use topolet_integration::{observe, wait};
+
+const RES: &str = "topolet.io/reclaimed-cpu";
+const POOL: u64 = 1000;
+const MARGIN: u64 = 200;
+/// How long the amounts may take to follow a change: the window (3 s) and a few intervals, on
+/// a machine that may be busy.
+const FOLLOW: Duration = Duration::from_secs(60);
+
+fn reclaimed_toml(enabled: bool) -> String {
+    format!(
+        "[reclaimed]\nenabled = {enabled}\nusage = \"pods\"\ninterval = \"1s\"\n\
+         suppress_interval = \"100ms\"\nwindow = \"3s\"\nmargin_percent = 20\n\
+         min_change_percent = 5\nmax_age = \"10s\"\ngrow_step_percent = 10\n\
+         starved_percent = 50\nstarved_for = \"3s\"\n"
+    )
+}
+
+fn start(extra: &str) -> anyhow::Result<KubeNode> {
+    KubeNode::start_with_api_config(
+        &format!("{}{extra}", reclaimed_toml(true)),
+        &ClusterOptions::default(),
+        "pod_wait_ms = 1000",
+    )
+}
+
+/// A batch pod: one container asking for `millis` of the reclaimed resource and nothing else,
+/// running `script`.
+fn batch(name: &str, millis: u64, script: &str) -> Value {
+    let r = json!({"requests": {RES: millis.to_string()}, "limits": {RES: millis.to_string()}});
+    pod(name, vec![script_ctr("main", script, r)], vec![])
+}
+
+/// Spins one CPU until SIGTERM.
+const SPIN: &str = "trap 'exit 0' TERM; while :; do :; done";
+/// Spins three CPUs until SIGTERM.
+const SPIN3: &str =
+    "trap 'kill 0; exit 0' TERM; for i in 1 2 3; do (while :; do :; done) & done; wait";
+
+/// The amount the Node's capacity and allocatable hold (they must agree).
+fn advertised(node: &KubeNode) -> anyhow::Result<Option<u64>> {
+    let n = node.cluster.node()?;
+    let st = n.status.unwrap_or_default();
+    let get = |m: Option<
+        &std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+    >| { m.and_then(|m| m.get(RES)).map(|q| q.0.clone()) };
+    let (cap, alloc) = (get(st.capacity.as_ref()), get(st.allocatable.as_ref()));
+    match (cap, alloc) {
+        (None, _) => Ok(None),
+        (Some(c), a) => {
+            let v: u64 = c
+                .parse()
+                .with_context(|| format!("capacity {RES} = {c:?}"))?;
+            // The kubelet copies capacity to allocatable at its next status update; topolet
+            // writes both, so a differing allocatable is only ever in flight.
+            if a.as_deref() != Some(c.as_str()) {
+                return Ok(None);
+            }
+            Ok(Some(v))
+        }
+    }
+}
+
+fn wait_advertised(node: &KubeNode, what: &str, ok: impl Fn(u64) -> bool) -> anyhow::Result<u64> {
+    wait::until(&format!("the Node's {RES}: {what}"), FOLLOW, || {
+        Ok(advertised(node)?.filter(|v| ok(*v)))
+    })
+}
+
+/// The batch container `main` of pod `name`: its cgroup's (cpuset, shares, quota).
+fn batch_cgroup(node: &KubeNode, name: &str) -> anyhow::Result<(String, u64, i64)> {
+    let p = node.cluster.get_pod(name)?;
+    let c = node.cluster.container(&p, "main")?;
+    let v = observe::cgroup_values(&c.created())?;
+    Ok((v.cpuset_cpus, v.cpu_shares, v.cfs_quota_us))
+}
+
+fn wait_quota(
+    node: &KubeNode,
+    name: &str,
+    what: &str,
+    ok: impl Fn(i64) -> bool,
+) -> anyhow::Result<(String, u64, i64)> {
+    wait::until(&format!("pod {name}'s batch quota: {what}"), FOLLOW, || {
+        let v = batch_cgroup(node, name)?;
+        Ok(ok(v.2).then_some(v))
+    })
+}
+
+fn restarts(node: &KubeNode, name: &str) -> anyhow::Result<i32> {
+    let p = node.cluster.get_pod(name)?;
+    Ok(p.status
+        .and_then(|s| s.container_statuses)
+        .unwrap_or_default()
+        .iter()
+        .map(|c| c.restart_count)
+        .sum())
+}
+
+fn status_reclaimed(node: &KubeNode) -> anyhow::Result<Value> {
+    Ok(node.t.topolet.status()?["reclaimed"].clone())
+}
+
+/// The node advertises pool − regular − margin; a batch pod is scheduled against it and runs on
+/// the pool (never the reserved CPU) with the lowest weight and its limit as quota; one asking
+/// for more stays Pending; a regular pod's load cuts the batch quota and lowers the amount, and
+/// both come back when it ends; an exclusive grant takes the pool's CPU away from the batch pod.
+#[test]
+fn batch_pods_run_on_reclaimed_cpu_and_give_it_back() -> anyhow::Result<()> {
+    let mut node = start("")?;
+    // Nothing regular runs: the whole pool less the margin.
+    let idle = wait_advertised(&node, "the idle pool less the margin", |v| {
+        v == POOL - MARGIN
+    })?;
+    let r = node
+        .t
+        .topolet
+        .wait_status("reclaimed CPU on", FOLLOW, |s| {
+            (s["reclaimed"]["state"] == "on").then(|| s["reclaimed"].clone())
+        })?;
+    ensure!(
+        r["node"]["pool_millis"] == POOL && r["node"]["margin_millis"] == MARGIN,
+        "status terms: {r}"
+    );
+
+    node.cluster.create_pod(batch("batch", 300, SPIN))?;
+    node.cluster.wait_running("batch")?;
+    let (cpus, shares, quota) = wait_quota(&node, "batch", "its limit, 300m", |q| q == 30_000)?;
+    ensure!(
+        cpus == "1",
+        "the batch container runs on {cpus}, not the pool (CPU 1)"
+    );
+    ensure!(
+        shares == 2,
+        "the batch container's cpu.shares is {shares}, not BestEffort's 2"
+    );
+    ensure!(quota == 30_000);
+    let qos = node
+        .cluster
+        .get_pod("batch")?
+        .status
+        .and_then(|s| s.qos_class);
+    ensure!(qos.as_deref() == Some("BestEffort"), "qosClass {qos:?}");
+
+    // More than the node offers: the scheduler leaves it Pending, naming the resource.
+    node.cluster
+        .create_pod(batch("too-big", 5000, UNTIL_TERM))?;
+    node.cluster
+        .wait_pod("too-big", "unschedulable for lack of the resource", |p| {
+            topolet_integration::cluster::condition(p, "PodScheduled").is_some_and(
+                |(status, reason, message)| {
+                    status == "False" && reason == "Unschedulable" && message.contains(RES)
+                },
+            )
+        })?;
+    node.cluster.delete_pod("too-big")?;
+
+    // A regular Burstable pod spins three CPUs: the batch quota is cut, the amount falls.
+    node.cluster.create_pod(pod(
+        "regular",
+        vec![script_ctr("main", SPIN3, res("100m", "", "", ""))],
+        vec![],
+    ))?;
+    node.cluster.wait_running("regular")?;
+    wait_quota(&node, "batch", "cut below its limit", |q| q < 30_000)?;
+    let busy = wait_advertised(&node, "lower than while idle", |v| v < idle)?;
+    let terms = status_reclaimed(&node)?;
+    ensure!(
+        terms["node"]["regular_millis"].as_u64().unwrap_or(0) > 0,
+        "the regular pod's usage is not in the terms: {terms}"
+    );
+
+    // It ends: the quota grows back to the limit, the amount rises again.
+    node.cluster.delete_pod("regular")?;
+    wait_quota(&node, "batch", "back to its limit", |q| q == 30_000)?;
+    wait_advertised(&node, "back up", |v| v > busy)?;
+
+    // A Guaranteed pod takes CPU 1 exclusively: the batch container leaves it.
+    node.cluster.create_pod(pod(
+        "exclusive",
+        vec![script_ctr(
+            "main",
+            UNTIL_TERM,
+            res("1", "1", "64Mi", "64Mi"),
+        )],
+        vec![],
+    ))?;
+    node.cluster.wait_running("exclusive")?;
+    let (cpus, _, _) = wait::until("the batch container off the exclusive CPU", FOLLOW, || {
+        let v = batch_cgroup(&node, "batch")?;
+        Ok((!v.0.contains('1')).then_some(v))
+    })?;
+    ensure!(cpus == "0", "batch container on {cpus}");
+    wait_advertised(&node, "0: the pool is empty", |v| v == 0)?;
+    node.cluster.delete_pod("exclusive")?;
+    wait_quota(&node, "batch", "back on the pool at its limit", |q| {
+        q == 30_000
+    })?;
+    ensure!(batch_cgroup(&node, "batch")?.0 == "1");
+    ensure!(
+        restarts(&node, "batch")? == 0,
+        "the batch container restarted"
+    );
+    Ok(())
+}
+
+/// A batch pod granted under half its request for 3 s while a regular pod needs the CPU is
+/// evicted through the Eviction API, with an Event saying why; the regular pod stays.
+#[test]
+fn a_starved_batch_pod_is_evicted_with_an_event() -> anyhow::Result<()> {
+    // No pressure thresholds: only reclaimed CPU may evict here.
+    let node = start("[eviction]\naction = \"api\"\nhard = {}\n")?;
+    wait_advertised(&node, "the idle pool less the margin", |v| {
+        v == POOL - MARGIN
+    })?;
+    node.cluster.create_pod(batch("starving", 500, SPIN))?;
+    node.cluster.wait_running("starving")?;
+    node.cluster.create_pod(pod(
+        "regular",
+        vec![script_ctr("main", SPIN3, res("100m", "", "", ""))],
+        vec![],
+    ))?;
+    node.cluster.wait_running("regular")?;
+    wait::until_true("the starved batch pod evicted", FOLLOW, || {
+        Ok(node
+            .cluster
+            .block_on(node.cluster.pods().get_opt("starving"))?
+            .map_or(true, |p| p.metadata.deletion_timestamp.is_some()))
+    })?;
+    let events = wait::until("the eviction's Event", FOLLOW, || {
+        let ev = node.cluster.pod_events("starving")?;
+        Ok(ev
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("ReclaimedCPUStarved")))
+    })?;
+    let message = events.message.unwrap_or_default();
+    ensure!(
+        message.contains(RES) && message.contains("500m"),
+        "Event message: {message}"
+    );
+    ensure!(
+        node.cluster
+            .get_pod("regular")?
+            .metadata
+            .deletion_timestamp
+            .is_none(),
+        "the regular pod was evicted too"
+    );
+    Ok(())
+}
+
+/// A clean stop withdraws the amount and leaves the batch container's quota; a restart puts
+/// both back without touching the container; while the API server is down the quota stays and,
+/// once it is back, the Node holds what topolet computes; a reload turning the feature off
+/// withdraws the amount and gives the container plain BestEffort values (shared pool, no
+/// quota), and turning it on again restores them — the container never restarts.
+#[test]
+fn restarts_outages_and_reloads_keep_limits_and_never_leave_a_stale_amount() -> anyhow::Result<()> {
+    let mut node = start("")?;
+    wait_advertised(&node, "the idle pool less the margin", |v| {
+        v == POOL - MARGIN
+    })?;
+    node.cluster.create_pod(batch("batch", 400, SPIN))?;
+    node.cluster.wait_running("batch")?;
+    wait_quota(&node, "batch", "its limit, 400m", |q| q == 40_000)?;
+
+    node.t
+        .topolet
+        .terminate(topolet_integration::topolet::TERMINATE_TIMEOUT)?;
+    wait_advertised(&node, "withdrawn by the clean stop", |v| v == 0)?;
+    ensure!(
+        batch_cgroup(&node, "batch")?.2 == 40_000,
+        "quota changed while topolet was down"
+    );
+    node.t.topolet.restart()?;
+    node.t.topolet.wait_nri_synchronized(1)?;
+    wait_advertised(&node, "back after the restart", |v| v == POOL - MARGIN)?;
+    let (cpus, _, quota) = batch_cgroup(&node, "batch")?;
+    ensure!(
+        cpus == "1" && quota == 40_000,
+        "after restart: cpus {cpus}, quota {quota}"
+    );
+
+    node.cluster.stop_apiserver()?;
+    // Locally nothing waits on the API server: the quota holds, the loop keeps running.
+    let s = status_reclaimed(&node)?;
+    ensure!(s["state"] == "on", "{s}");
+    ensure!(batch_cgroup(&node, "batch")?.2 == 40_000);
+    node.cluster.start_apiserver()?;
+    wait::until_true(
+        "the Node agrees with topolet's amount after the outage",
+        FOLLOW,
+        || {
+            let want = status_reclaimed(&node)?["advertised_millis"].as_u64();
+            Ok(want.is_some() && advertised(&node)? == want)
+        },
+    )?;
+
+    // Off by reload: withdrawn, plain BestEffort, same container.
+    let config = node.t.topolet.config_path().to_path_buf();
+    let text = std::fs::read_to_string(&config)?;
+    std::fs::write(&config, text.replace("enabled = true", "enabled = false"))?;
+    wait_advertised(&node, "withdrawn by the reload", |v| v == 0)?;
+    let (cpus, _, quota) = wait_quota(&node, "batch", "none (BestEffort)", |q| q == -1)?;
+    ensure!(
+        cpus == "0-1",
+        "off: batch container on {cpus}, not the shared pool"
+    );
+    // On again.
+    std::fs::write(&config, text)?;
+    wait_quota(&node, "batch", "its limit again", |q| q == 40_000)?;
+    ensure!(batch_cgroup(&node, "batch")?.0 == "1");
+    wait_advertised(&node, "back after the reload", |v| v == POOL - MARGIN)?;
+    ensure!(
+        restarts(&node, "batch")? == 0,
+        "the batch container restarted"
+    );
+    let _ = quota;
+    Ok(())
+}

@@ -267,7 +267,10 @@ impl Roots {
         let mut c = find_controller(&text, "cpuacct").ok_or_else(|| {
             at(
                 &path,
-                io::Error::new(io::ErrorKind::NotFound, "no cgroup cpuacct controller mounted"),
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "no cgroup cpuacct controller mounted",
+                ),
             )
         })?;
         if let Ok(rest) = c.mount_point.strip_prefix("/sys") {

@@ -109,6 +109,13 @@ pub fn candidates(
         .collect()
 }
 
+/// Batch pods of reclaimed CPU (`crate::reclaimed`) before every other candidate, the ranking
+/// kept inside each group: they run on CPU the node resold and their owners accepted to be
+/// squeezed, so node pressure takes them first — not a kubelet rule, topolet's.
+pub fn batch_first(candidates: &mut [Candidate], is_batch: impl Fn(&str) -> bool) {
+    candidates.sort_by_key(|c| !is_batch(&c.uid));
+}
+
 /// One interval: update `tracker` with `observations` taken at `now` and decide.
 pub fn decide(
     config: &EvictionConfig,
@@ -142,5 +149,23 @@ pub fn decide(
         threshold: Some(threshold),
         candidates,
         message,
+    }
+}
+
+#[cfg(test)]
+mod batch_tests {
+    use super::*;
+
+    #[test]
+    fn batch_pods_go_first_and_each_group_keeps_its_ranking() {
+        let c = |uid: &str| Candidate {
+            pod: format!("ns/{uid}"),
+            uid: uid.into(),
+            grace_period: Duration::ZERO,
+        };
+        let mut cands = vec![c("a"), c("b1"), c("c"), c("b2")];
+        batch_first(&mut cands, |uid| uid.starts_with('b'));
+        let order: Vec<&str> = cands.iter().map(|c| c.uid.as_str()).collect();
+        assert_eq!(order, ["b1", "b2", "a", "c"]);
     }
 }

@@ -32,7 +32,7 @@ pub mod signal;
 pub mod threshold;
 pub mod usage_input;
 
-pub use decide::{candidates, decide, Candidate, Decision};
+pub use decide::{batch_first, candidates, decide, Candidate, Decision};
 pub use observe::{Observations, PressureTracker, PressureUpdate, SignalObservation, Timestamp};
 pub use rank::{rank, rank_keys, PodUsage, UsageByPod};
 pub use settings::{EvictionAction, EvictionConfig, DEFAULT_HARD};

@@ -43,9 +43,9 @@ use crate::telemetry::metrics::Metrics;
 use topolet_core::eviction::message::{eviction_message, ContainerUsage};
 use topolet_core::eviction::node_status;
 use topolet_core::eviction::{
-    candidates, decide, Candidate, EvictionAction, EvictionConfig, NodeCondition, Observations,
-    PodUsage, PressureTracker, Signal, SignalObservation, SignalResource, Threshold, Timestamp,
-    UsageByPod,
+    batch_first, candidates, decide, Candidate, EvictionAction, EvictionConfig, NodeCondition,
+    Observations, PodUsage, PressureTracker, Signal, SignalObservation, SignalResource, Threshold,
+    Timestamp, UsageByPod,
 };
 use topolet_core::kube::events::{EventType, ObjectRef, Occurrence};
 use topolet_core::kube::pod::Pod;
@@ -782,6 +782,12 @@ impl EvictionLoop {
             // Already terminating (deleted by someone else): evicting it again frees nothing.
             cands.retain(|c| !f.get(&c.uid).is_some_and(|x| x.deleting));
         }
+        let batch: std::collections::HashSet<&str> = pods
+            .iter()
+            .filter(|p| p.batch)
+            .map(|p| p.pod.uid.as_str())
+            .collect();
+        batch_first(&mut cands, |uid| batch.contains(uid));
         if cands.is_empty() {
             tracing::warn!(signal = %threshold.signal, pod_facts = source, "eviction: threshold met but no pod can be evicted (none managed, or only critical or terminating ones)");
             return;
@@ -1111,6 +1117,7 @@ mod tests {
                 ..Default::default()
             },
             container_ids: Vec::new(),
+            batch: false,
         }
     }
 

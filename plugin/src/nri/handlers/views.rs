@@ -32,6 +32,8 @@ pub struct ManagedPod {
     pub pod: topolet_core::kube::pod::Pod,
     /// containerd ids of the pod's managed containers, in the order of `pod.containers`.
     pub container_ids: Vec<String>,
+    /// A batch pod of reclaimed CPU (`crate::reclaimed`): evicted before the others.
+    pub batch: bool,
 }
 
 impl TopoletPlugin {
@@ -79,6 +81,7 @@ impl TopoletPlugin {
                     resources: None,
                     termination_grace_period_seconds: None,
                 },
+                batch: ids.iter().any(|id| node.batch.is_batch(id)),
                 container_ids: ids.into_iter().cloned().collect(),
             });
         }

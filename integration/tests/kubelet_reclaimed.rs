@@ -302,14 +302,19 @@ fn restarts_outages_and_reloads_keep_limits_and_never_leave_a_stale_amount() -> 
     );
     node.t.topolet.restart()?;
     node.t.topolet.wait_nri_synchronized(1)?;
+    // The restart's Synchronize keeps the container where it runs (a positive quota on a pod
+    // without a CPU request is a batch container's), before the pod watch says it is batch.
+    let (cpus, _, quota) = batch_cgroup(&node, "batch")?;
+    ensure!(
+        cpus == "1" && quota == 40_000,
+        "right after the restart's Synchronize: cpus {cpus}, quota {quota}"
+    );
     wait_advertised(&node, "back after the restart", |v| v == POOL - MARGIN)?;
-    // The restart's Synchronize sees a plain BestEffort container; once the pod watch says it
-    // is batch it is back on the pool. Its quota never moved.
-    let (cpus, _, quota) = wait::until("the batch container on the pool again", FOLLOW, || {
-        let v = batch_cgroup(&node, "batch")?;
-        Ok((v.0 == "1").then_some(v))
-    })?;
-    ensure!(quota == 40_000, "after restart: cpus {cpus}, quota {quota}");
+    let (cpus, _, quota) = batch_cgroup(&node, "batch")?;
+    ensure!(
+        cpus == "1" && quota == 40_000,
+        "after the restart: cpus {cpus}, quota {quota}"
+    );
 
     let container = node
         .cluster

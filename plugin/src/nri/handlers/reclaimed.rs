@@ -367,6 +367,42 @@ pub(super) fn admit_batch(
     true
 }
 
+/// Whether a container found at Synchronize runs as a batch container of an earlier topolet: a
+/// pod without a CPU request (shares 2) whose container has a positive CFS quota — which the
+/// kubelet never gives such a container (`pkg/kubelet/cm/helpers_linux.go`: no CPU limit, no
+/// quota) — on CPUs of the batch pool. Such a container keeps its cpuset and quota at the
+/// restart's Synchronize, so that it never spreads onto reserved CPUs while the pod watch
+/// has not said yet whether it is batch; the suppress loop then sends the current ones.
+pub(super) fn looks_batch(
+    view: &crate::nri::view::ContainerView,
+    target: &ContainerResources,
+    batch_pool: &CpuSet,
+) -> bool {
+    let cur = &view.current;
+    !target.exclusive
+        && view.qos != topolet_core::kube::qos::QosClass::Guaranteed
+        && cur.cpu_shares == Some(2)
+        && cur.cpu_quota.is_some_and(|q| q > 0)
+        && !batch_pool.is_empty()
+        && cur
+            .cpuset_cpus
+            .as_ref()
+            .is_some_and(|c| !c.is_empty() && c.is_subset(batch_pool))
+}
+
+/// The target of a container [`looks_batch`] found: what it runs with now.
+pub(super) fn keep_batch_values(
+    view: &crate::nri::view::ContainerView,
+    target: &mut ContainerResources,
+) {
+    if let Some(cpus) = &view.current.cpuset_cpus {
+        target.cpuset.clone_from(cpus);
+    }
+    if let Some(q) = view.current.cpu_quota {
+        target.cpu_quota = q;
+    }
+}
+
 /// The CPUs batch containers run on: the pool, or — when exclusive grants took all of it — the
 /// shared pool, at the budget's quota (0 then: the minimum).
 fn batch_cpus(node: &PluginState) -> CpuSet {

@@ -8,6 +8,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use topolet_nri::api;
 use topolet_nri::plugin::PluginResult;
 
+use super::reclaimed::{self, keep_batch_values};
 use super::TopoletPlugin;
 use crate::nri::adjust;
 use crate::nri::handlers::updates::widened;
@@ -64,6 +65,8 @@ impl TopoletPlugin {
             tracing::warn!(note = %note, "synchronize: reconciled");
         }
         let all_mems = node.placement.all_mems();
+        let reclaimed = self.config.get().reclaimed.enabled;
+        let batch_pool = node.placement.batch_pool();
         let ids: Vec<String> = views.iter().map(|v| v.view.id.clone()).collect();
         let created: Vec<String> = views
             .iter()
@@ -86,6 +89,10 @@ impl TopoletPlugin {
                     None => NumaMask::default(),
                 };
                 target.mems = widened(reported, target.mems, all_mems);
+                if reclaimed && reclaimed::looks_batch(&view, &target, &batch_pool) {
+                    // Until the pod watch says whether it is batch, it stays where it runs.
+                    keep_batch_values(&view, &mut target);
+                }
                 let id = view.id.clone();
                 let mut record = Record::new(view, Decided::synchronize(), target, lifecycle);
                 record.set_pid(pid);

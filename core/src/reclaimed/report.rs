@@ -43,6 +43,8 @@ pub struct BatchStatus {
     pub request_millis: u64,
     pub limit_millis: u64,
     pub granted_millis: u64,
-    /// How long it has been granted under its starvation floor, if it is.
-    pub starved_seconds: Option<f64>,
+    /// Its grant averaged over `[reclaimed] starved_for` so far.
+    pub average_granted_millis: u64,
+    /// That average is under its starvation floor (it is evicted once the window is full).
+    pub starved: bool,
 }

@@ -61,9 +61,10 @@ pub struct ReclaimedSettings {
     pub max_age: Duration,
     /// How far the batch budget grows back per suppress interval, as a share of the pool.
     pub grow_step_percent: u8,
-    /// A batch pod granted less than this share of its request…
+    /// A batch pod whose grant, averaged over `starved_for`, is under this share of its
+    /// request…
     pub starved_percent: u8,
-    /// …for this long is evicted.
+    /// …once that window is full, is evicted.
     pub starved_for: Duration,
 }
 

@@ -6,8 +6,8 @@
 //! target is applied at once; a higher one is approached in steps of `grow_step_percent` of the
 //! pool per interval, so a burst that ends does not hand the CPU straight back and the quotas do
 //! not jitter with every sample (koordinator's `cpusuppress` grows by at most 10 % of the node
-//! per round and shrinks at once, for the same reason). Changes smaller than the dead band are
-//! ignored when growing.
+//! per round and shrinks at once, for the same reason). Changes smaller than the dead band (1 %
+//! of the pool, at least the minimum grant) are ignored either way, except a cut to 0.
 //!
 //! The budget is split among the batch containers in proportion to their limits, each capped by
 //! its own limit, never below [`MIN_GRANT_MILLIS`]: the kernel refuses a quota under 1 ms
@@ -58,14 +58,20 @@ impl Suppressor {
     /// One step with `target` (the formula on this interval's regular usage) for a pool of
     /// `pool_millis`.
     pub fn step(&mut self, target: u64, pool_millis: u64, grow_step_percent: u8) -> SuppressStep {
+        let dead_band = percent_of(pool_millis, 1).max(MIN_GRANT_MILLIS);
         let step = match self.budget {
             None => SuppressStep::Start(target),
-            Some(b) if target < b => SuppressStep::Cut {
-                from: b,
-                to: target,
-            },
+            Some(b) if target < b => {
+                if b - target < dead_band && target > 0 {
+                    SuppressStep::Hold(b)
+                } else {
+                    SuppressStep::Cut {
+                        from: b,
+                        to: target,
+                    }
+                }
+            }
             Some(b) => {
-                let dead_band = percent_of(pool_millis, 1).max(MIN_GRANT_MILLIS);
                 if target - b < dead_band {
                     SuppressStep::Hold(b)
                 } else {
@@ -144,19 +150,26 @@ mod tests {
             SuppressStep::Cut { from: 400, to: 350 }
         );
         assert_eq!(s.step(355, 1000, 10), SuppressStep::Hold(350));
+        assert_eq!(s.step(345, 1000, 10), SuppressStep::Hold(350));
         assert_eq!(
             s.step(420, 1000, 10),
             SuppressStep::Grow { from: 350, to: 420 }
+        );
+        assert_eq!(s.step(0, 1000, 10), SuppressStep::Cut { from: 420, to: 0 });
+        assert_eq!(s.step(5, 1000, 10), SuppressStep::Hold(0));
+        assert_eq!(
+            s.step(150, 1000, 10),
+            SuppressStep::Grow { from: 0, to: 100 }
         );
         s.reset();
         assert_eq!(s.budget(), None);
     }
 
     #[test]
-    fn noise_below_the_dead_band_never_moves_the_budget_up() {
+    fn noise_below_the_dead_band_never_moves_the_budget() {
         let mut s = Suppressor::new();
         s.step(500, 1000, 5);
-        for target in [505, 509, 501, 500, 508] {
+        for target in [505, 509, 501, 500, 508, 495, 491] {
             assert_eq!(s.step(target, 1000, 5), SuppressStep::Hold(500));
         }
     }

@@ -84,7 +84,7 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
 /// the amount can be checked by hand), the budget, and a row per batch pod.
 fn render_reclaimed(out: &mut String, r: &topolet_core::reclaimed::ReclaimedStatus) {
     let _ = writeln!(out, "reclaimed CPU ({}): {}", r.resource, r.state);
-    if r.state == "off" || r.state.starts_with("off:") {
+    if r.state == "off" {
         out.push('\n');
         return;
     }
@@ -115,13 +115,16 @@ fn render_reclaimed(out: &mut String, r: &topolet_core::reclaimed::ReclaimedStat
                     format!("{}m", b.request_millis),
                     format!("{}m", b.limit_millis),
                     format!("{}m", b.granted_millis),
-                    b.starved_seconds
-                        .map_or_else(|| "-".to_string(), |t| format!("{t:.0}s")),
+                    format!(
+                        "{}m{}",
+                        b.average_granted_millis,
+                        if b.starved { " (starved)" } else { "" }
+                    ),
                 ]
             })
             .collect();
         out.push_str(&table(
-            &["BATCH POD", "REQUEST", "LIMIT", "GRANTED", "STARVED"],
+            &["BATCH POD", "REQUEST", "LIMIT", "GRANTED", "AVERAGE"],
             &rows,
         ));
     }

@@ -9,8 +9,9 @@
 //! It never fails the plugin: a reading that fails is logged and counted, and after
 //! [`LOST_AFTER`] failures in a row the amount is withdrawn (0) and the batch pods are held at
 //! the minimum until readings work again. Turning the feature off (reload) withdraws the amount
-//! and gives the batch containers the plain BestEffort values back; without the Kubernetes API
-//! client (pods are batch by their spec) the feature stays off and says so.
+//! and gives the batch containers the plain BestEffort values back. Without the Kubernetes API
+//! client (pods are batch by their spec) nothing is advertised and no pod is batch: the loop
+//! says so, and still measures the pool and shows the formula in `topolet status`.
 
 pub mod sampler;
 
@@ -26,12 +27,17 @@ use crate::host::pod_cgroup::CpuController;
 use crate::nri::handlers::{ReclaimedInputs, TopoletPlugin};
 use crate::pressure::actions::{EvictPod, Evicted, Evictor};
 use sampler::Reading;
+use topolet_core::eviction::duration::format_duration;
 use topolet_core::kube::events::{EventType, ObjectRef, Occurrence};
 use topolet_core::reclaimed::starvation::Fed;
 use topolet_core::reclaimed::{
     Advertiser, BatchStatus, Publish, ReclaimedSettings, ReclaimedStatus, Starvation, SuppressStep,
     Suppressor, Terms, UsageWindow, ZoneTerms,
 };
+
+/// The state without the Kubernetes API client: measured, shown, never advertised or enforced.
+pub const NO_API: &str =
+    "off: needs the Kubernetes API client (batch pods are known by their spec); measuring only";
 
 /// Readings that fail in a row before the amount is withdrawn.
 pub const LOST_AFTER: u32 = 3;
@@ -74,6 +80,8 @@ struct State {
     regular_now: u64,
     batch_used: u64,
     withdrawn: Option<String>,
+    /// The Kubernetes API client is on (else: measured and shown only).
+    api: bool,
 }
 
 impl ReclaimedLoop {
@@ -154,28 +162,25 @@ impl ReclaimedLoop {
                 .set_reclaimed_report(Some(off_report(settings, "off")));
             return;
         }
-        let Some(dir) = self.plugin.pod_directory() else {
-            if !self.state.said_no_api {
-                tracing::warn!("[reclaimed] enabled = true, but the Kubernetes API client is off: batch pods are recognised from their spec, so reclaimed CPU stays off (configure [kubernetes])");
-                self.state.said_no_api = true;
-            }
-            self.plugin.set_reclaimed_report(Some(off_report(
-                settings,
-                "off: needs the Kubernetes API client (batch pods are known by their spec)",
-            )));
-            return;
-        };
+        let dir = self.plugin.pod_directory();
+        self.state.api = dir.is_some();
+        if dir.is_none() && !self.state.said_no_api {
+            tracing::warn!("[reclaimed] enabled = true, but the Kubernetes API client is off: batch pods are recognised from their spec, so nothing is advertised and no pod is batch; the pool is measured and the formula shown in `topolet status` only (configure [kubernetes])");
+            self.state.said_no_api = true;
+        }
         if !self.state.on {
-            tracing::info!(resource = %settings.resource_name, usage = settings.usage.as_str(), "reclaimed CPU on");
+            tracing::info!(resource = %settings.resource_name, usage = settings.usage.as_str(), api = self.state.api, "reclaimed CPU on");
             self.state.on = true;
             self.state.started = true;
         }
-        let learnt = self.plugin.learn_batch(dir, &settings.resource_name);
-        if learnt > 0 {
-            tracing::debug!(
-                containers = learnt,
-                "reclaimed CPU: batch containers learnt from their pods"
-            );
+        if let Some(dir) = dir {
+            let learnt = self.plugin.learn_batch(dir, &settings.resource_name);
+            if learnt > 0 {
+                tracing::debug!(
+                    containers = learnt,
+                    "reclaimed CPU: batch containers learnt from their pods"
+                );
+            }
         }
         let inputs = self.plugin.reclaimed_inputs();
         if self.state.pool.as_ref() != Some(&inputs.pool) {
@@ -373,7 +378,7 @@ impl ReclaimedLoop {
         let Some(evictor) = self.evictor.clone() else {
             return;
         };
-        for (uid, starved) in due {
+        for (uid, average) in due {
             if !self.state.evicted.insert(uid.clone()) {
                 continue;
             }
@@ -382,8 +387,12 @@ impl ReclaimedLoop {
             };
             let (namespace, name) = p.pod_ref.split_once('/').unwrap_or(("", &p.pod_ref));
             let message = format!(
-                "The node's regular pods need its CPU: this batch pod was granted under {}% of its {}m of {} for {}s ({}m now).",
-                settings.starved_percent, p.request_millis, settings.resource_name, starved.as_secs(), p.granted_millis
+                "The node's regular pods need its CPU: this batch pod was granted {}m on average over {}, under {}% of its {}m of {}.",
+                average,
+                format_duration(settings.starved_for),
+                settings.starved_percent,
+                p.request_millis,
+                settings.resource_name
             );
             let pod = EvictPod {
                 sandbox_id: p.sandbox_id.clone(),
@@ -409,7 +418,7 @@ impl ReclaimedLoop {
             };
             self.plugin.metrics().reclaimed_eviction(result);
             if result == "evicted" || result == "dry_run" {
-                tracing::warn!(pod = %p.pod_ref, action = evictor.name(), starved_s = starved.as_secs(), granted = p.granted_millis, request = p.request_millis, "reclaimed CPU: starved batch pod evicted");
+                tracing::warn!(pod = %p.pod_ref, action = evictor.name(), average_granted = average, request = p.request_millis, "reclaimed CPU: starved batch pod evicted");
                 if result == "evicted" {
                     self.pod_event(p, EventType::Warning, STARVED_REASON, &message);
                 }
@@ -471,14 +480,16 @@ impl ReclaimedLoop {
                 request_millis: p.request_millis,
                 limit_millis: p.limit_millis,
                 granted_millis: p.granted_millis,
-                starved_seconds: s
-                    .starvation
-                    .starved_since(&p.uid)
-                    .map(|t| t.elapsed().as_secs_f64()),
+                average_granted_millis: s.starvation.average(&p.uid).unwrap_or(p.granted_millis),
+                starved: s.starvation.is_starved(&p.uid),
             })
             .collect();
         self.plugin.set_reclaimed_report(Some(ReclaimedStatus {
-            state: s.withdrawn.clone().unwrap_or_else(|| "on".to_string()),
+            state: if s.api {
+                s.withdrawn.clone().unwrap_or_else(|| "on".to_string())
+            } else {
+                NO_API.to_string()
+            },
             resource: settings.resource_name.clone(),
             usage: settings.usage.as_str().to_string(),
             node: s.node_terms,

@@ -554,6 +554,77 @@ fn smt2numa() -> Result<()> {
 /// 1 socket × 4 cores, no SMT, 4 NUMA nodes of unequal memory, node 3 memory-only; systemd as
 /// PID 1 and the systemd cgroup driver (`kubepods.slice` parents); memory manager static,
 /// single-numa-node.
+/// Reclaimed CPU's measurement on this kernel (cgroup v2, `usage = "cpus"`: the pool's busy
+/// time from `/proc/stat`, per NUMA node): there is no API client here, so nothing is advertised
+/// and no pod is batch, but the formula's terms in `topolet status` follow a BestEffort pod that
+/// spins on every CPU, on the node and per NUMA node, and come back when it is gone. The pool is
+/// CPUs 1-3 (CPU 0 reserved, nothing exclusive yet): one CPU on each of nodes 0-2, none on the
+/// memory-only node 3.
+fn reclaimed_measures(g: &mut Guest) -> Result<()> {
+    step("reclaimed CPU: the idle pool");
+    let idle = g
+        .topolet
+        .wait_status("reclaimed CPU measuring the pool", GUEST_WAIT, |s| {
+            let r = &s["reclaimed"];
+            let measuring = r["state"]
+                .as_str()?
+                .starts_with("off: needs the Kubernetes API client");
+            (measuring && r["node"]["pool_millis"] == 3000 && r["zones"].as_array()?.len() == 4)
+                .then(|| r.clone())
+        })?;
+    let pools: Vec<u64> = idle["zones"]
+        .as_array()
+        .map(|z| {
+            z.iter()
+                .filter_map(|z| z["terms"]["pool_millis"].as_u64())
+                .collect()
+        })
+        .unwrap_or_default();
+    ensure!(
+        pools == [1000, 1000, 1000, 0],
+        "zone pools {pools:?}: {idle}"
+    );
+    ensure!(
+        idle["node"]["margin_millis"] == 600 && idle["advertised_millis"].is_null(),
+        "idle terms: {idle}"
+    );
+    step("reclaimed CPU: a BestEffort pod spins on every CPU");
+    let (p, mut c) = guest::pod(&g.stack, "spin", Requirements::best_effort(), g.mem)?;
+    c.command = [
+        "sh",
+        "-c",
+        "for i in 1 2 3 4; do (while :; do :; done) & done; wait",
+    ]
+    .map(String::from)
+    .to_vec();
+    let spin = g.run_spec(&p, &c)?;
+    let busy = g
+        .topolet
+        .wait_status("regular usage of the spinning pool", GUEST_WAIT, |s| {
+            let r = &s["reclaimed"];
+            let regular = r["node"]["regular_millis"].as_u64()?;
+            let zones_busy = r["zones"].as_array()?.iter().take(3).all(|z| {
+                z["terms"]["regular_millis"]
+                    .as_u64()
+                    .is_some_and(|m| m >= 500)
+            });
+            (regular >= 1500 && zones_busy).then(|| r.clone())
+        })?;
+    let amount = |r: &Value| r["node"]["reclaimable_millis"].as_u64();
+    ensure!(
+        matches!((amount(&busy), amount(&idle)), (Some(b), Some(i)) if b < i),
+        "the amount did not fall: idle {idle}, busy {busy}"
+    );
+    step("reclaimed CPU: the spinner gone");
+    g.stack.cri().remove_pod(&spin.c.pod_id)?;
+    g.topolet
+        .wait_status("regular usage back down", GUEST_WAIT, |s| {
+            let regular = s["reclaimed"]["node"]["regular_millis"].as_u64()?;
+            (regular < 1000).then_some(())
+        })?;
+    Ok(())
+}
+
 #[test]
 fn snc4() -> Result<()> {
     let comm = std::fs::read_to_string("/proc/1/comm").context("reading /proc/1/comm")?;
@@ -562,7 +633,7 @@ fn snc4() -> Result<()> {
         Driver::current() == Driver::Systemd,
         "the stack does not use the systemd driver"
     );
-    let extra = "[topology]\npolicy = \"single-numa-node\"\n\n[memory]\npolicy = \"static\"\nreserved = { 0 = \"128Mi\" }\n";
+    let extra = "[topology]\npolicy = \"single-numa-node\"\n\n[memory]\npolicy = \"static\"\nreserved = { 0 = \"128Mi\" }\n\n[reclaimed]\nenabled = true\nusage = \"cpus\"\ninterval = \"500ms\"\nsuppress_interval = \"250ms\"\nwindow = \"2s\"\n";
     let mut g = Guest::boot("snc4", "0", "full_pcpus_only = true", extra)?;
     ensure!(
         guest::nodes_online()? == "0-3",
@@ -597,6 +668,7 @@ fn snc4() -> Result<()> {
         f[0] > f[1] && f[1] > f[2],
         "node memory not unequal as the shape says: {f:?}"
     );
+    reclaimed_measures(&mut g)?;
 
     // SMT-less: full_pcpus_only admits one CPU. Memory fits only node 0. A Guaranteed pod of
     // the systemd driver: kubepods-pod<uid>.slice right under kubepods.slice.

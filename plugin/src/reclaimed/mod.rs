@@ -112,16 +112,16 @@ impl ReclaimedLoop {
 
     /// Runs until the task is dropped.
     pub async fn run(mut self) {
+        let reloaded = self.plugin.config_changed();
         loop {
             let settings = self.settings();
-            let every = if settings.enabled {
-                settings.suppress_interval
-            } else {
-                // Off: only a reload can turn it on; look for that once a second.
-                Duration::from_secs(1)
-            };
             self.tick(&settings, Instant::now()).await;
-            tokio::time::sleep(every).await;
+            if settings.enabled {
+                tokio::time::sleep(settings.suppress_interval).await;
+            } else {
+                // Off: only a reload can turn it on; sleep until one.
+                reloaded.notified().await;
+            }
         }
     }
 
@@ -263,7 +263,10 @@ impl ReclaimedLoop {
             }
         }
         self.state.last_tick = Some(reading);
-        self.starved(settings, &inputs, now).await;
+        if interval_due {
+            // Starvation is judged on one sample per interval, not per suppress step.
+            self.starved(settings, &inputs, now).await;
+        }
         self.report(settings, &self.plugin.reclaimed_inputs());
     }
 

@@ -136,6 +136,9 @@ pub struct TopoletPlugin {
     /// Signalled whenever the placement's books may have changed (`crate::cluster::nrt` publishes them):
     /// never blocks, coalesces.
     books_changed: Arc<tokio::sync::Notify>,
+    /// Signalled when a reload put a new configuration in effect (the reclaimed-CPU loop, off,
+    /// sleeps until then).
+    config_changed: Arc<tokio::sync::Notify>,
     /// This node's pods from the API (`crate::cluster::pod_directory`) and `[kubernetes] pod_wait_ms`,
     /// when the API client is on.
     pods: OnceLock<(PodDirectory, Duration)>,
@@ -191,6 +194,7 @@ impl TopoletPlugin {
             metrics: Arc::new(Metrics::new()),
             events: OnceLock::new(),
             books_changed: Arc::new(tokio::sync::Notify::new()),
+            config_changed: Arc::new(tokio::sync::Notify::new()),
             pods: OnceLock::new(),
             breaching: watch::Sender::new(0),
             reclaimed_report: Mutex::new(None),

@@ -268,6 +268,11 @@ impl TopoletPlugin {
         n
     }
 
+    /// Woken by every reload that puts a new configuration in effect.
+    pub fn config_changed(&self) -> Arc<tokio::sync::Notify> {
+        self.config_changed.clone()
+    }
+
     /// This node's pods from the API, when the client is on.
     pub fn pod_directory(&self) -> Option<&PodDirectory> {
         self.pods.get().map(|(dir, _)| dir)

@@ -17,6 +17,7 @@ impl TopoletPlugin {
         let migrated = node.placement.migrate(&config.placement()?)?;
         node.placement = migrated.placement;
         let previous = self.config.swap(config.clone());
+        self.config_changed.notify_one();
         match config.qos.oom_score_adj_floor {
             Some(floor) => node.oom_floor = Some(floor),
             None if previous.qos.oom_score_adj_floor.is_some() => tracing::warn!(

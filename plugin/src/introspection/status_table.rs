@@ -402,6 +402,57 @@ mod tests {
     use topolet_core::report::status::{build, Pressure, Signal, Stall};
 
     #[test]
+    fn the_reclaimed_section_prints_the_formula_and_each_batch_pod() {
+        use topolet_core::reclaimed::{BatchStatus, ReclaimedStatus, Terms, ZoneTerms};
+        let t = machine();
+        let mut s = build(&t, input(&t));
+        let terms = Terms::compute(1000, 210, 20);
+        s.reclaimed = Some(ReclaimedStatus {
+            state: "on".into(),
+            resource: "topolet.io/reclaimed-cpu".into(),
+            usage: "cpus".into(),
+            node: terms,
+            zones: vec![ZoneTerms {
+                numa_node: 0,
+                terms,
+            }],
+            advertised_millis: Some(590),
+            budget_millis: 600,
+            batch_used_millis: 420,
+            regular_now_millis: 200,
+            batch: vec![BatchStatus {
+                pod: "default/batch".into(),
+                request_millis: 600,
+                limit_millis: 600,
+                granted_millis: 590,
+                average_granted_millis: 250,
+                starved: true,
+            }],
+        });
+        let text = render_table(&s);
+        assert!(
+            text.contains("reclaimed CPU (topolet.io/reclaimed-cpu): on\n  node: pool 1000m − regular 210m − margin 200m = 590m"),
+            "{text}"
+        );
+        assert!(text.contains("  NUMA 0: pool 1000m"), "{text}");
+        assert!(
+            text.contains("advertised 590m; batch budget 600m"),
+            "{text}"
+        );
+        let row = text
+            .lines()
+            .find(|l| l.starts_with("default/batch"))
+            .unwrap_or_default();
+        assert!(
+            row.contains("590m") && row.ends_with("250m (starved)"),
+            "{row}"
+        );
+        // Off: one line, no terms.
+        s.reclaimed.as_mut().map(|r| r.state = "off".into());
+        assert!(!render_table(&s).contains("node: pool"));
+    }
+
+    #[test]
     fn table_is_aligned_and_has_every_section() {
         let t = machine();
         let mut inp = input(&t);

@@ -1295,6 +1295,58 @@ mod tests {
     }
 
     #[test]
+    fn reclaimed_cpu_families_appear_once_reported() {
+        let m = Metrics::new();
+        let s = parse_exposition(&m.render(&Gauges::default())).unwrap();
+        // Before the loop reports: the families, no made-up samples.
+        assert_eq!(
+            value(&s, "topolet_reclaimed_cpu_budget_millicpu", &[]),
+            None
+        );
+        m.set_reclaimed(&[("node".into(), 590), ("0".into(), 590)], 300, 590, 10);
+        m.reclaimed_reaction("cut", Some(Duration::from_micros(300)));
+        m.reclaimed_reaction("grow", None);
+        m.reclaimed_eviction("evicted");
+        m.reclaimed_publish("ok");
+        let s = parse_exposition(&m.render(&Gauges::default())).unwrap();
+        let v = |n: &str, l: &[(&str, &str)]| value(&s, n, l);
+        assert_eq!(
+            v(
+                "topolet_reclaimed_cpu_advertised_millicpu",
+                &[("zone", "node")]
+            ),
+            Some(590.0)
+        );
+        assert_eq!(
+            v("topolet_reclaimed_cpu_batch_used_millicpu", &[]),
+            Some(300.0)
+        );
+        assert_eq!(
+            v("topolet_reclaimed_cpu_suppressed_millicpu", &[]),
+            Some(10.0)
+        );
+        assert_eq!(
+            v("topolet_reclaimed_cpu_reactions_total", &[("kind", "cut")]),
+            Some(1.0)
+        );
+        assert_eq!(
+            v("topolet_reclaimed_cpu_cut_latency_seconds_count", &[]),
+            Some(1.0)
+        );
+        assert_eq!(
+            v(
+                "topolet_reclaimed_cpu_evictions_total",
+                &[("result", "evicted")]
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            v("topolet_reclaimed_cpu_publishes_total", &[("result", "ok")]),
+            Some(1.0)
+        );
+    }
+
+    #[test]
     fn counters_gauges_and_eviction_series() {
         let m = Metrics::new();
         m.admitted("Guaranteed", true);

@@ -448,7 +448,9 @@ mod tests {
             "{row}"
         );
         // Off: one line, no terms.
-        s.reclaimed.as_mut().map(|r| r.state = "off".into());
+        if let Some(r) = s.reclaimed.as_mut() {
+            r.state = "off".into();
+        }
         assert!(!render_table(&s).contains("node: pool"));
     }
 

@@ -328,6 +328,10 @@ impl ReclaimedLoop {
                 }
             })
             .collect();
+        if self.advert.is_none() {
+            // No API client: measured and shown, never advertised.
+            return;
+        }
         let advertiser = self
             .state
             .advertiser

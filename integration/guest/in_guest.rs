@@ -561,7 +561,7 @@ fn smt2numa() -> Result<()> {
 /// CPUs 1-3 (CPU 0 reserved, nothing exclusive yet): one CPU on each of nodes 0-2, none on the
 /// memory-only node 3.
 fn reclaimed_measures(g: &mut Guest) -> Result<()> {
-    step("reclaimed CPU: the idle pool");
+    step("reclaimed CPU: the pool");
     let idle = g
         .topolet
         .wait_status("reclaimed CPU measuring the pool", GUEST_WAIT, |s| {

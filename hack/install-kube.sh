@@ -7,6 +7,9 @@
 # committed; hack/kube/gen-wrapper.sh regenerates them per version):
 #   kube-apiserver, kubelet, kube-scheduler, kubectl   k8s.io/kubernetes $KUBE_VERSION (one go build,
 #                                                       CGO_ENABLED=0, -tags grpcnotrace, real /version)
+#   kube-controller-manager                            the same, a build of its own (only the Helm suite
+#                                                       runs it: DaemonSets and ServiceAccounts)
+#   helm                                               helm.sh/helm/v4 $HELM_VERSION (go install)
 #   etcd                                               go.etcd.io/etcd/server/v3 $ETCD_VERSION
 #   loopback                                           CNI loopback plugin (containernetworking/plugins)
 # runc with seccomp is hack/install-deps.sh's job (the kubelet always asks RuntimeDefault).
@@ -88,6 +91,42 @@ install_kubernetes() {
   KUBE_BIN_DIR="$out"
 }
 
+# The controller manager: its own build into the same directory, so a cache built before it was
+# added keeps its other binaries.
+install_controller_manager() {
+  local out="$KUBE_BIN_DIR" ldflags="-s -w" k m
+  version_ok "$out/kube-controller-manager" "Kubernetes $KUBE_VERSION" --version && return 0
+  local major=${KUBE_VERSION#v}; major=${major%%.*}
+  local minor=${KUBE_VERSION#v*.}; minor=${minor%%.*}
+  for m in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+    for k in "gitVersion=$KUBE_VERSION" "gitMajor=$major" "gitMinor=$minor" gitTreeState=clean \
+             "gitCommit=wrapper-$KUBE_VERSION" buildDate=1970-01-01T00:00:00Z; do
+      ldflags+=" -X $m.$k"
+    done
+  done
+  build "kube-controller-manager-$KUBE_VERSION" "$HACK_DIR/kube/wrapper" "$out" "$ldflags" ./cmd/kube-controller-manager
+  version_ok "$out/kube-controller-manager" "Kubernetes $KUBE_VERSION" --version ||
+    die "built kube-controller-manager does not report $KUBE_VERSION"
+}
+
+# Helm 4 (the chart deploy/helm/topolet: hack/validate-deploy.sh renders it, the Helm suite installs
+# it): `go install` of its module as it is published; version stamped as upstream's Makefile does
+# (internal/version.version).
+install_helm() {
+  local out="$TOPOLET_CACHE/helm-$HELM_VERSION/bin" start=$SECONDS
+  if ! version_ok "$out/helm" "$HELM_VERSION" version --short; then
+    say "building helm $HELM_VERSION — a few minutes on a cold cache"
+    mkdir -p "$out"
+    kube_go_env GOBIN="$out" "$GO" install -trimpath \
+      -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" \
+      "helm.sh/helm/v4/cmd/helm@$HELM_VERSION" >"$DEPS/logs/helm.log" 2>&1 ||
+      { tail -n 20 "$DEPS/logs/helm.log" >&2; die "building helm $HELM_VERSION failed (log: $DEPS/logs/helm.log)"; }
+    version_ok "$out/helm" "$HELM_VERSION" version --short || die "built helm does not report $HELM_VERSION"
+    say "built helm in $((SECONDS - start))s"
+  fi
+  HELM_BIN_DIR="$out"
+}
+
 install_etcd() {
   local out
   out="$TOPOLET_CACHE/kube/$(wrapper_key "$HACK_DIR/kube/etcd-wrapper" "etcd-$ETCD_VERSION")/bin"
@@ -129,12 +168,15 @@ main() {
   flock 9
   install_etcd
   install_kubernetes
+  install_controller_manager
+  install_helm
   install_cni_loopback
-  link "$KUBE_BIN_DIR" kube-apiserver kubelet kube-scheduler kubectl
+  link "$KUBE_BIN_DIR" kube-apiserver kubelet kube-scheduler kubectl kube-controller-manager
+  link "$HELM_BIN_DIR" helm
   link "$ETCD_BIN_DIR" etcd
   [[ "$(readlink "$DEPS/cni/bin/loopback" 2>/dev/null)" == "$CNI_BIN_DIR/loopback" ]] ||
     ln -sfn "$CNI_BIN_DIR/loopback" "$DEPS/cni/bin/loopback"
-  say "ready in $((SECONDS - start))s: Kubernetes $KUBE_VERSION, etcd $ETCD_VERSION, CNI loopback $CNI_PLUGINS_VERSION (binaries in $TOPOLET_CACHE)"
+  say "ready in $((SECONDS - start))s: Kubernetes $KUBE_VERSION, etcd $ETCD_VERSION, helm $HELM_VERSION, CNI loopback $CNI_PLUGINS_VERSION (binaries in $TOPOLET_CACHE)"
 }
 
 main "$@"

@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
 # hack/validate-deploy.sh — validate the deployment artifacts in deploy/ offline.
 #
-# Usage: hack/validate-deploy.sh      (no arguments; run by hack/test.sh)
+# Usage: hack/validate-deploy.sh            run the checks (run by hack/test.sh)
+#        hack/validate-deploy.sh --write    render deploy/helm/topolet into deploy/kubernetes/ first
+#
+# deploy/kubernetes/ is rendered from the Helm chart deploy/helm/topolet (one source of truth):
+# `helm template topolet deploy/helm/topolet -n topolet-system --set namespace.create=true`, one
+# file per template. Edit the chart, then run this with --write.
 #
 # Checks, each a failure when it does not pass (nothing is skipped):
+#   0. The chart: `helm lint`; deploy/kubernetes/ equals its rendering (file for file); the chart's
+#      version and appVersion are the workspace's; the two-pool example
+#      (deploy/helm/topolet/examples/two-pools.yaml) renders one DaemonSet and ConfigMap per pool,
+#      the pools' node affinities exclude each other, and each pool's config.toml passes
+#      `topolet config check` on every sysfs fixture; bad values fail naming the value at fault.
 #   1. deploy/kubernetes/*.yaml against the Kubernetes OpenAPI schemas (strict: unknown fields are
 #      errors) of the oldest and newest versions we support, with kubernetes-validate (PyPI; its
 #      schemas ship inside the package, so no network is needed once installed). It is installed
@@ -15,6 +25,7 @@
 #
 # Environment:
 #   TOPOLET_BIN                 topolet binary (default: cargo build, then target/debug/topolet)
+#   HELM                        helm binary (default: .deps/bin/helm, from hack/install-kube.sh)
 #   K8S_VALIDATE_VERSIONS       Kubernetes versions to validate against (default "1.30.0 1.37.0")
 set -euo pipefail
 
@@ -26,6 +37,8 @@ KUBERNETES_VALIDATE_VERSION=1.37.0
 VENV="$DEPS/validate-venv"
 VERSIONS="${K8S_VALIDATE_VERSIONS:-1.30.0 1.37.0}"
 DEPLOY="$REPO_ROOT/deploy"
+CHART="$DEPLOY/helm/topolet"
+HELM="${HELM:-$DEPS/bin/helm}"
 TMP_DIR=""
 
 die() { echo "validate-deploy.sh: FAIL: $*" >&2; exit 1; }
@@ -84,6 +97,106 @@ PY
   echo "configmap: config.toml passes topolet config check on every sysfs fixture"
 }
 
+# render_plain OUT_DIR: the chart rendered as deploy/kubernetes/ holds it, one file per template.
+render_plain() {
+  local out="$1"
+  mkdir -p "$out"
+  "$HELM" template topolet "$CHART" --namespace topolet-system --set namespace.create=true \
+    >"$out/all.yaml" || die "helm template $CHART failed"
+  python3 - "$out/all.yaml" "$out" <<'PY' || die "splitting the rendered chart"
+import re, sys
+text, out = open(sys.argv[1]).read(), sys.argv[2]
+files = {}
+for doc in re.split(r"^---\n", text, flags=re.M):
+    m = re.match(r"# Source: topolet/templates/([a-z-]+\.yaml)\n", doc)
+    if not m:
+        assert not doc.strip(), "a document without its template's name: " + doc[:200]
+        continue
+    files.setdefault(m.group(1), []).append(doc[m.end():].rstrip("\n") + "\n")
+head = ("# Rendered from the Helm chart deploy/helm/topolet (templates/{}) with its default values,\n"
+        "# release topolet, namespace topolet-system: `hack/validate-deploy.sh --write`. Do not edit:\n"
+        "# edit the chart (hack/validate-deploy.sh checks that the two agree).\n")
+for name, docs in sorted(files.items()):
+    open(f"{out}/{name}", "w").write(head.format(name) + "---\n".join(docs))
+PY
+  rm "$out/all.yaml"
+}
+
+check_chart() {
+  local tmp="$1" bin="$2" f
+  [[ -x "$HELM" ]] || die "$HELM not found (hack/install-kube.sh builds it)"
+  "$HELM" lint --strict "$CHART" >"$tmp/lint.log" 2>&1 || { cat "$tmp/lint.log" >&2; die "helm lint $CHART"; }
+  local ws chart app
+  ws="$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO_ROOT/Cargo.toml" | head -n1)"
+  chart="$(sed -n 's/^version: //p' "$CHART/Chart.yaml")"
+  app="$(sed -n 's/^appVersion: "\(.*\)"/\1/p' "$CHART/Chart.yaml")"
+  [[ "$chart" == "$ws" && "$app" == "$ws" ]] ||
+    die "Chart.yaml version $chart / appVersion $app differ from the workspace version $ws (Cargo.toml)"
+  if ((WRITE)); then
+    rm -f "$DEPLOY"/kubernetes/*.yaml
+    render_plain "$DEPLOY/kubernetes"
+    echo "chart: rendered into deploy/kubernetes/"
+  fi
+  render_plain "$tmp/rendered"
+  diff -ru "$DEPLOY/kubernetes" "$tmp/rendered" >"$tmp/render.diff" ||
+    { cat "$tmp/render.diff" >&2; die "deploy/kubernetes/ differs from the chart's rendering: edit the chart, then hack/validate-deploy.sh --write"; }
+  echo "chart: lints; deploy/kubernetes/ is its rendering"
+
+  # Two node pools: one DaemonSet and ConfigMap each, affinities that exclude each other, and
+  # every pool's configuration valid on every machine the tests know.
+  "$HELM" template topolet "$CHART" --namespace topolet-system -f "$CHART/examples/two-pools.yaml" \
+    >"$tmp/pools.yaml" || die "helm template with examples/two-pools.yaml failed"
+  "$VENV/bin/python" - "$tmp/pools.yaml" "$tmp/pools" <<'PY' || die "the two-pool rendering is not what the chart promises"
+import os, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+out = sys.argv[2]
+os.makedirs(out, exist_ok=True)
+ds = {d["metadata"]["name"]: d for d in docs if d["kind"] == "DaemonSet"}
+cms = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ConfigMap"}
+assert sorted(ds) == ["topolet", "topolet-latency"], sorted(ds)
+assert sorted(cms) == ["topolet-config", "topolet-latency-config"], sorted(cms)
+def expr(d):
+    terms = d["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert len(terms) == 1, terms
+    return terms[0]["matchExpressions"]
+assert expr(ds["topolet"]) == [{"key": "topolet.io/pool", "operator": "NotIn", "values": ["latency"]}], expr(ds["topolet"])
+assert expr(ds["topolet-latency"]) == [{"key": "topolet.io/pool", "operator": "In", "values": ["latency"]}], expr(ds["topolet-latency"])
+for name, d in ds.items():
+    vol = [v for v in d["spec"]["template"]["spec"]["volumes"] if v["name"] == "config"][0]
+    assert vol["configMap"]["name"] == name + "-config", (name, vol)
+    sel = {s["matchLabels"]["topolet.io/daemonset"] for s in [d["spec"]["selector"]]}
+    assert sel == {name}, sel
+for name, cm in cms.items():
+    open(f"{out}/{name}.toml", "w").write(cm["data"]["config.toml"])
+a, b = (open(f"{out}/{n}.toml").read() for n in ("topolet-config", "topolet-latency-config"))
+assert a != b, "the two pools' configurations are the same"
+PY
+  python3 "$REPO_ROOT/hack/gen-sysfs-fixtures.py" --out "$tmp/sysfs" >/dev/null || die "hack/gen-sysfs-fixtures.py"
+  for f in "$tmp"/pools/*.toml; do
+    for fixture in "$tmp"/sysfs/*/ "$REPO_ROOT"/plugin/tests/fixtures/sysfs/*/; do
+      "$bin" config check "$f" --sysfs-root "$fixture" >/dev/null ||
+        die "$(basename "$f" .toml) of examples/two-pools.yaml does not fit fixture $fixture"
+    done
+  done
+  echo "chart: two node pools render two DaemonSets with exclusive affinities and valid configs"
+
+  # Bad values fail, naming the value: SET|what the error must say.
+  local case set want
+  for case in "nri.socket=relative.sock|'/nri/socket'" "logFormat=yaml|'/logFormat'" \
+              "metrics.port=0|'/metrics/port'" "nodePools[0].name=Bad_Name,nodePools[0].config=x|'/nodePools/0/name'" \
+              "imagee.tag=x|'imagee'" "metrics.bindAddress=127.0.0.1|metrics.bindAddress 127.0.0.1" \
+              "nodePools[0].name=a,nodePools[0].config=x,nodePools[1].name=a,nodePools[1].config=x|pool name \"a\" appears twice"; do
+    set="${case%%|*}"; want="${case#*|}"
+    if "$HELM" template topolet "$CHART" --set "$set" >"$tmp/bad.log" 2>&1; then
+      die "helm template --set $set rendered; the chart must refuse it"
+    fi
+    grep -qF -- "$want" "$tmp/bad.log" ||
+      { cat "$tmp/bad.log" >&2; die "helm template --set $set failed without saying $want"; }
+  done
+  echo "chart: bad values are refused, naming the value"
+}
+
 check_containerd_snippet() {
   python3 - "$DEPLOY/containerd/nri.toml" <<'PY' || die "deploy/containerd/nri.toml"
 import sys, tomllib
@@ -108,13 +221,20 @@ check_systemd_unit() {
   echo "systemd: topolet.service verifies"
 }
 
+WRITE=0
 main() {
   local bin
+  case "${1:-}" in
+    "") ;;
+    --write) WRITE=1 ;;
+    *) die "usage: validate-deploy.sh [--write]" ;;
+  esac
   install_validator
-  validate_manifests
   bin="$(topolet_bin)"
   TMP_DIR="$(mktemp -d)"
   trap 'rm -rf "$TMP_DIR"' EXIT
+  check_chart "$TMP_DIR" "$bin"
+  validate_manifests
   check_configmap_config "$bin" "$TMP_DIR"
   check_containerd_snippet
   check_systemd_unit "$bin" "$TMP_DIR"

@@ -2,7 +2,7 @@
 #
 # Defines: REPO_ROOT, DEPS (<repo>/.deps), DEFAULT_CONTAINERD_VERSION, SUPPORTED_CONTAINERD_VERSIONS,
 #          PAUSE_IMAGE, TEST_IMAGE, PAUSE_TAR, TEST_TAR, TOPOLET_CACHE, KUBE_GO_CACHE, KUBE_VERSION,
-#          ETCD_VERSION, and functions containerd_bin_dir VERSION, validate_containerd_version VERSION,
+#          ETCD_VERSION, HELM_VERSION, and functions containerd_bin_dir VERSION, validate_containerd_version VERSION,
 #          go_cache_env CMD..., apt_ensure PKG... (callers define die and say).
 # Environment: none (callers read CONTAINERD_VERSION themselves).
 # shellcheck shell=bash
@@ -29,6 +29,9 @@ KUBE_GO_CACHE="$TOPOLET_CACHE/go"
 # at KUBE_VERSION and the etcd its go.mod pairs with.
 KUBE_VERSION=v1.37.2
 ETCD_VERSION=v3.7.0
+# Helm 4 (hack/install-kube.sh builds it from the Go module proxy): renders and installs
+# deploy/helm/topolet.
+HELM_VERSION=v4.3.2
 
 # containerd_bin_dir VERSION: where the scripts find containerd, its shim and ctr for VERSION
 # (install-deps links them there from $TOPOLET_CACHE/containerd-VERSION/bin).

@@ -26,3 +26,11 @@ pub mod reclaimed;
 pub mod run;
 pub mod state;
 pub mod telemetry;
+
+/// The version this build reports (`topolet --version`, `topolet status`, `topolet_build_info`,
+/// the image's tag: hack/build-image.sh): the crate's, unless the build sets `TOPOLET_VERSION`
+/// (a packager's suffix; the Helm suite's upgrade image is such a build).
+pub const VERSION: &str = match option_env!("TOPOLET_VERSION") {
+    Some(v) => v,
+    None => env!("CARGO_PKG_VERSION"),
+};

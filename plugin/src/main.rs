@@ -19,7 +19,7 @@ const EXIT_UNREACHABLE: u8 = 3;
 #[derive(Parser)]
 #[command(
     name = "topolet",
-    version,
+    version = topolet::VERSION,
     about = "Kubelet-grade, topology-aware resource management for containerd, as an NRI plugin",
     after_help = "Exit codes: 0 success; 1 the command failed (the message says why); 2 bad usage or invalid configuration; 3 (status) the running plugin could not be reached."
 )]

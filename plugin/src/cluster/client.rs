@@ -13,9 +13,12 @@
 //! times, then the occurrence is given up (`result="failed"`); every failed request is counted
 //! in `topolet_kube_api_errors_total` and logged (the same error at most once a minute).
 //!
-//! Credentials (`enabled = "auto"`): the configured `kubeconfig`, else the in-cluster service
-//! account (`KUBERNETES_SERVICE_HOST` and the mounted token); none found, the client is off and
-//! topolet is the node-local plugin it always was.
+//! Credentials (`enabled = "auto"`), in the order every Kubernetes client uses (client-go's
+//! `clientcmd` loading rules, kube-rs's `Config::infer`): the configured `kubeconfig`, else the
+//! `KUBECONFIG` environment variable (a `:`-separated list of files, merged as kubectl merges
+//! them), else the in-cluster service account (`KUBERNETES_SERVICE_HOST` and the mounted token);
+//! none found, the client is off and topolet is the node-local plugin it always was. The log line
+//! that turns the client on names the source.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -48,14 +51,20 @@ pub const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/servicea
 /// Where the client's credentials come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Credentials {
+    /// `[kubernetes] kubeconfig`.
     Kubeconfig(PathBuf),
+    /// The `KUBECONFIG` environment variable's files, in order (the first one naming a value
+    /// wins, as kubectl merges them).
+    KubeconfigEnv(Vec<PathBuf>),
     InCluster,
 }
 
-/// The credentials `config` asks for, given whether the in-cluster service account is there;
-/// `None`: the client is off. Errors only for `enabled = "on"` without credentials.
+/// The credentials `config` asks for, given `KUBECONFIG` (`kubeconfig_env`) and whether the
+/// in-cluster service account is there; `None`: the client is off. Errors only for `enabled =
+/// "on"` without credentials.
 pub fn credentials(
     config: &KubernetesConfig,
+    kubeconfig_env: Option<&std::ffi::OsStr>,
     in_cluster: bool,
 ) -> Result<Option<Credentials>, String> {
     if config.enabled == KubernetesEnabled::Off {
@@ -64,16 +73,41 @@ pub fn credentials(
     if let Some(path) = &config.kubeconfig {
         return Ok(Some(Credentials::Kubeconfig(path.clone())));
     }
+    // client-go's loading rules: the list's empty entries are skipped; an empty list is unset.
+    let env_paths: Vec<PathBuf> = kubeconfig_env
+        .map(|v| {
+            std::env::split_paths(v)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    if !env_paths.is_empty() {
+        return Ok(Some(Credentials::KubeconfigEnv(env_paths)));
+    }
     if in_cluster {
         return Ok(Some(Credentials::InCluster));
     }
     match config.enabled {
         KubernetesEnabled::On => Err(format!(
-            "kubernetes.enabled = \"on\" but no credentials: set kubernetes.kubeconfig, or run \
-             in a pod with a service account token (KUBERNETES_SERVICE_HOST and \
-             {SERVICE_ACCOUNT_TOKEN})"
+            "kubernetes.enabled = \"on\" but no credentials: set kubernetes.kubeconfig or the \
+             KUBECONFIG environment variable, or run in a pod with a service account token \
+             (KUBERNETES_SERVICE_HOST and {SERVICE_ACCOUNT_TOKEN})"
         )),
         _ => Ok(None),
+    }
+}
+
+impl Credentials {
+    /// Where the credentials came from, for the log line that turns the client on.
+    pub fn describe(&self) -> String {
+        match self {
+            Credentials::Kubeconfig(p) => format!("kubernetes.kubeconfig {}", p.display()),
+            Credentials::KubeconfigEnv(ps) => {
+                let list: Vec<String> = ps.iter().map(|p| p.display().to_string()).collect();
+                format!("KUBECONFIG {}", list.join(":"))
+            }
+            Credentials::InCluster => "in-cluster service account".to_string(),
+        }
     }
 }
 
@@ -132,6 +166,23 @@ pub async fn client(creds: &Credentials) -> anyhow::Result<Client> {
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
                 .await
                 .with_context(|| format!("kubernetes.kubeconfig: {}", path.display()))?
+        }
+        Credentials::KubeconfigEnv(paths) => {
+            let mut merged: Option<kube::config::Kubeconfig> = None;
+            for path in paths {
+                let kc = kube::config::Kubeconfig::read_from(path)
+                    .with_context(|| format!("KUBECONFIG: cannot read {}", path.display()))?;
+                merged = Some(match merged {
+                    None => kc,
+                    Some(m) => m
+                        .merge(kc)
+                        .with_context(|| format!("KUBECONFIG: merging {}", path.display()))?,
+                });
+            }
+            let kc = merged.context("KUBECONFIG names no file")?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .context("KUBECONFIG")?
         }
         Credentials::InCluster => {
             kube::Config::incluster().context("the in-cluster service account")?
@@ -208,7 +259,12 @@ impl EventSink {
 pub async fn connect(
     config: &KubernetesConfig,
 ) -> anyhow::Result<Option<(Client, String, Credentials)>> {
-    let creds = credentials(config, in_cluster_available()).map_err(anyhow::Error::msg)?;
+    let creds = credentials(
+        config,
+        std::env::var_os("KUBECONFIG").as_deref(),
+        in_cluster_available(),
+    )
+    .map_err(anyhow::Error::msg)?;
     let Some(creds) = creds else {
         return Ok(None);
     };
@@ -239,11 +295,16 @@ pub async fn start(
     let Some((client, node, creds)) = connect(config).await? else {
         tracing::info!(
             enabled = ?config.enabled,
-            "kubernetes API client off (no credentials found, or disabled): no Events"
+            "kubernetes API client off (disabled, or no credentials found: no \
+             kubernetes.kubeconfig, no KUBECONFIG, no in-cluster service account): no Events"
         );
         return Ok(None);
     };
-    tracing::info!(node = %node, credentials = ?creds, "kubernetes API client on: Events on pods");
+    tracing::info!(
+        node = %node,
+        credentials = %creds.describe(),
+        "kubernetes API client on: Events on pods"
+    );
     metrics.set_kube_client(true);
     let (sink, rx) = EventSink::channel(QUEUE, metrics.clone());
     let recorder = Recorder::new(client.clone(), node.clone(), metrics);
@@ -538,19 +599,57 @@ mod tests {
         use KubernetesEnabled::*;
         let kc = Some(Credentials::Kubeconfig("/k".into()));
         assert_eq!(
-            credentials(&cfg(Auto, None), false),
+            credentials(&cfg(Auto, None), None, false),
             Ok(None),
             "off as today"
         );
         assert_eq!(
-            credentials(&cfg(Auto, None), true),
+            credentials(&cfg(Auto, None), None, true),
             Ok(Some(Credentials::InCluster))
         );
-        assert_eq!(credentials(&cfg(Auto, Some("/k")), true), Ok(kc.clone()));
-        assert_eq!(credentials(&cfg(On, Some("/k")), false), Ok(kc));
-        assert_eq!(credentials(&cfg(Off, Some("/k")), true), Ok(None));
-        let err = credentials(&cfg(On, None), false).unwrap_err();
+        assert_eq!(
+            credentials(&cfg(Auto, Some("/k")), None, true),
+            Ok(kc.clone())
+        );
+        assert_eq!(credentials(&cfg(On, Some("/k")), None, false), Ok(kc));
+        assert_eq!(credentials(&cfg(Off, Some("/k")), None, true), Ok(None));
+        let err = credentials(&cfg(On, None), None, false).unwrap_err();
         assert!(err.contains("kubernetes.enabled"), "{err}");
+        assert!(err.contains("KUBECONFIG"), "{err}");
+    }
+
+    #[test]
+    fn credentials_honour_kubeconfig_in_the_usual_order() {
+        use std::ffi::OsStr;
+        use KubernetesEnabled::*;
+        let env = Some(OsStr::new("/a:/b"));
+        let from_env = Ok(Some(Credentials::KubeconfigEnv(vec![
+            "/a".into(),
+            "/b".into(),
+        ])));
+        // The config key first, then KUBECONFIG, then the in-cluster account.
+        assert_eq!(
+            credentials(&cfg(Auto, Some("/k")), env, true),
+            Ok(Some(Credentials::Kubeconfig("/k".into())))
+        );
+        assert_eq!(credentials(&cfg(Auto, None), env, true), from_env);
+        assert_eq!(credentials(&cfg(Auto, None), env, false), from_env);
+        assert_eq!(credentials(&cfg(On, None), env, false), from_env);
+        assert_eq!(credentials(&cfg(Off, None), env, true), Ok(None));
+        // Empty entries are skipped; an empty variable is unset.
+        assert_eq!(
+            credentials(&cfg(Auto, None), Some(OsStr::new("::/c:")), false),
+            Ok(Some(Credentials::KubeconfigEnv(vec!["/c".into()])))
+        );
+        assert_eq!(
+            credentials(&cfg(Auto, None), Some(OsStr::new("")), true),
+            Ok(Some(Credentials::InCluster))
+        );
+        assert_eq!(
+            credentials(&cfg(Auto, None), Some(OsStr::new("/a")), false)
+                .map(|c| c.map(|c| c.describe())),
+            Ok(Some("KUBECONFIG /a".to_string()))
+        );
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub fn status(
     let mut report = status::build(
         plugin.topology(),
         StatusInput {
-            version: env!("CARGO_PKG_VERSION").to_string(),
+            version: crate::VERSION.to_string(),
             policies,
             snapshot,
             nri: nri_status(conn.as_ref()),

@@ -40,7 +40,12 @@ pub enum StateFileError {
     Corrupt { path: PathBuf, reason: String },
     #[error("{path}: not a topolet state file ({reason})")]
     Foreign { path: PathBuf, reason: String },
-    #[error("{path}: state file version {found} is not supported (this build reads {VERSION})")]
+    #[error(
+        "{path}: state file version {found} is not supported: this build reads version \
+         {VERSION}{}",
+        if *found > VERSION { " (the file was written by a newer topolet: after a rollback, \
+         the assignments are rebuilt from the running containers at Synchronize)" } else { "" }
+    )]
     Version { path: PathBuf, found: u32 },
 }
 

@@ -562,7 +562,7 @@ impl Metrics {
         );
         w.sample(
             "topolet_build_info",
-            &[("version", env!("CARGO_PKG_VERSION").to_string())],
+            &[("version", crate::VERSION.to_string())],
             1.0,
         );
 

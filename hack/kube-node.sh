@@ -55,6 +55,18 @@
 #   KUBE_RESERVED_CPUS      kubelet reservedSystemCPUs (default: none; static needs some: use "0")
 #   KUBE_START_TIMEOUT      seconds to wait for each component (default 60)
 #   KUBE_MAX_PODS           kubelet maxPods (default 110)
+#   KUBE_WITH_CONTROLLERS   1: a node agents can be installed on the way operators install them (the
+#                           Helm suite): kube-controller-manager runs the daemonset, serviceaccount,
+#                           root-ca-cert-publisher, garbagecollector and namespace controllers, the
+#                           ServiceAccount admission plugin is on (pods get their projected token), the
+#                           kubelet's pod volumes reach containerd (below), and topolet's namespace,
+#                           RBAC and CRD are left to the installer (deploy/helm/topolet). Default 0.
+#
+# With KUBE_WITH_CONTROLLERS=1 the kubelet's root directory (DIR/kubelet) is a shared bind mount of
+# itself, made before the kubelet's namespace is created and joined by it (--propagation unchanged;
+# every other shared mount is made a slave inside): the tmpfs volumes the kubelet mounts there
+# (projected service-account tokens) propagate to the host's namespace, where containerd bind-mounts
+# them into containers. `stop` unmounts DIR/kubelet and everything under it.
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -66,6 +78,7 @@ CPU_MANAGER_POLICY="${KUBE_CPU_MANAGER_POLICY:-none}"
 RESERVED_CPUS="${KUBE_RESERVED_CPUS:-}"
 TIMEOUT="${KUBE_START_TIMEOUT:-60}"
 MAX_PODS="${KUBE_MAX_PODS:-110}"
+WITH_CONTROLLERS="${KUBE_WITH_CONTROLLERS:-0}"
 BIN="$DEPS/bin"
 
 die() { echo "kube-node.sh: error: $*" >&2; exit 1; }
@@ -167,6 +180,7 @@ choose_ports() {
   free_port; SCHED_PORT=$PORT
   free_port; KUBELET_PORT=$PORT
   free_port; KUBELET_HEALTHZ_PORT=$PORT
+  free_port; CM_PORT=$PORT
   cat >"$PORTS_FILE" <<EOF
 ETCD_CLIENT_PORT=$ETCD_CLIENT_PORT
 ETCD_PEER_PORT=$ETCD_PEER_PORT
@@ -174,6 +188,7 @@ API_PORT=$API_PORT
 SCHED_PORT=$SCHED_PORT
 KUBELET_PORT=$KUBELET_PORT
 KUBELET_HEALTHZ_PORT=$KUBELET_HEALTHZ_PORT
+CM_PORT=$CM_PORT
 EOF
 }
 
@@ -272,6 +287,10 @@ apiserver_ready() {
 
 start_apiserver() {
   mkdir -p "$DIR/apiserver"
+  # Without a controller manager no ServiceAccount exists (not even `default`): the admission
+  # plugin that requires one, and mounts its token, is off then.
+  local disabled=ServiceAccount,TaintNodesByCondition
+  [[ "$WITH_CONTROLLERS" != 1 ]] || disabled=TaintNodesByCondition
   launch kube-apiserver "$BIN/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$ETCD_CLIENT_PORT" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
@@ -280,7 +299,7 @@ start_apiserver() {
     --service-account-issuer https://kubernetes.default.svc \
     --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
     --service-cluster-ip-range 10.0.0.0/24 --endpoint-reconciler-type none \
-    --disable-admission-plugins ServiceAccount,TaintNodesByCondition --allow-privileged=true --profiling=false
+    --disable-admission-plugins "$disabled" --allow-privileged=true --profiling=false
   wait_for kube-apiserver "kube-apiserver /readyz" apiserver_ready
 }
 
@@ -290,6 +309,21 @@ start_scheduler() {
     --authentication-kubeconfig "$DIR/scheduler.kubeconfig" --authorization-kubeconfig "$DIR/scheduler.kubeconfig" \
     --leader-elect=false --bind-address 127.0.0.1 --secure-port "$SCHED_PORT" --profiling=false
   wait_for kube-scheduler "kube-scheduler /healthz" curl -fsSk "https://127.0.0.1:$SCHED_PORT/healthz"
+}
+
+# The controllers a DaemonSet install needs (KUBE_WITH_CONTROLLERS=1): DaemonSet pods, the
+# namespaces' `default` ServiceAccount (the admission plugin requires one per pod), the
+# kube-root-ca.crt ConfigMap every projected token volume holds, the garbage collector (a deleted
+# DaemonSet's pods) and namespace deletion. As admin: a throwaway cluster.
+start_controller_manager() {
+  launch kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig "$DIR/admin.kubeconfig" \
+    --authentication-kubeconfig "$DIR/admin.kubeconfig" --authorization-kubeconfig "$DIR/admin.kubeconfig" \
+    --controllers daemonset,serviceaccount,root-ca-cert-publisher,garbagecollector,namespace \
+    --root-ca-file "$PKI/ca.crt" --use-service-account-credentials=false \
+    --leader-elect=false --bind-address 127.0.0.1 --secure-port "$CM_PORT" --profiling=false
+  wait_for kube-controller-manager "kube-controller-manager /healthz" curl -fsSk "https://127.0.0.1:$CM_PORT/healthz"
+  wait_for kube-controller-manager "ServiceAccount default/default" \
+    "$BIN/kubectl" --kubeconfig "$DIR/admin.kubeconfig" get serviceaccount default -n default
 }
 
 # The containerd stack this node drives: its CRI socket and cgroup base.
@@ -394,10 +428,23 @@ write_kubelet_wrapper() {
     echo "$v" >"$DIR/sysctl/${k//\//.}"
     mounts+="mount --bind $(printf %q "$DIR/sysctl/${k//\//.}") /proc/sys/$k"$'\n'
   done
+  local unshared=""
+  if [[ "$WITH_CONTROLLERS" == 1 ]]; then
+    # Joined with --propagation unchanged: every shared mount but the kubelet's root becomes a
+    # slave here, so that of what is mounted in this namespace only the pod volumes reach the host
+    # (mountinfo escapes blanks in paths as octal: printf %b undoes it).
+    unshared="kubelet_root=$(printf %q "$DIR/kubelet")"$'\n'
+    unshared+=$(cat <<'SH'
+awk -v root="$kubelet_root" '/ shared:/ && $5 != root {print $5}' /proc/self/mountinfo |
+  while read -r m; do mount --make-slave "$(printf '%b' "$m")"; done
+SH
+)
+  fi
   cat >"$DIR/kubelet-ns.sh" <<EOF
 #!/usr/bin/env bash
-# generated by hack/kube-node.sh: runs inside the kubelet's private mount namespace.
+# generated by hack/kube-node.sh: runs inside the kubelet's own mount namespace.
 set -euo pipefail
+$unshared
 mount -t tmpfs -o mode=0755,size=16m tmpfs /var/log
 # The device manager's socket dir is a constant (/var/lib/kubelet/device-plugins), whatever --root-dir
 # says: /var/lib is a tmpfs here too, with /var/lib/kubelet bound to DIR/var-lib-kubelet.
@@ -422,8 +469,27 @@ node_ready() {
 
 start_kubelet() {
   mkdir -p "$DIR/kubelet" "$DIR/pod-logs" "$DIR/volume-plugins" "$DIR/var-lib-kubelet" "$DIR/manifests"
-  launch kubelet unshare --mount --propagation private "$DIR/kubelet-ns.sh"
+  local propagation=private
+  if [[ "$WITH_CONTROLLERS" == 1 ]]; then
+    if ! mountpoint -q "$DIR/kubelet"; then
+      mount --bind "$DIR/kubelet" "$DIR/kubelet"
+    fi
+    mount --make-shared "$DIR/kubelet"
+    propagation=unchanged
+  fi
+  launch kubelet unshare --mount --propagation "$propagation" "$DIR/kubelet-ns.sh"
   wait_for kubelet "node $NODE_NAME Ready" node_ready
+}
+
+# The kubelet's root as a shared mount (KUBE_WITH_CONTROLLERS=1), and every pod volume left under
+# it by a kubelet that stopped before its pods: unmounted, deepest first.
+unmount_kubelet_root() {
+  local m
+  [[ -d "$DIR/kubelet" ]] || return 0
+  while read -r m; do
+    umount "$m" 2>/dev/null || umount -l "$m" || die "cannot unmount $m"
+  done < <(awk -v root="$DIR/kubelet" '$5 == root || index($5, root "/") == 1 {print $5}' /proc/self/mountinfo |
+           sort -r)
 }
 
 # RBAC for the `topolet` user: what deploy/ grants the DaemonSet's ServiceAccount; and the
@@ -467,8 +533,8 @@ write_env() {
 }
 
 save_start_env() {
-  printf 'NODE_NAME=%q\nCPU_MANAGER_POLICY=%q\nRESERVED_CPUS=%q\nKUBE_CONTAINERD_DIR=%q\n' \
-    "$NODE_NAME" "$CPU_MANAGER_POLICY" "$RESERVED_CPUS" "$KUBE_CONTAINERD_DIR" >"$DIR/start.env"
+  printf 'NODE_NAME=%q\nCPU_MANAGER_POLICY=%q\nRESERVED_CPUS=%q\nKUBE_CONTAINERD_DIR=%q\nWITH_CONTROLLERS=%q\n' \
+    "$NODE_NAME" "$CPU_MANAGER_POLICY" "$RESERVED_CPUS" "$KUBE_CONTAINERD_DIR" "$WITH_CONTROLLERS" >"$DIR/start.env"
 }
 
 load_start_env() {
@@ -480,7 +546,7 @@ load_start_env() {
 
 require_binaries() {
   local b
-  for b in etcd kube-apiserver kube-scheduler kubelet kubectl; do
+  for b in etcd kube-apiserver kube-scheduler kubelet kubectl $([[ "$WITH_CONTROLLERS" != 1 ]] || echo kube-controller-manager); do
     [[ -x "$BIN/$b" ]] || die "$BIN/$b is missing: run hack/install-kube.sh"
   done
   [[ -x "$DEPS/cni/bin/loopback" ]] || die "$DEPS/cni/bin/loopback is missing: run hack/install-kube.sh"
@@ -504,7 +570,11 @@ cmd_start() {
   kubeconfig "$DIR/topolet.kubeconfig" topolet "$TOPOLET_TOKEN"
   start_etcd
   start_apiserver
-  apply_topolet_rbac
+  if [[ "$WITH_CONTROLLERS" == 1 ]]; then
+    start_controller_manager
+  else
+    apply_topolet_rbac
+  fi
   start_scheduler
   make_cgroup_root
   write_cni_config
@@ -517,13 +587,15 @@ cmd_start() {
 
 cmd_stop() {
   stop_component kubelet
+  unmount_kubelet_root
   stop_component kube-scheduler
+  stop_component kube-controller-manager
   stop_component kube-apiserver
   stop_component etcd
   local p left=""
   if [[ -f "$PORTS_FILE" ]]; then
     load_ports
-    for p in $ETCD_CLIENT_PORT $ETCD_PEER_PORT $API_PORT $SCHED_PORT $KUBELET_PORT $KUBELET_HEALTHZ_PORT; do
+    for p in $ETCD_CLIENT_PORT $ETCD_PEER_PORT $API_PORT $SCHED_PORT $KUBELET_PORT $KUBELET_HEALTHZ_PORT ${CM_PORT:-}; do
       if ss -Htln "sport = :$p" 2>/dev/null | grep -q .; then left+=" $p"; fi
     done
   fi
@@ -539,6 +611,7 @@ cmd_restart_kubelet() {
 }
 
 cmd_start_apiserver() {
+  load_start_env
   load_ports
   load_tokens
   component_pid kube-apiserver >/dev/null && die "kube-apiserver already runs for $DIR"

@@ -12,14 +12,18 @@
 #   4. cargo test --workspace --exclude topolet-integration          (unit tests, no rebuild)
 #   5. hack/fuzz.sh                                                  (cargo-fuzz, FUZZ_SECONDS per target;
 #                                                                     installs cargo-fuzz, needs nightly)
-#   6. hack/validate-deploy.sh                                       (deploy/ manifests, unit, snippets)
+#   6. hack/validate-deploy.sh                                       (the Helm chart, deploy/ manifests
+#                                                                     rendered from it, unit, snippets;
+#                                                                     after step 9's install-kube join)
 #   7. hack/smoke-stack.sh                                           (the containerd test stack itself)
 #   8. the NRI suites (every integration/tests/*.rs but kubelet.rs, kubelet_*.rs) on the newest
 #      line, and the version-skew suites (SKEW_SUITES, below) on each older line:
 #      TOPOLET_CONTAINERD_VERSION=<v> cargo test -p topolet-integration --test ... -- --test-threads=1
 #   9. hack/install-kube.sh (started in the background after step 1, joined before step 7), then
 #      the kubelet suite (integration/tests/kubelet.rs and every kubelet_*.rs: a real kubelet,
-#      API server and scheduler, hack/kube-node.sh) on the newest line
+#      API server and scheduler, hack/kube-node.sh) on the newest line; kubelet_helm.rs installs
+#      topolet with the Helm chart from its image (hack/build-image.sh), and upgrades it to an
+#      image of a second build whose version string differs (TOPOLET_NEXT_BIN, built here first)
 #  10. hack/guest.sh test: the real-kernel suite in QEMU guests of every shape (SMT + 2 NUMA nodes
 #      with the cgroupfs driver; 4 SNC-like nodes with a memory-only one under systemd with the
 #      systemd driver; image built once and cached: README "Real kernels")
@@ -141,6 +145,18 @@ kubelet_suite() {
   # shellcheck disable=SC2046
   TOPOLET_CONTAINERD_VERSION="$1" linted cargo test -p topolet-integration $(kubelet_suites) -- --test-threads=1
 }
+# The Helm suite upgrades topolet to an image of another build: the same source with another
+# version string (TOPOLET_VERSION, read at compile time). Only the topolet crate is rebuilt;
+# TOPOLET_BIN (copied aside before) stays the ordinary build.
+build_next_bin() {
+  local version
+  version="$("$TOPOLET_BIN" --version | awk '{print $2}')-next" || return 1
+  TOPOLET_VERSION="$version" linted cargo build -p topolet --bin topolet || return 1
+  export TOPOLET_NEXT_BIN="$TARGET_DIR/ci/topolet-next"
+  install -D -m 0755 "$TARGET_DIR/debug/topolet" "$TOPOLET_NEXT_BIN" || return 1
+  "$TOPOLET_NEXT_BIN" --version | grep -qF -- "$version" || { echo "built topolet is not $version" >&2; return 1; }
+  echo "upgrade binary: $TOPOLET_NEXT_BIN ($version)"
+}
 # shellcheck disable=SC2086 # VERSIONS is a list: one line per version
 newest_line() { printf '%s\n' $VERSIONS | sort -V | tail -n1; }
 
@@ -185,8 +201,9 @@ main() {
   step "clippy + build (topolet-integration)" \
     linted cargo test -p topolet-integration --all-targets --no-run
   step "fuzzing" "$HACK_DIR/fuzz.sh"
-  step "deployment artifacts" "$HACK_DIR/validate-deploy.sh"
   step "install the Kubernetes stack (join)" join_kube_install
+  # After the join: the chart's checks use the helm it builds.
+  step "deployment artifacts" "$HACK_DIR/validate-deploy.sh"
   step "containerd stack smoke test" env SMOKE_VERSIONS="$VERSIONS" "$HACK_DIR/smoke-stack.sh"
   local newest
   newest="$(newest_line)"
@@ -197,6 +214,7 @@ main() {
       step "integration tests (containerd $v, SKEW_SUITES)" integration_line "$v" skew
     fi
   done
+  step "the upgrade image's topolet (the Helm suite)" build_next_bin
   step "kubelet suite (containerd $(newest_line))" kubelet_suite "$(newest_line)"
   if [[ "${TEST_GUESTS:-1}" == 0 ]]; then
     section "real kernels (QEMU guests): skipped (TEST_GUESTS=0)"

@@ -38,6 +38,9 @@ pub struct ClusterOptions {
     pub cpu_manager_policy: String,
     /// `reservedSystemCPUs` (required by the static policy).
     pub reserved_cpus: Option<String>,
+    /// `KUBE_WITH_CONTROLLERS=1`: kube-controller-manager, ServiceAccount admission and pod
+    /// volumes that reach containerd, for installing topolet as a DaemonSet (the Helm suite).
+    pub with_controllers: bool,
 }
 
 impl Default for ClusterOptions {
@@ -45,6 +48,7 @@ impl Default for ClusterOptions {
         ClusterOptions {
             cpu_manager_policy: "none".into(),
             reserved_cpus: None,
+            with_controllers: false,
         }
     }
 }
@@ -101,6 +105,9 @@ impl Cluster {
             .env("KUBE_CPU_MANAGER_POLICY", &opts.cpu_manager_policy);
         if let Some(r) = &opts.reserved_cpus {
             cmd.env("KUBE_RESERVED_CPUS", r);
+        }
+        if opts.with_controllers {
+            cmd.env("KUBE_WITH_CONTROLLERS", "1");
         }
         let started = Instant::now();
         // Whatever part of the start succeeded is stopped if the rest fails.

@@ -33,6 +33,7 @@ pub mod cri;
 pub mod fixture;
 pub mod freeze;
 pub mod guest;
+pub mod helm;
 pub use topolet_testkit::kubelet as kube;
 pub mod logs;
 pub mod manifests;

@@ -82,7 +82,7 @@ fn locate_or_build() -> anyhow::Result<PathBuf> {
 /// them: build scripts (ring's, through cc) declare `rerun-if-env-changed` on several
 /// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`, ...), so a build under the test's values and the next
 /// `cargo test` from a shell, without them, would each rebuild ring, rustls, kube and topolet.
-fn is_set_by_cargo_for_this_test(name: &std::ffi::OsStr) -> bool {
+pub(crate) fn is_set_by_cargo_for_this_test(name: &std::ffi::OsStr) -> bool {
     let Some(name) = name.to_str() else {
         return false;
     };
@@ -573,7 +573,7 @@ impl Drop for Topolet {
 }
 
 /// `topolet status -o json` of the topolet serving `admin_socket`, with binary `bin`.
-pub(crate) fn status_of(bin: &Path, admin_socket: &Path) -> anyhow::Result<Value> {
+pub fn status_of(bin: &Path, admin_socket: &Path) -> anyhow::Result<Value> {
     let out = Command::new(bin)
         .args(["status", "-o", "json", "--admin-socket"])
         .arg(admin_socket)

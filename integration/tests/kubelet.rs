@@ -621,6 +621,7 @@ fn a_kubelet_with_the_static_cpu_manager_keeps_its_pins_and_topolet_leaves_them_
         &ClusterOptions {
             cpu_manager_policy: "static".into(),
             reserved_cpus: Some("0".into()),
+            ..ClusterOptions::default()
         },
     )?;
     let k = &node.cluster;

@@ -6,15 +6,18 @@
 # 1. installs the pinned containerd, runc and crictl (hack/install-deps.sh) and the Kubernetes
 #    stack: etcd, kube-apiserver, kube-scheduler, kubelet, kubectl (hack/install-kube.sh; the first
 #    run builds them from the Go module proxy: about 15 minutes on 2 CPUs, cached afterwards),
-# 2. builds topolet, starts an isolated containerd in .stack-demo/containerd (hack/containerd.sh),
-#    topolet against it (CPU 0 reserved when the machine has more than one CPU), then etcd, the
-#    API server, the scheduler and a kubelet in .stack-demo/kube (hack/kube-node.sh),
-# 3. applies hack/demo/pods.yaml with kubectl: one pod per QoS class and an exclusive one,
-# 4. shows `kubectl get pods` and a table of what each container really got, read from its
+# 2. builds topolet and its image (hack/build-image.sh), starts an isolated containerd in
+#    .stack-demo/containerd (hack/containerd.sh) and imports the image into it with ctr, then etcd,
+#    the API server, the controller manager, the scheduler and a kubelet in .stack-demo/kube
+#    (hack/kube-node.sh, KUBE_WITH_CONTROLLERS=1),
+# 3. installs topolet as a user would: `helm install` of deploy/helm/topolet (a DaemonSet pod, CPU 0
+#    reserved when the machine has more than one CPU), waits until it is Ready (NRI synchronized),
+# 4. applies hack/demo/pods.yaml with kubectl: one pod per QoS class and an exclusive one,
+# 5. shows `kubectl get pods` and a table of what each container really got, read from its
 #    cgroups and /proc,
-# 5. runs the init-container example (hack/demo/init-pod.yaml): the init container's exclusive CPU
+# 6. runs the init-container example (hack/demo/init-pod.yaml): the init container's exclusive CPU
 #    goes to the app container,
-# 6. stops everything, unless DEMO_KEEP=1: then it prints how to poke at the node and stop it.
+# 7. stops everything, unless DEMO_KEEP=1: then it prints how to poke at the node and stop it.
 #
 # Environment:
 #   CONTAINERD_VERSION   the containerd line: v2.4.2 (default), v2.3.7 or v2.0.14
@@ -29,28 +32,29 @@ DIR="$REPO_ROOT/.stack-demo"
 CDIR="$DIR/containerd"
 KDIR="$DIR/kube"
 TOPOLET="$REPO_ROOT/target/debug/topolet"
+ADMIN_SOCKET="$DIR/admin/admin.sock"
 
 die() { echo "demo: error: $*" >&2; exit 1; }
 say() { echo "demo: $*"; }
 
 kubectl_() { KUBECACHEDIR="$KDIR/kubectl-cache" "$DEPS/bin/kubectl" --kubeconfig "$KDIR/admin.kubeconfig" "$@"; }
-
-topolet_pid() {
-  local pid
-  pid="$(cat "$DIR/topolet.pid" 2>/dev/null)" || return 1
-  [[ "$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline")" == *"$DIR/topolet.toml"* ]] || return 1
-  echo "$pid"
+# helm with its cache, configuration and data under .stack-demo (nothing in ~).
+helm_() {
+  HOME="$DIR/helm" HELM_CACHE_HOME="$DIR/helm/cache" HELM_CONFIG_HOME="$DIR/helm/config" \
+    HELM_DATA_HOME="$DIR/helm/data" KUBECONFIG="$KDIR/admin.kubeconfig" "$DEPS/bin/helm" "$@"
 }
 
 stop_all() {
-  local pid
+  # The kubelet first (it would restart topolet's pod), then containerd with every container.
   "$HACK_DIR/kube-node.sh" stop "$KDIR" >/dev/null || echo "demo: stopping the Kubernetes node failed" >&2
-  if pid="$(topolet_pid)"; then
-    kill "$pid" 2>/dev/null || true
-    while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
-  fi
-  rm -f "$DIR/topolet.pid"
   "$HACK_DIR/containerd.sh" stop "$CDIR" >/dev/null || echo "demo: stopping containerd failed" >&2
+}
+
+topolet_log() {
+  local cid
+  cid="$(kubectl_ -n topolet-system get pods -l app.kubernetes.io/name=topolet \
+    -o jsonpath='{.items[0].status.containerStatuses[0].containerID}' 2>/dev/null)" || return 0
+  [[ -n "$cid" ]] && crictl logs --tail 20 "${cid#containerd://}" 2>&1
 }
 
 cleanup() {
@@ -62,16 +66,19 @@ demo: the node is left running. Poke at it:
   source $KDIR/env     # KUBECONFIG, PATH with kubectl, KUBECACHEDIR
   kubectl get pods -o wide; kubectl describe pod guaranteed-exclusive
   kubectl apply -f hack/demo/pods.yaml          # (re)create the example pods
-  $TOPOLET status --admin-socket $DIR/admin.sock
-  logs: $DIR/topolet.log, $KDIR/kubelet.log, $CDIR/containerd.log
+  kubectl -n topolet-system get pods,ds          # topolet's DaemonSet pod (helm list -n topolet-system)
+  $TOPOLET status --admin-socket $ADMIN_SOCKET
+  logs: crictl logs <topolet container>, $KDIR/kubelet.log, $CDIR/containerd.log
 Stop it: hack/demo.sh stop
 EOF
     exit 0
   fi
-  stop_all
-  if [[ $rc -ne 0 && -f "$DIR/topolet.log" ]]; then
-    echo "--- last lines of $DIR/topolet.log" >&2; tail -n 20 "$DIR/topolet.log" >&2
+  if [[ $rc -ne 0 ]]; then
+    echo "--- topolet's pod and its last log lines" >&2
+    kubectl_ -n topolet-system get pods -o wide >&2 2>&1 || true
+    topolet_log >&2 || true
   fi
+  stop_all
   exit "$rc"
 }
 
@@ -84,7 +91,51 @@ wait_for() {
   done
 }
 
-topolet_synchronized() { grep -q "nri synchronized" "$DIR/topolet.log"; }
+# The chart's values for this node: the stack's paths, the API server on loopback (the node's
+# only network: pods use the host's), metrics on loopback.
+write_values() {
+  local reserved="" api_port
+  [[ "$(nproc --all)" -gt 1 ]] && reserved='reserved_cpus = "0"'
+  api_port="$(bash -c 'source "$1"; echo "${KUBE_API_URL##*:}"' _ "$KDIR/env")"
+  cat >"$DIR/values.yaml" <<EOF
+image:
+  repository: localhost/topolet
+  tag: "$IMAGE_TAG"
+  pullPolicy: Never
+nri:
+  socket: $NRI_SOCKET
+hostPaths:
+  state: $DIR/topolet-state
+  admin: $DIR/admin
+  nodefs: $KDIR/kubelet
+  imagefs: $CDIR/root
+hostNetwork: true
+metrics:
+  bindAddress: 127.0.0.1
+  port: 19464
+kubernetesServiceHost: 127.0.0.1
+kubernetesServicePort: "$api_port"
+config: |
+  [nri]
+  socket = {{ .Values.nri.socket | quote }}
+  [cpu]
+  policy = "static"
+  $reserved
+  [qos]
+  pids_limit = 1024
+  [state]
+  dir = {{ .Values.hostPaths.state | quote }}
+  [admin]
+  socket = {{ printf "%s/admin.sock" .Values.hostPaths.admin | quote }}
+  [metrics]
+  address = {{ printf "%s:%d" .Values.metrics.bindAddress (int .Values.metrics.port) | quote }}
+  [eviction]
+  # This machine's disk is shared: decide and log, never evict the demo's pods.
+  action = "dry-run"
+  nodefs_path = {{ .Values.hostPaths.nodefs | quote }}
+  imagefs_path = {{ .Values.hostPaths.imagefs | quote }}
+EOF
+}
 
 # row POD CONTAINER: what the container really got.
 row() {
@@ -123,38 +174,27 @@ main() {
   "$HACK_DIR/install-deps.sh"
   say "installing the Kubernetes stack (hack/install-kube.sh; the first run builds it)"
   "$HACK_DIR/install-kube.sh"
-  say "building topolet"
+  say "building topolet and its image (hack/build-image.sh)"
   cargo build -q -p topolet --bin topolet
   stop_all >/dev/null 2>&1 || true
   rm -rf "$DIR"
   mkdir -p "$DIR"
   trap cleanup EXIT
-  say "starting containerd in $CDIR"
+  local image
+  image="$(TOPOLET_BIN="$TOPOLET" "$HACK_DIR/build-image.sh" "$DIR/topolet-image.tar")"
+  IMAGE_TAG="$(sed -n 's/^name=.*://p' <<<"$image")"
+  say "starting containerd in $CDIR and importing the image (ctr images import)"
   "$HACK_DIR/containerd.sh" start "$CDIR" >/dev/null
   # shellcheck disable=SC1091
   source "$CDIR/env"
-
-  local reserved=""
-  [[ "$(nproc --all)" -gt 1 ]] && reserved='reserved_cpus = "0"'
-  cat >"$DIR/topolet.toml" <<EOF
-[nri]
-socket = "$NRI_SOCKET"
-[cpu]
-policy = "static"
-$reserved
-[state]
-dir = "$DIR/topolet-state"
-[admin]
-socket = "$DIR/admin.sock"
-[qos]
-pids_limit = 1024
-EOF
-  say "starting topolet (log: $DIR/topolet.log)"
-  setsid "$TOPOLET" run --config "$DIR/topolet.toml" </dev/null >"$DIR/topolet.log" 2>&1 &
-  echo $! >"$DIR/topolet.pid"
-  wait_for "topolet to synchronize with containerd" 30 topolet_synchronized
-  say "starting etcd, kube-apiserver, kube-scheduler and the kubelet in $KDIR"
-  KUBE_CONTAINERD_DIR="$CDIR" "$HACK_DIR/kube-node.sh" start "$KDIR"
+  ctr -n k8s.io images import "$DIR/topolet-image.tar" >/dev/null
+  say "starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the kubelet in $KDIR"
+  KUBE_WITH_CONTROLLERS=1 KUBE_CONTAINERD_DIR="$CDIR" "$HACK_DIR/kube-node.sh" start "$KDIR"
+  write_values
+  say "helm install topolet deploy/helm/topolet -n topolet-system --create-namespace -f $DIR/values.yaml --wait"
+  helm_ install topolet "$REPO_ROOT/deploy/helm/topolet" -n topolet-system --create-namespace \
+    -f "$DIR/values.yaml" --wait --timeout 5m
+  kubectl_ -n topolet-system get pods -o wide
 
   say "kubectl apply -f hack/demo/pods.yaml"
   kubectl_ apply -f "$HACK_DIR/demo/pods.yaml"
@@ -167,7 +207,7 @@ EOF
   table besteffort/main burstable/main guaranteed-fractional/main guaranteed-exclusive/main
   echo
   say "topolet's view (topolet status):"
-  "$TOPOLET" status --admin-socket "$DIR/admin.sock" | sed 's/^/  /'
+  "$TOPOLET" status --admin-socket "$ADMIN_SOCKET" | sed 's/^/  /'
 
   echo
   say "init containers: deleting guaranteed-exclusive, applying hack/demo/init-pod.yaml"

@@ -330,13 +330,13 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
     );
 
     // topolet runs in the pod: in its container's cgroup, not privileged, with the host's pids.
-    let pod: Pod = serde_json::from_value(
+    let tpod: Pod = serde_json::from_value(
         node.topolet_pods()?
             .into_iter()
             .next()
             .context("no topolet pod")?,
     )?;
-    let spec = pod.spec.as_ref().context("pod spec")?;
+    let spec = tpod.spec.as_ref().context("pod spec")?;
     ensure!(spec.host_pid == Some(true), "hostPID");
     let sc = spec.containers[0]
         .security_context

@@ -23,16 +23,14 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 /// What `assignments-v1.json` holds: an exclusive container with its NUMA affinity, one with
-/// pinned memory and hugepages and devices, and a container left alone.
+/// pinned memory and devices, and a container left alone.
 fn format_1_content() -> NodeState {
     let cpus = |s: &str| CpuSet::parse(s).expect("cpuset");
     let numa = |ids: &[usize]| NumaMask::from_ids(ids.iter().copied()).expect("mask");
+    // Memory only: a hugepages entry (`MemoryResource::Hugepages`, a newtype variant) is not a
+    // JSON map key, and format 1 cannot encode it (the state write fails: reported separately).
     let mut taken = BTreeMap::new();
     taken.insert(MemoryResource::Memory, BTreeMap::from([(1, 2u64 << 30)]));
-    taken.insert(
-        MemoryResource::Hugepages(2 << 20),
-        BTreeMap::from([(1, 64u64 << 20)]),
-    );
     NodeState {
         assignments: Assignments {
             containers: vec![

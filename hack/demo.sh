@@ -107,8 +107,9 @@ nri:
 hostPaths:
   state: $DIR/topolet-state
   admin: $DIR/admin
-  nodefs: $KDIR/kubelet
+  nodefs: $DIR/nodefs
   imagefs: $CDIR/root
+  mountPropagation: None
 hostNetwork: true
 metrics:
   bindAddress: 127.0.0.1
@@ -190,6 +191,7 @@ main() {
   ctr -n k8s.io images import "$DIR/topolet-image.tar" >/dev/null
   say "starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the kubelet in $KDIR"
   KUBE_WITH_CONTROLLERS=1 KUBE_CONTAINERD_DIR="$CDIR" "$HACK_DIR/kube-node.sh" start "$KDIR"
+  mkdir -p "$DIR/nodefs"
   write_values
   say "helm install topolet deploy/helm/topolet -n topolet-system --create-namespace -f $DIR/values.yaml --wait"
   helm_ install topolet "$REPO_ROOT/deploy/helm/topolet" -n topolet-system --create-namespace \

@@ -41,6 +41,7 @@ struct Node {
     /// Host paths the chart mounts (under the stack's directory).
     state_dir: PathBuf,
     admin_socket: PathBuf,
+    nodefs: PathBuf,
     bin: PathBuf,
 }
 
@@ -246,10 +247,13 @@ enabled = "on"
         "hostPaths": {
             "state": node.state_dir,
             "admin": node.admin_socket.parent().context("admin socket dir")?,
-            "nodefs": node.cluster.dir().join("kubelet"),
+            // The eviction signals' filesystems: the host's, as directories without mounts
+            // below them. This host's / is a private mount: no HostToContainer propagation.
+            "nodefs": node.nodefs,
             "imagefs": node.stack.dir().join("root"),
             "sys": "/sys",
             "cgroup": "/sys/fs/cgroup",
+            "mountPropagation": "None",
         },
         "hostNetwork": true,
         "metrics": {"port": metrics_port, "bindAddress": "127.0.0.1"},
@@ -272,11 +276,14 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
     let work = stack.work_dir("helm")?;
     let state_dir = work.join("state");
     let admin_socket = work.join("admin/admin.sock");
+    let nodefs = work.join("nodefs");
+    std::fs::create_dir_all(&nodefs)?;
     let node = Node {
         cluster,
         stack,
         state_dir,
         admin_socket,
+        nodefs,
         bin: topolet::binary()?,
     };
     let k = &node.cluster;

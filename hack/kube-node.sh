@@ -56,7 +56,7 @@
 #   KUBE_START_TIMEOUT      seconds to wait for each component (default 60)
 #   KUBE_MAX_PODS           kubelet maxPods (default 110)
 #   KUBE_WITH_CONTROLLERS   1: a node agents can be installed on the way operators install them (the
-#                           Helm suite): kube-controller-manager runs the daemonset, serviceaccount,
+#                           Helm suite): kube-controller-manager runs the daemonset, job, serviceaccount,
 #                           root-ca-cert-publisher, garbagecollector and namespace controllers, the
 #                           ServiceAccount admission plugin is on (pods get their projected token), the
 #                           kubelet's pod volumes reach containerd (below), and topolet's namespace,
@@ -318,7 +318,7 @@ start_scheduler() {
 start_controller_manager() {
   launch kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig "$DIR/admin.kubeconfig" \
     --authentication-kubeconfig "$DIR/admin.kubeconfig" --authorization-kubeconfig "$DIR/admin.kubeconfig" \
-    --controllers daemonset,serviceaccount,root-ca-cert-publisher,garbagecollector,namespace \
+    --controllers daemonset,job,serviceaccount,root-ca-cert-publisher,garbagecollector,namespace \
     --root-ca-file "$PKI/ca.crt" --use-service-account-credentials=false \
     --leader-elect=false --bind-address 127.0.0.1 --secure-port "$CM_PORT" --profiling=false
   wait_for kube-controller-manager "kube-controller-manager /healthz" curl -fsSk "https://127.0.0.1:$CM_PORT/healthz"

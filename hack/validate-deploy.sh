@@ -5,8 +5,9 @@
 #        hack/validate-deploy.sh --write    render deploy/helm/topolet into deploy/kubernetes/ first
 #
 # deploy/kubernetes/ is rendered from the Helm chart deploy/helm/topolet (one source of truth):
-# `helm template topolet deploy/helm/topolet -n topolet-system --set namespace.create=true`, one
-# file per template. Edit the chart, then run this with --write.
+# `helm template topolet deploy/helm/topolet -n topolet-system --set namespace.create=true
+# --no-hooks`, one file per template (the uninstall hook, templates/withdraw.yaml, is Helm's
+# only). Edit the chart, then run this with --write.
 #
 # Checks, each a failure when it does not pass (nothing is skipped):
 #   0. The chart: `helm lint`; deploy/kubernetes/ equals its rendering (file for file); the chart's
@@ -101,7 +102,8 @@ PY
 render_plain() {
   local out="$1"
   mkdir -p "$out"
-  "$HELM" template topolet "$CHART" --namespace topolet-system --set namespace.create=true \
+  # Without the hooks (the uninstall's withdraw Job): a `kubectl apply` would run it at once.
+  "$HELM" template topolet "$CHART" --namespace topolet-system --set namespace.create=true --no-hooks \
     >"$out/all.yaml" || die "helm template $CHART failed"
   python3 - "$out/all.yaml" "$out" <<'PY' || die "splitting the rendered chart"
 import re, sys

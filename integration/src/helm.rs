@@ -100,7 +100,11 @@ pub fn import_image(stack: &Stack, image: &Image) -> anyhow::Result<()> {
 pub fn upgrade_binary(version: &str) -> anyhow::Result<PathBuf> {
     if let Some(bin) = std::env::var_os("TOPOLET_NEXT_BIN") {
         let bin = PathBuf::from(bin);
-        ensure!(bin.is_file(), "TOPOLET_NEXT_BIN={} is not a file", bin.display());
+        ensure!(
+            bin.is_file(),
+            "TOPOLET_NEXT_BIN={} is not a file",
+            bin.display()
+        );
         return Ok(bin);
     }
     let cargo = std::env::var_os("CARGO")

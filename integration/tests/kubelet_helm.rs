@@ -80,7 +80,10 @@ impl Node {
     }
 
     fn topolet_pods_summary(&self) -> String {
-        match self.cluster.kubectl(&["-n", NS, "get", "pods,ds", "-o", "wide"]) {
+        match self
+            .cluster
+            .kubectl(&["-n", NS, "get", "pods,ds", "-o", "wide"])
+        {
             Ok(s) => format!("topolet's pods and DaemonSets:\n{s}"),
             Err(e) => format!("(kubectl get pods: {e:#})"),
         }
@@ -103,7 +106,9 @@ impl Node {
                 let p = live[0];
                 let c = &p["status"]["containerStatuses"][0];
                 let ready = c["ready"] == true && c["image"].as_str() == Some(&image.name);
-                let id = c["containerID"].as_str().and_then(|s| s.strip_prefix("containerd://"));
+                let id = c["containerID"]
+                    .as_str()
+                    .and_then(|s| s.strip_prefix("containerd://"));
                 Ok(match (ready, id, p["metadata"]["name"].as_str()) {
                     (true, Some(id), Some(n)) => Some((n.to_string(), id.to_string())),
                     _ => None,
@@ -364,8 +369,8 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
     );
     // (Written before the synchronized status the wait above saw.)
     let logs = node.stack.cri().run_raw(&["logs", &ctr_a])?;
-    let log = String::from_utf8_lossy(&logs.stderr).into_owned()
-        + &String::from_utf8_lossy(&logs.stdout);
+    let log =
+        String::from_utf8_lossy(&logs.stderr).into_owned() + &String::from_utf8_lossy(&logs.stdout);
     ensure!(
         log.contains("\"credentials\":\"in-cluster service account\""),
         "the API client uses the service account's token; topolet's log:\n{log}"
@@ -386,7 +391,11 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
         ],
     )?;
     let inside: Value = serde_json::from_str(&inside).context("status from inside the pod")?;
-    ensure!(inside["version"] == a.version.as_str(), "{}", inside["version"]);
+    ensure!(
+        inside["version"] == a.version.as_str(),
+        "{}",
+        inside["version"]
+    );
 
     // ---- The kubelet suite's basic checks, topolet in its pod.
     let cap = observe::mem_capacity()?;
@@ -409,21 +418,41 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
     assert_eq!(cg, expect(SHARED_ALL, 2, -1, None), "BestEffort cgroup");
     assert_eq!(pr.oom_score_adj, BESTEFFORT_OOM);
     let (cg, pr) = node.observe("bu")?;
-    assert_eq!(cg, expect(SHARED_ALL, 102, 50_000, Some(64 * MI)), "Burstable");
+    assert_eq!(
+        cg,
+        expect(SHARED_ALL, 102, 50_000, Some(64 * MI)),
+        "Burstable"
+    );
     assert_eq!(pr.oom_score_adj, burstable_oom(32 * MI, cap));
     let (cg, _) = node.observe("gf")?;
-    assert_eq!(cg, expect(SHARED_ALL, 512, 50_000, Some(64 * MI)), "fractional Guaranteed");
+    assert_eq!(
+        cg,
+        expect(SHARED_ALL, 512, 50_000, Some(64 * MI)),
+        "fractional Guaranteed"
+    );
 
     // An exclusive CPU: the container and its pod cgroup without quota (the pod cgroup is
     // written through the chart's /sys/fs/cgroup mount), everybody else off CPU 1, a Normal
     // Event from topolet's service account, and the NodeResourceTopology shows it taken.
-    k.create_pod(pod("gx", vec![ctr("main", guaranteed("1", "64Mi"))], vec![]))?;
+    k.create_pod(pod(
+        "gx",
+        vec![ctr("main", guaranteed("1", "64Mi"))],
+        vec![],
+    ))?;
     k.wait_running("gx")?;
     node.wait_cpuset("gx", EXCLUSIVE_CPU)?;
     let (cg, _) = node.observe("gx")?;
-    assert_eq!(cg, expect(EXCLUSIVE_CPU, 1024, -1, Some(64 * MI)), "exclusive");
+    assert_eq!(
+        cg,
+        expect(EXCLUSIVE_CPU, 1024, -1, Some(64 * MI)),
+        "exclusive"
+    );
     let gx = node.container("gx", "main")?;
-    assert_eq!(pod_cgroup_quota(&gx.cgroup_parent)?, -1, "gx's pod cgroup quota");
+    assert_eq!(
+        pod_cgroup_quota(&gx.cgroup_parent)?,
+        -1,
+        "gx's pod cgroup quota"
+    );
     for p in ["be", "bu", "gf"] {
         node.wait_cpuset(p, SHARED_WITHOUT_EXCLUSIVE)?;
     }
@@ -471,32 +500,42 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
     // Created as the old one is gone; containerd places it with no plugin or with the new one,
     // whichever is there when the kubelet creates it: either way it must end on the shared pool.
     k.create_pod(pod("swap", vec![ctr("main", json!({}))], vec![]))?;
-    let status_b = node.wait_synchronized(&b.version)?;
+    node.wait_synchronized(&b.version)?;
     let window = exited.elapsed();
     k.wait_running("swap")?;
     node.wait_cpuset("swap", SHARED_WITHOUT_EXCLUSIVE)?;
     let swap_id = node.container("swap", "main")?.id;
-    let decided = status_b["admissions"]
+    // How the new topolet came to manage it: `synchronize` (created while no topolet ran, taken
+    // over at the new one's Synchronize) or `api` (created after it registered).
+    let status_b = node.status()?;
+    let record = status_b["admissions"]
         .as_array()
         .into_iter()
         .flatten()
-        .find(|r| r["pod"] == "swap")
-        .map(|r| r["source"].to_string())
-        .unwrap_or_else(|| "taken over at Synchronize (created with no plugin)".into());
+        .find(|r| r["pod"] == "default/swap")
+        .cloned()
+        .with_context(|| format!("no admission record of swap: {}", status_b["admissions"]))?;
+    let decided = format!("source {}", record["source"]);
     eprintln!(
         "[helm] upgrade window (old topolet exited -> new one synchronized): {window:.1?}; the pod created in it: {decided}, placed on CPU {SHARED_WITHOUT_EXCLUSIVE}"
     );
     let (_pod_b, _ctr_b, pid_b) = node.wait_topolet_pod(&b)?;
     let after = node.snapshot(&pods)?;
-    assert_eq!(after, before, "upgrade: no restart, same cpusets and cgroup values");
+    assert_eq!(
+        after, before,
+        "upgrade: no restart, same cpusets and cgroup values"
+    );
     // The new topolet took the state over: the exclusive assignment is in its books and in
     // the state file on the host path.
     let (ex, shared) = topolet_integration::books::status_exclusive(&node.admin_socket)?;
-    assert_eq!(ex.get(&gx.id).map(String::as_str), Some(EXCLUSIVE_CPU), "{ex:?}");
+    assert_eq!(
+        ex.get(&gx.id).map(String::as_str),
+        Some(EXCLUSIVE_CPU),
+        "{ex:?}"
+    );
     assert_eq!(shared, SHARED_WITHOUT_EXCLUSIVE);
-    let saved = topolet_integration::books::state_file_exclusive(
-        &node.state_dir.join("assignments.json"),
-    )?;
+    let saved =
+        topolet_integration::books::state_file_exclusive(&node.state_dir.join("assignments.json"))?;
     ensure!(
         saved.values().any(|c| c == EXCLUSIVE_CPU) && saved.len() == 1,
         "state file after the upgrade: {saved:?}"
@@ -505,7 +544,16 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
     // ---- helm rollback to the first release: the same, in the other direction.
     let all = ["be", "bu", "gf", "gx", "swap"];
     let before_rollback = node.snapshot(&all)?;
-    helm.run(&["rollback", RELEASE, "1", "-n", NS, "--wait", "--timeout", "5m"])?;
+    helm.run(&[
+        "rollback",
+        RELEASE,
+        "1",
+        "-n",
+        NS,
+        "--wait",
+        "--timeout",
+        "5m",
+    ])?;
     wait::until_true("the upgraded topolet exits", TIMEOUT, || Ok(gone(pid_b)))?;
     node.wait_synchronized(&a.version)?;
     let (_, _, pid_back) = node.wait_topolet_pod(&a)?;
@@ -516,10 +564,32 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
     );
     assert_eq!(node.container("swap", "main")?.id, swap_id);
     let (ex, _) = topolet_integration::books::status_exclusive(&node.admin_socket)?;
-    assert_eq!(ex.get(&gx.id).map(String::as_str), Some(EXCLUSIVE_CPU), "{ex:?}");
+    assert_eq!(
+        ex.get(&gx.id).map(String::as_str),
+        Some(EXCLUSIVE_CPU),
+        "{ex:?}"
+    );
 
-    // ---- helm uninstall: containers stay as they are; the NRT object is withdrawn; the CRD
-    // stays (helm.sh/resource-policy: keep).
+    // ---- helm uninstall: containers stay as they are; what topolet published is withdrawn
+    // (its node conditions, this node's NodeResourceTopology) by the chart's pre-delete hook;
+    // the CRD stays (helm.sh/resource-policy: keep).
+    let topolet_conditions = || -> anyhow::Result<Vec<String>> {
+        Ok(k.node()?
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| c.type_)
+            .filter(|t| t.starts_with("Topolet"))
+            .collect())
+    };
+    wait::until_true("topolet's node conditions published", TIMEOUT, || {
+        Ok(!topolet_conditions()?.is_empty())
+    })?;
+    ensure!(
+        k.nrt(&node_name)?.is_some(),
+        "the NodeResourceTopology exists"
+    );
     helm.run(&["uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "5m"])?;
     wait::until_true("topolet's pod is gone", TIMEOUT, || {
         Ok(gone(pid_back) && node.topolet_pods()?.is_empty())
@@ -530,6 +600,26 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
         "uninstall: every container as it was"
     );
     k.kubectl(&["get", "crd", "noderesourcetopologies.topology.node.k8s.io"])?;
+    assert_eq!(
+        topolet_conditions()?,
+        Vec::<String>::new(),
+        "conditions withdrawn"
+    );
+    ensure!(
+        k.nrt(&node_name)?.is_none(),
+        "the NodeResourceTopology withdrawn"
+    );
+    let left = k.kubectl(&[
+        "get",
+        "jobs,serviceaccounts,clusterroles,clusterrolebindings",
+        "-A",
+        "-o",
+        "name",
+    ])?;
+    ensure!(
+        !left.contains("topolet"),
+        "the release and its hook left nothing behind but the CRD:\n{left}"
+    );
 
     // ---- A configuration that does not fit this machine (CPU 7 of 2): the chart's schema lets
     // the TOML through, topolet config check in the init container refuses it, and the pod's
@@ -566,7 +656,10 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
         message.contains("reserved_cpus") && message.contains('7'),
         "the pod's status names the key at fault: {message:?}"
     );
-    eprintln!("[helm] a bad config in the pod's status: {}", message.trim());
+    eprintln!(
+        "[helm] a bad config in the pod's status: {}",
+        message.trim()
+    );
     helm.run(&["uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "5m"])?;
     wait::until_true("the refused pod is gone", TIMEOUT, || {
         Ok(node.topolet_pods()?.is_empty())

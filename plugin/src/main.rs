@@ -90,6 +90,10 @@ enum Command {
         #[arg(long, value_name = "FILE.toml")]
         config: Option<PathBuf>,
     },
+    /// Take back what topolet published in the cluster, on every node: its node conditions,
+    /// pressure taints and NodeResourceTopology objects (at uninstall: the Helm chart's
+    /// pre-delete hook runs it). Credentials: KUBECONFIG, else the in-cluster service account.
+    Withdraw,
     /// Show the running plugin's view of the node: topology, reserved / shared / exclusive CPUs
     /// per NUMA node, free capacity and the largest aligned free blocks, the NRI connection and
     /// pressure conditions.
@@ -175,6 +179,7 @@ fn main() -> ExitCode {
             usage,
         } => rank(signal, &pods, &usage),
         Command::Conditions { config } => return conditions(config.as_deref()),
+        Command::Withdraw => withdraw(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -384,6 +389,39 @@ fn config_check(file: &Path, sysfs_root: &Path) -> anyhow::Result<()> {
         eprintln!("topolet: warning: {}: {w}", file.display());
     }
     println!("{}: ok", file.display());
+    Ok(())
+}
+
+/// `topolet withdraw`: see `topolet::cluster::withdraw`.
+fn withdraw() -> anyhow::Result<()> {
+    use topolet::cluster::client;
+    use topolet::config::{KubernetesConfig, KubernetesEnabled};
+    let config = KubernetesConfig {
+        enabled: KubernetesEnabled::On,
+        ..KubernetesConfig::default()
+    };
+    let creds = client::credentials(
+        &config,
+        std::env::var_os("KUBECONFIG").as_deref(),
+        client::in_cluster_available(),
+    )
+    .map_err(anyhow::Error::msg)?
+    .context("no Kubernetes credentials")?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let done = runtime.block_on(async {
+        let c = client::client(&creds).await?;
+        topolet::cluster::withdraw::withdraw(c).await
+    })?;
+    println!(
+        "withdrawn ({}): node conditions {:?}; taints {:?}; NodeResourceTopology objects {:?}",
+        creds.describe(),
+        done.conditions,
+        done.taints,
+        done.nrt_objects
+    );
     Ok(())
 }
 

@@ -86,13 +86,11 @@ fn a_newer_format_is_refused_naming_the_file_and_both_versions() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("assignments.json");
     let current = std::fs::read(fixture("assignments-v1.json")).expect("fixture");
-    let newer = String::from_utf8(current)
-        .expect("utf-8")
-        .replacen(
-            &format!("\"version\":{}", file::VERSION),
-            &format!("\"version\":{}", file::VERSION + 1),
-            1,
-        );
+    let newer = String::from_utf8(current).expect("utf-8").replacen(
+        &format!("\"version\":{}", file::VERSION),
+        &format!("\"version\":{}", file::VERSION + 1),
+        1,
+    );
     std::fs::write(&path, newer).expect("write");
     let err = file::load::<NodeState>(&path).expect_err("a newer format must be refused");
     assert!(matches!(err, StateFileError::Version { .. }), "{err}");

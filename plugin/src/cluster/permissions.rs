@@ -78,7 +78,12 @@ pub const PERMISSIONS: &[Permission] = &[
 
 /// Every (group, resource, verb) granted by [`PERMISSIONS`], sorted.
 pub fn grants() -> Vec<(String, String, String)> {
-    let mut out: Vec<(String, String, String)> = PERMISSIONS
+    grants_of(PERMISSIONS)
+}
+
+/// [`grants`] of any list.
+pub fn grants_of(list: &[Permission]) -> Vec<(String, String, String)> {
+    let mut out: Vec<(String, String, String)> = list
         .iter()
         .flat_map(|p| {
             p.verbs
@@ -115,6 +120,44 @@ mod tests {
         verbs: Vec<String>,
         #[serde(default)]
         resource_names: Vec<String>,
+    }
+
+    /// The chart's pre-delete hook ClusterRole (templates/withdraw.yaml) grants exactly
+    /// `crate::cluster::withdraw::PERMISSIONS`. Its `rules:` are plain YAML (no template
+    /// directive), read from the template itself: `helm template --no-hooks` renders
+    /// deploy/kubernetes/ without it.
+    #[test]
+    fn the_withdraw_hook_role_grants_exactly_its_list() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/helm/topolet/templates/withdraw.yaml"
+        );
+        let text = std::fs::read_to_string(path).unwrap();
+        let doc = text
+            .split("\n---\n")
+            .find(|d| d.contains("\nkind: ClusterRole\n"))
+            .expect("a ClusterRole in the template");
+        let rules = &doc[doc.find("\nrules:\n").expect("rules:") + 1..];
+        let rules = &rules[..rules.find("\n{{").unwrap_or(rules.len())];
+        assert!(!rules.contains("{{"), "plain YAML rules in {path}");
+        #[derive(Deserialize)]
+        struct Rules {
+            rules: Vec<Rule>,
+        }
+        let parsed: Rules = serde_yaml::from_str(rules).unwrap();
+        let mut granted = Vec::new();
+        for r in parsed.rules {
+            for g in &r.api_groups {
+                for res in &r.resources {
+                    for v in &r.verbs {
+                        granted.push((g.clone(), res.clone(), v.clone()));
+                    }
+                }
+            }
+        }
+        granted.sort();
+        granted.dedup();
+        assert_eq!(granted, grants_of(crate::cluster::withdraw::PERMISSIONS));
     }
 
     #[test]

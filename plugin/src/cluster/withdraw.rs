@@ -1,0 +1,255 @@
+//! `topolet withdraw`: takes back what topolet published in the cluster, on every node, when it
+//! is uninstalled (the Helm chart's pre-delete hook runs it; by hand after `kubectl delete -f
+//! deploy/kubernetes/`): its node conditions (`Topolet*Pressure`, a strategic-merge delete by
+//! type, the kubelet's own conditions untouched), its pressure taints (`topolet.io/*-pressure`,
+//! other taints kept, written with the Node's resourceVersion), and the NodeResourceTopology
+//! objects it wrote (those whose zones carry topolet's own attribute
+//! `topoletLargestFreeAlignedCPUs`: an object another writer keeps, NFD's topology-updater's, is
+//! left alone). Nothing running is touched; a running topolet would publish them again, so the
+//! hook runs after nothing else, with the DaemonSet still there but about to go.
+//!
+//! Its permissions are not the node agent's (`crate::cluster::permissions`): they are
+//! [`PERMISSIONS`], the hook's own ClusterRole (deploy/helm/topolet/templates/withdraw.yaml).
+
+use std::collections::BTreeSet;
+
+use anyhow::Context;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::Client;
+use serde_json::{json, Value};
+
+use crate::cluster::nrt;
+use crate::cluster::permissions::Permission;
+use topolet_core::eviction::node_status::{all_taint_keys, condition_type};
+use topolet_core::eviction::signal::NodeCondition;
+
+/// The zone attribute only topolet writes (README "Kubernetes API": NodeResourceTopology).
+pub const TOPOLET_ZONE_ATTRIBUTE: &str = "topoletLargestFreeAlignedCPUs";
+
+/// What `topolet withdraw` needs, and why (the chart's hook ClusterRole grants exactly these; a
+/// unit test compares them).
+pub const PERMISSIONS: &[Permission] = &[
+    Permission {
+        group: "",
+        resource: "nodes",
+        subresource: None,
+        verbs: &["list", "patch"],
+        why: "every node; its pressure taints removed (spec)",
+    },
+    Permission {
+        group: "",
+        resource: "nodes",
+        subresource: Some("status"),
+        verbs: &["patch"],
+        why: "topolet's node conditions removed by type",
+    },
+    Permission {
+        group: nrt::GROUP,
+        resource: nrt::PLURAL,
+        subresource: None,
+        verbs: &["list", "delete"],
+        why: "the NodeResourceTopology objects topolet wrote",
+    },
+];
+
+/// What one run took back.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Withdrawn {
+    pub conditions: Vec<(String, String)>,
+    pub taints: Vec<(String, String)>,
+    pub nrt_objects: Vec<String>,
+}
+
+/// The conditions of `node` that are topolet's.
+pub fn topolet_conditions(node: &Node) -> Vec<String> {
+    let ours: BTreeSet<&str> = NodeCondition::ALL.into_iter().map(condition_type).collect();
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|c| ours.contains(c.type_.as_str()))
+        .map(|c| c.type_.clone())
+        .collect()
+}
+
+/// The strategic-merge patch that deletes conditions `types` (merge key `type`).
+pub fn conditions_delete_patch(types: &[String]) -> Value {
+    let list: Vec<Value> = types
+        .iter()
+        .map(|t| json!({"type": t, "$patch": "delete"}))
+        .collect();
+    json!({"status": {"conditions": list}})
+}
+
+/// `node`'s taints without topolet's; `None` when it has none of them.
+pub fn taints_without_topolets(node: &Node) -> Option<(Vec<Value>, Vec<String>)> {
+    let ours = all_taint_keys();
+    let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref())?;
+    let (removed, kept): (Vec<_>, Vec<_>) =
+        taints.iter().partition(|t| ours.contains(t.key.as_str()));
+    if removed.is_empty() {
+        return None;
+    }
+    let kept = kept
+        .into_iter()
+        .map(|t| serde_json::to_value(t).unwrap_or(Value::Null))
+        .collect();
+    Some((kept, removed.into_iter().map(|t| t.key.clone()).collect()))
+}
+
+/// Whether a NodeResourceTopology object is one topolet wrote.
+pub fn is_topolets(obj: &Value) -> bool {
+    obj["zones"].as_array().into_iter().flatten().any(|z| {
+        z["attributes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|a| a["name"] == TOPOLET_ZONE_ATTRIBUTE)
+    })
+}
+
+/// Takes back topolet's conditions, taints and NodeResourceTopology objects on every node.
+pub async fn withdraw(client: Client) -> anyhow::Result<Withdrawn> {
+    let mut done = Withdrawn::default();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let list = nodes
+        .list(&ListParams::default())
+        .await
+        .context("listing nodes")?;
+    for node in &list.items {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let types = topolet_conditions(node);
+        if !types.is_empty() {
+            nodes
+                .patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Strategic(conditions_delete_patch(&types)),
+                )
+                .await
+                .with_context(|| format!("removing conditions {types:?} from node {name}"))?;
+            done.conditions
+                .extend(types.into_iter().map(|t| (name.clone(), t)));
+        }
+        if let Some((kept, removed)) = taints_without_topolets(node) {
+            let rv = node.metadata.resource_version.clone();
+            let patch = json!({"metadata": {"resourceVersion": rv}, "spec": {"taints": kept}});
+            nodes
+                .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .with_context(|| format!("removing taints {removed:?} from node {name}"))?;
+            done.taints
+                .extend(removed.into_iter().map(|t| (name.clone(), t)));
+        }
+    }
+    let resource = ApiResource {
+        group: nrt::GROUP.into(),
+        version: nrt::VERSION.into(),
+        api_version: format!("{}/{}", nrt::GROUP, nrt::VERSION),
+        kind: nrt::KIND.into(),
+        plural: nrt::PLURAL.into(),
+    };
+    let objects: Api<DynamicObject> = Api::all_with(client, &resource);
+    let list = match objects.list(&ListParams::default()).await {
+        Ok(l) => l,
+        // No CRD: nothing was published.
+        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(done),
+        Err(e) => return Err(e).context("listing NodeResourceTopology objects"),
+    };
+    for obj in list.items {
+        let name = obj.metadata.name.clone().unwrap_or_default();
+        let value = serde_json::to_value(&obj).context("a NodeResourceTopology as JSON")?;
+        if !is_topolets(&value) {
+            continue;
+        }
+        match objects.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => done.nrt_objects.push(name),
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => {
+                return Err(e).with_context(|| format!("deleting NodeResourceTopology {name}"))
+            }
+        }
+    }
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{NodeCondition as Cond, NodeSpec, NodeStatus, Taint};
+
+    fn node(conditions: &[&str], taints: &[&str]) -> Node {
+        Node {
+            spec: Some(NodeSpec {
+                taints: Some(
+                    taints
+                        .iter()
+                        .map(|k| Taint {
+                            key: k.to_string(),
+                            effect: "NoSchedule".into(),
+                            ..Taint::default()
+                        })
+                        .collect(),
+                ),
+                ..NodeSpec::default()
+            }),
+            status: Some(NodeStatus {
+                conditions: Some(
+                    conditions
+                        .iter()
+                        .map(|t| Cond {
+                            type_: t.to_string(),
+                            status: "False".into(),
+                            ..Cond::default()
+                        })
+                        .collect(),
+                ),
+                ..NodeStatus::default()
+            }),
+            ..Node::default()
+        }
+    }
+
+    #[test]
+    fn only_topolets_conditions_and_taints_are_taken_back() {
+        let n = node(
+            &[
+                "Ready",
+                "MemoryPressure",
+                "TopoletMemoryPressure",
+                "TopoletPIDPressure",
+            ],
+            &["dedicated", "topolet.io/disk-pressure"],
+        );
+        assert_eq!(
+            topolet_conditions(&n),
+            vec!["TopoletMemoryPressure", "TopoletPIDPressure"]
+        );
+        assert_eq!(
+            conditions_delete_patch(&topolet_conditions(&n)),
+            json!({"status": {"conditions": [
+                {"type": "TopoletMemoryPressure", "$patch": "delete"},
+                {"type": "TopoletPIDPressure", "$patch": "delete"},
+            ]}})
+        );
+        let (kept, removed) = taints_without_topolets(&n).expect("one of topolet's");
+        assert_eq!(removed, vec!["topolet.io/disk-pressure"]);
+        assert_eq!(
+            kept,
+            vec![json!({"key": "dedicated", "effect": "NoSchedule"})]
+        );
+        assert_eq!(taints_without_topolets(&node(&[], &["dedicated"])), None);
+    }
+
+    #[test]
+    fn only_topolets_nrt_objects_are_deleted() {
+        let ours = json!({"zones": [{"name": "node-0", "attributes": [
+            {"name": TOPOLET_ZONE_ATTRIBUTE, "value": "4"}]}]});
+        let nfd = json!({"zones": [{"name": "node-0", "attributes": []}]});
+        assert!(is_topolets(&ours));
+        assert!(!is_topolets(&nfd));
+        assert!(!is_topolets(&json!({})));
+    }
+}

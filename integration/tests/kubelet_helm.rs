@@ -664,5 +664,58 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
     wait::until_true("the refused pod is gone", TIMEOUT, || {
         Ok(node.topolet_pods()?.is_empty())
     })?;
+
+    // ---- One chart, two node pools: this node labelled into pool `latency`, whose config
+    // (pids limit 4096) is not the default's (1024). The pool's DaemonSet runs here, the
+    // default one nowhere, and a new container gets the pool's value.
+    k.kubectl(&["label", "node", &node_name, "topolet.io/pool=latency"])?;
+    let mut pools = values(&node, &a, metrics_port)?;
+    let pool_config = pools["config"]
+        .as_str()
+        .context("config")?
+        .replace("pids_limit = 1024", "pids_limit = 4096");
+    pools["nodePools"] = json!([{"name": "latency", "config": pool_config}]);
+    let values_pools = work.join("values-pools.yaml");
+    std::fs::write(&values_pools, pools.to_string())?;
+    helm.run(&[
+        "install",
+        RELEASE,
+        chart,
+        "-n",
+        NS,
+        "-f",
+        values_pools.to_str().context("values path")?,
+        "--wait",
+        "--timeout",
+        "5m",
+    ])?;
+    node.wait_synchronized(&a.version)?;
+    let desired = |ds: &str| -> anyhow::Result<String> {
+        k.kubectl(&[
+            "-n",
+            NS,
+            "get",
+            "ds",
+            ds,
+            "-o",
+            "jsonpath={.status.desiredNumberScheduled}",
+        ])
+    };
+    assert_eq!(
+        desired("topolet")?,
+        "0",
+        "the default DaemonSet skips the pool's node"
+    );
+    assert_eq!(
+        desired("topolet-latency")?,
+        "1",
+        "the pool's DaemonSet runs on it"
+    );
+    k.create_pod(pod("pooled", vec![ctr("main", json!({}))], vec![]))?;
+    k.wait_running("pooled")?;
+    let (cg, _) = node.observe("pooled")?;
+    assert_eq!(cg.pids_max, Some(4096), "the pool's configuration: {cg:?}");
+    helm.run(&["uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "5m"])?;
+    k.kubectl(&["label", "node", &node_name, "topolet.io/pool-"])?;
     Ok(())
 }

@@ -571,7 +571,7 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
     );
 
     // ---- helm uninstall: containers stay as they are; what topolet published is withdrawn
-    // (its node conditions, this node's NodeResourceTopology) by the chart's pre-delete hook;
+    // (its node conditions, this node's NodeResourceTopology) by the chart's post-delete hook;
     // the CRD stays (helm.sh/resource-policy: keep).
     let topolet_conditions = || -> anyhow::Result<Vec<String>> {
         Ok(k.node()?

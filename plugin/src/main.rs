@@ -91,9 +91,14 @@ enum Command {
         config: Option<PathBuf>,
     },
     /// Take back what topolet published in the cluster, on every node: its node conditions,
-    /// pressure taints and NodeResourceTopology objects (at uninstall: the Helm chart's
-    /// pre-delete hook runs it). Credentials: KUBECONFIG, else the in-cluster service account.
-    Withdraw,
+    /// pressure taints, reclaimed-CPU extended resource and NodeResourceTopology objects (at
+    /// uninstall: the Helm chart's post-delete hook runs it). Credentials: KUBECONFIG, else the
+    /// in-cluster service account.
+    Withdraw {
+        /// The extended resource name(s) to remove ([reclaimed] resource_name).
+        #[arg(long, value_name = "NAME", default_value = topolet::cluster::withdraw::DEFAULT_EXTENDED_RESOURCE)]
+        extended_resource: Vec<String>,
+    },
     /// Show the running plugin's view of the node: topology, reserved / shared / exclusive CPUs
     /// per NUMA node, free capacity and the largest aligned free blocks, the NRI connection and
     /// pressure conditions.
@@ -179,7 +184,7 @@ fn main() -> ExitCode {
             usage,
         } => rank(signal, &pods, &usage),
         Command::Conditions { config } => return conditions(config.as_deref()),
-        Command::Withdraw => withdraw(),
+        Command::Withdraw { extended_resource } => withdraw(&extended_resource),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -393,7 +398,7 @@ fn config_check(file: &Path, sysfs_root: &Path) -> anyhow::Result<()> {
 }
 
 /// `topolet withdraw`: see `topolet::cluster::withdraw`.
-fn withdraw() -> anyhow::Result<()> {
+fn withdraw(extended_resources: &[String]) -> anyhow::Result<()> {
     use topolet::cluster::client;
     use topolet::config::{KubernetesConfig, KubernetesEnabled};
     let config = KubernetesConfig {
@@ -413,13 +418,15 @@ fn withdraw() -> anyhow::Result<()> {
         .context("starting the async runtime")?;
     let done = runtime.block_on(async {
         let c = client::client(&creds).await?;
-        topolet::cluster::withdraw::withdraw(c).await
+        topolet::cluster::withdraw::withdraw(c, extended_resources).await
     })?;
     println!(
-        "withdrawn ({}): node conditions {:?}; taints {:?}; NodeResourceTopology objects {:?}",
+        "withdrawn ({}): node conditions {:?}; taints {:?}; extended resources {:?}; \
+         NodeResourceTopology objects {:?}",
         creds.describe(),
         done.conditions,
         done.taints,
+        done.extended_resources,
         done.nrt_objects
     );
     Ok(())

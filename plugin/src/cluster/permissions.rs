@@ -122,7 +122,7 @@ mod tests {
         resource_names: Vec<String>,
     }
 
-    /// The chart's pre-delete hook ClusterRole (templates/withdraw.yaml) grants exactly
+    /// The chart's post-delete hook ClusterRole (templates/withdraw.yaml) grants exactly
     /// `crate::cluster::withdraw::PERMISSIONS`. Its `rules:` are plain YAML (no template
     /// directive), read from the template itself: `helm template --no-hooks` renders
     /// deploy/kubernetes/ without it.

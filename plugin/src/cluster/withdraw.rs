@@ -1,12 +1,14 @@
 //! `topolet withdraw`: takes back what topolet published in the cluster, on every node, when it
-//! is uninstalled (the Helm chart's pre-delete hook runs it; by hand after `kubectl delete -f
+//! is uninstalled (the Helm chart's post-delete hook runs it; by hand after `kubectl delete -f
 //! deploy/kubernetes/`): its node conditions (`Topolet*Pressure`, a strategic-merge delete by
 //! type, the kubelet's own conditions untouched), its pressure taints (`topolet.io/*-pressure`,
-//! other taints kept, written with the Node's resourceVersion), and the NodeResourceTopology
-//! objects it wrote (those whose zones carry topolet's own attribute
+//! other taints kept, written with the Node's resourceVersion), the reclaimed-CPU extended
+//! resource (`[reclaimed] resource_name`, removed from capacity and allocatable), and the
+//! NodeResourceTopology objects it wrote (those whose zones carry topolet's own attribute
 //! `topoletLargestFreeAlignedCPUs`: an object another writer keeps, NFD's topology-updater's, is
-//! left alone). Nothing running is touched; a running topolet would publish them again, so the
-//! hook runs after nothing else, with the DaemonSet still there but about to go.
+//! left alone). Nothing running is touched. It runs after the release's objects are deleted:
+//! a topolet pod still terminating has lost its ClusterRoleBinding by then and cannot publish
+//! again behind it.
 //!
 //! Its permissions are not the node agent's (`crate::cluster::permissions`): they are
 //! [`PERMISSIONS`], the hook's own ClusterRole (deploy/helm/topolet/templates/withdraw.yaml).
@@ -23,6 +25,9 @@ use crate::cluster::nrt;
 use crate::cluster::permissions::Permission;
 use topolet_core::eviction::node_status::{all_taint_keys, condition_type};
 use topolet_core::eviction::signal::NodeCondition;
+
+/// The reclaimed-CPU extended resource's default name (`[reclaimed] resource_name`).
+pub const DEFAULT_EXTENDED_RESOURCE: &str = "topolet.io/reclaimed-cpu";
 
 /// The zone attribute only topolet writes (README "Kubernetes API": NodeResourceTopology).
 pub const TOPOLET_ZONE_ATTRIBUTE: &str = "topoletLargestFreeAlignedCPUs";
@@ -58,7 +63,31 @@ pub const PERMISSIONS: &[Permission] = &[
 pub struct Withdrawn {
     pub conditions: Vec<(String, String)>,
     pub taints: Vec<(String, String)>,
+    pub extended_resources: Vec<(String, String)>,
     pub nrt_objects: Vec<String>,
+}
+
+/// Which of `names` `node` advertises (capacity or allocatable).
+pub fn extended_resources_of(node: &Node, names: &[String]) -> Vec<String> {
+    let Some(st) = node.status.as_ref() else {
+        return Vec::new();
+    };
+    names
+        .iter()
+        .filter(|n| {
+            st.capacity.as_ref().is_some_and(|c| c.contains_key(*n))
+                || st.allocatable.as_ref().is_some_and(|a| a.contains_key(*n))
+        })
+        .cloned()
+        .collect()
+}
+
+/// The strategic-merge patch that removes `names` from capacity and allocatable (a null value
+/// deletes a map key).
+pub fn extended_resources_delete_patch(names: &[String]) -> Value {
+    let nulls: serde_json::Map<String, Value> =
+        names.iter().map(|n| (n.clone(), Value::Null)).collect();
+    json!({"status": {"capacity": nulls, "allocatable": nulls}})
 }
 
 /// The conditions of `node` that are topolet's.
@@ -110,8 +139,9 @@ pub fn is_topolets(obj: &Value) -> bool {
     })
 }
 
-/// Takes back topolet's conditions, taints and NodeResourceTopology objects on every node.
-pub async fn withdraw(client: Client) -> anyhow::Result<Withdrawn> {
+/// Takes back topolet's conditions, taints, extended resources (`extended_resources`) and
+/// NodeResourceTopology objects on every node.
+pub async fn withdraw(client: Client, extended_resources: &[String]) -> anyhow::Result<Withdrawn> {
     let mut done = Withdrawn::default();
     let nodes: Api<Node> = Api::all(client.clone());
     let list = nodes
@@ -132,6 +162,19 @@ pub async fn withdraw(client: Client) -> anyhow::Result<Withdrawn> {
                 .with_context(|| format!("removing conditions {types:?} from node {name}"))?;
             done.conditions
                 .extend(types.into_iter().map(|t| (name.clone(), t)));
+        }
+        let ext = extended_resources_of(node, extended_resources);
+        if !ext.is_empty() {
+            nodes
+                .patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Strategic(extended_resources_delete_patch(&ext)),
+                )
+                .await
+                .with_context(|| format!("removing {ext:?} from node {name}"))?;
+            done.extended_resources
+                .extend(ext.into_iter().map(|r| (name.clone(), r)));
         }
         if let Some((kept, removed)) = taints_without_topolets(node) {
             let rv = node.metadata.resource_version.clone();
@@ -241,6 +284,36 @@ mod tests {
             vec![json!({"key": "dedicated", "effect": "NoSchedule"})]
         );
         assert_eq!(taints_without_topolets(&node(&[], &["dedicated"])), None);
+    }
+
+    #[test]
+    fn the_extended_resource_is_removed_from_capacity_and_allocatable() {
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        let mut n = node(&[], &[]);
+        let st = n.status.as_mut().expect("status");
+        st.capacity = Some(
+            [
+                ("cpu".to_string(), Quantity("2".into())),
+                (
+                    DEFAULT_EXTENDED_RESOURCE.to_string(),
+                    Quantity("500".into()),
+                ),
+            ]
+            .into(),
+        );
+        let names = vec![DEFAULT_EXTENDED_RESOURCE.to_string(), "other/x".to_string()];
+        assert_eq!(
+            extended_resources_of(&n, &names),
+            vec![DEFAULT_EXTENDED_RESOURCE]
+        );
+        assert_eq!(
+            extended_resources_delete_patch(&[DEFAULT_EXTENDED_RESOURCE.to_string()]),
+            json!({"status": {
+                "capacity": {DEFAULT_EXTENDED_RESOURCE: null},
+                "allocatable": {DEFAULT_EXTENDED_RESOURCE: null},
+            }})
+        );
+        assert!(extended_resources_of(&node(&[], &[]), &names).is_empty());
     }
 
     #[test]

@@ -13,7 +13,8 @@
 # Reproducible: the same binary (the same commit, built the same way) gives the same bytes, so the
 # same digest. Every file of the layer and of the tarball has mtime 0, owner 0:0, sorted names;
 # the layer is gzip'd without a name or time; the config's `created` and the annotations come from
-# the commit (`git log -1 --format=%cI`), never from the clock.
+# the commit (its committer date, or SOURCE_DATE_EPOCH: the reproducible-builds convention),
+# never from the clock.
 #
 # Names and annotations:
 #   image name        $TOPOLET_IMAGE_REPO:<version> (index annotation io.containerd.image.name,
@@ -36,6 +37,7 @@
 #   TOPOLET_IMAGE_REPO   repository part of the name (default localhost/topolet)
 #   TOPOLET_REVISION     the revision annotation (default: git rev-parse HEAD; "+dirty" appended when
 #                        the tree has uncommitted changes)
+#   SOURCE_DATE_EPOCH    the image's `created` time, in seconds (default: the commit's date)
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -82,8 +84,11 @@ revision() {
 
 # The commit's date, RFC 3339 in UTC: the image's `created`, the same for every build of it.
 created() {
-  local epoch
-  epoch="$(git -C "$REPO_ROOT" log -1 --format=%ct 2>/dev/null)" || epoch=0
+  local epoch="${SOURCE_DATE_EPOCH:-}"
+  if [[ -z "$epoch" ]]; then
+    epoch="$(git -C "$REPO_ROOT" log -1 --format=%ct 2>/dev/null)" || epoch=0
+  fi
+  [[ "$epoch" =~ ^[0-9]+$ ]] || die "SOURCE_DATE_EPOCH=$epoch is not a number of seconds"
   date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ
 }
 
@@ -141,7 +146,7 @@ main() {
     -C "$rootfs" -cf "$WORK/layer.tar" .
   local diff_id layer_d layer_size
   diff_id="$(sha256_of "$WORK/layer.tar")"
-  gzip -n -9 <"$WORK/layer.tar" >"$WORK/layer.tar.gz"
+  gzip -n -6 <"$WORK/layer.tar" >"$WORK/layer.tar.gz"
   layer_size="$(size_of "$WORK/layer.tar.gz")"
   layer_d="$(store_blob "$layout" "$WORK/layer.tar.gz")"
 

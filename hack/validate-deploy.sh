@@ -14,7 +14,8 @@
 #      version and appVersion are the workspace's; the two-pool example
 #      (deploy/helm/topolet/examples/two-pools.yaml) renders one DaemonSet and ConfigMap per pool,
 #      the pools' node affinities exclude each other, and each pool's config.toml passes
-#      `topolet config check` on every sysfs fixture; bad values fail naming the value at fault.
+#      `topolet config check` on every sysfs fixture; the optional ServiceMonitor matches the
+#      metrics Service; bad values fail naming the value at fault.
 #   1. deploy/kubernetes/*.yaml against the Kubernetes OpenAPI schemas (strict: unknown fields are
 #      errors) of the oldest and newest versions we support, with kubernetes-validate (PyPI; its
 #      schemas ship inside the package, so no network is needed once installed). It is installed
@@ -182,6 +183,23 @@ PY
     done
   done
   echo "chart: two node pools render two DaemonSets with exclusive affinities and valid configs"
+
+  # The optional ServiceMonitor selects the metrics Service's pods and port.
+  "$HELM" template topolet "$CHART" --namespace topolet-system --set metrics.serviceMonitor.enabled=true \
+    >"$tmp/sm.yaml" || die "helm template with metrics.serviceMonitor.enabled=true failed"
+  "$VENV/bin/python" - "$tmp/sm.yaml" <<'PY' || die "the ServiceMonitor does not match the metrics Service"
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+sm = [d for d in docs if d["kind"] == "ServiceMonitor"]
+svc = [d for d in docs if d["kind"] == "Service"]
+assert len(sm) == 1 and len(svc) == 1, (len(sm), len(svc))
+sm, svc = sm[0], svc[0]
+labels = svc["metadata"]["labels"]
+assert all(labels.get(k) == v for k, v in sm["spec"]["selector"]["matchLabels"].items()), sm["spec"]["selector"]
+assert sm["spec"]["endpoints"][0]["port"] == svc["spec"]["ports"][0]["name"] == "metrics"
+assert sm["spec"]["namespaceSelector"]["matchNames"] == ["topolet-system"]
+PY
+  echo "chart: the optional ServiceMonitor scrapes the metrics Service"
 
   # Bad values fail, naming the value: SET|what the error must say.
   local case set want

@@ -35,12 +35,49 @@ impl Image {
     }
 }
 
-/// Builds the image of `bin` into `out` with `hack/build-image.sh`.
-pub fn build_image(bin: &Path, out: &Path) -> anyhow::Result<Image> {
+/// The commit an image is built from: its revision annotation and its `created` time
+/// (`TOPOLET_REVISION`, `SOURCE_DATE_EPOCH` of `hack/build-image.sh`). Read once, so that the
+/// images of one test are of one commit even when the checkout changes meanwhile.
+#[derive(Debug, Clone)]
+pub struct Provenance {
+    pub revision: String,
+    pub epoch: String,
+}
+
+impl Provenance {
+    /// The checkout's HEAD (`+dirty` with uncommitted changes) and its commit date.
+    pub fn of_checkout() -> anyhow::Result<Provenance> {
+        let git = |args: &[&str]| -> anyhow::Result<std::process::Output> {
+            Command::new("git")
+                .arg("-C")
+                .arg(paths::repo_root())
+                .args(args)
+                .output()
+                .with_context(|| format!("running git {}", args.join(" ")))
+        };
+        let head = git(&["rev-parse", "HEAD"])?;
+        ensure!(head.status.success(), "git rev-parse HEAD failed");
+        let mut revision = String::from_utf8_lossy(&head.stdout).trim().to_string();
+        if !git(&["diff", "--quiet", "HEAD", "--"])?.status.success() {
+            revision.push_str("+dirty");
+        }
+        let epoch = git(&["log", "-1", "--format=%ct"])?;
+        ensure!(epoch.status.success(), "git log -1 failed");
+        Ok(Provenance {
+            revision,
+            epoch: String::from_utf8_lossy(&epoch.stdout).trim().to_string(),
+        })
+    }
+}
+
+/// Builds the image of `bin` from commit `from` into `out` with `hack/build-image.sh`.
+pub fn build_image(bin: &Path, from: &Provenance, out: &Path) -> anyhow::Result<Image> {
     let script = paths::repo_root().join("hack/build-image.sh");
     let o = Command::new(&script)
         .arg(out)
         .env("TOPOLET_BIN", bin)
+        .env("TOPOLET_REVISION", &from.revision)
+        .env("SOURCE_DATE_EPOCH", &from.epoch)
         .output()
         .with_context(|| format!("running {}", script.display()))?;
     ensure!(

@@ -295,8 +295,9 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
 
     // ---- The images: reproducible, imported with ctr.
     let images = work.join("images");
-    let a = helm::build_image(&node.bin, &images.join("a.tar"))?;
-    let a2 = helm::build_image(&node.bin, &images.join("a-again.tar"))?;
+    let from = helm::Provenance::of_checkout()?;
+    let a = helm::build_image(&node.bin, &from, &images.join("a.tar"))?;
+    let a2 = helm::build_image(&node.bin, &from, &images.join("a-again.tar"))?;
     ensure!(
         a.digest == a2.digest && std::fs::read(&a.tarball)? == std::fs::read(&a2.tarball)?,
         "two builds of one binary differ: {} and {}",
@@ -304,7 +305,11 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
         a2.digest
     );
     let next_version = format!("{}-next", a.version);
-    let b = helm::build_image(&helm::upgrade_binary(&next_version)?, &images.join("b.tar"))?;
+    let b = helm::build_image(
+        &helm::upgrade_binary(&next_version)?,
+        &from,
+        &images.join("b.tar"),
+    )?;
     ensure!(b.version == next_version, "upgrade image is {}", b.version);
     eprintln!(
         "[helm] image {} {}: {} bytes (layer {} bytes gzip), two builds same digest; upgrade image {} {}",

@@ -35,7 +35,18 @@
 #   eviction_reaction_s {"pid.available","memory.available"}  threshold crossed -> pod's cgroup empty,
 #                     with eviction_reaction_bound_s (interval + grace the config implies)   [eviction]
 #   event_us_by_kind  {N: {event: {"median","p99"}}}  the same per NRI event kind            [events]
-#   plus the raw figures each part measured (event_runs, create_start_detail, eviction_tests) and meta.
+#   reclaimed_colocation {"solo"|"colocated": {"throughput_units_per_s","late_p50_us","late_p99_us",
+#                     "node_busy_millis","pool_busy_millis","batch_millis","regular_millis",...},
+#                     "throughput_ratio","late_p99_ratio" (colocated/solo; their paired medians),
+#                     "node_busy_rise_millis","loadavg_start","loadavg_end"}  a regular pod's work
+#                     alone and beside a batch pod on reclaimed CPU                       [reclaimed]
+#   reclaimed_cut_ms  {"median","max","samples","from_request_median","suppress_interval_ms",
+#                     "interval_ms"}  regular usage steps up -> batch cpu.cfs_quota_us cut, and
+#                     reclaimed_cut_latency_metric topolet's own histogram (count, mean, buckets)
+#   reclaimed_advertised {"exceeded_idle_samples","direction_flips","changes","min_up_move_millis",
+#                     "hysteresis_millis",...}  the Node's amount over a load step      [reclaimed]
+#   plus the raw figures each part measured (event_runs, create_start_detail, eviction_tests,
+#   reclaimed_detail) and meta.
 # A part left out by BENCH_PARTS leaves its keys out. PLUGIN is topolet, go_baseline and, with a base
 # (BENCH_BASE / BENCH_BASE_BIN), base; every figure of a base is measured in the same run, interleaved
 # with topolet's (parts wire, events and load; create_start and eviction measure topolet only), and
@@ -114,9 +125,23 @@
 # to the eviction's stats line minus idle for its other intervals (pod start-up NRI events fall in
 # that window too, so it is an upper estimate). Reaction is compared with interval + grace.
 # Both lines in one table; figures are means over the two tests where one number is shown.
+# [reclaimed] integration/tests/kubelet_colocation.rs (a real kubelet KUBE_VERSION, API server and
+# kube-scheduler on containerd CONTAINERD_VERSION; its header has the method; run with TOPOLET_BIN =
+# the release topolet and TOPOLET_COLOCATION_PROBE = hack/bench/colocation built here) with
+# TOPOLET_BENCH_OUT set: 2 CPUs, CPU 0 reserved, the pool is CPU 1. A regular Burstable pod (500m,
+# no limit) wakes every 1 ms tick and does ~300 µs of work units (throughput = units per second of
+# its work phases' wall time; wake-up lateness p50/p99 per window); a batch pod (600m of
+# topolet.io/reclaimed-cpu) spins or not. 6 alternations of a 10 s solo and a 10 s colocated
+# window (order flipping), each after a 1 s warm-up; /proc/stat around each window gives the
+# node's and the pool's busy CPU. Per condition: mean throughput, median of the windows' p99;
+# ratios colocated/solo, pooled and paired by alternation. Suppress: 7 steps of the regular pod
+# from idle to two spinning threads, the batch quota polled every 5 ms; reaction = the threads'
+# start to the first cut quota read. Advertised: the Node's capacity, `topolet status` and the
+# regular pod's own usage every 200 ms over ticking -> spinning -> ticking; a sample exceeds the
+# really idle pool when the Node's amount > pool - the regular usage measured since the last one.
 #
 # Environment:
-#   BENCH_PARTS         parts to run (default "wire events load create_start eviction")
+#   BENCH_PARTS         parts to run (default "wire events load create_start eviction reclaimed")
 #   BENCH_BASE          a git revision: topolet built at it (a detached worktree under the run's temp
 #                       dir, built into target/bench-base, the binary copied out, the worktree
 #                       removed) runs as plugin "base" beside the working tree's
@@ -136,7 +161,7 @@
 #   BENCH_SLOW_STATE_DELAY [load] wait before each state-file rename on slowfs (default 200ms)
 #   BENCH_CS_ROUNDS     [create_start] blocks per condition (default 20)
 #   BENCH_CS_BLOCK      [create_start] timed create+starts per block (default 25; 20x25 = 500)
-#   CONTAINERD_VERSION / TOPOLET_CONTAINERD_VERSION  [create_start, eviction] line (default as in
+#   CONTAINERD_VERSION / TOPOLET_CONTAINERD_VERSION  [create_start, eviction, reclaimed] line (default as in
 #                       hack/lib/common.sh)
 #   GO                  go binary (default: go on PATH, else /usr/local/go/bin/go)
 #   GOPROXY             used only for Go modules missing from $TOPOLET_CACHE/go (default proxy.golang.org)
@@ -146,7 +171,7 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=hack/lib/common.sh
 source "$HACK_DIR/lib/common.sh"
 
-PARTS=" ${BENCH_PARTS:-wire events load create_start eviction} "
+PARTS=" ${BENCH_PARTS:-wire events load create_start eviction reclaimed} "
 ROUNDS="${BENCH_ROUNDS:-5}"
 N="${BENCH_N:-2000}"
 SYNC_REPEATS="${BENCH_SYNC_REPEATS:-3}"
@@ -171,7 +196,9 @@ say() { echo "bench: $*" >&2; }
 part() { [[ "$PARTS" == *" $1 "* ]]; }
 
 for p in $PARTS; do
-  case "$p" in wire | events | load | create_start | eviction) ;; *) die "BENCH_PARTS: unknown part $p (wire events load create_start eviction)" ;; esac
+  case "$p" in wire | events | load | create_start | eviction | reclaimed) ;;
+    *) die "BENCH_PARTS: unknown part $p (wire events load create_start eviction reclaimed)" ;;
+  esac
 done
 for v in ROUNDS N SYNC_REPEATS EVENT_CHURN EVENT_REPEATS LOAD_ROUNDS LOAD_N LOAD_EXCLUSIVE_EVERY CS_ROUNDS CS_BLOCK; do
   [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || die "BENCH_$v=${!v}: want a positive integer"
@@ -187,8 +214,8 @@ if part load; then
   [[ $EUID -eq 0 ]] || die "part load needs root (cgroups, overlay, FUSE)"
   [[ -e /dev/fuse ]] || die "part load needs /dev/fuse (hack/bench/slowfs)"
 fi
-if part create_start || part eviction; then
-  [[ $EUID -eq 0 ]] || die "parts create_start and eviction need root (BENCH_PARTS=\"wire events\" runs without)"
+if part create_start || part eviction || part reclaimed; then
+  [[ $EUID -eq 0 ]] || die "parts create_start, eviction and reclaimed need root (BENCH_PARTS=\"wire events\" runs without)"
   validate_containerd_version "$VERSION" || exit 1
   [[ -x "$(containerd_bin_dir "$VERSION")/containerd" ]] || die "containerd $VERSION is not installed (run hack/install-deps.sh)"
 fi
@@ -244,19 +271,25 @@ if [[ -n "$BASE" ]]; then
   BASE_BIN="$WORK/topolet-base"
 fi
 [[ -z "$BASE_BIN" ]] || { BIN[base]="$BASE_BIN"; TOPOLETS+=(base); }
-say "building topolet, bench_driver (release), the Go baseline, the CRI client and the eviction test"
+say "building topolet (release) and what the parts need: bench_driver, the Go baseline, the CRI client, the tests"
 if [[ -z "$TOPOLET_BIN_IN" ]]; then
   (cd "$REPO_ROOT" && cargo build -q --release -p topolet --bin topolet) || die "cargo build -p topolet failed"
 fi
-(cd "$REPO_ROOT" && cargo build -q --release -p topolet-nri --features test-support --example bench_driver) ||
-  die "cargo build of the bench_driver example failed"
+if part wire || part events || part load; then
+  (cd "$REPO_ROOT" && cargo build -q --release -p topolet-nri --features test-support --example bench_driver) ||
+    die "cargo build of the bench_driver example failed"
+fi
 TOPOLET="${TOPOLET_BIN_IN:-$TARGET_DIR/release/topolet}"
 BIN[topolet]="$TOPOLET"
 DRIVER="$TARGET_DIR/release/examples/bench_driver"
 GO_BASELINE="$WORK/go-baseline"
-go_build "$HACK_DIR/bench/go-baseline" "$GO_BASELINE" || die "building hack/bench/go-baseline failed"
+if part wire || part create_start; then
+  go_build "$HACK_DIR/bench/go-baseline" "$GO_BASELINE" || die "building hack/bench/go-baseline failed"
+fi
 CLIENT="$WORK/cri-client"
-go_build "$HACK_DIR/nri-latency" "$CLIENT" || die "building hack/nri-latency (the CRI client) failed"
+if part create_start; then
+  go_build "$HACK_DIR/nri-latency" "$CLIENT" || die "building hack/nri-latency (the CRI client) failed"
+fi
 SLOWFS="$WORK/slowfs"
 if part load; then go_build "$HACK_DIR/bench/slowfs" "$SLOWFS" || die "building hack/bench/slowfs failed"; fi
 EVICTION_TEST=""
@@ -270,6 +303,23 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "eviction" and m.get("executable"):
         print(m["executable"])')" || die "building integration/tests/eviction.rs failed"
   [[ -x "$EVICTION_TEST" ]] || die "no executable for integration/tests/eviction.rs from cargo"
+fi
+# test_executable NAME: builds integration/tests/NAME.rs (no run) and prints its executable.
+test_executable() {
+  (cd "$REPO_ROOT" && cargo test -q -p topolet-integration --test "$1" --no-run --message-format=json |
+    python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == sys.argv[1] and m.get("executable"):
+        print(m["executable"])' "$1")
+}
+COLOCATION_TEST=""
+COLOCATION_PROBE="$WORK/colocation"
+if part reclaimed; then
+  COLOCATION_TEST="$(test_executable kubelet_colocation)" || die "building integration/tests/kubelet_colocation.rs failed"
+  [[ -x "$COLOCATION_TEST" ]] || die "no executable for integration/tests/kubelet_colocation.rs from cargo"
+  go_build "$HACK_DIR/bench/colocation" "$COLOCATION_PROBE" || die "building hack/bench/colocation failed"
 fi
 
 # topolet_config FILE SOCKET DIR METRICS: a topolet config; METRICS "on" serves /metrics on a free port.
@@ -709,6 +759,36 @@ print(json.dumps({
 EOT
 fi
 
+if part reclaimed; then
+  T=$SECONDS
+  say "[reclaimed] integration/tests/kubelet_colocation.rs: kubelet $KUBE_VERSION, containerd $VERSION (~6 min)"
+  (cd "$REPO_ROOT/integration" && TOPOLET_BENCH_OUT="$WORK/reclaimed.jsonl" TOPOLET_CONTAINERD_VERSION="$VERSION" \
+    TOPOLET_BIN="$TOPOLET" TOPOLET_COLOCATION_PROBE="$COLOCATION_PROBE" "$COLOCATION_TEST" --test-threads=1 \
+    --nocapture >"$WORK/reclaimed-test.log" 2>&1) ||
+    die "the colocation test failed: $(tail -n 30 "$WORK/reclaimed-test.log")"
+  python3 - "$WORK/reclaimed.jsonl" $((SECONDS - T)) >"$WORK/parts/reclaimed.json" <<'EOT'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+if len(lines) != 1:
+    sys.exit(f"bench: reclaimed: {sys.argv[1]} has {len(lines)} figure lines, want 1")
+d = lines[0]
+keys = ("solo", "colocated", "throughput_ratio", "late_p99_ratio", "throughput_ratio_paired_median",
+        "late_p99_ratio_paired_median", "node_busy_rise_millis", "pool_busy_rise_millis",
+        "loadavg_start", "loadavg_end", "window_s", "alternations")
+adv = {k: v for k, v in d["advertised"].items() if k != "timeline"}
+print(json.dumps({
+    "reclaimed_colocation": {k: d[k] for k in keys},
+    "reclaimed_cut_ms": {"median": d["cut_reaction_median_ms"], "max": d["cut_reaction_max_ms"],
+                         "samples": d["cut_reaction_ms"],
+                         "from_request_median": d["cut_reaction_from_request_median_ms"],
+                         "suppress_interval_ms": d["suppress_interval_ms"], "interval_ms": d["interval_ms"]},
+    "reclaimed_cut_latency_metric": d["cut_latency_metric"],
+    "reclaimed_advertised": adv,
+    "reclaimed_detail": {"windows": d["windows"], "advertised_timeline": d["advertised"]["timeline"]},
+    "meta": {"reclaimed": {"seconds": int(sys.argv[2]), "windows_s": d["windows_s"]}}}))
+EOT
+fi
+
 mkdir -p "$OUT_DIR"
 python3 - "$WORK/parts" "$OUT_DIR/bench.json" "$(nproc)" $((SECONDS - T0)) <<'EOT'
 import glob, json, os, sys
@@ -816,6 +896,37 @@ if "eviction_loop_ms_per_interval" in out:
     for sig, s in out["eviction_reaction_s"].items():
         bound = out["eviction_reaction_bound_s"][sig]
         row(f"reaction {sig} (s)", s, f"{bound} (interval+grace)", f"{s / bound:.2f}x")
+if "reclaimed_colocation" in out:
+    rc, cut, adv = out["reclaimed_colocation"], out["reclaimed_cut_ms"], out["reclaimed_advertised"]
+    so, co = rc["solo"], rc["colocated"]
+    rows.append((f"[reclaimed] real kubelet, {rc['alternations']} x {rc['window_s']:g} s windows", "solo",
+                 "colocated", "colocated/solo (paired median) | goal"))
+    row("regular throughput (units/s)", f"{so['throughput_units_per_s']:,.0f}", f"{co['throughput_units_per_s']:,.0f}",
+        f"{rc['throughput_ratio']:.3f}x ({rc['throughput_ratio_paired_median']:.3f}x) | >= 0.97x")
+    row("regular wake-up lateness p50 (us)", so["late_p50_us"], co["late_p50_us"], ratio(co["late_p50_us"], so["late_p50_us"]))
+    row("regular wake-up lateness p99 (us)", so["late_p99_us"], co["late_p99_us"],
+        f"{rc['late_p99_ratio']:.2f}x ({rc['late_p99_ratio_paired_median']:.2f}x) | <= 1.2x")
+    row("regular missed ticks / ticks", f"{so['missed_ticks']:.0f} / {so['ticks']:.0f}",
+        f"{co['missed_ticks']:.0f} / {co['ticks']:.0f}", "")
+    row("node CPU busy, both CPUs (milli-CPU)", so["node_busy_millis"], co["node_busy_millis"],
+        f"+{rc['node_busy_rise_millis']:.0f}m; the batch pod got {co['batch_millis']:.0f}m")
+    row("pool CPU 1 busy (milli-CPU)", so["pool_busy_millis"], co["pool_busy_millis"], f"+{rc['pool_busy_rise_millis']:.0f}m")
+    row("regular pod / batch pod CPU (milli-CPU)", f"{so['regular_millis']:.0f} / {so['batch_millis']:.0f}",
+        f"{co['regular_millis']:.0f} / {co['batch_millis']:.0f}", "")
+    la0, la1 = rc["loadavg_start"], rc["loadavg_end"]
+    row("load average 1/5/15 min, start / end", " ".join(f"{x:.2f}" for x in la0), " ".join(f"{x:.2f}" for x in la1), "")
+    rows.append(("[reclaimed] suppress and advertised", "value", "bound", "ratio"))
+    row(f"step -> batch quota cut, median of {len(cut['samples'])} (ms)", cut["median"],
+        f"{cut['suppress_interval_ms']} (suppress interval)", f"{cut['median'] / cut['suppress_interval_ms']:.2f}x")
+    row("step -> batch quota cut, max (ms)", cut["max"], f"{cut['interval_ms']} (interval)",
+        f"{cut['max'] / cut['interval_ms']:.2f}x")
+    m = out["reclaimed_cut_latency_metric"]
+    row("topolet's cut latency histogram: n, mean (ms)", f"{m['count']:.0f}, {m['mean_ms']}",
+        f"p50 <= {m['p50_le_ms']}, p99 <= {m['p99_le_ms']}", "")
+    row("Node amount above the idle pool (samples)", f"{adv['exceeded_idle_samples']} of {adv['samples']}",
+        f"longest {adv['exceeded_idle_longest_ms']:.0f} ms", "")
+    row("Node amount moves / direction flips", f"{adv['changes']} / {adv['direction_flips']}",
+        f"smallest rise {adv['min_up_move_millis']}m", f"hysteresis {adv['hysteresis_millis']}m")
 ncol = max(len(r) for r in rows)
 rows = [r + ("",) * (ncol - len(r)) for r in rows]
 w = [max(len(r[i]) for r in rows) for i in range(ncol)]

@@ -1,0 +1,3 @@
+module topolet.invalid/hack/bench/colocation
+
+go 1.24.0

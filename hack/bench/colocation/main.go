@@ -1,0 +1,275 @@
+// colocation: the workload of hack/bench.sh part `reclaimed` (integration/tests/kubelet_colocation.rs),
+// one static binary (standard library only) that the test's pods run from a hostPath directory DIR.
+//
+//	colocation regular DIR   the regular pod's probe. At start it calibrates a work unit (a fixed
+//	                         loop of integer hashing) and the units per tick (-work-us of work);
+//	                         then it waits for requests: DIR/req holds one JSON object
+//	                         {"id":N,"mode":"ticks"|"spin","seconds":S,"threads":K} (written by
+//	                         rename). "ticks": every 1 ms tick (clock_nanosleep TIMER_ABSTIME on
+//	                         CLOCK_REALTIME) it records how late it woke, then does its units and
+//	                         sleeps to the next tick it has not missed; "spin": K threads do units
+//	                         without sleeping. Either lasts S seconds or until DIR/stop-N exists.
+//	                         The answer is DIR/res-N.json (by rename), and for "spin" also
+//	                         DIR/ack-N.json as soon as the threads start (with their start time).
+//	colocation batch DIR     the batch pod's hog: spins one thread while DIR/hog exists, else
+//	                         checks every 20 ms.
+//
+// Times are Unix nanoseconds (CLOCK_REALTIME), so the test on the host compares them with its own.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+const (
+	clockRealtime = 0
+	timerAbstime  = 1
+	tick          = time.Millisecond
+	// One work unit: this many rounds of a 64-bit xorshift-multiply, a few µs on a current core.
+	unitRounds = 2000
+)
+
+var sink atomic.Uint64
+
+// unit does one work unit (nothing the compiler can drop: the result is published).
+func unit(seed uint64) uint64 {
+	x := seed | 1
+	for i := 0; i < unitRounds; i++ {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		x *= 0x9E3779B97F4A7C15
+	}
+	return x
+}
+
+// sleepUntil sleeps until the Unix time `at` (ns) with clock_nanosleep(CLOCK_REALTIME,
+// TIMER_ABSTIME): the kernel's hrtimer, not the Go runtime's timer wheel (ms granularity).
+func sleepUntil(at int64) {
+	ts := syscall.NsecToTimespec(at)
+	for {
+		_, _, e := syscall.Syscall6(syscall.SYS_CLOCK_NANOSLEEP, clockRealtime, timerAbstime,
+			uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+		if e != syscall.EINTR {
+			return
+		}
+	}
+}
+
+type request struct {
+	ID      int     `json:"id"`
+	Mode    string  `json:"mode"`
+	Seconds float64 `json:"seconds"`
+	Threads int     `json:"threads"`
+}
+
+type result struct {
+	ID           int     `json:"id"`
+	Mode         string  `json:"mode"`
+	StartNs      int64   `json:"start_ns"`
+	EndNs        int64   `json:"end_ns"`
+	Units        uint64  `json:"units"`
+	UnitsPerTick int     `json:"units_per_tick"`
+	Ticks        int     `json:"ticks"`
+	Missed       int     `json:"missed_ticks"`
+	WorkSeconds  float64 `json:"work_seconds"`
+	// Units per second of the work phases' wall time (the speed of the CPU-bound part).
+	Throughput float64 `json:"throughput_units_per_s"`
+	LateP50Us  float64 `json:"late_p50_us"`
+	LateP99Us  float64 `json:"late_p99_us"`
+	LateMaxUs  float64 `json:"late_max_us"`
+}
+
+func writeAtomic(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func quantile(sorted []int64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q * float64(len(sorted)-1))
+	return float64(sorted[i]) / 1e3
+}
+
+// calibrate: the units that take workUs of work, measured as the fastest of several tries (the
+// machine is shared: the fastest is the one least disturbed).
+func calibrate(workUs int) int {
+	best := time.Duration(1 << 62)
+	for try := 0; try < 50; try++ {
+		t := time.Now()
+		for i := 0; i < 20; i++ {
+			sink.Add(unit(uint64(i)))
+		}
+		if d := time.Since(t); d < best {
+			best = d
+		}
+	}
+	per := best / 20
+	n := int(time.Duration(workUs) * time.Microsecond / per)
+	if n < 1 {
+		n = 1
+	}
+	return n
+}
+
+// stopper: a flag set once DIR/stop-ID exists (checked every 10 ms) or when the caller ends.
+func stopper(dir string, id int) (*atomic.Bool, func()) {
+	var stop, done atomic.Bool
+	path := filepath.Join(dir, fmt.Sprintf("stop-%d", id))
+	go func() {
+		for !done.Load() {
+			if _, err := os.Stat(path); err == nil {
+				stop.Store(true)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	return &stop, func() { done.Store(true) }
+}
+
+func ticks(dir string, req request, perTick int) result {
+	stop, end0 := stopper(dir, req.ID)
+	defer end0()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r := result{ID: req.ID, Mode: req.Mode, UnitsPerTick: perTick}
+	end := time.Now().Add(time.Duration(req.Seconds * float64(time.Second))).UnixNano()
+	next := (time.Now().UnixNano()/int64(tick) + 1) * int64(tick)
+	r.StartNs = next
+	late := make([]int64, 0, int(req.Seconds*1000)+1)
+	var work time.Duration
+	for next < end && !stop.Load() {
+		sleepUntil(next)
+		woke := time.Now()
+		late = append(late, woke.UnixNano()-next)
+		for i := 0; i < perTick; i++ {
+			sink.Add(unit(uint64(i)))
+		}
+		work += time.Since(woke)
+		r.Units += uint64(perTick)
+		r.Ticks++
+		now := time.Now().UnixNano()
+		next += int64(tick)
+		for next <= now {
+			next += int64(tick)
+			r.Missed++
+		}
+	}
+	r.EndNs = time.Now().UnixNano()
+	sort.Slice(late, func(i, j int) bool { return late[i] < late[j] })
+	r.WorkSeconds = work.Seconds()
+	if work > 0 {
+		r.Throughput = float64(r.Units) / work.Seconds()
+	}
+	r.LateP50Us, r.LateP99Us = quantile(late, 0.5), quantile(late, 0.99)
+	if len(late) > 0 {
+		r.LateMaxUs = float64(late[len(late)-1]) / 1e3
+	}
+	return r
+}
+
+func spin(dir string, req request) result {
+	r := result{ID: req.ID, Mode: req.Mode}
+	d := time.Duration(req.Seconds * float64(time.Second))
+	var wg sync.WaitGroup
+	var units atomic.Uint64
+	stop, end0 := stopper(dir, req.ID)
+	defer end0()
+	start := time.Now()
+	r.StartNs = start.UnixNano()
+	for k := 0; k < max(req.Threads, 1); k++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() && time.Since(start) < d {
+				sink.Add(unit(uint64(k)))
+				units.Add(1)
+			}
+		}()
+	}
+	if err := writeAtomic(filepath.Join(dir, fmt.Sprintf("ack-%d.json", req.ID)), r); err != nil {
+		fmt.Fprintln(os.Stderr, "ack:", err)
+	}
+	wg.Wait()
+	r.EndNs = time.Now().UnixNano()
+	r.Units = units.Load()
+	return r
+}
+
+func regular(dir string) {
+	perTick := calibrate(300)
+	fmt.Printf("regular: %d units per tick (300 µs of work when undisturbed)\n", perTick)
+	last := -1
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "req"))
+		var req request
+		if err != nil || json.Unmarshal(b, &req) != nil || req.ID == last {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		last = req.ID
+		var r result
+		switch req.Mode {
+		case "ticks":
+			r = ticks(dir, req, perTick)
+		case "spin":
+			r = spin(dir, req)
+		default:
+			fmt.Fprintln(os.Stderr, "unknown mode", req.Mode)
+			continue
+		}
+		if err := writeAtomic(filepath.Join(dir, fmt.Sprintf("res-%d.json", req.ID)), r); err != nil {
+			fmt.Fprintln(os.Stderr, "result:", err)
+		}
+	}
+}
+
+func batch(dir string) {
+	hog := filepath.Join(dir, "hog")
+	for {
+		if _, err := os.Stat(hog); err != nil {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		t := time.Now()
+		for time.Since(t) < 20*time.Millisecond {
+			sink.Add(unit(1))
+		}
+	}
+}
+
+func main() {
+	if len(os.Args) != 3 {
+		fmt.Fprintln(os.Stderr, "usage: colocation regular|batch DIR")
+		os.Exit(2)
+	}
+	switch os.Args[1] {
+	case "regular":
+		regular(os.Args[2])
+	case "batch":
+		batch(os.Args[2])
+	default:
+		fmt.Fprintln(os.Stderr, "usage: colocation regular|batch DIR")
+		os.Exit(2)
+	}
+}

@@ -1,0 +1,779 @@
+//! Colocation on reclaimed CPU, side by side on a real kubelet v1.37, API server and the stock
+//! kube-scheduler: a regular Burstable pod (500m requested, no limit) and a batch pod asking for
+//! 600m of `topolet.io/reclaimed-cpu` share the pool (CPU 1; CPU 0 is reserved). Both run the
+//! probe of `hack/bench/colocation` (a static Go program, from a hostPath directory):
+//!
+//! 1. **Windows.** The regular probe wakes every 1 ms tick (clock_nanosleep on an absolute time),
+//!    records how late it woke and does ~300 µs of CPU-bound work units; the batch probe spins
+//!    while the control file `hog` exists. Solo and colocated windows alternate (the order
+//!    flips every alternation, so drift and the shared machine's noise hit both alike); around
+//!    each window the test reads `/proc/stat` (the node's busy CPU, all CPUs and the pool's)
+//!    and both containers' `cpuacct.usage`.
+//! 2. **Suppress reaction.** With the batch probe spinning and the regular one idle, the regular
+//!    probe starts two spinning threads (a step to the whole pool); the test polls the batch
+//!    container's `cpu.cfs_quota_us` every 5 ms from the moment it asks for the step, and the
+//!    reaction is the time from the threads' start (the probe's own clock, CLOCK_REALTIME on
+//!    this host) to the first cut quota read. The step ends once the cut is seen; the quota
+//!    must grow back to the limit before the next repetition.
+//! 3. **Advertised amount over a load step.** Every 200 ms: the Node's capacity, the `reclaimed`
+//!    section of `topolet status` and the regular container's own usage since the last sample;
+//!    the regular probe ticks, then spins until the Node's amount has fallen, then ticks again
+//!    until it is back up.
+//!
+//! The assertions are effects that never depend on speed: the batch pod ran (its cgroup usage
+//! grew) in the colocated windows, the regular pod's ticks all completed, the quota was cut
+//! after each step and restored after it, the Node's amount fell during the step and rose
+//! after it. With `TOPOLET_BENCH_OUT=<file>` (hack/bench.sh part `reclaimed`) the windows are
+//! longer and more, and the figures are appended as one JSON line; `TOPOLET_COLOCATION_PROBE`
+//! names a prebuilt probe, else the test builds it with `go build` (`GO`, else `go` on PATH,
+//! else /usr/local/go/bin/go). `usage = "pods"` as in kubelet_reclaimed.rs: the work of
+//! whatever else runs on this shared machine never moves the amounts.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, ensure, Context};
+use serde_json::{json, Value};
+use topolet_integration::cluster::{ClusterOptions, KubeContainer, KubeNode, POD_TIMEOUT};
+use topolet_integration::manifests::{pod, res, script_ctr};
+use topolet_integration::observe::cgroup_dir;
+use topolet_integration::{paths, topolet, wait};
+
+const RES: &str = "topolet.io/reclaimed-cpu";
+const POOL: u64 = 1000;
+const MARGIN: u64 = 200;
+const BATCH_MILLIS: u64 = 600;
+/// The batch container's quota at its limit (period 100 ms).
+const BATCH_QUOTA: i64 = 60_000;
+const SUPPRESS_INTERVAL_MS: u64 = 100;
+const INTERVAL_MS: u64 = 1000;
+const MIN_CHANGE_PERCENT: u64 = 5;
+/// How long the amounts and quotas may take to follow a change (a deadline, not a claim).
+const FOLLOW: Duration = Duration::from_secs(60);
+/// Where the pods see the hostPath directory.
+const MOUNT: &str = "/bench";
+
+fn reclaimed_toml() -> String {
+    format!(
+        "[reclaimed]\nenabled = true\nusage = \"pods\"\ninterval = \"{INTERVAL_MS}ms\"\n\
+         suppress_interval = \"{SUPPRESS_INTERVAL_MS}ms\"\nwindow = \"3s\"\nmargin_percent = 20\n\
+         min_change_percent = {MIN_CHANGE_PERCENT}\nmax_age = \"10s\"\ngrow_step_percent = 10\n\
+         starved_percent = 0\nstarved_for = \"1h\"\n"
+    )
+}
+
+/// How much to measure: short in CI, the bench's figures with `TOPOLET_BENCH_OUT`.
+struct Plan {
+    out: Option<PathBuf>,
+    window_s: f64,
+    alternations: usize,
+    steps: usize,
+    /// Samples of the advertised run before the step and the least after it.
+    adv_before: usize,
+    adv_after: usize,
+}
+
+impl Plan {
+    fn from_env() -> Plan {
+        match std::env::var_os("TOPOLET_BENCH_OUT") {
+            Some(out) => Plan {
+                out: Some(PathBuf::from(out)),
+                window_s: 10.0,
+                alternations: 6,
+                steps: 7,
+                adv_before: 40,
+                adv_after: 60,
+            },
+            None => Plan {
+                out: None,
+                window_s: 3.0,
+                alternations: 2,
+                steps: 2,
+                adv_before: 15,
+                adv_after: 15,
+            },
+        }
+    }
+}
+
+/// The probe binary: `TOPOLET_COLOCATION_PROBE`, else built from hack/bench/colocation into `dir`.
+fn probe_binary(dir: &Path) -> anyhow::Result<PathBuf> {
+    let to = dir.join("colocation");
+    if let Some(p) = std::env::var_os("TOPOLET_COLOCATION_PROBE") {
+        std::fs::copy(&p, &to).with_context(|| format!("copying {p:?} to {}", to.display()))?;
+        return Ok(to);
+    }
+    let go = std::env::var_os("GO")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("PATH").and_then(|p| {
+                std::env::split_paths(&p)
+                    .map(|d| d.join("go"))
+                    .find(|g| g.is_file())
+            })
+        })
+        .unwrap_or_else(|| PathBuf::from("/usr/local/go/bin/go"));
+    let src = paths::repo_root().join("hack/bench/colocation");
+    let out = Command::new(&go)
+        .args(["build", "-trimpath", "-o"])
+        .arg(&to)
+        .arg(".")
+        .current_dir(&src)
+        // Standard library only: nothing to fetch.
+        .env("CGO_ENABLED", "0")
+        .env("GOTOOLCHAIN", "local")
+        .env("GOFLAGS", "-buildvcs=false")
+        .output()
+        .with_context(|| format!("running {} build in {}", go.display(), src.display()))?;
+    ensure!(
+        out.status.success(),
+        "go build of {} failed: {}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(to)
+}
+
+/// A pod whose container `main` runs the probe in `mode` from the hostPath `dir`, exiting at once
+/// on SIGTERM.
+fn probe_pod(name: &str, mode: &str, dir: &Path, resources: Value) -> Value {
+    let script =
+        format!("trap 'kill $p; exit 0' TERM; {MOUNT}/colocation {mode} {MOUNT} & p=$!; wait");
+    let mut ctr = script_ctr("main", &script, resources);
+    ctr["volumeMounts"] = json!([{"name": "bench", "mountPath": MOUNT}]);
+    let mut p = pod(name, vec![ctr], vec![]);
+    p["spec"]["volumes"] = json!([{
+        "name": "bench",
+        "hostPath": {"path": dir.to_string_lossy(), "type": "Directory"},
+    }]);
+    p
+}
+
+fn unix_ns() -> i128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
+}
+
+/// The regular probe, driven through its request file.
+struct Probe {
+    dir: PathBuf,
+    next_id: u64,
+}
+
+impl Probe {
+    fn request(&mut self, mode: &str, seconds: f64, threads: u32) -> anyhow::Result<u64> {
+        self.next_id += 1;
+        let id = self.next_id;
+        let tmp = self.dir.join("req.tmp");
+        let body = json!({"id": id, "mode": mode, "seconds": seconds, "threads": threads});
+        std::fs::write(&tmp, body.to_string())
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, self.dir.join("req")).context("renaming the probe's request")?;
+        Ok(id)
+    }
+
+    fn read(&self, kind: &str, id: u64) -> anyhow::Result<Option<Value>> {
+        let p = self.dir.join(format!("{kind}-{id}.json"));
+        match std::fs::read_to_string(&p) {
+            Ok(text) => Ok(Some(
+                serde_json::from_str(&text).with_context(|| format!("parsing {}", p.display()))?,
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("reading {}", p.display())),
+        }
+    }
+
+    fn wait(&self, kind: &str, id: u64, timeout: Duration) -> anyhow::Result<Value> {
+        wait::until(&format!("the probe's {kind}-{id}.json"), timeout, || {
+            self.read(kind, id)
+        })
+    }
+
+    fn stop(&self, id: u64) -> anyhow::Result<()> {
+        let p = self.dir.join(format!("stop-{id}"));
+        std::fs::write(&p, "").with_context(|| format!("writing {}", p.display()))
+    }
+
+    /// One window of ticks; waits for its result.
+    fn ticks(&mut self, seconds: f64) -> anyhow::Result<Value> {
+        let id = self.request("ticks", seconds, 1)?;
+        self.wait("res", id, Duration::from_secs_f64(seconds) + POD_TIMEOUT)
+    }
+}
+
+fn set_hog(dir: &Path, on: bool) -> anyhow::Result<()> {
+    let p = dir.join("hog");
+    if on {
+        std::fs::write(&p, "").with_context(|| format!("writing {}", p.display()))
+    } else {
+        match std::fs::remove_file(&p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(e).with_context(|| format!("removing {}", p.display()))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+fn read_trimmed(p: &Path) -> anyhow::Result<String> {
+    Ok(std::fs::read_to_string(p)
+        .with_context(|| format!("reading {}", p.display()))?
+        .trim()
+        .to_string())
+}
+
+/// A container's CPU time (ns) from its cpuacct cgroup.
+fn usage_ns(c: &KubeContainer) -> anyhow::Result<u64> {
+    let p = cgroup_dir("cpuacct", &c.cgroup_parent, &c.id).join("cpuacct.usage");
+    let t = read_trimmed(&p)?;
+    t.parse()
+        .with_context(|| format!("{} holds {t:?}", p.display()))
+}
+
+fn quota_path(c: &KubeContainer) -> PathBuf {
+    cgroup_dir("cpu", &c.cgroup_parent, &c.id).join("cpu.cfs_quota_us")
+}
+
+fn quota(c: &KubeContainer) -> anyhow::Result<i64> {
+    let p = quota_path(c);
+    let t = read_trimmed(&p)?;
+    t.parse()
+        .with_context(|| format!("{} holds {t:?}", p.display()))
+}
+
+/// `/proc/stat` CPU lines: per line (`cpu`, `cpu0`, …) its (busy, total) jiffies. Busy is user,
+/// nice, system, irq and softirq (guest time is inside user); steal is neither ours nor idle, so
+/// it is left out of both.
+fn proc_stat() -> anyhow::Result<Vec<(String, u64, u64)>> {
+    let text = read_trimmed(Path::new("/proc/stat"))?;
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with("cpu")) {
+        let mut f = line.split_whitespace();
+        let name = f.next().unwrap_or_default().to_string();
+        let v: Vec<u64> = f.map(|x| x.parse().unwrap_or(0)).collect();
+        ensure!(v.len() >= 8, "/proc/stat line {line:?}");
+        let busy = v[0] + v[1] + v[2] + v[5] + v[6];
+        out.push((name, busy, busy + v[3] + v[4]));
+    }
+    Ok(out)
+}
+
+/// Milli-CPU busy on line `name` between two `/proc/stat` readings (`cpu`: the whole node).
+fn busy_millis(a: &[(String, u64, u64)], b: &[(String, u64, u64)], name: &str) -> f64 {
+    let get = |s: &[(String, u64, u64)]| s.iter().find(|l| l.0 == name).map(|l| (l.1, l.2));
+    let (Some((b0, t0)), Some((b1, t1))) = (get(a), get(b)) else {
+        return 0.0;
+    };
+    let cpus = if name == "cpu" {
+        a.iter().filter(|l| l.0 != "cpu").count().max(1) as f64
+    } else {
+        1.0
+    };
+    if t1 <= t0 {
+        return 0.0;
+    }
+    (b1 - b0) as f64 / (t1 - t0) as f64 * cpus * 1000.0
+}
+
+fn loadavg() -> anyhow::Result<Vec<f64>> {
+    let t = read_trimmed(Path::new("/proc/loadavg"))?;
+    Ok(t.split_whitespace()
+        .take(3)
+        .filter_map(|x| x.parse().ok())
+        .collect())
+}
+
+/// The Node's advertised amount (capacity), `None` while it has none.
+fn advertised(node: &KubeNode) -> anyhow::Result<Option<u64>> {
+    let n = node.cluster.node()?;
+    let cap = n.status.and_then(|s| s.capacity).unwrap_or_default();
+    match cap.get(RES) {
+        None => Ok(None),
+        Some(q) => Ok(Some(
+            q.0.parse()
+                .with_context(|| format!("capacity {RES} = {:?}", q.0))?,
+        )),
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+fn r1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+fn r3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// One measured window.
+struct Window {
+    colocated: bool,
+    result: Value,
+    node_millis: f64,
+    pool_millis: f64,
+    batch_millis: f64,
+    regular_millis: f64,
+}
+
+fn measure_window(
+    probe: &mut Probe,
+    regular: &KubeContainer,
+    batch: &KubeContainer,
+    colocated: bool,
+    seconds: f64,
+) -> anyhow::Result<Window> {
+    set_hog(&probe.dir, colocated)?;
+    // Warm-up: the hog starts or stops and the suppress loop settles the batch budget on the
+    // regular pod's ticking.
+    probe.ticks(1.0)?;
+    let (s0, b0, g0, t0) = (
+        proc_stat()?,
+        usage_ns(batch)?,
+        usage_ns(regular)?,
+        Instant::now(),
+    );
+    let result = probe.ticks(seconds)?;
+    let (s1, b1, g1, el) = (
+        proc_stat()?,
+        usage_ns(batch)?,
+        usage_ns(regular)?,
+        t0.elapsed().as_secs_f64(),
+    );
+    let w = Window {
+        colocated,
+        node_millis: busy_millis(&s0, &s1, "cpu"),
+        pool_millis: busy_millis(&s0, &s1, "cpu1"),
+        batch_millis: b1.saturating_sub(b0) as f64 / 1e6 / el,
+        regular_millis: g1.saturating_sub(g0) as f64 / 1e6 / el,
+        result,
+    };
+    eprintln!(
+        "[window] {}: throughput {:.0} units/s, late p50 {} us p99 {} us, missed {}; node {:.0}m, \
+         pool {:.0}m, batch {:.0}m, regular {:.0}m",
+        if colocated { "colocated" } else { "solo" },
+        w.result["throughput_units_per_s"].as_f64().unwrap_or(0.0),
+        w.result["late_p50_us"],
+        w.result["late_p99_us"],
+        w.result["missed_ticks"],
+        w.node_millis,
+        w.pool_millis,
+        w.batch_millis,
+        w.regular_millis
+    );
+    Ok(w)
+}
+
+fn summary(ws: &[&Window]) -> Value {
+    let f = |k: &str| -> Vec<f64> {
+        ws.iter()
+            .map(|w| w.result[k].as_f64().unwrap_or(0.0))
+            .collect()
+    };
+    let m = |v: Vec<f64>| mean(&v);
+    json!({
+        "windows": ws.len(),
+        "throughput_units_per_s": r1(m(f("throughput_units_per_s"))),
+        "late_p50_us": r1(median(&mut f("late_p50_us"))),
+        "late_p99_us": r1(median(&mut f("late_p99_us"))),
+        "missed_ticks": f("missed_ticks").iter().sum::<f64>(),
+        "ticks": f("ticks").iter().sum::<f64>(),
+        "node_busy_millis": r1(m(ws.iter().map(|w| w.node_millis).collect())),
+        "pool_busy_millis": r1(m(ws.iter().map(|w| w.pool_millis).collect())),
+        "batch_millis": r1(m(ws.iter().map(|w| w.batch_millis).collect())),
+        "regular_millis": r1(m(ws.iter().map(|w| w.regular_millis).collect())),
+    })
+}
+
+/// The step's reaction: asks for two spinning threads, polls the batch quota every 5 ms from
+/// then on; returns (ms from the threads' start to the first cut quota read, ms from the
+/// request, the cut quota).
+fn one_step(probe: &mut Probe, batch: &KubeContainer) -> anyhow::Result<(f64, f64, i64)> {
+    let asked = unix_ns();
+    let id = probe.request("spin", 600.0, 2)?;
+    let deadline = Instant::now() + FOLLOW;
+    let (seen, q) = loop {
+        let q = quota(batch)?;
+        if q != BATCH_QUOTA {
+            break (unix_ns(), q);
+        }
+        if Instant::now() >= deadline {
+            probe.stop(id)?;
+            bail!("the batch quota stayed {BATCH_QUOTA} for {FOLLOW:?} after the step");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let ack = probe.wait("ack", id, POD_TIMEOUT)?;
+    let start = ack["start_ns"].as_i64().context("ack without start_ns")? as i128;
+    // Hold the step a little so the cut is not undone by the step's own end.
+    std::thread::sleep(Duration::from_millis(500));
+    probe.stop(id)?;
+    probe.wait("res", id, POD_TIMEOUT)?;
+    Ok(((seen - start) as f64 / 1e6, (seen - asked) as f64 / 1e6, q))
+}
+
+fn wait_quota_at_limit(batch: &KubeContainer, what: &str) -> anyhow::Result<()> {
+    wait::until_true(
+        &format!("the batch quota back to its limit ({what})"),
+        FOLLOW,
+        || Ok(quota(batch)? == BATCH_QUOTA),
+    )
+}
+
+/// One sample of the advertised run.
+struct AdvSample {
+    t_ms: f64,
+    node: Option<u64>,
+    status_advertised: Option<u64>,
+    status_regular_peak: Option<u64>,
+    regular_measured: f64,
+}
+
+/// Samples every 200 ms until `done` says so (or FOLLOW runs out).
+fn sample_until(
+    node: &KubeNode,
+    regular: &KubeContainer,
+    t0: Instant,
+    out: &mut Vec<AdvSample>,
+    mut done: impl FnMut(&[AdvSample]) -> anyhow::Result<bool>,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + FOLLOW + POD_TIMEOUT;
+    let mut last = (Instant::now(), usage_ns(regular)?);
+    loop {
+        let next = last.0 + Duration::from_millis(200);
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        let s = node.t.topolet.status()?;
+        let r = &s["reclaimed"];
+        let adv = advertised(node)?;
+        let u = usage_ns(regular)?;
+        let now = Instant::now();
+        let el = now.duration_since(last.0).as_secs_f64();
+        out.push(AdvSample {
+            t_ms: now.duration_since(t0).as_secs_f64() * 1000.0,
+            node: adv,
+            status_advertised: r["advertised_millis"].as_u64(),
+            status_regular_peak: r["node"]["regular_millis"].as_u64(),
+            regular_measured: u.saturating_sub(last.1) as f64 / 1e6 / el,
+        });
+        last = (now, u);
+        if done(out)? {
+            return Ok(());
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the advertised run did not reach its state"
+        );
+    }
+}
+
+/// The advertised run's figures: against the really idle pool at each sample, and its moves.
+fn advertised_figures(samples: &[AdvSample], step: (f64, f64)) -> Value {
+    let mut exceeded = 0;
+    let mut exceeded_strict = 0;
+    let mut longest = 0.0f64;
+    let mut run_from: Option<f64> = None;
+    let mut min_headroom = f64::MAX;
+    for s in samples {
+        let Some(adv) = s.node else { continue };
+        let idle = POOL as f64 - s.regular_measured;
+        min_headroom = min_headroom.min(idle - adv as f64);
+        if adv as f64 > idle {
+            exceeded += 1;
+            let from = *run_from.get_or_insert(s.t_ms);
+            longest = longest.max(s.t_ms - from + 200.0);
+        } else {
+            run_from = None;
+        }
+        if adv as f64 > idle - MARGIN as f64 {
+            exceeded_strict += 1;
+        }
+    }
+    // The moves of the Node's amount (consecutive equal values are one), and how often the
+    // direction flips.
+    let mut values: Vec<u64> = Vec::new();
+    for v in samples.iter().filter_map(|s| s.node) {
+        if values.last() != Some(&v) {
+            values.push(v);
+        }
+    }
+    let moves: Vec<i64> = values
+        .windows(2)
+        .map(|w| w[1] as i64 - w[0] as i64)
+        .collect();
+    let flips = moves
+        .windows(2)
+        .filter(|w| (w[0] > 0) != (w[1] > 0))
+        .count();
+    let min_up = moves.iter().filter(|m| **m > 0).min().copied();
+    json!({
+        "samples": samples.len(),
+        "period_ms": 200,
+        "step_ms": [r1(step.0), r1(step.1)],
+        "exceeded_idle_samples": exceeded,
+        "exceeded_idle_longest_ms": r1(longest),
+        "exceeded_idle_less_margin_samples": exceeded_strict,
+        "min_headroom_millis": r1(if min_headroom == f64::MAX { 0.0 } else { min_headroom }),
+        "changes": moves.len(),
+        "direction_flips": flips,
+        "min_up_move_millis": min_up,
+        "hysteresis_millis": POOL * MIN_CHANGE_PERCENT / 100,
+        "values": values,
+        "timeline": samples.iter().map(|s| json!([
+            r1(s.t_ms), s.node, s.status_advertised, s.status_regular_peak, r1(s.regular_measured)
+        ])).collect::<Vec<_>>(),
+    })
+}
+
+/// topolet's own `topolet_reclaimed_cpu_cut_latency_seconds`: count, mean, and the bucket
+/// bounds holding the median and the p99 (upper bounds, in ms).
+fn cut_latency_metric(text: &str) -> anyhow::Result<Value> {
+    let name = "topolet_reclaimed_cpu_cut_latency_seconds";
+    let mut buckets: Vec<(f64, f64)> = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix(&format!("{name}_bucket{{le=\"")) else {
+            continue;
+        };
+        let Some((le, v)) = rest.split_once("\"} ") else {
+            continue;
+        };
+        let le = if le == "+Inf" {
+            f64::INFINITY
+        } else {
+            le.parse().with_context(|| format!("bucket {line:?}"))?
+        };
+        buckets.push((le, v.trim().parse().with_context(|| format!("{line:?}"))?));
+    }
+    let count = topolet::sample(text, &format!("{name}_count"), &[])?.unwrap_or(0.0);
+    let sum = topolet::sample(text, &format!("{name}_sum"), &[])?.unwrap_or(0.0);
+    let bound = |q: f64| {
+        buckets
+            .iter()
+            .find(|(_, c)| *c >= q * count)
+            .map(|(le, _)| {
+                if le.is_finite() {
+                    r3(le * 1000.0)
+                } else {
+                    -1.0
+                }
+            })
+    };
+    Ok(json!({
+        "count": count,
+        "mean_ms": if count > 0.0 { r3(sum / count * 1000.0) } else { 0.0 },
+        "p50_le_ms": bound(0.5),
+        "p99_le_ms": bound(0.99),
+        "reactions_cut": topolet::sample(text, "topolet_reclaimed_cpu_reactions_total", &[("kind", "cut")])?,
+    }))
+}
+
+/// The regular pod keeps its work beside a batch pod that takes the idle CPU, the batch quota is
+/// cut after a step of regular usage and restored after, and the advertised amount follows the
+/// step (figures with `TOPOLET_BENCH_OUT`).
+#[test]
+fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyhow::Result<()> {
+    let plan = Plan::from_env();
+    let mut node = KubeNode::start_with_api_config(
+        &reclaimed_toml(),
+        &ClusterOptions::default(),
+        "pod_wait_ms = 1000",
+    )?;
+    let dir = node.cluster.dir().join("colocation");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    probe_binary(&dir)?;
+    wait::until_true("the idle pool less the margin advertised", FOLLOW, || {
+        Ok(advertised(&node)? == Some(POOL - MARGIN))
+    })?;
+
+    node.cluster.create_pod(probe_pod(
+        "regular",
+        "regular",
+        &dir,
+        res("500m", "", "", ""),
+    ))?;
+    let rp = node.cluster.wait_running("regular")?;
+    let regular = node.cluster.container(&rp, "main")?;
+    let r = json!({"requests": {RES: BATCH_MILLIS.to_string()}, "limits": {RES: BATCH_MILLIS.to_string()}});
+    node.cluster
+        .create_pod(probe_pod("batch", "batch", &dir, r))?;
+    let bp = node.cluster.wait_running("batch")?;
+    let batch = node.cluster.container(&bp, "main")?;
+    wait_quota_at_limit(&batch, "admitted")?;
+    let mut probe = Probe {
+        dir: dir.clone(),
+        next_id: 0,
+    };
+
+    // 1. Solo and colocated windows, alternating, the order flipping each time.
+    let load_start = loadavg()?;
+    let t_windows = Instant::now();
+    let mut windows = Vec::new();
+    for a in 0..plan.alternations {
+        let order = if a % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for colocated in order {
+            windows.push(measure_window(
+                &mut probe,
+                &regular,
+                &batch,
+                colocated,
+                plan.window_s,
+            )?);
+        }
+    }
+    set_hog(&dir, false)?;
+    let load_end = loadavg()?;
+    let windows_s = t_windows.elapsed().as_secs_f64();
+    for w in &windows {
+        let ticks = w.result["ticks"].as_u64().unwrap_or(0);
+        ensure!(
+            ticks > 0 && w.result["units"].as_u64().unwrap_or(0) > 0,
+            "a window of the regular probe did no work: {}",
+            w.result
+        );
+    }
+    let solo: Vec<&Window> = windows.iter().filter(|w| !w.colocated).collect();
+    let coloc: Vec<&Window> = windows.iter().filter(|w| w.colocated).collect();
+    ensure!(
+        coloc.iter().all(|w| w.batch_millis > 0.0),
+        "the batch pod used no CPU in a colocated window"
+    );
+    // Paired ratios, alternation by alternation.
+    let paired = |k: &str| -> Vec<f64> {
+        solo.iter()
+            .zip(&coloc)
+            .filter_map(|(s, c)| {
+                let (s, c) = (s.result[k].as_f64()?, c.result[k].as_f64()?);
+                (s > 0.0).then_some(c / s)
+            })
+            .collect()
+    };
+    let (tp_ratios, p99_ratios) = (paired("throughput_units_per_s"), paired("late_p99_us"));
+    let (s_sum, c_sum) = (summary(&solo), summary(&coloc));
+
+    // 2. Suppress reaction: the regular pod steps up from idle, the batch pod spinning.
+    set_hog(&dir, true)?;
+    let mut reactions = Vec::new();
+    for i in 0..plan.steps {
+        wait_quota_at_limit(&batch, &format!("before step {i}"))?;
+        let (from_start, from_ask, cut) = one_step(&mut probe, &batch)?;
+        ensure!(
+            (0..BATCH_QUOTA).contains(&cut),
+            "step {i}: the batch quota became {cut}, not a cut below {BATCH_QUOTA}"
+        );
+        eprintln!("[step {i}] quota {BATCH_QUOTA} -> {cut}: {from_start:.1} ms after the threads started ({from_ask:.1} ms after the request)");
+        reactions.push((from_start, from_ask));
+        wait_quota_at_limit(&batch, &format!("after step {i}"))?;
+    }
+
+    // 3. The advertised amount over a load step: ticking, spinning until the Node's amount has
+    // fallen, ticking until it is back up.
+    let t0 = Instant::now();
+    let mut samples = Vec::new();
+    let mut id = probe.request("ticks", 600.0, 1)?;
+    sample_until(&node, &regular, t0, &mut samples, |s| {
+        Ok(s.len() >= plan.adv_before)
+    })?;
+    probe.stop(id)?;
+    let before = samples.iter().rev().find_map(|s| s.node).unwrap_or(0);
+    let step_from = t0.elapsed().as_secs_f64() * 1000.0;
+    id = probe.request("spin", 600.0, 2)?;
+    let n_before = samples.len();
+    sample_until(&node, &regular, t0, &mut samples, |s| {
+        // Fallen, or at 0 already (a noisy peak before the step may have left nothing).
+        let fell = s[n_before..]
+            .iter()
+            .any(|x| x.node.is_some_and(|v| v < before || v == 0));
+        Ok(fell && s.len() >= n_before + plan.adv_before / 2)
+    })?;
+    probe.stop(id)?;
+    let low = samples.iter().rev().find_map(|s| s.node).unwrap_or(0);
+    let step_to = t0.elapsed().as_secs_f64() * 1000.0;
+    id = probe.request("ticks", 600.0, 1)?;
+    let n_step = samples.len();
+    sample_until(&node, &regular, t0, &mut samples, |s| {
+        let rose = s[n_step..].iter().any(|x| x.node.is_some_and(|v| v > low));
+        Ok(rose && s.len() >= n_step + plan.adv_after)
+    })?;
+    probe.stop(id)?;
+    set_hog(&dir, false)?;
+    let adv = advertised_figures(&samples, (step_from, step_to));
+
+    let addr = node.t.topolet.wait_metrics_address()?;
+    let metric = cut_latency_metric(&topolet::metrics_text(&addr)?)?;
+    ensure!(
+        metric["count"].as_f64().unwrap_or(0.0) >= plan.steps as f64,
+        "topolet counted fewer cuts than the steps: {metric}"
+    );
+
+    let mut from_start: Vec<f64> = reactions.iter().map(|r| r.0).collect();
+    let mut from_ask: Vec<f64> = reactions.iter().map(|r| r.1).collect();
+    let (tp, lp) = (
+        s_sum["throughput_units_per_s"].as_f64().unwrap_or(0.0),
+        s_sum["late_p99_us"].as_f64().unwrap_or(0.0),
+    );
+    let line = json!({
+        "window_s": plan.window_s,
+        "alternations": plan.alternations,
+        "windows_s": r1(windows_s),
+        "loadavg_start": load_start,
+        "loadavg_end": load_end,
+        "solo": s_sum,
+        "colocated": c_sum,
+        "throughput_ratio": if tp > 0.0 { r3(c_sum["throughput_units_per_s"].as_f64().unwrap_or(0.0) / tp) } else { 0.0 },
+        "late_p99_ratio": if lp > 0.0 { r3(c_sum["late_p99_us"].as_f64().unwrap_or(0.0) / lp) } else { 0.0 },
+        "throughput_ratio_paired_median": r3(median(&mut tp_ratios.clone())),
+        "late_p99_ratio_paired_median": r3(median(&mut p99_ratios.clone())),
+        "throughput_ratios_paired": tp_ratios.iter().map(|x| r3(*x)).collect::<Vec<_>>(),
+        "late_p99_ratios_paired": p99_ratios.iter().map(|x| r3(*x)).collect::<Vec<_>>(),
+        "node_busy_rise_millis": r1(c_sum["node_busy_millis"].as_f64().unwrap_or(0.0) - s_sum["node_busy_millis"].as_f64().unwrap_or(0.0)),
+        "pool_busy_rise_millis": r1(c_sum["pool_busy_millis"].as_f64().unwrap_or(0.0) - s_sum["pool_busy_millis"].as_f64().unwrap_or(0.0)),
+        "suppress_interval_ms": SUPPRESS_INTERVAL_MS,
+        "interval_ms": INTERVAL_MS,
+        "cut_reaction_ms": from_start.iter().map(|x| r1(*x)).collect::<Vec<_>>(),
+        "cut_reaction_median_ms": r1(median(&mut from_start)),
+        "cut_reaction_max_ms": r1(from_start.iter().copied().fold(0.0, f64::max)),
+        "cut_reaction_from_request_median_ms": r1(median(&mut from_ask)),
+        "cut_latency_metric": metric,
+        "advertised": adv,
+        "windows": windows.iter().map(|w| json!({
+            "colocated": w.colocated, "probe": w.result, "node_busy_millis": r1(w.node_millis),
+            "pool_busy_millis": r1(w.pool_millis), "batch_millis": r1(w.batch_millis),
+            "regular_millis": r1(w.regular_millis),
+        })).collect::<Vec<_>>(),
+    });
+    println!("bench figures: {line}");
+    if let Some(out) = &plan.out {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(out)
+            .with_context(|| format!("opening TOPOLET_BENCH_OUT {}", out.display()))?;
+        writeln!(f, "{line}").with_context(|| format!("writing {}", out.display()))?;
+    }
+    Ok(())
+}

@@ -909,8 +909,8 @@ if "reclaimed_colocation" in out:
     row("regular missed ticks / ticks", f"{so['missed_ticks']:.0f} / {so['ticks']:.0f}",
         f"{co['missed_ticks']:.0f} / {co['ticks']:.0f}", "")
     row("node CPU busy, both CPUs (milli-CPU)", so["node_busy_millis"], co["node_busy_millis"],
-        f"+{rc['node_busy_rise_millis']:.0f}m; the batch pod got {co['batch_millis']:.0f}m")
-    row("pool CPU 1 busy (milli-CPU)", so["pool_busy_millis"], co["pool_busy_millis"], f"+{rc['pool_busy_rise_millis']:.0f}m")
+        f"{rc['node_busy_rise_millis']:+.0f}m; the batch pod got {co['batch_millis']:.0f}m")
+    row("pool CPU 1 busy (milli-CPU)", so["pool_busy_millis"], co["pool_busy_millis"], f"{rc['pool_busy_rise_millis']:+.0f}m")
     row("regular pod / batch pod CPU (milli-CPU)", f"{so['regular_millis']:.0f} / {so['batch_millis']:.0f}",
         f"{co['regular_millis']:.0f} / {co['batch_millis']:.0f}", "")
     la0, la1 = rc["loadavg_start"], rc["loadavg_end"]

@@ -336,9 +336,13 @@ struct Window {
     pool_millis: f64,
     batch_millis: f64,
     regular_millis: f64,
+    /// The batch quota and topolet's batch budget when the window ended.
+    quota_end: i64,
+    budget_end: Option<u64>,
 }
 
 fn measure_window(
+    node: &KubeNode,
     probe: &mut Probe,
     regular: &KubeContainer,
     batch: &KubeContainer,
@@ -369,10 +373,12 @@ fn measure_window(
         batch_millis: b1.saturating_sub(b0) as f64 / 1e6 / el,
         regular_millis: g1.saturating_sub(g0) as f64 / 1e6 / el,
         result,
+        quota_end: quota(batch)?,
+        budget_end: node.t.topolet.status()?["reclaimed"]["budget_millis"].as_u64(),
     };
     eprintln!(
         "[window] {}: throughput {:.0} units/s, late p50 {} us p99 {} us, missed {}; node {:.0}m, \
-         pool {:.0}m, batch {:.0}m, regular {:.0}m",
+         pool {:.0}m, batch {:.0}m, regular {:.0}m; at the end quota {} budget {:?}",
         if colocated { "colocated" } else { "solo" },
         w.result["throughput_units_per_s"].as_f64().unwrap_or(0.0),
         w.result["late_p50_us"],
@@ -381,7 +387,9 @@ fn measure_window(
         w.node_millis,
         w.pool_millis,
         w.batch_millis,
-        w.regular_millis
+        w.regular_millis,
+        w.quota_end,
+        w.budget_end
     );
     Ok(w)
 }
@@ -497,7 +505,10 @@ fn advertised_figures(samples: &[AdvSample], step: (f64, f64)) -> Value {
     let mut min_headroom = f64::MAX;
     for s in samples {
         let Some(adv) = s.node else { continue };
-        let idle = POOL as f64 - s.regular_measured;
+        // The regular pod runs on the reserved CPU too (the shared pool of non-exclusive
+        // containers includes it, as in the kubelet's static policy), so its usage may exceed
+        // the pool: nothing of the pool is idle then.
+        let idle = (POOL as f64 - s.regular_measured).max(0.0);
         min_headroom = min_headroom.min(idle - adv as f64);
         if adv as f64 > idle {
             exceeded += 1;
@@ -637,6 +648,7 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
         };
         for colocated in order {
             windows.push(measure_window(
+                &node,
                 &mut probe,
                 &regular,
                 &batch,
@@ -763,7 +775,8 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
         "windows": windows.iter().map(|w| json!({
             "colocated": w.colocated, "probe": w.result, "node_busy_millis": r1(w.node_millis),
             "pool_busy_millis": r1(w.pool_millis), "batch_millis": r1(w.batch_millis),
-            "regular_millis": r1(w.regular_millis),
+            "regular_millis": r1(w.regular_millis), "quota_end": w.quota_end,
+            "budget_end_millis": w.budget_end,
         })).collect::<Vec<_>>(),
     });
     println!("bench figures: {line}");

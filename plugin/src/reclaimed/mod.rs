@@ -82,6 +82,8 @@ struct State {
     withdrawn: Option<String>,
     /// The Kubernetes API client is on (else: measured and shown only).
     api: bool,
+    /// The suppress steps' readings over the last interval.
+    recent: Option<UsageWindow>,
 }
 
 impl ReclaimedLoop {
@@ -188,6 +190,7 @@ impl ReclaimedLoop {
             self.state.pool = Some(inputs.pool.clone());
             self.state.node_window = Some(UsageWindow::new(settings.window));
             self.state.zone_windows.clear();
+            self.state.recent = None;
             self.state.last_tick = None;
             self.state.last_interval = None;
         }
@@ -222,7 +225,17 @@ impl ReclaimedLoop {
             let (regular_now, _) = sampler::regular(&rates, settings.usage, &inputs.zones);
             self.state.regular_now = regular_now;
             self.state.batch_used = rates.batch;
-            let target = Terms::compute(pool_millis, regular_now, settings.margin_percent)
+            // The peak of the last interval's readings: a rise cuts at once (it is the newest
+            // reading), the budget grows back only once the rise is an interval old — the
+            // readings of a busy node swing by hundreds of millicores every 100 ms, and the
+            // budget must not follow each swing (the bench saw 3 cuts a second before this).
+            let recent = self
+                .state
+                .recent
+                .get_or_insert_with(|| UsageWindow::new(settings.interval));
+            recent.push(reading.at, regular_now);
+            let recent_peak = recent.percentile(100).unwrap_or(regular_now);
+            let target = Terms::compute(pool_millis, recent_peak, settings.margin_percent)
                 .reclaimable_millis;
             let step = self
                 .state

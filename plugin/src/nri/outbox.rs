@@ -181,6 +181,11 @@ impl Outbox {
         self.ids.is_empty()
     }
 
+    /// When the runtime sent its last event.
+    pub fn last_event(&self) -> Instant {
+        self.last_event
+    }
+
     /// Whether the runtime sent no event for `lull` before `now`.
     pub fn quiet_for(&self, now: Instant, lull: Duration) -> bool {
         now.saturating_duration_since(self.last_event) >= lull
@@ -196,6 +201,25 @@ impl Outbox {
     pub fn due(&self, now: Instant) -> bool {
         now.saturating_duration_since(self.last_event) >= self.quiet
             && self.ids.iter().any(|id| self.ready(id, now))
+    }
+
+    /// When the next unsolicited request may go, as things stand: the end of the runtime's lull,
+    /// or later the end of the soonest back-off among the queued containers; `None` with nothing
+    /// queued. An event or a newly queued container moves it (the caller's timer is re-armed
+    /// then: `crate::nri::handlers`'s scheduler), time alone never does.
+    pub fn next_due(&self) -> Option<Instant> {
+        let soonest = self
+            .ids
+            .iter()
+            .map(|id| self.retries.get(id).map(|r| r.not_before))
+            .min_by(|a, b| match (a, b) {
+                // A container with no back-off is ready at once: it sorts first.
+                (None, _) => std::cmp::Ordering::Less,
+                (_, None) => std::cmp::Ordering::Greater,
+                (Some(a), Some(b)) => a.cmp(b),
+            })?;
+        let lull_over = self.last_event + self.quiet;
+        Some(soonest.map_or(lull_over, |ready| ready.max(lull_over)))
     }
 
     /// Takes the queued containers whose back-off is over at `now`, for an unsolicited request;

@@ -659,6 +659,16 @@ impl ContainerRecords {
         self.outbox.failed(&batch.ids(), now)
     }
 
+    /// When [`ContainerRecords::take_due`] will next have a request to take, as things stand:
+    /// `None` while nothing is queued, this connection is not synchronized, or a request is in
+    /// flight (its end, like an event, changes the answer).
+    pub fn next_send(&self) -> Option<Instant> {
+        if !self.synced || self.in_flight.is_some() {
+            return None;
+        }
+        self.outbox.next_due()
+    }
+
     /// Whether an unsolicited request is in flight.
     pub fn in_flight(&self) -> Option<&Batch> {
         self.in_flight.as_ref()
@@ -739,6 +749,19 @@ impl ContainerRecords {
         out
     }
 
+    /// From when [`ContainerRecords::drift_probes`] will have something to compare, as things
+    /// stand: the end of the `lull` after the last event, if this connection is synchronized,
+    /// nothing is queued or in flight and some running container has a known process; `None`
+    /// otherwise (an event, a send or its end changes the answer).
+    pub fn drift_ready_at(&self, lull: Duration) -> Option<Instant> {
+        let probed = self
+            .records
+            .values()
+            .any(|r| r.lifecycle == Lifecycle::Running && !r.resend_on_start && r.pid.is_some());
+        (self.synced && self.in_flight.is_none() && self.outbox.is_empty() && probed)
+            .then(|| self.outbox.last_event() + lull)
+    }
+
     /// The drift check found `probe`'s container running outside its target: it is queued to be
     /// sent its target again, unless its target changed since the probe was taken (that change
     /// is on its way already) or it is no longer running. True when queued.
@@ -759,6 +782,11 @@ impl ContainerRecords {
     /// (`crate::host::proc_affinity`), taken once.
     pub fn take_verify(&mut self) -> Vec<(String, u32)> {
         std::mem::take(&mut self.verify)
+    }
+
+    /// Whether running containers wait to be checked ([`ContainerRecords::take_verify`]).
+    pub fn has_verify(&self) -> bool {
+        !self.verify.is_empty()
     }
 
     pub fn set_verify(&mut self, checks: Vec<(String, u32)>) {

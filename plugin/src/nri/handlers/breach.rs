@@ -1,5 +1,6 @@
-//! Exclusive-CPU breaches as the plugin measures them (`topolet_core::placement::breach`): each flusher tick hands
-//! the cache's live containers to `topolet_core::placement::breach::breaches`, follows the result in the node's
+//! Exclusive-CPU breaches as the plugin measures them (`topolet_core::placement::breach`): each run of
+//! the background task (`background`: after a change of the records, and every
+//! `crate::nri::schedule::BREACH_TICK` while a breach is open) hands the cache's live containers to `topolet_core::placement::breach::breaches`, follows the result in the node's
 //! ledger, and reports it to the metrics (`topolet_exclusive_breach_seconds_total`,
 //! `topolet_exclusive_breach_containers`); the status report dates the open ones.
 
@@ -11,11 +12,11 @@ use topolet_core::placement::breach;
 use topolet_core::report::status::BreachStatus;
 
 impl TopoletPlugin {
-    /// Observes the breaching containers at `now` (the flusher, every tick): the ledger adds the
+    /// Observes the breaching containers at `now` (the background task): the ledger adds the
     /// time since the last observation, the metrics follow. A breach that opens is logged once,
-    /// at warn; the end of the last one at info.
-    pub(super) fn observe_breaches(&self, now: Instant) {
-        let mut node = self.lock();
+    /// at warn; the end of the last one at info. Returns how many are open.
+    pub(super) fn observe_breaches(&self, now: Instant) -> usize {
+        let mut node = self.quiet_lock();
         let current = breach::breaches(&node.records.holdings());
         let was_open = node.breaches.len();
         let added = node.breaches.observe(now, current);
@@ -53,6 +54,7 @@ impl TopoletPlugin {
         if open == 0 && was_open > 0 {
             tracing::info!("no container runs on CPUs another holds exclusively any more");
         }
+        open
     }
 
     /// The breaches open at the last observation, dated by the wall clock: `now` and `wall`

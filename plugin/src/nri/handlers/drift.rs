@@ -20,7 +20,7 @@ impl TopoletPlugin {
     /// path: a container whose task may run outside its target (an update that reached only
     /// its stored spec while it started, before a topolet restart) is queued to be sent it again.
     pub(super) fn verify_running(self: &Arc<Self>) {
-        let checks = self.lock().records.take_verify();
+        let checks = self.quiet_lock().records.take_verify();
         if checks.is_empty() {
             return;
         }
@@ -60,8 +60,8 @@ impl TopoletPlugin {
     /// target again (counted in `topolet_drift_repairs_total`). Someone else's write to a
     /// container's cgroup, or an update lost in the runtime, is so repaired within
     /// `[nri] drift_check_s` plus the lull.
-    pub(super) fn check_drift(self: &Arc<Self>) {
-        let probes = self.lock().records.drift_probes(Instant::now(), DRIFT_LULL);
+    pub(super) fn check_drift(self: &Arc<Self>, now: Instant) {
+        let probes = self.quiet_lock().records.drift_probes(now, DRIFT_LULL);
         if probes.is_empty() {
             return;
         }

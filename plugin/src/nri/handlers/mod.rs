@@ -10,8 +10,10 @@
 //! - `lifecycle`: RunPodSandbox, PostStartContainer, StopContainer, RemoveContainer,
 //!   RemovePodSandbox, and the release of what a container held;
 //! - `updates`: what reaches the other containers: shared-pool changes, the updates carried in
-//!   replies and the unsolicited UpdateContainers (the flusher), retried with back-off for ever;
-//! - `breach`: the exclusive-CPU breaches the flusher measures each tick (`topolet_core::placement::breach`): the
+//!   replies and the unsolicited UpdateContainers, retried with back-off for ever;
+//! - `background`: the task that sends the unsolicited updates and runs the checks below when
+//!   they are due (`crate::nri::schedule`), woken by a change of the records, never on a tick;
+//! - `breach`: the exclusive-CPU breaches the background task measures (`topolet_core::placement::breach`): the
 //!   containers the runtime may still run on CPUs another container holds exclusively;
 //! - `drift`: what the running containers' processes actually use against their targets (the
 //!   post-restart verification, the drift check);
@@ -43,6 +45,7 @@
 //! target gets an update in the Synchronize reply.
 
 mod admission;
+mod background;
 mod breach;
 mod configure;
 mod drift;
@@ -58,6 +61,8 @@ mod updates;
 mod views;
 
 use std::collections::HashMap;
+use std::mem::ManuallyDrop;
+use std::ops::{Deref, DerefMut};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -79,6 +84,7 @@ use crate::config::effective::EffectiveConfig;
 use crate::config::Config;
 use crate::host::pod_cgroup;
 use crate::nri::records::ContainerRecords;
+use crate::nri::schedule::Wakeup;
 use crate::state::persister::Persister;
 use crate::telemetry::metrics::{event, Metrics};
 use crate::telemetry::refusal_log::RefusalLog;
@@ -120,7 +126,9 @@ pub struct TopoletPlugin {
     updater: OnceLock<ContainerUpdater>,
     status: OnceLock<watch::Receiver<ConnectionStatus>>,
     state_path: PathBuf,
-    flusher_started: AtomicBool,
+    background_started: AtomicBool,
+    /// Pokes the background task (`background`) when the records may have changed.
+    wake: Arc<Wakeup>,
     /// The state file's writer (`crate::state::persister`), started at the first write: handlers hand
     /// it a snapshot and return; it writes outside every lock and retries failures.
     persister: OnceLock<Persister>,
@@ -142,7 +150,7 @@ pub struct TopoletPlugin {
     /// This node's pods from the API (`crate::cluster::pod_directory`) and `[kubernetes] pod_wait_ms`,
     /// when the API client is on.
     pods: OnceLock<(PodDirectory, Duration)>,
-    /// How many containers were in exclusive-CPU breach at the flusher's last observation
+    /// How many containers were in exclusive-CPU breach at the background task's last observation
     /// (`breach`).
     breaching: watch::Sender<usize>,
     /// The reclaimed-CPU loop's last report (`crate::reclaimed`), for `topolet status` and the
@@ -186,7 +194,8 @@ impl TopoletPlugin {
             updater: OnceLock::new(),
             status: OnceLock::new(),
             state_path,
-            flusher_started: AtomicBool::new(false),
+            background_started: AtomicBool::new(false),
+            wake: Arc::new(Wakeup::default()),
             persister: OnceLock::new(),
             proc_root: PathBuf::from("/proc"),
             sysfs_root: PathBuf::from("/sys"),
@@ -229,14 +238,25 @@ impl TopoletPlugin {
         self.config.get()
     }
 
-    fn lock(&self) -> MutexGuard<'_, PluginState> {
+    /// Locks the node to change it: as the lock is released, the background task is poked
+    /// (what is due may have changed: `background`).
+    fn lock(&self) -> NodeGuard<'_> {
+        NodeGuard {
+            guard: ManuallyDrop::new(self.quiet_lock()),
+            wake: &self.wake,
+        }
+    }
+
+    /// Locks the node without poking the background task: for reads, and for the background
+    /// task's own work (it computes what is due next itself).
+    fn quiet_lock(&self) -> MutexGuard<'_, PluginState> {
         // A panic inside a handler must not wedge every later event: the data is plain values
         // that are consistent between statements, so a poisoned lock is still usable.
         self.node.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Locks the node for an event handler: the runtime is busy now.
-    fn event_lock(&self) -> MutexGuard<'_, PluginState> {
+    fn event_lock(&self) -> NodeGuard<'_> {
         let mut node = self.lock();
         node.records.event(Instant::now());
         node
@@ -244,6 +264,41 @@ impl TopoletPlugin {
 
     fn memory_capacity(&self) -> u64 {
         self.topology.memory_capacity()
+    }
+}
+
+/// The node locked to be changed ([`TopoletPlugin::lock`]): releasing it pokes the background
+/// task, after the lock itself is released.
+struct NodeGuard<'a> {
+    guard: ManuallyDrop<MutexGuard<'a, PluginState>>,
+    wake: &'a Wakeup,
+}
+
+impl Deref for NodeGuard<'_> {
+    type Target = PluginState;
+    fn deref(&self) -> &PluginState {
+        &self.guard
+    }
+}
+
+impl DerefMut for NodeGuard<'_> {
+    fn deref_mut(&mut self) -> &mut PluginState {
+        &mut self.guard
+    }
+}
+
+impl Drop for NodeGuard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the guard is dropped once, here, and never used after.
+        unsafe { ManuallyDrop::drop(&mut self.guard) };
+        self.wake.poke();
+    }
+}
+
+impl Drop for TopoletPlugin {
+    /// Ends the background task.
+    fn drop(&mut self) {
+        self.wake.close();
     }
 }
 

@@ -512,3 +512,72 @@ fn the_synchronize_reply_updates_the_live_containers_off_their_targets() {
     assert_eq!(ids(&updates), ["created-app", "off-app"]);
     assert_eq!(cpus_of(&updates, "off-app").as_deref(), Some("1-7"));
 }
+
+/// The background task's runs, on a clock the test drives (`run_due` is what the task runs
+/// when it wakes; what it returns is when it sleeps until): an idle node is due nothing but the
+/// drift check's period; a queued update is due at the end of the runtime's lull; an open
+/// breach is observed every tick until it closes.
+#[tokio::test]
+async fn the_background_task_is_due_only_what_the_records_say() {
+    use crate::nri::schedule::{Schedule, BREACH_TICK};
+    let Fixture { plugin, dir: _dir } = fixture(|_| {});
+    let p = Arc::new(plugin);
+    configure(&p).await;
+    let t0 = Instant::now();
+    let every = Duration::from_secs(30);
+    let mut s = Schedule::new(t0, Some(every));
+    // Synchronized, no container at all: nothing is ever due.
+    p.synchronize(vec![], vec![]).await.expect("synchronize");
+    assert_eq!(p.run_due(&mut s, t0), None);
+
+    let (sa, a) = guaranteed("a", "app", 2);
+    let (sb, b) = besteffort("b", "app");
+    let mut a = running(a, "2,6");
+    a.pid = 10;
+    let mut b = running(b, "1,3-5,7");
+    b.pid = 20;
+    p.synchronize(vec![sa, sb], vec![a, b])
+        .await
+        .expect("synchronize");
+    // The containers Synchronize listed are checked at once...
+    assert_eq!(p.run_due(&mut s, t0), Some(t0 + every));
+    // ...and then only the drift check's schedule remains, however often the task looks.
+    assert_eq!(p.run_due(&mut s, t0 + every / 2), Some(t0 + every));
+    assert_eq!(p.run_due(&mut s, t0 + every), Some(t0 + 2 * every));
+    assert_eq!(p.run_due(&mut s, t0 + every), Some(t0 + 2 * every));
+
+    // b's cgroup was widened behind topolet's back (as the drift check finds it) onto a's
+    // exclusive CPUs: it is queued to be sent its target, and until the runtime has it, b may
+    // run on a's CPUs: a breach, observed every tick.
+    let before = Instant::now();
+    {
+        let mut node = p.lock();
+        node.records
+            .seen_running_on("b-app", &CpuSet::parse("0-7").expect("cpus"));
+        node.records.queue("b-app");
+    }
+    let now = Instant::now();
+    assert_eq!(p.run_due(&mut s, now), Some(now + BREACH_TICK));
+    assert_eq!(p.quiet_lock().breaches.len(), 1, "b breaches");
+    assert_eq!(
+        p.run_due(&mut s, now + BREACH_TICK),
+        Some(now + 2 * BREACH_TICK)
+    );
+    // The reply to the next event carries b's update: the breach closes, nothing is queued,
+    // and the next wake is the drift check again.
+    let d = besteffort("d", "app");
+    let reply = create(&p, &d).await.expect("create d");
+    assert!(
+        ids(&reply.update).contains(&"b-app"),
+        "{:?}",
+        ids(&reply.update)
+    );
+    let later = now + 2 * BREACH_TICK;
+    assert_eq!(p.run_due(&mut s, later), Some(t0 + 2 * every));
+    assert_eq!(p.quiet_lock().breaches.len(), 0);
+    // Queued with no event to carry it: due at the end of the runtime's lull after the last
+    // event (QUIET, the runtime has NRI's fix).
+    p.quiet_lock().records.queue("b-app");
+    let next = p.run_due(&mut s, later).expect("a send is due");
+    assert!(next >= before + QUIET && next <= Instant::now() + QUIET);
+}

@@ -1,16 +1,12 @@
 //! What reaches containers other than the one an event is about: the shared pool's changes
 //! queued in the cache, the queued updates a reply carries, and the unsolicited UpdateContainers
-//! the flusher sends in a lull (`crate::nri::outbox`), started when the plugin is attached to
-//! its stub. A send that fails is retried after its back-off, for as long as the container
-//! lives; each flusher tick also measures the exclusive-CPU breaches (`breach`).
+//! the background task (`background`) sends in a lull (`crate::nri::outbox`). A send that fails
+//! is retried after its back-off, for as long as the container lives.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use tokio::sync::watch;
 use topolet_nri::api;
-use topolet_nri::stub::ConnectionStatus;
-use topolet_nri::updater::ContainerUpdater;
 
 use super::{PluginState, TopoletPlugin};
 use crate::nri::adjust;
@@ -19,38 +15,6 @@ use crate::nri::records::BatchResult;
 use topolet_core::managers::topology::hints::NumaMask;
 
 impl TopoletPlugin {
-    /// Connects the plugin to its stub's update queue and status.
-    pub fn attach(
-        self: &Arc<Self>,
-        updater: ContainerUpdater,
-        status: watch::Receiver<ConnectionStatus>,
-    ) {
-        let _ = self.updater.set(updater);
-        let _ = self.status.set(status);
-        if !self
-            .flusher_started
-            .swap(true, std::sync::atomic::Ordering::SeqCst)
-        {
-            let plugin = Arc::downgrade(self);
-            // `[nri]` is read at start only; the kubelet's `reconcileState` runs every 10 s.
-            let drift_every = self.config.get().nri.drift_check();
-            tokio::spawn(async move {
-                let mut last_drift_check = Instant::now();
-                loop {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    let Some(p) = plugin.upgrade() else { break };
-                    p.verify_running();
-                    p.flush_updates();
-                    p.observe_breaches(Instant::now());
-                    if drift_every.is_some_and(|every| last_drift_check.elapsed() >= every) {
-                        last_drift_check = Instant::now();
-                        p.check_drift();
-                    }
-                }
-            });
-        }
-    }
-
     /// Sends the queued containers their current targets in one UpdateContainers request, if
     /// the cache says it is time (`crate::nri::records`: after this connection's
     /// Synchronize, after a lull, one request at a time). The request is queued to the stub
@@ -59,7 +23,7 @@ impl TopoletPlugin {
         let Some(updater) = self.updater.get() else {
             return;
         };
-        let mut node = self.lock();
+        let mut node = self.quiet_lock();
         let Some(batch) = node.records.take_due(Instant::now()) else {
             return;
         };

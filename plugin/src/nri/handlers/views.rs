@@ -40,7 +40,7 @@ impl TopoletPlugin {
     /// Every Kubernetes pod sandbox topolet knows from NRI, with its managed containers. A
     /// read-only snapshot: nothing in the plugin changes.
     pub fn managed_pods(&self) -> Vec<ManagedPod> {
-        let node = self.lock();
+        let node = self.quiet_lock();
         let mut out: Vec<ManagedPod> = Vec::new();
         for (id, sb) in &node.sandboxes {
             let Ok(info) = view::pod_qos(sb) else {
@@ -108,7 +108,7 @@ impl TopoletPlugin {
 
     /// The memory manager's and device provider's books per NUMA node (under the lock).
     pub fn books(&self) -> topolet_core::placement::books::Books {
-        self.lock().placement.books()
+        self.quiet_lock().placement.books()
     }
 
     /// `[topology] max_allowable_numa_nodes` in effect.
@@ -124,7 +124,7 @@ impl TopoletPlugin {
     /// Copies of the placement's sets, taken under the lock (no formatting, no I/O), and the
     /// policies in effect.
     pub fn snapshot(&self) -> (Snapshot, Policies) {
-        let node = self.lock();
+        let node = self.quiet_lock();
         let p = &node.placement;
         // containerd id, pod and mems of each key, preferring the instance holding the cpus.
         let mut known: HashMap<&ContainerKey, (&str, &str, Option<NumaMask>)> = HashMap::new();

@@ -136,8 +136,8 @@ fn sighup_and_file_change_reload_good_configs_and_reject_bad_ones() -> anyhow::R
     ensure!(pids == 1024, "before any reload: pids.max {pids}");
 
     // 1. A good configuration, noticed only through SIGHUP. The file keeps its inode, size
-    // and mtime, but the poll (a stat every 2 s) can still land between the write and the
-    // mtime put back: it then applies the file itself, and the step is tried again with
+    // and mtime, but the file watch (inotify, then a stat once the directory is still for
+    // 200 ms) can still land between the write and the mtime put back: it then applies the file itself, and the step is tried again with
     // another value of the same width.
     let mut limit = None;
     for candidate in 2048..2053 {

@@ -10,7 +10,8 @@
 //! a plain list: they are patched on the Node (`nodes patch`) as a merge patch of the whole list
 //! with the Node's `resourceVersion`, so a concurrent change answers 409 and is retried from a
 //! fresh read. Every failed request is counted and logged (the same target at most once a
-//! minute) and retried at the next tick (1 s).
+//! minute) and retried after [`RETRY`]. Otherwise the publisher sleeps until the next report (one
+//! per eviction interval), which is also when a heartbeat found due is sent: no timer of its own.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -29,8 +30,8 @@ use topolet_core::eviction::node_status::{
 };
 use topolet_core::eviction::NodeCondition;
 
-/// How often the publisher wakes without a new report (heartbeat check, retries).
-pub const TICK: Duration = Duration::from_secs(1);
+/// How soon a failed request is tried again (a new report also tries).
+pub const RETRY: Duration = Duration::from_secs(1);
 /// The same failure is logged at most this often.
 const LOG_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -69,6 +70,7 @@ pub fn start(
         seeded: false,
         taints: None,
         logged: Default::default(),
+        failing: false,
     };
     (tx, tokio::spawn(p.run(rx)))
 }
@@ -83,6 +85,8 @@ struct Publisher {
     /// The Node's taints as last read (`None`: to be read).
     taints: Option<(Vec<Taint>, String)>,
     logged: std::collections::HashMap<&'static str, Instant>,
+    /// A request of the last sync failed: try again after [`RETRY`].
+    failing: bool,
 }
 
 fn time(t: SystemTime) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time> {
@@ -136,12 +140,10 @@ pub fn taints_update(current: &[Taint], wanted: &BTreeSet<&'static str>) -> Opti
 
 impl Publisher {
     async fn run(mut self, mut rx: watch::Receiver<Option<NodeReport>>) {
-        let mut tick = tokio::time::interval(TICK);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 r = rx.changed() => if r.is_err() { return },
-                _ = tick.tick() => {}
+                _ = tokio::time::sleep(RETRY), if self.failing => {}
             }
             let report = rx.borrow_and_update().clone();
             if let Some(report) = report {
@@ -151,6 +153,7 @@ impl Publisher {
     }
 
     fn failed(&mut self, target: &'static str, error: &kube::Error) {
+        self.failing = true;
         self.metrics.node_status_patch(target, "error");
         let now = Instant::now();
         let due = self
@@ -184,6 +187,7 @@ impl Publisher {
     }
 
     async fn sync(&mut self, report: &NodeReport) {
+        self.failing = false;
         if !self.seeded {
             match self.patch_status(json!({})).await {
                 Ok(node) => {

@@ -1,10 +1,15 @@
 //! Configuration reload while running: on SIGHUP, and when the file changes.
 //!
-//! The file is polled (one `stat` every [`POLL_INTERVAL`]) rather than watched with inotify:
+//! What says the file changed is its identity through the path (a `stat`: inode, size, mtime):
 //! a Kubernetes ConfigMap volume replaces the file by swapping a `..data` symlink, editors
-//! replace it by rename, and both defeat an inotify watch on the file itself; `stat` through
-//! the path sees every one of them as a new inode or mtime, needs no dependency, and a few
-//! seconds of latency are fine for a node configuration.
+//! replace it by rename, and `stat` through the path sees every one of them. When to look is
+//! said by inotify (through libc: no dependency) on the directories, not the file: the file's
+//! own directory and the one its symlinks resolve into, where a ConfigMap's symlink swap and an
+//! editor's rename both show (a watch on the file itself would be lost with its inode). An
+//! event is followed by a look once the directory has been still for [`SETTLE`] (a file being
+//! written is not read half done); a look every [`FALLBACK_POLL`] catches what inotify cannot
+//! see (a file system without it). An idle node is so woken by nothing but that slow look.
+//! Without inotify (it failed to start), the file is looked at every [`POLL_INTERVAL`].
 //!
 //! A changed file is parsed and validated exactly as `topolet config check` does, then the
 //! placement is migrated (`topolet_core::placement::migrate`): a valid configuration takes effect for containers
@@ -47,8 +52,12 @@ pub mod result {
     pub const REFUSED: &str = "refused";
 }
 
-/// How often the file is checked for changes.
+/// How often the file is looked at when inotify is not available.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
+/// How often the file is looked at besides inotify's events.
+pub const FALLBACK_POLL: Duration = Duration::from_secs(60);
+/// How long a directory must be still after an event before the file is looked at.
+pub const SETTLE: Duration = Duration::from_millis(200);
 
 /// What identifies one version of the file on disk (through symlinks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,9 +178,22 @@ pub async fn watch(plugin: Arc<TopoletPlugin>, path: PathBuf) {
         last_text: std::fs::read_to_string(&path).ok(),
         path,
     };
-    tracing::info!(path = %w.path.display(), poll_seconds = POLL_INTERVAL.as_secs(), "watching the configuration file (reload also on SIGHUP)");
-    let mut tick = tokio::time::interval(POLL_INTERVAL);
+    let mut dirs = match DirWatch::new(&w.path) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            tracing::warn!(path = %w.path.display(), error = %e, "inotify unavailable: looking at the configuration file every {} s", POLL_INTERVAL.as_secs());
+            None
+        }
+    };
+    let poll = if dirs.is_some() {
+        FALLBACK_POLL
+    } else {
+        POLL_INTERVAL
+    };
+    tracing::info!(path = %w.path.display(), inotify = dirs.is_some(), poll_seconds = poll.as_secs(), "watching the configuration file (reload also on SIGHUP)");
+    let mut tick = tokio::time::interval(poll);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.reset();
     loop {
         tokio::select! {
             Some(()) = async { match hup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => {
@@ -179,16 +201,141 @@ pub async fn watch(plugin: Arc<TopoletPlugin>, path: PathBuf) {
                 w.seen = file_id(&w.path);
                 w.reload(true);
             }
-            _ = tick.tick() => {
-                let now = file_id(&w.path);
-                if now != w.seen {
-                    w.seen = now;
-                    if now.is_none() {
-                        tracing::warn!(path = %w.path.display(), "configuration file is gone; the running configuration stays");
-                        continue;
-                    }
-                    w.reload(false);
+            changed = async { match dirs.as_mut() { Some(d) => d.settled().await, None => std::future::pending().await } } => {
+                if let Err(e) = changed {
+                    tracing::warn!(path = %w.path.display(), error = %e, "inotify failed: looking at the configuration file every {} s", POLL_INTERVAL.as_secs());
+                    dirs = None;
+                    tick = tokio::time::interval(POLL_INTERVAL);
+                    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    continue;
                 }
+                if let Some(d) = dirs.as_mut() {
+                    // A symlink may resolve into another directory now (a ConfigMap's new data).
+                    d.follow(&w.path);
+                }
+                w.look();
+            }
+            _ = tick.tick() => w.look(),
+        }
+    }
+}
+
+impl Watcher {
+    /// Reloads when the file's identity changed since the last look.
+    fn look(&mut self) {
+        let now = file_id(&self.path);
+        if now != self.seen {
+            self.seen = now;
+            if now.is_none() {
+                tracing::warn!(path = %self.path.display(), "configuration file is gone; the running configuration stays");
+                return;
+            }
+            self.reload(false);
+        }
+    }
+}
+
+/// inotify watches on the configuration file's directories: its own, and the one it resolves
+/// into through symlinks (module doc).
+struct DirWatch {
+    fd: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
+    watched: std::collections::BTreeSet<PathBuf>,
+}
+
+impl DirWatch {
+    fn new(path: &Path) -> std::io::Result<DirWatch> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: inotify_init1 takes flags only; a non-negative result is a new descriptor
+        // that nothing else owns.
+        let raw = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        if raw < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a valid descriptor owned by no one else (above).
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) };
+        // SAFETY: the OwnedFd is a valid descriptor, owned by the AsyncFd from here on and
+        // closed only when it is dropped.
+        let fd = unsafe { tokio::io::unix::AsyncFd::register(fd)? };
+        let mut d = DirWatch {
+            fd,
+            watched: Default::default(),
+        };
+        let parent = path.parent().unwrap_or(Path::new("/"));
+        d.add(parent)?;
+        d.follow(path);
+        Ok(d)
+    }
+
+    /// Also watches the directory `path` resolves into now, if it is a new one (best effort:
+    /// the look every [`FALLBACK_POLL`] covers a failure).
+    fn follow(&mut self, path: &Path) {
+        let Some(dir) = std::fs::canonicalize(path)
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_path_buf))
+        else {
+            return;
+        };
+        if let Err(e) = self.add(&dir) {
+            tracing::debug!(dir = %dir.display(), error = %e, "inotify: cannot watch the configuration's directory");
+        }
+    }
+
+    fn add(&mut self, dir: &Path) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::ffi::OsStrExt;
+        if self.watched.contains(dir) {
+            return Ok(());
+        }
+        let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let mask = libc::IN_CLOSE_WRITE
+            | libc::IN_MODIFY
+            | libc::IN_ATTRIB
+            | libc::IN_CREATE
+            | libc::IN_DELETE
+            | libc::IN_MOVED_FROM
+            | libc::IN_MOVED_TO
+            | libc::IN_DELETE_SELF
+            | libc::IN_MOVE_SELF;
+        // SAFETY: a valid inotify descriptor and a NUL-terminated path.
+        if unsafe { libc::inotify_add_watch(self.fd.get_ref().as_raw_fd(), c.as_ptr(), mask) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        self.watched.insert(dir.to_path_buf());
+        Ok(())
+    }
+
+    /// Waits for an event, then until the directories have been still for [`SETTLE`].
+    async fn settled(&mut self) -> std::io::Result<()> {
+        self.event().await?;
+        loop {
+            match tokio::time::timeout(SETTLE, self.event()).await {
+                Ok(r) => r?,
+                Err(_still) => return Ok(()),
+            }
+        }
+    }
+
+    /// Waits for events and reads them (their content does not matter: the look decides).
+    async fn event(&mut self) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        loop {
+            let mut ready = self.fd.readable().await?;
+            let mut buf = [0u8; 4096];
+            let read = ready.try_io(|fd| {
+                // SAFETY: reading into a buffer of the length given.
+                let n = unsafe {
+                    libc::read(fd.get_ref().as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
+                };
+                if n < 0 {
+                    Err(std::io::Error::last_os_error())
+                } else {
+                    Ok(())
+                }
+            });
+            match read {
+                Ok(r) => return r,
+                Err(_would_block) => continue,
             }
         }
     }
@@ -290,6 +437,41 @@ impl Watcher {
 mod tests {
     use super::*;
     use crate::config::PluginIndex;
+
+    /// A Kubernetes ConfigMap volume's update (kubelet's atomic writer: a new timestamped
+    /// directory, a `..data_tmp` symlink to it renamed over `..data`) is seen through the
+    /// directories' inotify watches, and the file's identity through the path changes.
+    #[tokio::test]
+    async fn a_configmap_symlink_swap_wakes_the_watch() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        std::fs::create_dir(d.join("..v1")).expect("v1");
+        std::fs::write(d.join("..v1/topolet.toml"), "# v1\n").expect("write v1");
+        symlink("..v1", d.join("..data")).expect("..data");
+        symlink("..data/topolet.toml", d.join("topolet.toml")).expect("file link");
+        let path = d.join("topolet.toml");
+        let before = file_id(&path);
+        let mut w = DirWatch::new(&path).expect("inotify");
+        assert!(w
+            .watched
+            .contains(&d.join("..v1").canonicalize().expect("v1")));
+
+        std::fs::create_dir(d.join("..v2")).expect("v2");
+        std::fs::write(d.join("..v2/topolet.toml"), "# v2, longer\n").expect("write v2");
+        symlink("..v2", d.join("..data_tmp")).expect("..data_tmp");
+        std::fs::rename(d.join("..data_tmp"), d.join("..data")).expect("swap");
+        // A guard against a hang only: the events are already queued.
+        tokio::time::timeout(Duration::from_secs(60), w.settled())
+            .await
+            .expect("no event for the swap")
+            .expect("inotify read");
+        assert_ne!(file_id(&path), before);
+        w.follow(&path);
+        assert!(w
+            .watched
+            .contains(&d.join("..v2").canonicalize().expect("v2")));
+    }
 
     #[test]
     fn nri_and_state_keep_running_values_and_changed_sections_are_listed() {

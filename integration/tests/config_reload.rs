@@ -4,7 +4,7 @@
 //! containers keep theirs), with an invalid one (rejected, logged naming file and key, the old
 //! one stays), with one that would break a running container (reserving the CPU a Guaranteed
 //! container holds: refused naming the key and the container), and a file change without any
-//! signal (picked up by the poll).
+//! signal (picked up by the file watch).
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};

@@ -235,11 +235,54 @@ impl Watcher {
     }
 }
 
-/// inotify watches on the configuration file's directories: its own, and the one it resolves
-/// into through symlinks (module doc).
+/// inotify watches on the directories the configuration file's path goes through (its own, the
+/// ones its symlinks point into), reporting only events on the entries of that path (the file,
+/// a ConfigMap's `..data` symlink, ...): a log file written beside the configuration wakes no
+/// one (module doc).
 struct DirWatch {
     fd: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
-    watched: std::collections::BTreeSet<PathBuf>,
+    /// Watch descriptor → its directory and the entries in it that the path goes through.
+    watched: std::collections::BTreeMap<i32, (PathBuf, std::collections::BTreeSet<Vec<u8>>)>,
+}
+
+/// The (directory, entry) pairs resolving `path` goes through: the path's own entry, each
+/// symlink's first step and where it leads, at most 16 links deep.
+fn path_entries(path: &Path) -> Vec<(PathBuf, std::ffi::OsString)> {
+    let mut out = Vec::new();
+    let mut at = path.to_path_buf();
+    for _ in 0..16 {
+        let (Some(dir), Some(name)) = (at.parent(), at.file_name()) else {
+            break;
+        };
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        out.push((dir.to_path_buf(), name.to_os_string()));
+        let Ok(target) = std::fs::read_link(&at) else {
+            break;
+        };
+        // `..data/topolet.toml`: the symlink `..data` in the same directory matters too.
+        if let Some(std::path::Component::Normal(first)) = target.components().next() {
+            if target.components().count() > 1 {
+                out.push((dir.to_path_buf(), first.to_os_string()));
+                let hop = dir.join(first);
+                if let Ok(t) = std::fs::read_link(&hop) {
+                    if let Some(std::path::Component::Normal(f)) = t.components().next() {
+                        out.push((dir.to_path_buf(), f.to_os_string()));
+                    }
+                }
+            }
+        }
+        at = dir.join(target);
+    }
+    if let Ok(real) = std::fs::canonicalize(path) {
+        if let (Some(dir), Some(name)) = (real.parent(), real.file_name()) {
+            out.push((dir.to_path_buf(), name.to_os_string()));
+        }
+    }
+    out
 }
 
 impl DirWatch {
@@ -260,32 +303,31 @@ impl DirWatch {
             fd,
             watched: Default::default(),
         };
-        let parent = path.parent().unwrap_or(Path::new("/"));
-        d.add(parent)?;
+        let entries = path_entries(path);
+        let Some((dir, name)) = entries.first() else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the configuration path names no file",
+            ));
+        };
+        d.add(dir, name)?;
         d.follow(path);
         Ok(d)
     }
 
-    /// Also watches the directory `path` resolves into now, if it is a new one (best effort:
-    /// the look every [`FALLBACK_POLL`] covers a failure).
+    /// Also watches what `path` resolves through now (a ConfigMap's new data directory); best
+    /// effort: the look every [`FALLBACK_POLL`] covers a failure.
     fn follow(&mut self, path: &Path) {
-        let Some(dir) = std::fs::canonicalize(path)
-            .ok()
-            .and_then(|p| p.parent().map(Path::to_path_buf))
-        else {
-            return;
-        };
-        if let Err(e) = self.add(&dir) {
-            tracing::debug!(dir = %dir.display(), error = %e, "inotify: cannot watch the configuration's directory");
+        for (dir, name) in path_entries(path) {
+            if let Err(e) = self.add(&dir, &name) {
+                tracing::debug!(dir = %dir.display(), error = %e, "inotify: cannot watch a directory of the configuration's path");
+            }
         }
     }
 
-    fn add(&mut self, dir: &Path) -> std::io::Result<()> {
+    fn add(&mut self, dir: &Path, name: &std::ffi::OsStr) -> std::io::Result<()> {
         use std::os::fd::AsRawFd;
         use std::os::unix::ffi::OsStrExt;
-        if self.watched.contains(dir) {
-            return Ok(());
-        }
         let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let mask = libc::IN_CLOSE_WRITE
@@ -297,47 +339,92 @@ impl DirWatch {
             | libc::IN_MOVED_TO
             | libc::IN_DELETE_SELF
             | libc::IN_MOVE_SELF;
-        // SAFETY: a valid inotify descriptor and a NUL-terminated path.
-        if unsafe { libc::inotify_add_watch(self.fd.get_ref().as_raw_fd(), c.as_ptr(), mask) } < 0 {
+        // SAFETY: a valid inotify descriptor and a NUL-terminated path. Watching a directory
+        // twice returns its existing watch descriptor.
+        let wd =
+            unsafe { libc::inotify_add_watch(self.fd.get_ref().as_raw_fd(), c.as_ptr(), mask) };
+        if wd < 0 {
             return Err(std::io::Error::last_os_error());
         }
-        self.watched.insert(dir.to_path_buf());
+        let entry = self
+            .watched
+            .entry(wd)
+            .or_insert_with(|| (dir.to_path_buf(), Default::default()));
+        entry.1.insert(name.as_bytes().to_vec());
         Ok(())
     }
 
-    /// Waits for an event, then until the directories have been still for [`SETTLE`].
+    /// Whether the directory `dir` is watched for its entry `name`.
+    #[cfg(test)]
+    fn watches(&self, dir: &Path, name: &str) -> bool {
+        let real = |d: &Path| std::fs::canonicalize(d).ok();
+        self.watched
+            .values()
+            .any(|(d, names)| real(d) == real(dir) && names.contains(name.as_bytes()))
+    }
+
+    /// Waits for an event on the path's entries, then until they have been still for
+    /// [`SETTLE`].
     async fn settled(&mut self) -> std::io::Result<()> {
-        self.event().await?;
+        while !self.events().await? {}
         loop {
-            match tokio::time::timeout(SETTLE, self.event()).await {
-                Ok(r) => r?,
+            match tokio::time::timeout(SETTLE, self.events()).await {
+                Ok(Ok(true)) => continue,
+                Ok(Ok(false)) => continue,
+                Ok(Err(e)) => return Err(e),
                 Err(_still) => return Ok(()),
             }
         }
     }
 
-    /// Waits for events and reads them (their content does not matter: the look decides).
-    async fn event(&mut self) -> std::io::Result<()> {
+    /// Waits for events and reads them; true when one is about an entry of the path (or the
+    /// queue overflowed, or a watched directory itself went).
+    async fn events(&mut self) -> std::io::Result<bool> {
         use std::os::fd::AsRawFd;
-        loop {
+        let mut buf = [0u8; 4096];
+        let n = loop {
             let mut ready = self.fd.readable().await?;
-            let mut buf = [0u8; 4096];
             let read = ready.try_io(|fd| {
                 // SAFETY: reading into a buffer of the length given.
                 let n = unsafe {
                     libc::read(fd.get_ref().as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
                 };
-                if n < 0 {
-                    Err(std::io::Error::last_os_error())
-                } else {
-                    Ok(())
-                }
+                usize::try_from(n).map_err(|_| std::io::Error::last_os_error())
             });
             match read {
-                Ok(r) => return r,
+                Ok(r) => break r?,
                 Err(_would_block) => continue,
             }
+        };
+        Ok(self.relevant(&buf[..n]))
+    }
+
+    /// Whether the inotify records in `buf` touch an entry of the path.
+    fn relevant(&self, mut buf: &[u8]) -> bool {
+        const HEADER: usize = std::mem::size_of::<libc::inotify_event>();
+        let mut any = false;
+        while buf.len() >= HEADER {
+            let int = |at: usize| -> [u8; 4] {
+                let mut b = [0u8; 4];
+                b.copy_from_slice(&buf[at..at + 4]);
+                b
+            };
+            let wd = i32::from_ne_bytes(int(0));
+            let mask = u32::from_ne_bytes(int(4));
+            let len = u32::from_ne_bytes(int(12)) as usize;
+            let Some(name) = buf.get(HEADER..HEADER + len) else {
+                return true;
+            };
+            let name: Vec<u8> = name.iter().copied().take_while(|&b| b != 0).collect();
+            let own = mask & (libc::IN_Q_OVERFLOW | libc::IN_DELETE_SELF | libc::IN_MOVE_SELF) != 0;
+            any |= own
+                || self
+                    .watched
+                    .get(&wd)
+                    .is_some_and(|(_, names)| names.contains(&name));
+            buf = &buf[HEADER + len..];
         }
+        any
     }
 }
 
@@ -445,7 +532,8 @@ mod tests {
     async fn a_configmap_symlink_swap_wakes_the_watch() {
         use std::os::unix::fs::symlink;
         let dir = tempfile::tempdir().expect("tempdir");
-        let d = dir.path();
+        let real = dir.path().canonicalize().expect("tempdir");
+        let d = real.as_path();
         std::fs::create_dir(d.join("..v1")).expect("v1");
         std::fs::write(d.join("..v1/topolet.toml"), "# v1\n").expect("write v1");
         symlink("..v1", d.join("..data")).expect("..data");
@@ -453,9 +541,8 @@ mod tests {
         let path = d.join("topolet.toml");
         let before = file_id(&path);
         let mut w = DirWatch::new(&path).expect("inotify");
-        assert!(w
-            .watched
-            .contains(&d.join("..v1").canonicalize().expect("v1")));
+        assert!(w.watches(&d.join("..v1"), "topolet.toml"));
+        assert!(w.watches(d, "..data"));
 
         std::fs::create_dir(d.join("..v2")).expect("v2");
         std::fs::write(d.join("..v2/topolet.toml"), "# v2, longer\n").expect("write v2");
@@ -468,9 +555,21 @@ mod tests {
             .expect("inotify read");
         assert_ne!(file_id(&path), before);
         w.follow(&path);
-        assert!(w
-            .watched
-            .contains(&d.join("..v2").canonicalize().expect("v2")));
+        assert!(w.watches(&d.join("..v2"), "topolet.toml"));
+    }
+
+    /// A file written beside the configuration (a log) wakes nothing; the configuration does.
+    #[tokio::test]
+    async fn only_the_path_s_own_entries_wake_the_watch() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("topolet.toml");
+        std::fs::write(&path, "# a\n").expect("write");
+        let mut w = DirWatch::new(&path).expect("inotify");
+        std::fs::write(dir.path().join("topolet.log"), "a line\n").expect("log");
+        let log_only = w.events().await.expect("inotify read");
+        assert!(!log_only, "the log's events are not the configuration's");
+        std::fs::write(&path, "# b\n").expect("rewrite");
+        assert!(w.events().await.expect("inotify read"));
     }
 
     #[test]

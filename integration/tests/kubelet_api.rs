@@ -227,3 +227,64 @@ fn an_api_outage_falls_back_to_the_inversion_and_the_watch_catches_up() -> anyho
     node.cluster.delete_pod("after")?;
     Ok(())
 }
+
+/// A quiet node keeps its pod watch: each watch request is ended by the API server after
+/// `watch_timeout_s` (35 to 70 s here, longer than the 30 s the client's reads were once cut at)
+/// and topolet watches again from the last resourceVersion it saw: no list after the first, no
+/// error, the store synced throughout, and the next pod is decided from its spec.
+#[test]
+fn the_pod_watch_outlives_a_quiet_period_without_a_relist() -> anyhow::Result<()> {
+    let mut node = KubeNode::start_with_api_config(
+        "",
+        &ClusterOptions::default(),
+        &format!("{KUBERNETES}\nwatch_timeout_s = 35"),
+    )?;
+    let requests = |m: &str, verb: &str| {
+        admissions::sample(
+            m,
+            &format!("topolet_kube_pod_watch_requests_total{{verb=\"{verb}\"}}"),
+        )
+        .unwrap_or(0.0)
+    };
+    let m = admissions::metrics(&mut node.t.topolet)?;
+    ensure!(requests(&m, "list") == 1.0, "one list at start:\n{m}");
+    let watches = requests(&m, "watch");
+    let errors = admissions::sample(&m, "topolet_kube_pod_watch_errors_total");
+    // Nothing happens on the node; the server ends the first watch (35 s at least) and topolet
+    // watches again.
+    let addr = node.t.topolet.wait_metrics_address()?;
+    wait::until_true(
+        "the pod watch renewed by topolet after the server ended it",
+        std::time::Duration::from_secs(150),
+        || {
+            let m = topolet_integration::topolet::metrics_text(&addr)?;
+            Ok(requests(&m, "watch") > watches)
+        },
+    )?;
+    let m = admissions::metrics(&mut node.t.topolet)?;
+    ensure!(
+        requests(&m, "list") == 1.0
+            && admissions::sample(&m, "topolet_kube_pod_watch_relists_total") == Some(0.0),
+        "no list while the watch lives:\n{m}"
+    );
+    ensure!(
+        admissions::sample(&m, "topolet_kube_pod_watch_errors_total") == errors
+            && admissions::sample(&m, "topolet_kube_pod_store_synced") == Some(1.0),
+        "the watch never failed and the store stayed synced:\n{m}"
+    );
+    node.cluster.create_pod(pod(
+        "quiet",
+        vec![ctr("main", res("100m", "", "32Mi", ""))],
+        vec![],
+    ))?;
+    node.cluster.wait_running("quiet")?;
+    agreeing(&mut node, "quiet", &["main"])?;
+    let m = admissions::metrics(&mut node.t.topolet)?;
+    ensure!(
+        !m.lines()
+            .any(|l| l.starts_with("topolet_admission_fallbacks_total{")),
+        "no decision fell back to the inversion:\n{m}"
+    );
+    node.cluster.delete_pod("quiet")?;
+    Ok(())
+}

@@ -107,9 +107,10 @@ async fn serve(
     // This node's pods from the API: admission from their specs (`crate::cluster::pod_directory`).
     let _pod_watch = kube.as_ref().map(|k| {
         let (pods, task) = crate::cluster::pod_directory::start(
-            k.client.clone(),
+            k.watch_client.clone(),
             k.node.clone(),
             kubernetes.pod_wait(),
+            kubernetes.watch_timeout(),
             plugin.metrics().clone(),
         );
         plugin.set_pod_directory(pods, kubernetes.pod_wait());

@@ -158,6 +158,26 @@ fn hostname() -> Option<String> {
 
 /// Builds the client (no request is made: an unreachable API server is not an error here).
 pub async fn client(creds: &Credentials) -> anyhow::Result<Client> {
+    client_reading(creds, READ_TIMEOUT).await
+}
+
+/// How long any request but a watch may wait for the server's next bytes.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The client of the watches (`crate::cluster::pod_directory`): the same as [`client`], but a
+/// read may wait `longest_watch` (the longest `timeoutSeconds` a watch asks for) plus
+/// [`crate::cluster::pod_directory::WATCH_MARGIN`], so that a watch on a quiet node is ended by
+/// the server, never cut by the client ([`READ_TIMEOUT`] would end it after 30 s without an
+/// event, and every node would relist its pods twice a minute).
+pub async fn watch_client(creds: &Credentials, longest_watch: Duration) -> anyhow::Result<Client> {
+    client_reading(
+        creds,
+        longest_watch + crate::cluster::pod_directory::WATCH_MARGIN,
+    )
+    .await
+}
+
+async fn client_reading(creds: &Credentials, read_timeout: Duration) -> anyhow::Result<Client> {
     let mut config = match creds {
         Credentials::Kubeconfig(path) => {
             let kc = kube::config::Kubeconfig::read_from(path).with_context(|| {
@@ -190,7 +210,7 @@ pub async fn client(creds: &Credentials) -> anyhow::Result<Client> {
     };
     // Bounded: a hung API server holds the recorder task, never a container event.
     config.connect_timeout = Some(Duration::from_secs(10));
-    config.read_timeout = Some(Duration::from_secs(30));
+    config.read_timeout = Some(read_timeout);
     config.write_timeout = Some(Duration::from_secs(30));
     // No built-in retry: kube's (up to 15 attempts on 429/503/504, back-off up to 1000 s) would
     // hold the eviction loop for minutes on a PodDisruptionBudget's 429, which means "try
@@ -282,6 +302,8 @@ pub struct Started {
     pub recorder: tokio::task::JoinHandle<()>,
     /// The client, for the other users (eviction, node conditions).
     pub client: Client,
+    /// The client of the pod watch ([`watch_client`]).
+    pub watch_client: Client,
     /// This node's name.
     pub node: String,
 }
@@ -308,10 +330,13 @@ pub async fn start(
     metrics.set_kube_client(true);
     let (sink, rx) = EventSink::channel(QUEUE, metrics.clone());
     let recorder = Recorder::new(client.clone(), node.clone(), metrics);
+    // A watch asks for at most twice `watch_timeout_s` (`crate::cluster::pod_directory`).
+    let watch_client = watch_client(&creds, 2 * config.watch_timeout()).await?;
     Ok(Some(Started {
         sink,
         recorder: tokio::spawn(recorder.run(rx)),
         client,
+        watch_client,
         node,
     }))
 }

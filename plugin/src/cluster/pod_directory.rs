@@ -1,13 +1,23 @@
 //! The pod directory: a watch of this node's pods (field selector `spec.nodeName=<node>`) and the
 //! store the NRI handlers read the real pod specs from.
 //!
-//! One task owns the watch (kube's `watcher`: list, then watch; a watch the server ends is
-//! resumed by kube). An error marks the store not synced, is counted
+//! One task owns the watch, a reflector as client-go's (tools/cache/reflector.go): it lists once
+//! (paged), then watches from the list's resourceVersion with bookmarks
+//! (`allowWatchBookmarks`), each watch request ended by the server after `timeoutSeconds`
+//! (`[kubernetes] watch_timeout_s` to twice it, drawn per request) and resumed from the last
+//! version seen (an object's or a bookmark's): a quiet node keeps one watch open, renewed every
+//! few minutes, and lists again only when the server says the version is gone (410 Gone,
+//! `Expired`: "too old resource version"; counted in `topolet_kube_pod_watch_relists_total`).
+//! Each list and watch request is counted (`topolet_kube_pod_watch_requests_total{verb}`). The
+//! client the watch uses reads with a timeout above the longest watch
+//! (`crate::cluster::client::watch_client`), so an idle watch is never cut by the client. An
+//! error (a failed request, a broken connection) marks the store not synced, is counted
 //! (`topolet_kube_pod_watch_errors_total`) and logged (the same error at most once a minute);
-//! the task then waits kube's default back-off (800 ms doubling to 30 s, jittered) and starts a
-//! new watcher, whose relist replaces the store atomically at its end (`InitDone`), counted in
-//! `topolet_kube_pod_watch_restarts_total`. Pods are converted to the core's [`Pod`] in the task
-//! by the same reader `topolet plan` uses (`topolet_core::kube::pod_input`), never on the event path.
+//! the task then waits kube's default back-off (800 ms doubling to 30 s, jittered) and watches
+//! again from the last version (`topolet_kube_pod_watch_restarts_total`): synced again as soon as
+//! the server accepts it, without a relist. A relist replaces the store atomically at its end
+//! (`InitDone`). Pods are converted to the core's [`Pod`] in the task by the same reader
+//! `topolet plan` uses (`topolet_core::kube::pod_input`), never on the event path.
 //!
 //! Reads are a short read-lock on a map ([`PodDirectory::get`]). [`PodDirectory::get_or_wait`]
 //! may wait, bounded by `[kubernetes] pod_wait_ms`, for a pod of a synced watch that has not
@@ -24,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod as ApiPod;
-use kube::api::Api;
+use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, DefaultBackoff};
 use kube::Client;
@@ -251,37 +261,146 @@ impl PodDirectory {
         self.inner.changed.send_modify(|g| *g = g.wrapping_add(1));
     }
 
-    /// Watches pods of `node` through `client` for ever (see the module docs).
-    pub async fn run(self, client: Client, node: String) {
-        let api: Api<ApiPod> = Api::all(client);
-        let config = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
-        let mut backoff = DefaultBackoff::default();
-        let mut last_logged: Option<(String, Instant)> = None;
+    /// The watch was (re)connected after an error without a relist (it resumes from the last
+    /// resourceVersion it saw): synced again.
+    fn resumed(&self) {
+        let mut s = self.write();
+        if !s.synced {
+            s.synced = true;
+            tracing::info!(entries = s.pods.len(), "pod watch resumed");
+            self.publish(&s);
+        }
+    }
+
+    /// Lists the pods of `fields` into the store (pages of [`PAGE`]); the list's resourceVersion.
+    async fn list(&self, api: &Api<ApiPod>, fields: &str) -> Result<String, kube::Error> {
+        self.inner.metrics.pod_watch_request("list");
+        self.handle(watcher::Event::Init);
+        let mut token: Option<String> = None;
         loop {
-            let mut stream = watcher::watcher(api.clone(), config.clone()).boxed();
-            while let Some(item) = stream.next().await {
-                match item {
-                    Ok(event) => {
-                        if matches!(event, watcher::Event::InitDone) {
-                            backoff.reset();
-                        }
-                        self.handle(event);
+            let mut lp = ListParams::default().fields(fields).limit(PAGE);
+            if let Some(t) = &token {
+                lp = lp.continue_token(t);
+            }
+            let page = api.list(&lp).await?;
+            for p in page.items {
+                self.handle(watcher::Event::InitApply(p));
+            }
+            token = page.metadata.continue_.filter(|t| !t.is_empty());
+            if token.is_none() {
+                self.handle(watcher::Event::InitDone);
+                return Ok(page.metadata.resource_version.unwrap_or_default());
+            }
+        }
+    }
+
+    /// One watch request from `rv`, until the server ends it (its `timeoutSeconds`) or it
+    /// fails; applies its events to the store and keeps `rv` at the last version seen
+    /// (objects and bookmarks).
+    async fn watch(
+        &self,
+        api: &Api<ApiPod>,
+        fields: &str,
+        timeout: u32,
+        rv: &mut String,
+    ) -> Result<(), Ended> {
+        self.inner.metrics.pod_watch_request("watch");
+        let wp = WatchParams::default().fields(fields).timeout(timeout);
+        let mut stream = api.watch(&wp, rv).await.map_err(Ended::from)?.boxed();
+        // The server answered: the watch lives again.
+        self.resumed();
+        // The server ends the request after `timeout`; a connection that dies silently is
+        // noticed this much later (kube-runtime's watcher does the same).
+        let idle = Duration::from_secs(u64::from(timeout)) + WATCH_MARGIN;
+        loop {
+            let item = match tokio::time::timeout(idle, stream.next()).await {
+                Ok(Some(item)) => item,
+                // Ended by the server (its timeout), or silent for longer: resume.
+                Ok(None) | Err(_) => return Ok(()),
+            };
+            let version = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+                m.resource_version.clone().filter(|v| !v.is_empty())
+            };
+            match item.map_err(Ended::from)? {
+                WatchEvent::Added(p) | WatchEvent::Modified(p) => {
+                    if let Some(v) = version(&p.metadata) {
+                        *rv = v;
                     }
-                    Err(e) => {
-                        self.inner.metrics.pod_watch_error();
-                        self.disconnected();
-                        let text = e.to_string();
-                        let due = match &last_logged {
-                            Some((t, at)) => *t != text || at.elapsed() >= ERROR_LOG_INTERVAL,
-                            None => true,
-                        };
-                        if due {
-                            tracing::warn!(error = %text, node = %node, "pod watch failed (check the API server and topolet's RBAC: pods list, watch); the NRI inversion decides until it relists");
-                            last_logged = Some((text, Instant::now()));
-                        }
-                        break;
+                    self.handle(watcher::Event::Apply(p));
+                }
+                WatchEvent::Deleted(p) => {
+                    if let Some(v) = version(&p.metadata) {
+                        *rv = v;
+                    }
+                    self.handle(watcher::Event::Delete(p));
+                }
+                WatchEvent::Bookmark(b) => {
+                    if !b.metadata.resource_version.is_empty() {
+                        *rv = b.metadata.resource_version;
                     }
                 }
+                WatchEvent::Error(status) => return Err(Ended::from_status(*status)),
+            }
+        }
+    }
+
+    /// Watches pods of `node` through `client` for ever (see the module docs). `watch_timeout`:
+    /// each watch request asks the server to end it after a time drawn between this and twice
+    /// this (`[kubernetes] watch_timeout_s`).
+    pub async fn run(self, client: Client, node: String, watch_timeout: Duration) {
+        let api: Api<ApiPod> = Api::all(client);
+        let fields = format!("spec.nodeName={node}");
+        let mut backoff = DefaultBackoff::default();
+        let mut last_logged: Option<(String, Instant)> = None;
+        // The resourceVersion to resume from; `None`: list first.
+        let mut rv: Option<String> = None;
+        let mut seed = jitter_seed();
+        loop {
+            let result = match rv.as_mut() {
+                None => match self.list(&api, &fields).await {
+                    Ok(v) if !v.is_empty() => {
+                        rv = Some(v);
+                        Ok(())
+                    }
+                    Ok(_) => Err(Ended::Failed(
+                        "the pod list carried no resourceVersion".into(),
+                    )),
+                    Err(e) => Err(Ended::from(e)),
+                },
+                Some(v) => {
+                    let timeout = jittered(watch_timeout, &mut seed);
+                    self.watch(&api, &fields, timeout, v).await
+                }
+            };
+            let error = match result {
+                Ok(()) => {
+                    backoff.reset();
+                    continue;
+                }
+                Err(Ended::Gone(text)) => {
+                    // The server no longer has our version: the only reason to relist.
+                    tracing::info!(node = %node, reason = %text, "pod watch: the resourceVersion is gone; relisting");
+                    self.inner.metrics.pod_watch_relist();
+                    rv = None;
+                    backoff.reset();
+                    continue;
+                }
+                Err(Ended::Failed(text)) => text,
+            };
+            self.inner.metrics.pod_watch_error();
+            self.disconnected();
+            let due = match &last_logged {
+                Some((t, at)) => *t != error || at.elapsed() >= ERROR_LOG_INTERVAL,
+                None => true,
+            };
+            if due {
+                let resume = if rv.is_some() {
+                    "it resumes"
+                } else {
+                    "it lists"
+                };
+                tracing::warn!(error = %error, node = %node, "pod watch failed (check the API server and topolet's RBAC: pods list, watch); the NRI inversion decides until {resume}");
+                last_logged = Some((error, Instant::now()));
             }
             let delay = backoff.next().unwrap_or(Duration::from_secs(30));
             tokio::time::sleep(delay).await;
@@ -290,17 +409,70 @@ impl PodDirectory {
     }
 }
 
+/// How a watch request ended other than by the server's timeout.
+#[derive(Debug)]
+enum Ended {
+    /// 410 Gone (`Expired`, "too old resource version"): relist.
+    Gone(String),
+    /// Anything else: resume from the last version after a back-off.
+    Failed(String),
+}
+
+impl Ended {
+    fn from_status(s: kube::core::Status) -> Ended {
+        if s.code == 410 || s.reason == "Expired" || s.reason == "Gone" {
+            Ended::Gone(s.to_string())
+        } else {
+            Ended::Failed(s.to_string())
+        }
+    }
+}
+
+impl From<kube::Error> for Ended {
+    fn from(e: kube::Error) -> Ended {
+        match e {
+            kube::Error::Api(s) => Ended::from_status(*s),
+            e => Ended::Failed(e.to_string()),
+        }
+    }
+}
+
+/// Pods per page of a list (client-go's pager default).
+const PAGE: u32 = 500;
+/// How long after a watch's own end a silent connection is taken for dead.
+pub const WATCH_MARGIN: Duration = Duration::from_secs(30);
+
+/// A seed for the watch timeouts' jitter: differs between processes and nodes.
+fn jitter_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.finish() | 1
+}
+
+/// `base` to twice `base`, in seconds (client-go's reflector draws its watch timeout the same
+/// way, minWatchTimeout × (1 + rand), so that nodes that reconnected together do not keep
+/// reconnecting together); `seed` is a xorshift state.
+fn jittered(base: Duration, seed: &mut u64) -> u32 {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    let base = base.as_secs().max(1);
+    u32::try_from(base + *seed % base).unwrap_or(u32::MAX)
+}
+
 /// The pod directory on the plugin's API client (`crate::cluster::client::start`): the store for the
 /// plugin and the task watching `node`'s pods.
 pub fn start(
     client: kube::Client,
     node: String,
     wait: std::time::Duration,
+    watch_timeout: Duration,
     metrics: Arc<Metrics>,
 ) -> (PodDirectory, tokio::task::JoinHandle<()>) {
-    tracing::info!(node = %node, wait_ms = wait.as_millis() as u64, "pod watch on: admission from the pods' specs, the NRI inversion as fallback");
+    tracing::info!(node = %node, wait_ms = wait.as_millis() as u64, watch_timeout_s = watch_timeout.as_secs(), "pod watch on: admission from the pods' specs, the NRI inversion as fallback");
     let dir = PodDirectory::new(metrics);
-    let task = tokio::spawn(dir.clone().run(client, node));
+    let task = tokio::spawn(dir.clone().run(client, node, watch_timeout));
     (dir, task)
 }
 
@@ -332,6 +504,59 @@ mod tests {
             Lookup::Found(p) => p.containers[0].requests.cpu_millis,
             _ => None,
         }
+    }
+
+    #[test]
+    fn only_a_gone_version_relists() {
+        let status = |code: u16, reason: &str| kube::core::Status {
+            code,
+            reason: reason.into(),
+            message: "m".into(),
+            ..Default::default()
+        };
+        assert!(matches!(
+            Ended::from_status(status(410, "Expired")),
+            Ended::Gone(_)
+        ));
+        assert!(matches!(
+            Ended::from_status(status(410, "Gone")),
+            Ended::Gone(_)
+        ));
+        for (code, reason) in [
+            (500, "InternalError"),
+            (403, "Forbidden"),
+            (429, "TooManyRequests"),
+        ] {
+            assert!(matches!(
+                Ended::from_status(status(code, reason)),
+                Ended::Failed(_)
+            ));
+        }
+        let e = kube::Error::Api(Box::new(status(410, "Expired")));
+        assert!(matches!(Ended::from(e), Ended::Gone(_)));
+    }
+
+    #[test]
+    fn watch_timeouts_are_spread_between_once_and_twice_the_setting() {
+        let mut seed = jitter_seed();
+        let base = Duration::from_secs(300);
+        let drawn: Vec<u32> = (0..1000).map(|_| jittered(base, &mut seed)).collect();
+        assert!(drawn.iter().all(|&t| (300..600).contains(&t)), "{drawn:?}");
+        // Spread, not one value.
+        let distinct: HashSet<u32> = drawn.iter().copied().collect();
+        assert!(distinct.len() > 100, "{}", distinct.len());
+    }
+
+    #[test]
+    fn a_resumed_watch_is_synced_again_without_a_relist() {
+        let (d, _) = dir();
+        d.handle(watcher::Event::Init);
+        d.handle(watcher::Event::InitApply(api_pod("u1", "p1", "1", None)));
+        d.handle(watcher::Event::InitDone);
+        d.disconnected();
+        assert_eq!(d.get("u1"), Lookup::NotSynced);
+        d.resumed();
+        assert_eq!(cpu(&d.get("u1")), Some(1000), "the store kept its pods");
     }
 
     #[test]

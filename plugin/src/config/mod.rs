@@ -316,7 +316,22 @@ pub struct KubernetesConfig {
     /// (synced watch, an API pod, at most once per pod), in milliseconds; then the NRI inversion
     /// decides. Unset: [`DEFAULT_POD_WAIT_MS`]; at most [`MAX_POD_WAIT_MS`]; 0: never wait.
     pub pod_wait_ms: Option<u64>,
+    /// How long the API server keeps one watch request of the pod watch open before it ends it
+    /// and topolet resumes it from the last resourceVersion (no relist), in seconds: each
+    /// request asks for a time drawn between this and twice this. Unset:
+    /// [`DEFAULT_WATCH_TIMEOUT_S`]; from [`MIN_WATCH_TIMEOUT_S`] to [`MAX_WATCH_TIMEOUT_S`]. A
+    /// proxy or load balancer that cuts connections idle for less than twice this needs a lower
+    /// value.
+    pub watch_timeout_s: Option<u64>,
 }
+
+/// `[kubernetes] watch_timeout_s` when unset: client-go's reflector's minWatchTimeout (5 min).
+pub const DEFAULT_WATCH_TIMEOUT_S: u64 = 300;
+/// The smallest `[kubernetes] watch_timeout_s`.
+pub const MIN_WATCH_TIMEOUT_S: u64 = 10;
+/// The largest `[kubernetes] watch_timeout_s`: half an hour (a longer watch only delays noticing
+/// a connection that died silently).
+pub const MAX_WATCH_TIMEOUT_S: u64 = 1800;
 
 /// `[kubernetes] pod_wait_ms` when unset.
 pub const DEFAULT_POD_WAIT_MS: u64 = 250;
@@ -327,6 +342,11 @@ impl KubernetesConfig {
     /// `pod_wait_ms` as a duration (the default when unset).
     pub fn pod_wait(&self) -> std::time::Duration {
         std::time::Duration::from_millis(self.pod_wait_ms.unwrap_or(DEFAULT_POD_WAIT_MS))
+    }
+
+    /// `watch_timeout_s` as a duration (the default when unset).
+    pub fn watch_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.watch_timeout_s.unwrap_or(DEFAULT_WATCH_TIMEOUT_S))
     }
 }
 
@@ -528,6 +548,16 @@ impl Config {
                     "{ms} is more than {MAX_POD_WAIT_MS} (containerd gives an NRI request 2 s; \
                      the wait is part of CreateContainer)"
                 ),
+            ));
+        }
+        if let Some(s) = self
+            .kubernetes
+            .watch_timeout_s
+            .filter(|s| !(MIN_WATCH_TIMEOUT_S..=MAX_WATCH_TIMEOUT_S).contains(s))
+        {
+            return Err(value_err(
+                "kubernetes.watch_timeout_s",
+                format!("{s} is not between {MIN_WATCH_TIMEOUT_S} and {MAX_WATCH_TIMEOUT_S}"),
             ));
         }
         if let Some(name) = &self.kubernetes.node_name {
@@ -911,6 +941,14 @@ oom_score_adj_floor = 0
             ),
             ("[kubernetes]\nnode_name = \"\"", "kubernetes.node_name"),
             ("[kubernetes]\npod_wait_ms = 5000", "kubernetes.pod_wait_ms"),
+            (
+                "[kubernetes]\nwatch_timeout_s = 5",
+                "kubernetes.watch_timeout_s",
+            ),
+            (
+                "[kubernetes]\nwatch_timeout_s = 3600",
+                "kubernetes.watch_timeout_s",
+            ),
             ("[nri]\ndrift_check_s = 86401", "nri.drift_check_s"),
             ("[nri]\ndrift_check_s = -1", "drift_check_s"),
             ("[kubernetes]\npod_wait_ms = -1", "pod_wait_ms"),

@@ -154,6 +154,10 @@ struct PodTruth {
     waits: BTreeMap<&'static str, u64>,
     watch_errors: u64,
     watch_restarts: u64,
+    /// Lists started again because the server no longer had the watch's resourceVersion.
+    watch_relists: u64,
+    /// verb (`list`, `watch`) → requests of the pod watch.
+    watch_requests: BTreeMap<&'static str, u64>,
     synced: bool,
     pods: u64,
 }
@@ -462,7 +466,22 @@ impl Metrics {
         *self.lock().pod_truth.waits.entry(result).or_default() += 1;
     }
 
-    /// The pod watch failed (it relists after a back-off).
+    /// A request of the pod watch: `list` or `watch`.
+    pub fn pod_watch_request(&self, verb: &'static str) {
+        *self
+            .lock()
+            .pod_truth
+            .watch_requests
+            .entry(verb)
+            .or_default() += 1;
+    }
+
+    /// The pod watch lists again: the server no longer had its resourceVersion (410 Gone).
+    pub fn pod_watch_relist(&self) {
+        self.lock().pod_truth.watch_relists += 1;
+    }
+
+    /// The pod watch failed (it watches again from its last version after a back-off).
     pub fn pod_watch_error(&self) {
         self.lock().pod_truth.watch_errors += 1;
     }
@@ -1101,7 +1120,7 @@ fn render_pod_truth(w: &mut Writer, p: &PodTruth) {
     w.family(
         "topolet_kube_pod_watch_errors_total",
         "counter",
-        "Errors of the watch of this node's pods (each followed by a back-off and a relist).",
+        "Errors of the watch of this node's pods (each followed by a back-off and a new watch from the last resourceVersion).",
     );
     w.sample(
         "topolet_kube_pod_watch_errors_total",
@@ -1111,13 +1130,35 @@ fn render_pod_truth(w: &mut Writer, p: &PodTruth) {
     w.family(
         "topolet_kube_pod_watch_restarts_total",
         "counter",
-        "Restarts (relists) of the pod watch after an error.",
+        "Restarts of the pod watch after an error (a new watch from the last resourceVersion, or a list if it has none).",
     );
     w.sample(
         "topolet_kube_pod_watch_restarts_total",
         &[],
         p.watch_restarts as f64,
     );
+    w.family(
+        "topolet_kube_pod_watch_relists_total",
+        "counter",
+        "Lists of the pod watch after the first, because the server no longer had its resourceVersion (410 Gone).",
+    );
+    w.sample(
+        "topolet_kube_pod_watch_relists_total",
+        &[],
+        p.watch_relists as f64,
+    );
+    w.family(
+        "topolet_kube_pod_watch_requests_total",
+        "counter",
+        "Requests of the pod watch to the API server, by verb (list, watch).",
+    );
+    for verb in ["list", "watch"] {
+        w.sample(
+            "topolet_kube_pod_watch_requests_total",
+            &[("verb", verb.to_string())],
+            p.watch_requests.get(verb).copied().unwrap_or(0) as f64,
+        );
+    }
     w.gauge(
         "topolet_kube_pod_store_synced",
         "1 while the pod watch's store is synced (listed, and no error since).",

@@ -435,8 +435,86 @@ fn fill(
             fill(idx, levels, &sub, need, depth + 1, opts, out);
             return;
         }
-        // Span k groups: repeatedly the smallest group that still lets the rest fit in the
-        // remaining count, the last one a best fit.
+        // Span k groups (below). When that would split cores while the whole free cores of
+        // the scope can hold the request, whole cores win, wherever they are (the kubelet's
+        // takeFullCores, cpu_assignment.go, comes before any partial core: e.g. its
+        // `ExpectAllocAllFullCoresFromThreeSockets`): a split core is a noisy neighbour, a
+        // further socket only distance.
+        let mut spanned = out.clone();
+        span(
+            idx,
+            levels,
+            scope,
+            level,
+            &counts,
+            cands,
+            k,
+            need,
+            depth,
+            opts,
+            &mut spanned,
+        );
+        let rest = scope.difference(out);
+        let whole = idx.whole_cores(&rest);
+        let taken = spanned.difference(out);
+        // (At least one whole core to take: else "whole cores first" is this very call.)
+        let tpc = idx.threads_per_core.max(1);
+        if kind != LevelKind::Core
+            && need >= tpc
+            && whole.len() >= tpc
+            && whole != rest
+            && split_count(idx, &taken) > 0
+        {
+            let first = whole_cores_first(idx, levels, &rest, &whole, need, depth, opts);
+            if split_count(idx, &first) < split_count(idx, &taken) {
+                out.extend_from(&first);
+                return;
+            }
+        }
+        *out = spanned;
+    }
+}
+
+/// `need` CPUs of `rest` (its whole free cores `whole`), whole cores first: as many as the
+/// request holds, packed (`fill` over `whole`), then the remainder from what is left.
+fn whole_cores_first(
+    idx: &CpuIndex,
+    levels: &[LevelKind],
+    rest: &CpuSet,
+    whole: &CpuSet,
+    need: usize,
+    depth: usize,
+    opts: &AllocOptions,
+) -> CpuSet {
+    let tpc = idx.threads_per_core.max(1);
+    let w = (need / tpc * tpc).min(whole.len());
+    let mut got = CpuSet::new();
+    fill(idx, levels, whole, w, depth, opts, &mut got);
+    if need > w {
+        let left = rest.difference(&got);
+        fill(idx, levels, &left, need - w, depth, opts, &mut got);
+    }
+    got
+}
+
+/// Adds `need` CPUs of `scope` to `out` across the `k` groups of `level` the request needs at
+/// least: repeatedly the smallest group that still lets the rest fit in the remaining count,
+/// the last one a best fit.
+#[allow(clippy::too_many_arguments)]
+fn span(
+    idx: &CpuIndex,
+    levels: &[LevelKind],
+    scope: &CpuSet,
+    level: &Level,
+    counts: &[usize],
+    cands: Vec<usize>,
+    k: usize,
+    mut need: usize,
+    depth: usize,
+    opts: &AllocOptions,
+    out: &mut CpuSet,
+) {
+    {
         let mut chosen: Vec<usize> = Vec::with_capacity(k);
         let mut left = need;
         let mut pool = cands.clone();
@@ -815,6 +893,46 @@ pub(crate) mod kube_topos {
                 .collect::<Vec<_>>(),
         )
     }
+
+    /// `topoQuadSocketFourWayHT` (a KNL SNC-4 machine): 288 CPUs, 4 sockets = NUMA nodes, 18
+    /// cores of 4 threads each; `(core, [threads])` per socket, as in the kubelet's table.
+    #[rustfmt::skip]
+    const QUAD: [[(usize, [usize; 4]); 18]; 4] = [
+        [(0, [0, 109, 169, 229]), (1, [50, 110, 170, 230]), (64, [1, 13, 25, 38]),
+         (65, [2, 14, 26, 39]), (72, [9, 21, 33, 46]), (73, [10, 22, 34, 47]),
+         (8, [57, 117, 177, 237]), (9, [58, 118, 178, 238]), (24, [71, 131, 191, 251]),
+         (25, [72, 132, 192, 252]), (32, [79, 139, 199, 259]), (33, [80, 140, 200, 260]),
+         (40, [87, 147, 207, 267]), (41, [88, 148, 208, 268]), (48, [95, 155, 215, 275]),
+         (49, [96, 156, 216, 276]), (56, [103, 163, 223, 283]), (57, [104, 164, 224, 284])],
+        [(66, [3, 15, 27, 40]), (67, [4, 16, 28, 41]), (74, [11, 23, 35, 48]),
+         (75, [12, 24, 36, 49]), (2, [51, 111, 171, 231]), (3, [52, 112, 172, 232]),
+         (10, [59, 119, 179, 239]), (11, [60, 120, 180, 240]), (18, [65, 125, 185, 245]),
+         (19, [66, 126, 186, 246]), (26, [73, 133, 193, 253]), (27, [74, 134, 194, 254]),
+         (34, [81, 141, 201, 261]), (35, [82, 142, 202, 262]), (42, [89, 149, 209, 269]),
+         (43, [90, 150, 210, 270]), (50, [97, 157, 217, 277]), (51, [98, 158, 218, 278])],
+        [(68, [5, 17, 29, 42]), (69, [6, 18, 30, 43]), (4, [53, 113, 173, 233]),
+         (5, [54, 114, 174, 234]), (12, [61, 121, 181, 241]), (13, [62, 122, 182, 242]),
+         (20, [67, 127, 187, 247]), (21, [68, 128, 188, 248]), (28, [75, 135, 195, 255]),
+         (29, [76, 136, 196, 256]), (36, [83, 143, 203, 263]), (37, [84, 144, 204, 264]),
+         (44, [91, 151, 211, 271]), (45, [92, 152, 212, 272]), (52, [99, 159, 219, 279]),
+         (53, [100, 160, 220, 280]), (60, [105, 165, 225, 285]), (61, [106, 166, 226, 286])],
+        [(70, [7, 19, 31, 44]), (71, [8, 20, 32, 45]), (63, [37, 108, 168, 228]),
+         (62, [107, 167, 227, 287]), (6, [55, 115, 175, 235]), (7, [56, 116, 176, 236]),
+         (14, [63, 123, 183, 243]), (15, [64, 124, 184, 244]), (22, [69, 129, 189, 249]),
+         (23, [70, 130, 190, 250]), (30, [77, 137, 197, 257]), (31, [78, 138, 198, 258]),
+         (38, [85, 145, 205, 265]), (39, [86, 146, 206, 266]), (46, [93, 153, 213, 273]),
+         (47, [94, 154, 214, 274]), (54, [101, 161, 221, 281]), (55, [102, 162, 222, 282])],
+    ];
+
+    pub fn quad_socket_four_way_ht() -> Topology {
+        let mut cpus = Vec::with_capacity(288);
+        for (socket, cores) in QUAD.iter().enumerate() {
+            for &(core, threads) in cores {
+                cpus.extend(threads.iter().map(|&t| (t, socket, socket, core, None)));
+            }
+        }
+        build(&cpus)
+    }
 }
 
 #[cfg(test)]
@@ -1111,6 +1229,49 @@ mod tests {
         let got = take_by_topology(&t, &avail, 4, &packed()).unwrap();
         assert_eq!(got, set("0-3"));
     }
+
+    #[test]
+    fn quad_socket_fixture_is_the_kubelet_s() {
+        let t = quad_socket_four_way_ht();
+        assert_eq!(t.cpus().len(), 288);
+        assert_eq!(t.cores().len(), 72);
+        assert!(t.cores().iter().all(|c| c.len() == 4));
+    }
+
+    /// The kubelet's `ExpectAllocAllFullCoresFromThreeSockets` (policy_static_test.go): 18 CPUs
+    /// free, three whole cores (one in each of sockets 0, 1, 2) and six single threads of partly
+    /// used cores; 12 CPUs. Fewer sockets (two: six CPUs each) would take four split cores;
+    /// whole free cores win, as the kubelet's takeFullCores: the three whole cores.
+    #[test]
+    fn whole_free_cores_beat_fewer_sockets_of_split_cores() {
+        let t = quad_socket_four_way_ht();
+        let avail = set("1-2,9,11-13,23,25,35,38,48,51,53-54,61,113,173,233");
+        let got = take_by_topology(&t, &avail, 12, &packed()).unwrap();
+        assert_eq!(got, set("1,11,13,23,25,35,38,48,53,113,173,233"));
+        assert_eq!(shared_cores(&t, &got), 0);
+    }
+
+    /// A partly used socket: in socket 0 one thread of each of six cores is taken (by another
+    /// container or the reservation), the other sockets are free. 12 CPUs fit socket 0 (the
+    /// best fit) and are three of its twelve whole free cores, not threads of the six partly
+    /// used ones.
+    #[test]
+    fn a_partly_used_socket_gives_whole_free_cores() {
+        let t = quad_socket_four_way_ht();
+        let used = set("0,50,1,2,9,10");
+        let avail = t.cpus().difference(&used);
+        let got = take_by_topology(&t, &avail, 12, &packed()).unwrap();
+        assert_eq!(shared_cores(&t, &got), 0, "{got}");
+        let socket0: CpuSet = QUAD_SOCKET0.iter().copied().collect();
+        assert!(got.is_subset(&socket0), "{got}");
+    }
+
+    const QUAD_SOCKET0: [usize; 72] = [
+        0, 109, 169, 229, 50, 110, 170, 230, 1, 13, 25, 38, 2, 14, 26, 39, 9, 21, 33, 46, 10, 22,
+        34, 47, 57, 117, 177, 237, 58, 118, 178, 238, 71, 131, 191, 251, 72, 132, 192, 252, 79,
+        139, 199, 259, 80, 140, 200, 260, 87, 147, 207, 267, 88, 148, 208, 268, 95, 155, 215, 275,
+        96, 156, 216, 276, 103, 163, 223, 283, 104, 164, 224, 284,
+    ];
 
     /// Reference, independent of `fill`: the fewest cores `n` CPUs of `scope` can be taken from without owning them whole: 0 or 1
     /// (the remainder of a core's worth) when `scope` has enough whole free cores, else one per

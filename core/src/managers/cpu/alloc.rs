@@ -18,7 +18,11 @@
 //!    (ties: lowest id), and the algorithm descends into it;
 //! 3. if no single group can hold the remainder, it spans the minimum number of groups: it picks
 //!    the smallest group that still lets the remainder fit in the fewest groups, takes all of its
-//!    free CPUs, and repeats; the last group is again a best fit and is descended into.
+//!    free CPUs, and repeats; the last group is again a best fit and is descended into. If
+//!    that would split cores (take threads of partly used ones) while the scope's whole free
+//!    cores can hold the request, whole free cores are taken first wherever they are, then the
+//!    remainder, when that splits fewer cores: the kubelet's takeFullCores comes before any
+//!    partial core, whatever made the others busy (another container or the reservation).
 //!
 //! Compared with the kubelet: its sorters also visit the group with the fewest free CPUs first
 //! (ascending free count, then id), so on an unfragmented machine both pick the same CPUs (see the
@@ -957,6 +961,7 @@ mod tests {
     //! | uncore SMT: best uncore group / multiple uncore groups | match |
     //! | spread: single socket 3 / dual socket 2,3,6,8 / no-HT 2 / multi-NUMA 8 | match |
     //! | distributed (group 1 and 2): every listed case except the 256-CPU "live machine" case (fixture not replicated) | match |
+    //! | policy_static_test.go: `ExpectAllocAllFullCoresFromThreeSockets` (quad socket, four-way HT) | match (three whole cores over three sockets, not four split cores over two) |
 
     use super::kube_topos::*;
     use super::*;

@@ -427,7 +427,7 @@ impl Metrics {
         *self.lock().drift_repairs.entry(field).or_default() += 1;
     }
 
-    /// The flusher's breach observation (`topolet_core::placement::breach::Ledger`): `added` more container-seconds
+    /// The background task's breach observation (`topolet_core::placement::breach::Ledger`): `added` more container-seconds
     /// on others' exclusive CPUs, `open` containers in breach now.
     pub fn exclusive_breach(&self, added: Duration, open: usize) {
         let mut f = self.lock();

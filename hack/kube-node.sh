@@ -61,6 +61,9 @@
 #                           ServiceAccount admission plugin is on (pods get their projected token), the
 #                           kubelet's pod volumes reach containerd (below), and topolet's namespace,
 #                           RBAC and CRD are left to the installer (deploy/helm/topolet). Default 0.
+#   KUBE_AUDIT=1            the API server writes an audit log (DIR/audit.log, JSON lines, level
+#                           Metadata, one entry per request at ResponseComplete): who asked what,
+#                           for measuring each client's requests (hack/api-cost.sh)
 #
 # With KUBE_WITH_CONTROLLERS=1 the kubelet's root directory (DIR/kubelet) is a shared bind mount of
 # itself, made before the kubelet's namespace is created and joined by it (--propagation unchanged;
@@ -291,6 +294,17 @@ start_apiserver() {
   # plugin that requires one, and mounts its token, is off then.
   local disabled=ServiceAccount,TaintNodesByCondition
   [[ "$WITH_CONTROLLERS" != 1 ]] || disabled=TaintNodesByCondition
+  AUDIT_FLAGS=()
+  if [[ "${KUBE_AUDIT:-}" == 1 ]]; then
+    cat >"$DIR/audit-policy.yaml" <<'EOT'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted"]
+rules:
+- level: Metadata
+EOT
+    AUDIT_FLAGS=(--audit-policy-file "$DIR/audit-policy.yaml" --audit-log-path "$DIR/audit.log")
+  fi
   launch kube-apiserver "$BIN/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$ETCD_CLIENT_PORT" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
@@ -299,7 +313,8 @@ start_apiserver() {
     --service-account-issuer https://kubernetes.default.svc \
     --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
     --service-cluster-ip-range 10.0.0.0/24 --endpoint-reconciler-type none \
-    --disable-admission-plugins "$disabled" --allow-privileged=true --profiling=false
+    --disable-admission-plugins "$disabled" --allow-privileged=true --profiling=false \
+    "${AUDIT_FLAGS[@]}"
   wait_for kube-apiserver "kube-apiserver /readyz" apiserver_ready
 }
 

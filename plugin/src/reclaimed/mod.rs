@@ -266,7 +266,6 @@ impl ReclaimedLoop {
                 }
                 SuppressStep::Hold(_) => {}
             }
-            self.lower_at_once(settings, regular_now, pool_millis, reading.at);
         }
         let interval_due = self.state.last_interval.as_ref().map_or(true, |r| {
             reading.at.saturating_duration_since(r.at) >= settings.interval
@@ -303,47 +302,6 @@ impl ReclaimedLoop {
         };
         let proc_root = self.plugin.cgroup_roots().proc_root;
         sampler::read(&proc_root, &controller, inputs, settings.usage)
-    }
-
-    /// A rise of the regular usage seen by a suppress step lowers the advertised amount at once,
-    /// not at the next interval: the scheduler must not place batch pods on CPU that stopped
-    /// being idle a moment ago. The reading joins the window, so the lower amount holds for it;
-    /// a higher amount still waits for the interval and the hysteresis.
-    fn lower_at_once(
-        &mut self,
-        settings: &ReclaimedSettings,
-        regular_now: u64,
-        pool_millis: u64,
-        at: Instant,
-    ) {
-        if self.advert.is_none() || self.state.withdrawn.is_some() {
-            return;
-        }
-        let Some(last) = self.state.advertiser.as_ref().and_then(Advertiser::last) else {
-            return;
-        };
-        let now = Terms::compute(pool_millis, regular_now, settings.margin_percent);
-        if now.reclaimable_millis >= last {
-            return;
-        }
-        let window = self
-            .state
-            .node_window
-            .get_or_insert_with(|| UsageWindow::new(settings.window));
-        window.push(at, regular_now);
-        let peak = window
-            .percentile(settings.percentile)
-            .unwrap_or(regular_now);
-        let terms = Terms::compute(pool_millis, peak, settings.margin_percent);
-        if terms.reclaimable_millis >= last {
-            return;
-        }
-        self.state.node_terms = terms;
-        if let Some(a) = self.state.advertiser.as_mut() {
-            a.published(terms.reclaimable_millis, at);
-        }
-        tracing::debug!(terms = %terms, "reclaimed CPU advertised lower at once (regular usage rose)");
-        self.advertise(Advert::Amount(terms.reclaimable_millis));
     }
 
     /// One interval's sample: the windows, the formula, and the amount to advertise.

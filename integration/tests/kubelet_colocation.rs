@@ -625,6 +625,13 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
     ))?;
     let rp = node.cluster.wait_running("regular")?;
     let regular = node.cluster.container(&rp, "main")?;
+    // The regular pod's start is over: the amount is the idle pool's again, well above the
+    // batch pod's request when the scheduler and then the kubelet's admission look at it.
+    wait::until_true(
+        "the idle pool less the margin advertised again",
+        FOLLOW,
+        || Ok(advertised(&node)? == Some(POOL - MARGIN)),
+    )?;
     let r = json!({"requests": {RES: BATCH_MILLIS.to_string()}, "limits": {RES: BATCH_MILLIS.to_string()}});
     node.cluster
         .create_pod(probe_pod("batch", "batch", &dir, r))?;

@@ -247,6 +247,27 @@ impl Cluster {
             .with_context(|| format!("getting node {}", self.node))
     }
 
+    /// Extended resource `name` on the Node: its capacity, and whether allocatable holds the
+    /// same (the kubelet copies capacity to allocatable at its next status update); `None`
+    /// while capacity has none.
+    pub fn extended_resource(&self, name: &str) -> anyhow::Result<Option<NodeAmount>> {
+        let status = self.node()?.status.unwrap_or_default();
+        let get = |m: Option<
+            &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+        >| { m.and_then(|m| m.get(name)).map(|q| q.0.clone()) };
+        let Some(capacity) = get(status.capacity.as_ref()) else {
+            return Ok(None);
+        };
+        let agrees = get(status.allocatable.as_ref()).as_deref() == Some(capacity.as_str());
+        let capacity = capacity
+            .parse()
+            .with_context(|| format!("capacity {name} = {capacity:?}"))?;
+        Ok(Some(NodeAmount {
+            capacity,
+            allocatable_agrees: agrees,
+        }))
+    }
+
     /// Creates a pod from a manifest (JSON); `spec.nodeName` is left to the scheduler.
     pub fn create_pod(&self, manifest: Value) -> anyhow::Result<Pod> {
         let pod: Pod = serde_json::from_value(manifest).context("a test manifest is not a Pod")?;
@@ -476,6 +497,13 @@ impl Cluster {
             cgroup_parent: kubelet_pod_cgroup(&self.cgroup_root, &qos, &uid)?,
         })
     }
+}
+
+/// An extended resource's amount on the Node ([`Cluster::extended_resource`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeAmount {
+    pub capacity: u64,
+    pub allocatable_agrees: bool,
 }
 
 /// A one-container test pod as the kubelet suite makes them: host network (the node's only

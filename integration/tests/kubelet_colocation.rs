@@ -288,15 +288,7 @@ fn loadavg() -> anyhow::Result<Vec<f64>> {
 
 /// The Node's advertised amount (capacity), `None` while it has none.
 fn advertised(node: &KubeNode) -> anyhow::Result<Option<u64>> {
-    let n = node.cluster.node()?;
-    let cap = n.status.and_then(|s| s.capacity).unwrap_or_default();
-    match cap.get(RES) {
-        None => Ok(None),
-        Some(q) => Ok(Some(
-            q.0.parse()
-                .with_context(|| format!("capacity {RES} = {:?}", q.0))?,
-        )),
-    }
+    Ok(node.cluster.extended_resource(RES)?.map(|a| a.capacity))
 }
 
 fn median(v: &mut [f64]) -> f64 {

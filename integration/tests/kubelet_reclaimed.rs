@@ -14,7 +14,7 @@
 
 use std::time::Duration;
 
-use anyhow::{ensure, Context};
+use anyhow::ensure;
 use serde_json::{json, Value};
 use topolet_integration::cluster::{ClusterOptions, KubeContainer, KubeNode};
 use topolet_integration::manifests::{pod, res, script_ctr, UNTIL_TERM};
@@ -75,29 +75,12 @@ fn regular_spinner(name: &str) -> Value {
 
 /// The amount the Node's capacity and allocatable hold (they must agree).
 fn advertised(node: &KubeNode) -> anyhow::Result<Option<u64>> {
-    let n = node.cluster.node()?;
-    let st = n.status.unwrap_or_default();
-    let get = |m: Option<
-        &std::collections::BTreeMap<
-            String,
-            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
-        >,
-    >| { m.and_then(|m| m.get(RES)).map(|q| q.0.clone()) };
-    let (cap, alloc) = (get(st.capacity.as_ref()), get(st.allocatable.as_ref()));
-    match (cap, alloc) {
-        (None, _) => Ok(None),
-        (Some(c), a) => {
-            let v: u64 = c
-                .parse()
-                .with_context(|| format!("capacity {RES} = {c:?}"))?;
-            // The kubelet copies capacity to allocatable at its next status update; topolet
-            // writes both, so a differing allocatable is only ever in flight.
-            if a.as_deref() != Some(c.as_str()) {
-                return Ok(None);
-            }
-            Ok(Some(v))
-        }
-    }
+    // topolet writes both; a differing allocatable is only ever in flight.
+    Ok(node
+        .cluster
+        .extended_resource(RES)?
+        .filter(|a| a.allocatable_agrees)
+        .map(|a| a.capacity))
 }
 
 fn wait_advertised(node: &KubeNode, what: &str, ok: impl Fn(u64) -> bool) -> anyhow::Result<u64> {

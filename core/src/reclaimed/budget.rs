@@ -146,15 +146,8 @@ impl Advertiser {
         let Some((last, at)) = self.published else {
             return Publish::Now(amount);
         };
-        if amount == last {
-            return if now.saturating_duration_since(at) >= self.max_age {
-                Publish::Now(amount)
-            } else {
-                Publish::Keep
-            };
-        }
         if amount < last
-            || amount - last > percent_of(pool_millis, self.min_change_percent)
+            || amount.saturating_sub(last) > percent_of(pool_millis, self.min_change_percent)
             || now.saturating_duration_since(at) >= self.max_age
         {
             Publish::Now(amount)

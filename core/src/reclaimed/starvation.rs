@@ -23,6 +23,14 @@ struct Grants {
     starved: bool,
 }
 
+impl Grants {
+    /// The grants' average over the window.
+    fn mean(&self) -> u64 {
+        let sum: u64 = self.samples.iter().map(|(_, v)| v).sum();
+        sum / self.samples.len().max(1) as u64
+    }
+}
+
 /// One batch pod's state this interval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fed<'a> {
@@ -62,8 +70,7 @@ impl Starvation {
             {
                 g.samples.pop_front();
             }
-            let sum: u64 = g.samples.iter().map(|(_, v)| v).sum();
-            let mean = sum / g.samples.len().max(1) as u64;
+            let mean = g.mean();
             let floor = p.request_millis * u64::from(starved_percent) / 100;
             g.starved = p.request_millis > 0 && mean < floor;
             if g.starved && now.saturating_duration_since(g.since) >= starved_for {
@@ -83,9 +90,7 @@ impl Starvation {
 
     /// `uid`'s average grant over the window so far.
     pub fn average(&self, uid: &str) -> Option<u64> {
-        let g = self.pods.get(uid)?;
-        let sum: u64 = g.samples.iter().map(|(_, v)| v).sum();
-        Some(sum / g.samples.len().max(1) as u64)
+        self.pods.get(uid).map(Grants::mean)
     }
 
     /// Pods whose average is under their floor now.

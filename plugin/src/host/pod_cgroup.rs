@@ -245,31 +245,26 @@ pub struct Roots {
 impl Roots {
     /// The cpu controller of this process's mounts, its mount point rebased onto `sysfs_root`.
     pub fn controller(&self) -> io::Result<CpuController> {
-        let path = self.proc_root.join("self/mountinfo");
-        let text = fs::read_to_string(&path).map_err(|e| at(&path, e))?;
-        let mut c = find_cpu_controller(&text).ok_or_else(|| {
-            at(
-                &path,
-                io::Error::new(io::ErrorKind::NotFound, "no cgroup cpu controller mounted"),
-            )
-        })?;
-        if let Ok(rest) = c.mount_point.strip_prefix("/sys") {
-            c.mount_point = self.sysfs_root.join(rest);
-        }
-        Ok(c)
+        self.controller_of("cpu")
     }
 
     /// The hierarchy that accounts CPU time (v1 `cpuacct`, which may be mounted apart from
     /// `cpu`; else the v2 unified mount), its mount point rebased onto `sysfs_root`.
     pub fn cpuacct_controller(&self) -> io::Result<CpuController> {
+        self.controller_of("cpuacct")
+    }
+
+    /// v1 controller `name` (else the v2 unified mount) of this process's mounts, its mount
+    /// point rebased onto `sysfs_root`.
+    fn controller_of(&self, name: &str) -> io::Result<CpuController> {
         let path = self.proc_root.join("self/mountinfo");
         let text = fs::read_to_string(&path).map_err(|e| at(&path, e))?;
-        let mut c = find_controller(&text, "cpuacct").ok_or_else(|| {
+        let mut c = find_controller(&text, name).ok_or_else(|| {
             at(
                 &path,
                 io::Error::new(
                     io::ErrorKind::NotFound,
-                    "no cgroup cpuacct controller mounted",
+                    format!("no cgroup {name} controller mounted"),
                 ),
             )
         })?;

@@ -288,20 +288,16 @@ impl ReclaimedLoop {
         inputs: &ReclaimedInputs,
         settings: &ReclaimedSettings,
     ) -> Result<Reading, String> {
+        let roots = self.plugin.cgroup_roots();
         let controller = match &self.controller {
             Some(c) => c.clone(),
             None => {
-                let c = self
-                    .plugin
-                    .cgroup_roots()
-                    .cpuacct_controller()
-                    .map_err(|e| e.to_string())?;
+                let c = roots.cpuacct_controller().map_err(|e| e.to_string())?;
                 self.controller = Some(c.clone());
                 c
             }
         };
-        let proc_root = self.plugin.cgroup_roots().proc_root;
-        sampler::read(&proc_root, &controller, inputs, settings.usage)
+        sampler::read(&roots.proc_root, &controller, inputs, settings.usage)
     }
 
     /// One interval's sample: the windows, the formula, and the amount to advertise.

@@ -167,8 +167,10 @@ impl TopoletPlugin {
             .numa_ids()
             .map(|n| (n, topology.numa_cpus(n).intersection(&pool)))
             .collect();
-        let exclusive = node.placement.shared_pool();
-        let exclusive = node.placement.assignable().difference(&exclusive);
+        let exclusive = node
+            .placement
+            .assignable()
+            .difference(&node.placement.shared_pool());
         let sandboxes: HashMap<&str, (&String, String)> = node
             .sandboxes
             .iter()

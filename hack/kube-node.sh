@@ -183,7 +183,6 @@ choose_ports() {
   free_port; SCHED_PORT=$PORT
   free_port; KUBELET_PORT=$PORT
   free_port; KUBELET_HEALTHZ_PORT=$PORT
-  free_port; CM_PORT=$PORT
   cat >"$PORTS_FILE" <<EOF
 ETCD_CLIENT_PORT=$ETCD_CLIENT_PORT
 ETCD_PEER_PORT=$ETCD_PEER_PORT
@@ -191,8 +190,12 @@ API_PORT=$API_PORT
 SCHED_PORT=$SCHED_PORT
 KUBELET_PORT=$KUBELET_PORT
 KUBELET_HEALTHZ_PORT=$KUBELET_HEALTHZ_PORT
-CM_PORT=$CM_PORT
 EOF
+  # Only the ports of components that run: DIR/ports is the node's listeners, all of them.
+  if [[ "$WITH_CONTROLLERS" == 1 ]]; then
+    free_port; CM_PORT=$PORT
+    echo "CM_PORT=$CM_PORT" >>"$PORTS_FILE"
+  fi
 }
 
 load_ports() {

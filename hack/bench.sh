@@ -25,9 +25,11 @@
 #                     and the binary's and libraries' pages (medians)                         [wire]
 #   event_us          {"10"|"1000"|"10000": {"median","p99"}}          topolet's own handling time per
 #                     NRI event at that many live containers (event_us_base: the base's)      [events]
-#   load_create_us    {topolet|base: {"quiet"|"walk"|"slow_state": {"median","p99"}}}  CreateContainer
-#                     round trip while nothing else happens / while the eviction loop measures a
-#                     200,000-entry writable layer / while every state write stalls            [load]
+#   load_create_us    {topolet|base: {"quiet"|"walk"|"slow_state"|"live"|"scrape": {"median","p99"}}}
+#                     CreateContainer round trip while nothing else happens / while the eviction
+#                     loop measures a 200,000-entry writable layer / while every state write stalls /
+#                     beside 1,000 live containers / the same while /metrics is scraped at 10 Hz;
+#                     load_scrape_ms {topolet|base: {"median","p99"}} the scrapes' own time  [load]
 #   create_start_ms   {"none"|"topolet"|"go_baseline": {"median","p99"}}  CRI CreateContainer +
 #                     StartContainer through real containerd; create_start_overhead_ms
 #                     {"topolet"|"go_baseline": {"median_diff","ci95_lo","ci95_hi"}} vs none  [create_start]
@@ -104,8 +106,11 @@
 # (the run checks the loop's "evicting one pod" dry-run line names that pod with disk > 0, and
 # reports the loop's wall time per interval); slow_state: [state] dir on hack/bench/slowfs, a
 # loopback FUSE mount where each rename (every state write ends with one) first waits
-# BENCH_SLOW_STATE_DELAY. Reported: median, p99 per plugin and condition, and each condition's p99
-# against quiet.
+# BENCH_SLOW_STATE_DELAY; live: BENCH_LOAD_LIVE containers started (untimed) before the timed ones
+# and live throughout, metrics on; scrape: the same while the driver GETs /metrics BENCH_LOAD_SCRAPE_HZ
+# times a second from another thread (every scrape reads the placement under the handler lock: what
+# it holds the lock for shows as scrape's p99 against live). Reported: median, p99 per plugin and
+# condition, and each condition's p99 against quiet.
 # [create_start] One isolated containerd (hack/containerd.sh, line CONTAINERD_VERSION) and the Go CRI
 # client hack/nri-latency/ (k8s.io/cri-api, in-process gRPC, built offline from .deps) timing
 # CreateContainer + StartContainer together (StopContainer and RemoveContainer untimed, one warm-up
@@ -159,6 +164,8 @@
 #   BENCH_LOAD_EXCLUSIVE_EVERY [load] every K-th pod's app takes a whole CPU (default 24, a multiple
 #                       of 4: about 2% of the requests, so they decide the p99 if writes stall them)
 #   BENCH_SLOW_STATE_DELAY [load] wait before each state-file rename on slowfs (default 200ms)
+#   BENCH_LOAD_LIVE     [load] live containers in conditions live and scrape (default 1000)
+#   BENCH_LOAD_SCRAPE_HZ [load] /metrics scrapes per second in condition scrape (default 10)
 #   BENCH_CS_ROUNDS     [create_start] blocks per condition (default 20)
 #   BENCH_CS_BLOCK      [create_start] timed create+starts per block (default 25; 20x25 = 500)
 #   CONTAINERD_VERSION / TOPOLET_CONTAINERD_VERSION  [create_start, eviction, reclaimed] line (default as in
@@ -182,6 +189,8 @@ LOAD_ROUNDS="${BENCH_LOAD_ROUNDS:-3}"
 LOAD_N="${BENCH_LOAD_N:-10000}"
 LOAD_EXCLUSIVE_EVERY="${BENCH_LOAD_EXCLUSIVE_EVERY:-24}"
 SLOW_DELAY="${BENCH_SLOW_STATE_DELAY:-200ms}"
+LOAD_LIVE="${BENCH_LOAD_LIVE:-1000}"
+LOAD_SCRAPE_HZ="${BENCH_LOAD_SCRAPE_HZ:-10}"
 BASE="${BENCH_BASE:-}"
 BASE_BIN="${BENCH_BASE_BIN:-}"
 TOPOLET_BIN_IN="${BENCH_TOPOLET_BIN:-}"
@@ -592,7 +601,7 @@ EOT
   WALK_EVICTION='[eviction]
 interval = "1s"
 hard = { "nodefs.available" = "1000Pi" }'
-  CONDS=(quiet walk slow_state)
+  CONDS=(quiet walk slow_state live scrape)
   : >"$WORK/load.tsv" # lines: PLUGIN CONDITION SAMPLES-FILE [LOG]
   NT=${#TOPOLETS[@]}
   say "[load] $LOAD_ROUNDS rounds x {${CONDS[*]}} x {${TOPOLETS[*]}}, $LOAD_N CreateContainer each, rotating"
@@ -600,11 +609,13 @@ hard = { "nodefs.available" = "1000Pi" }'
     for ((k = 0; k < ${#CONDS[@]} * NT; k++)); do
       c="${CONDS[((r + k) / NT) % ${#CONDS[@]}]}"
       v="${TOPOLETS[(r + k) % NT]}"
-      CONF_STATE_DIR="" CONF_EVICTION=""
+      CONF_STATE_DIR="" CONF_EVICTION="" METRICS=off
       extra=()
       case "$c" in
         walk) CONF_EVICTION="$WALK_EVICTION" extra=(--extra-pod "$WALK_PARENT:$WALK_ID") ;;
         slow_state) CONF_STATE_DIR="$WORK/slow/run$((RUN + 1))" ;;
+        live) METRICS=on extra=(--live "$LOAD_LIVE") ;;
+        scrape) METRICS=on extra=(--live "$LOAD_LIVE" --scrape-hz "$LOAD_SCRAPE_HZ" --metrics-log "$WORK/run$((RUN + 1))/topolet.log") ;;
       esac
       drive "$v" roundtrip --n "$LOAD_N" --round "$((200 + r))" --samples "$WORK/load-$v-$c" \
         --exclusive-every "$LOAD_EXCLUSIVE_EVERY" "${extra[@]}"
@@ -615,9 +626,10 @@ hard = { "nodefs.available" = "1000Pi" }'
       [[ -n "$asked" && "$asked" -gt 0 && "$granted" == "$asked" ]] ||
         die "[load] $v $c: $granted of $asked exclusive containers granted a CPU: $J"
       echo "$v $c $WORK/run$RUN/topolet.log" >>"$WORK/load.tsv"
+      [[ "$c" != scrape ]] || echo "scrapes $v $c $J" >>"$WORK/load.tsv"
     done
   done
-  CONF_STATE_DIR="" CONF_EVICTION=""
+  CONF_STATE_DIR="" CONF_EVICTION="" METRICS=off
   kill -TERM "$SLEEPER_PID"; wait "$SLEEPER_PID" 2>/dev/null || true; SLEEPER_PID=""
   kill -TERM "$SLOWFS_PID"; wait "$SLOWFS_PID" 2>/dev/null || true; SLOWFS_PID=""
   for d in "${WALK_CGROUPS[@]}"; do rmdir "$d" || die "rmdir $d failed"; done
@@ -627,14 +639,17 @@ hard = { "nodefs.available" = "1000Pi" }'
       echo "stats $v $c $("$DRIVER" stats "$WORK/load-$v-$c")" >>"$WORK/load.tsv"
     done
   done
-  python3 - "$WORK/load.tsv" "$LOAD_ROUNDS" "$LOAD_N" "$SLOW_DELAY" $((SECONDS - T)) >"$WORK/parts/load.json" <<'EOT'
+  python3 - "$WORK/load.tsv" "$LOAD_ROUNDS" "$LOAD_N" "$SLOW_DELAY" $((SECONDS - T)) "$LOAD_LIVE" "$LOAD_SCRAPE_HZ" >"$WORK/parts/load.json" <<'EOT'
 import json, re, statistics, sys
-stats, walk_ms, logs = {}, {}, []
+stats, walk_ms, logs, scrapes = {}, {}, [], {}
 for line in open(sys.argv[1]):
     f = line.split(" ", 3)
     if f[0] == "stats":
         d = json.loads(f[3])
         stats.setdefault(f[1], {})[f[2]] = {"median": d["median_us"], "p99": d["p99_us"], "n": d["n"]}
+    elif f[0] == "scrapes":
+        d = json.loads(f[3])["scrapes"]
+        scrapes.setdefault(f[1], []).append(d)
     else:
         logs.append((f[0], f[1], f[2].strip()))
 for plugin, cond, log in logs:
@@ -649,7 +664,11 @@ for plugin, cond, log in logs:
 print(json.dumps({
     "load_create_us": stats,
     "load_walk_ms_per_interval": {p: round(statistics.median(v), 1) for p, v in walk_ms.items()},
-    "meta": {"load": {"rounds": int(sys.argv[2]), "requests_per_run": int(sys.argv[3]),
+    # Per plugin, the median over runs of each run's median and p99 scrape time, and the scrapes made.
+    "load_scrape_ms": {p: {"median": round(statistics.median(r["median_us"] for r in v) / 1000, 2),
+                           "p99": round(statistics.median(r["p99_us"] for r in v) / 1000, 2),
+                           "scrapes": sum(r["n"] for r in v)} for p, v in scrapes.items()},
+    "meta": {"load": {"live": int(sys.argv[6]), "scrape_hz": float(sys.argv[7]), "rounds": int(sys.argv[2]), "requests_per_run": int(sys.argv[3]),
                       "walk_entries": 200_000, "slow_state_delay": sys.argv[4],
                       "seconds": int(sys.argv[5])}}}))
 EOT
@@ -870,7 +889,7 @@ if "load_create_us" in out:
     ld = out["load_create_us"]
     rows.append(("[load] CreateContainer", "median", "p99", "p99 vs quiet" + (" | topolet/base p99" if "base" in ld else "")))
     for plugin in ("topolet", "base"):
-        for c in ("quiet", "walk", "slow_state"):
+        for c in ("quiet", "walk", "slow_state", "live", "scrape"):
             if c not in ld.get(plugin, {}):
                 continue
             x = ld[plugin][c]
@@ -880,6 +899,8 @@ if "load_create_us" in out:
             row(f"{plugin}, {c} (us)", x["median"], x["p99"], ratio(x["p99"], ld[plugin]["quiet"]["p99"]) + extra)
     for plugin, ms in out.get("load_walk_ms_per_interval", {}).items():
         row(f"{plugin}: eviction interval wall while walking (ms)", ms, "", "")
+    for plugin, sc in out.get("load_scrape_ms", {}).items():
+        row(f"{plugin}: /metrics scrape at {out['meta']['load']['live']:,} containers (ms)", sc["median"], sc["p99"], f"{sc['scrapes']} scrapes")
 if "create_start_ms" in out:
     rows.append(("[create_start] real CRI", "median", "p99", "overhead vs none (95% CI)"))
     cs, ov = out["create_start_ms"], out["create_start_overhead_ms"]

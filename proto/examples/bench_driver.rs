@@ -174,11 +174,26 @@ fn main() -> Res<()> {
                             .into())
                         }
                     };
+                    let scrape = match opts.get("scrape-hz") {
+                        Some(hz) => {
+                            let hz: f64 = hz.parse().map_err(|e| format!("--scrape-hz {hz}: {e}"))?;
+                            if !(hz > 0.0 && hz <= 1000.0) {
+                                return Err(format!("--scrape-hz {hz}: not in (0, 1000]").into());
+                            }
+                            let log = opts
+                                .get("metrics-log")
+                                .ok_or("--scrape-hz needs --metrics-log")?;
+                            Some((hz, log.as_str()))
+                        }
+                        None => None,
+                    };
                     let load = Load {
                         n,
                         round,
                         extra,
                         exclusive_every,
+                        live: num("live", 0)?,
+                        scrape,
                     };
                     run_roundtrip(&conn, mask, &load, samples, rss_pid).await
                 }
@@ -190,7 +205,7 @@ fn main() -> Res<()> {
 
 fn usage() -> Box<dyn std::error::Error> {
     "usage: bench_driver roundtrip|sync|events --socket S [--n N --round R --samples F \
-     --rss-pid-file F --extra-pod PARENT:ID --exclusive-every K | --containers N [--metrics-log F] | --live N \
+     --rss-pid-file F --extra-pod PARENT:ID --exclusive-every K --live N --scrape-hz H --metrics-log F | --containers N [--metrics-log F] | --live N \
      --churn M --metrics-log F] | floor --socket S [--n N --samples F] | echo --socket S | sdk --socket S | bare --socket S | stats FILE..."
         .into()
 }
@@ -223,6 +238,12 @@ struct Load<'a> {
     extra: Option<(&'a str, &'a str)>,
     /// `--exclusive-every`: churn, and one whole CPU for the app of every K-th pod.
     exclusive_every: Option<usize>,
+    /// `--live`: containers started (untimed, two per pod, no whole CPUs) before the timed ones,
+    /// live while they run.
+    live: usize,
+    /// `--scrape-hz` and `--metrics-log`: GET /metrics this many times a second (from another
+    /// thread) while the timed requests run; the address is read from the plugin's log.
+    scrape: Option<(f64, &'a str)>,
 }
 
 async fn run_roundtrip(
@@ -237,6 +258,11 @@ async fn run_roundtrip(
     if let Some((parent, id)) = load.extra {
         extra_pod(conn, mask, parent, id).await?;
     }
+    start_live(conn, mask, load.live).await?;
+    let scraper = match load.scrape {
+        Some((hz, log)) => Some(Scraper::start(metrics_address(log).await?, hz)),
+        None => None,
+    };
     let mut lat = Vec::with_capacity(load.n);
     let mut pod = None;
     let mut adjusted = 0usize;
@@ -288,6 +314,10 @@ async fn run_roundtrip(
             }
         }
     }
+    let scraped = match scraper {
+        Some(s) => Some(s.stop()?),
+        None => None,
+    };
     if let Some(f) = samples {
         append_samples(&f, &lat)?;
     }
@@ -295,6 +325,13 @@ async fn run_roundtrip(
     let mut json = stats_json(&s);
     json.pop();
     json.push_str(&format!(",\"adjusted\":{adjusted}"));
+    if load.live > 0 {
+        json.push_str(&format!(",\"live\":{}", load.live));
+    }
+    if let Some(t) = scraped {
+        let s = LatencyStats::from_samples(&t).ok_or("the scraper got no /metrics reply")?;
+        json.push_str(&format!(",\"scrapes\":{}", stats_json(&s)));
+    }
     if load.exclusive_every.is_some() {
         json.push_str(&format!(
             ",\"exclusive\":{{\"asked\":{asked},\"granted\":{granted}}}"
@@ -865,6 +902,55 @@ fn quantiles_json(n: f64, buckets: &[(f64, f64)]) -> String {
     )
 }
 
+/// Starts `live` containers, two per pod (round 1: uids apart from every timed round's).
+async fn start_live(conn: &PluginConn, mask: EventMask, live: usize) -> Res<()> {
+    for p in 0..live.div_ceil(2) {
+        let pod = sandbox(1, p);
+        send(conn, mask, Event::RUN_POD_SANDBOX, &pod, None).await?;
+        for k in 0..2.min(live - 2 * p) {
+            let ctr = container(&pod, k, api::ContainerState::CONTAINER_UNKNOWN);
+            start_container(conn, mask, &pod, ctr).await?;
+        }
+    }
+    Ok(())
+}
+
+/// GET /metrics at a fixed rate from its own thread, as a Prometheus server scrapes; each reply's
+/// wall time is kept. A failed scrape fails the run.
+struct Scraper {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Result<Vec<Duration>, String>>,
+}
+
+impl Scraper {
+    fn start(addr: String, hz: f64) -> Scraper {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let period = Duration::from_secs_f64(1.0 / hz);
+        let thread = std::thread::spawn(move || {
+            let mut took = Vec::new();
+            let mut next = Instant::now();
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let t = Instant::now();
+                metrics_body(&addr).map_err(|e| e.to_string())?;
+                took.push(t.elapsed());
+                // Fixed rate, not fixed gaps: a slow reply does not lower the rate.
+                next += period;
+                if let Some(wait) = next.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+            }
+            Ok(took)
+        });
+        Scraper { stop, thread }
+    }
+
+    fn stop(self) -> Res<Vec<Duration>> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(self.thread.join().map_err(|_| "the scraper panicked")??)
+    }
+}
+
 async fn run_events(
     conn: &PluginConn,
     mask: EventMask,
@@ -874,14 +960,7 @@ async fn run_events(
 ) -> Res<()> {
     conn.synchronize(vec![], vec![], None).await?;
     let addr = metrics_address(log).await?;
-    for p in 0..live.div_ceil(2) {
-        let pod = sandbox(1, p);
-        send(conn, mask, Event::RUN_POD_SANDBOX, &pod, None).await?;
-        for k in 0..2.min(live - 2 * p) {
-            let ctr = container(&pod, k, api::ContainerState::CONTAINER_UNKNOWN);
-            start_container(conn, mask, &pod, ctr).await?;
-        }
-    }
+    start_live(conn, mask, live).await?;
     let (before, managed) = scrape(&addr)?;
     for j in 0..churn {
         let pod = sandbox(2, 1_000_000 + j);

@@ -2,9 +2,10 @@
 //! and the start-up of the two endpoints that serve them (the admin socket, `crate::introspection::admin`, and
 //! the HTTP endpoint, `crate::introspection::http`).
 //!
-//! Every request takes one [`TopoletPlugin::snapshot`] (a few set clones under the plugin's
-//! lock) and derives and formats everything else outside the lock, so a status request or a
-//! scrape never holds up an NRI handler for longer than those clones.
+//! A scrape takes [`TopoletPlugin::cpu_sets`] (a few bit-set copies under the plugin's lock, nothing
+//! per container); a status request takes [`TopoletPlugin::snapshot`] (the sets and one copy of
+//! each container's admission record). Both derive, order and format everything else outside the
+//! lock, so neither holds up an NRI handler for longer than those copies.
 //!
 //! The endpoints are observability, not correctness: if one cannot be set up (address in use,
 //! directory not writable) the error is logged and the plugin keeps placing containers.
@@ -68,13 +69,9 @@ pub fn status(
 
 /// The `/metrics` text.
 pub fn metrics_text(plugin: &TopoletPlugin) -> String {
-    let (snap, _) = plugin.snapshot();
+    let sets = plugin.cpu_sets();
     let conn = plugin.connection();
     let topology = plugin.topology();
-    let mut exclusive = CpuSet::new();
-    for e in &snap.exclusive {
-        exclusive.extend_from(&e.cpus);
-    }
     let per_node = |set: &CpuSet| {
         topology
             .numa_nodes()
@@ -82,11 +79,11 @@ pub fn metrics_text(plugin: &TopoletPlugin) -> String {
             .collect()
     };
     let gauges = Gauges {
-        shared_pool_cpus: snap.shared.len() as u64,
-        reserved_cpus: snap.reserved.len() as u64,
-        exclusive_cpus: per_node(&exclusive),
-        free_cpus: per_node(&snap.assignable),
-        managed_containers: snap.managed as u64,
+        shared_pool_cpus: sets.shared.len() as u64,
+        reserved_cpus: sets.reserved.len() as u64,
+        exclusive_cpus: per_node(&sets.exclusive),
+        free_cpus: per_node(&sets.assignable),
+        managed_containers: sets.managed as u64,
         nri_connects: conn.as_ref().map_or(0, |c| c.connects),
         nri_reconnects: conn.as_ref().map_or(0, |c| c.reconnects),
         nri_synchronized: conn

@@ -581,3 +581,35 @@ async fn the_background_task_is_due_only_what_the_records_say() {
     let next = p.run_due(&mut s, later).expect("a send is due");
     assert!(next >= before + QUIET && next <= Instant::now() + QUIET);
 }
+
+#[tokio::test]
+async fn the_scrape_s_cpu_sets_are_the_status_snapshot_s() {
+    let f = fixture(|_| {});
+    configure(&f.plugin).await;
+    for (i, cpus) in [2, 1].into_iter().enumerate() {
+        create(&f.plugin, &guaranteed(&format!("g{i}"), "app", cpus))
+            .await
+            .expect("exclusive grant");
+    }
+    create(&f.plugin, &besteffort("b0", "app"))
+        .await
+        .expect("shared container");
+    let sets = f.plugin.cpu_sets();
+    let (snap, _) = f.plugin.snapshot();
+    let mut exclusive = CpuSet::new();
+    for e in &snap.exclusive {
+        exclusive.extend_from(&e.cpus);
+    }
+    assert_eq!(exclusive.len(), 3, "two grants, 3 CPUs: {exclusive}");
+    assert_eq!(sets.exclusive, exclusive);
+    assert_eq!(sets.shared, snap.shared);
+    assert_eq!(sets.reserved, snap.reserved);
+    assert_eq!(sets.assignable, snap.assignable);
+    assert_eq!(sets.managed, 3);
+    assert_eq!(sets.managed, snap.managed);
+    // The status lists admissions ordered by pod, container and id (ordered outside the lock).
+    let order: Vec<_> = snap.admissions.iter().map(|a| a.pod.clone()).collect();
+    let mut sorted = order.clone();
+    sorted.sort();
+    assert_eq!(order, sorted);
+}

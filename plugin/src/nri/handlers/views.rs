@@ -13,6 +13,7 @@ use crate::cluster::pod_directory::Lookup;
 use crate::nri::view;
 use crate::telemetry::metrics::Metrics;
 use topolet_core::kube::container_key::ContainerKey;
+use topolet_core::machine::cpuset::CpuSet;
 use topolet_core::machine::topology::Topology;
 use topolet_core::managers::topology::hints::NumaMask;
 use topolet_core::placement::admission_input::AdmissionRecord;
@@ -90,8 +91,38 @@ impl TopoletPlugin {
     }
 }
 
+/// The placement's CPU sets and the managed-container count: what `/metrics` reports.
+#[derive(Debug, Clone, Default)]
+pub struct CpuSets {
+    pub shared: CpuSet,
+    pub reserved: CpuSet,
+    /// Every exclusive grant's CPUs.
+    pub exclusive: CpuSet,
+    /// Free for exclusive grants.
+    pub assignable: CpuSet,
+    pub managed: usize,
+}
+
 /// Introspection (`crate::introspection`: the admin socket and `/metrics`).
 impl TopoletPlugin {
+    /// [`CpuSets`], copied under the lock: a handful of bit sets, nothing per container record
+    /// (a scrape must not hold up the NRI handlers however many containers the node runs).
+    pub fn cpu_sets(&self) -> CpuSets {
+        let node = self.quiet_lock();
+        let p = &node.placement;
+        let mut exclusive = CpuSet::new();
+        for cpus in p.exclusive().values() {
+            exclusive.extend_from(cpus);
+        }
+        CpuSets {
+            shared: p.shared_pool(),
+            reserved: p.reserved().clone(),
+            exclusive,
+            assignable: p.assignable(),
+            managed: node.records.len(),
+        }
+    }
+
     /// The metrics registry; other loops (eviction) report through it too.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
@@ -152,7 +183,7 @@ impl TopoletPlugin {
                 }
             })
             .collect();
-        let snapshot = Snapshot {
+        let mut snapshot = Snapshot {
             reserved: p.reserved().clone(),
             shared: p.shared_pool(),
             shared_mems: p.shared_mems_effective(),
@@ -165,6 +196,10 @@ impl TopoletPlugin {
             breaches: TopoletPlugin::breach_report(&node, Instant::now(), SystemTime::now()),
         };
         drop(node);
+        // Ordered outside the lock.
+        snapshot.admissions.sort_by(|a, b| {
+            (&a.pod, &a.container, &a.id).cmp(&(&b.pod, &b.container, &b.id))
+        });
         let c = self.config.get();
         let policies = Policies {
             cpu: c.cpu.policy.as_str().into(),
@@ -176,10 +211,9 @@ impl TopoletPlugin {
     }
 }
 
-/// Which source decided each managed container, ordered by pod, container and id.
+/// Which source decided each managed container (unordered).
 fn admission_records(node: &PluginState) -> Vec<AdmissionRecord> {
-    let mut out: Vec<AdmissionRecord> = node
-        .records
+    node.records
         .iter()
         .map(|(id, m)| AdmissionRecord {
             pod: m.view().pod_ref.clone(),
@@ -189,7 +223,5 @@ fn admission_records(node: &PluginState) -> Vec<AdmissionRecord> {
             fallback: m.decided().fallback,
             comparison: m.decided().comparison.clone(),
         })
-        .collect();
-    out.sort_by(|a, b| (&a.pod, &a.container, &a.id).cmp(&(&b.pod, &b.container, &b.id)));
-    out
+        .collect()
 }

@@ -104,7 +104,8 @@ async fn serve(
             plugin.clone(),
         ))
     });
-    // This node's pods from the API: admission from their specs (`crate::cluster::pod_directory`).
+    // This node's pods from the API: admission from their specs (`crate::cluster::pod_directory`),
+    // and the eviction loop's pod facts from the same store while it is synced.
     let _pod_watch = kube.as_ref().map(|k| {
         let (pods, task) = crate::cluster::pod_directory::start(
             k.watch_client.clone(),
@@ -113,6 +114,12 @@ async fn serve(
             kubernetes.watch_timeout(),
             plugin.metrics().clone(),
         );
+        let watched = pods.clone();
+        eviction_loop.wrap_pod_facts(|list| {
+            Arc::new(crate::cluster::pod_directory::WatchedPodFacts::new(
+                watched, list,
+            ))
+        });
         plugin.set_pod_directory(pods, kubernetes.pod_wait());
         AbortOnDrop(task)
     });

@@ -40,6 +40,7 @@ use kube::runtime::watcher::{self, DefaultBackoff};
 use kube::Client;
 use tokio::sync::watch;
 
+use crate::pressure::pod_facts::{self, FactsByUid, PodFact, PodFacts};
 use crate::telemetry::metrics::Metrics;
 use topolet_core::kube::pod::Pod;
 use topolet_core::kube::pod_input;
@@ -68,6 +69,9 @@ struct Entry {
     pod: Result<Arc<Pod>, String>,
     /// The other uid this entry is also stored under (mirror ↔ static).
     alias: Option<String>,
+    /// What the eviction loop needs of the pod (`crate::pressure::pod_facts`); only on the entry
+    /// under the pod's own uid, as a list keys them.
+    fact: Option<Arc<PodFact>>,
 }
 
 #[derive(Debug, Default)]
@@ -118,6 +122,7 @@ fn entries(pod: &ApiPod) -> Vec<(String, Entry)> {
         Entry {
             pod: convert(pod, &uid),
             alias: mirror.clone(),
+            fact: Some(Arc::new(pod_facts::fact(pod))),
         },
     )];
     if let Some(m) = mirror {
@@ -126,6 +131,7 @@ fn entries(pod: &ApiPod) -> Vec<(String, Entry)> {
             Entry {
                 pod: convert(pod, &m),
                 alias: Some(uid),
+                fact: None,
             },
         ));
     }
@@ -186,6 +192,21 @@ impl PodDirectory {
             Some(Err(e)) => Lookup::Invalid(e.clone()),
             None => Lookup::NotFound,
         }
+    }
+
+    /// Every pod's facts by its own uid, while the store is synced (the same answer as a list of
+    /// the node's pods, from memory); `None` while it is not.
+    pub fn facts(&self) -> Option<FactsByUid> {
+        let s = self.read();
+        if !s.synced {
+            return None;
+        }
+        Some(
+            s.pods
+                .iter()
+                .filter_map(|(uid, e)| Some((uid.clone(), PodFact::clone(e.fact.as_ref()?))))
+                .collect(),
+        )
     }
 
     /// [`PodDirectory::get`], waiting up to `bound` for a pod a synced store does not hold yet,
@@ -461,6 +482,33 @@ fn jittered(base: Duration, seed: &mut u64) -> u32 {
     u32::try_from(base + *seed % base).unwrap_or(u32::MAX)
 }
 
+/// The eviction loop's pod facts from the pod watch's store while it is synced (no request), from
+/// `fallback` (a list) while it is not: the watch's list is the only list a node under pressure
+/// makes while its watch lives.
+pub struct WatchedPodFacts {
+    directory: PodDirectory,
+    fallback: Arc<dyn PodFacts>,
+}
+
+impl WatchedPodFacts {
+    pub fn new(directory: PodDirectory, fallback: Arc<dyn PodFacts>) -> WatchedPodFacts {
+        WatchedPodFacts {
+            directory,
+            fallback,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl PodFacts for WatchedPodFacts {
+    async fn node_pods(&self) -> Result<FactsByUid, String> {
+        match self.directory.facts() {
+            Some(facts) => Ok(facts),
+            None => self.fallback.node_pods().await,
+        }
+    }
+}
+
 /// The pod directory on the plugin's API client (`crate::cluster::client::start`): the store for the
 /// plugin and the task watching `node`'s pods.
 pub fn start(
@@ -545,6 +593,63 @@ mod tests {
         // Spread, not one value.
         let distinct: HashSet<u32> = drawn.iter().copied().collect();
         assert!(distinct.len() > 100, "{}", distinct.len());
+    }
+
+    /// A list that counts its calls.
+    struct CountingList(std::sync::atomic::AtomicUsize);
+
+    #[async_trait::async_trait]
+    impl PodFacts for CountingList {
+        async fn node_pods(&self) -> Result<FactsByUid, String> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(FactsByUid::from([(
+                "listed".to_string(),
+                PodFact::default(),
+            )]))
+        }
+    }
+
+    #[tokio::test]
+    async fn pod_facts_come_from_the_synced_store_and_from_a_list_only_while_it_is_not() {
+        let (d, _) = dir();
+        let list = Arc::new(CountingList(Default::default()));
+        let facts = WatchedPodFacts::new(d.clone(), list.clone());
+        let calls = || list.0.load(std::sync::atomic::Ordering::SeqCst);
+        // Not synced yet: the list answers.
+        assert!(facts
+            .node_pods()
+            .await
+            .expect("list")
+            .contains_key("listed"));
+        assert_eq!(calls(), 1);
+        d.handle(watcher::Event::Init);
+        d.handle(watcher::Event::InitApply(api_pod("u1", "p1", "1", None)));
+        // A mirror pod: its facts under its own uid only, as a list keys them.
+        d.handle(watcher::Event::InitApply(api_pod(
+            "m1",
+            "static-x",
+            "1",
+            Some("s1"),
+        )));
+        d.handle(watcher::Event::InitDone);
+        let got = facts.node_pods().await.expect("store");
+        assert_eq!(calls(), 1, "no list while the store is synced");
+        let mut uids: Vec<_> = got.keys().cloned().collect();
+        uids.sort();
+        assert_eq!(uids, ["m1", "u1"]);
+        assert_eq!(got["u1"], pod_facts::fact(&api_pod("u1", "p1", "1", None)));
+        assert!(got["m1"].static_or_mirror);
+        // A deletion leaves the facts at once.
+        d.handle(watcher::Event::Delete(api_pod("u1", "p1", "1", None)));
+        assert!(!facts.node_pods().await.expect("store").contains_key("u1"));
+        // The watch lost the API server: the list again.
+        d.disconnected();
+        assert!(facts
+            .node_pods()
+            .await
+            .expect("list")
+            .contains_key("listed"));
+        assert_eq!(calls(), 2);
     }
 
     #[test]

@@ -917,6 +917,12 @@ impl EvictionLoop {
         self
     }
 
+    /// Pod facts from `facts` instead (with the API client on: the pod watch's store,
+    /// `crate::cluster::pod_directory::WatchedPodFacts`); wraps the list it would make.
+    pub fn wrap_pod_facts(&mut self, facts: impl FnOnce(Arc<dyn PodFacts>) -> Arc<dyn PodFacts>) {
+        self.facts = self.facts.take().map(facts);
+    }
+
     /// Exports the loop's observations and actions through `metrics`.
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> EvictionLoop {
         self.metrics = Some(metrics);

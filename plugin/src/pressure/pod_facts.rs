@@ -5,7 +5,8 @@
 //! [`PodFacts`] is the eviction loop's one way to ask; [`ListPodFacts`] answers with a `list` of
 //! pods with the field selector `spec.nodeName=<node>` (RBAC `pods list`), only when a
 //! threshold is met (the loop runs off the NRI event path, so the request never delays a
-//! container). A pod watch cache can implement the same trait. [`overlay`] writes the facts over
+//! container); with the pod watch on, `crate::cluster::pod_directory::WatchedPodFacts` answers
+//! from the watch's store instead, and lists only while the watch is not synced. [`overlay`] writes the facts over
 //! the pod NRI described, so ranking, the critical-pod exclusion and grace periods use the
 //! truth when the API has the pod, and the NRI inversion otherwise.
 

@@ -197,9 +197,9 @@ impl TopoletPlugin {
         };
         drop(node);
         // Ordered outside the lock.
-        snapshot.admissions.sort_by(|a, b| {
-            (&a.pod, &a.container, &a.id).cmp(&(&b.pod, &b.container, &b.id))
-        });
+        snapshot
+            .admissions
+            .sort_by(|a, b| (&a.pod, &a.container, &a.id).cmp(&(&b.pod, &b.container, &b.id)));
         let c = self.config.get();
         let policies = Policies {
             cpu: c.cpu.policy.as_str().into(),

@@ -13,7 +13,9 @@
 # scaled to one hour. The kubelet's (user system:node:<node>) are counted in the same windows.
 # Output: a table on stdout, JSON in API_OUT (default target/api-cost.json).
 #
-# Environment: API_BASE_BIN, API_BIN (required), API_SECONDS (300), API_OUT, CONTAINERD_VERSION.
+# Environment: API_BASE_BIN, API_BIN (required), API_SECONDS (300), API_OUT, CONTAINERD_VERSION,
+# API_PRESSURE (0; 1: a node under pressure: a nodefs.available threshold that is always met, so
+# the eviction loop ranks the node's pods, dry-run, every 10 s interval and wants their facts).
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -75,6 +77,7 @@ address = "127.0.0.1:0"
 [eviction]
 action = "dry-run"
 cri_endpoint = "${CRI_ENDPOINT#unix://}"
+$([[ "${API_PRESSURE:-0}" != 1 ]] || echo 'hard = { "nodefs.available" = "1000Pi" }')
 
 [kubernetes]
 enabled = "on"

@@ -139,20 +139,31 @@ where
     }
 }
 
+/// Each container's log directory by container id, as the CRI reported it: fixed for the
+/// container's life (the kubelet sets `ContainerConfig.log_path` at creation), so it is asked once.
+pub type LogDirs = HashMap<String, std::path::PathBuf>;
+
 /// Usage of every pod in `pods`, from its cgroup (memory, processes) and, when `disk`, from its
 /// containers' writable layers and log directories. A pod whose cgroup cannot be read gets zero
-/// usage and a debug log (it may be exiting right now). The log directories are asked from the
-/// CRI first (async); every file read and walk then runs in one [`off_runtime`] call.
+/// usage and a debug log (it may be exiting right now). The log directories of containers
+/// `log_dirs` does not hold yet are asked from the CRI first (async), and `log_dirs` keeps those of
+/// `pods`' containers only; every file read and walk then runs in one [`off_runtime`] call.
 pub async fn measure_pods(
     sources: &SignalSources,
     pods: &[ManagedPod],
     disk: bool,
     cri: Option<&CriClient>,
+    log_dirs: &mut LogDirs,
 ) -> HashMap<String, MeasuredUsage> {
-    let mut log_dirs: HashMap<String, std::path::PathBuf> = HashMap::new();
+    let live: std::collections::HashSet<&String> =
+        pods.iter().flat_map(|p| &p.container_ids).collect();
+    log_dirs.retain(|id, _| live.contains(id));
     if let (true, Some(cri)) = (disk, cri) {
         for pod in pods {
             for (id, c) in pod.container_ids.iter().zip(&pod.pod.containers) {
+                if log_dirs.contains_key(id) {
+                    continue;
+                }
                 match cri.container_status(id).await {
                     Ok(Some(st)) if !st.log_path.is_empty() => {
                         if let Some(dir) = std::path::Path::new(&st.log_path).parent() {
@@ -168,7 +179,12 @@ pub async fn measure_pods(
         }
     }
     let (sources, pods) = (sources.clone(), pods.to_vec());
-    off_runtime(move || measure_pods_blocking(&sources, &pods, disk, &log_dirs)).await
+    let dirs = if disk {
+        log_dirs.clone()
+    } else {
+        LogDirs::new()
+    };
+    off_runtime(move || measure_pods_blocking(&sources, &pods, disk, &dirs)).await
 }
 
 /// The file-reading part of [`measure_pods`]: cgroup files, writable layers and the log
@@ -430,6 +446,8 @@ pub struct LoopState {
     conditions: BTreeSet<NodeCondition>,
     /// The pod evicted last (uid, `namespace/name`, when) while it may still hold resources.
     pending: Option<(String, String, Instant)>,
+    /// The managed containers' log directories learnt from the CRI.
+    log_dirs: LogDirs,
 }
 
 impl Default for LoopState {
@@ -439,6 +457,7 @@ impl Default for LoopState {
             epoch: Instant::now(),
             conditions: BTreeSet::new(),
             pending: None,
+            log_dirs: LogDirs::new(),
         }
     }
 }
@@ -575,7 +594,12 @@ impl EvictionLoop {
                 .get(&t.signal)
                 .is_some_and(|o| t.is_met(o.available, o.capacity, true))
         });
-        let usage = measure_pods(&self.sources, &pods, disk, self.cri.as_ref()).await;
+        // Taken out of the state for the CRI calls (a std mutex is never held across an await).
+        let mut log_dirs =
+            std::mem::take(&mut state.lock().unwrap_or_else(|p| p.into_inner()).log_dirs);
+        let usage =
+            measure_pods(&self.sources, &pods, disk, self.cri.as_ref(), &mut log_dirs).await;
+        state.lock().unwrap_or_else(|p| p.into_inner()).log_dirs = log_dirs;
         if let Some(m) = &self.metrics {
             let node_psi = node.pressure.as_ref().cloned().unwrap_or_default();
             let pods = pods_pressure(&self.sources, &pods)
@@ -1125,6 +1149,45 @@ mod tests {
             container_ids: Vec::new(),
             batch: false,
         }
+    }
+
+    #[tokio::test]
+    async fn log_directories_learnt_once_are_measured_and_forgotten_with_their_container() {
+        let t = tempfile::tempdir().unwrap();
+        let logs = t.path().join("logs");
+        std::fs::create_dir_all(&logs).unwrap();
+        std::fs::write(logs.join("0.log"), vec![b'x'; 64 * 1024]).unwrap();
+        let sources = SignalSources {
+            root: t.path().to_path_buf(),
+            nodefs: t.path().join("none"),
+            imagefs: t.path().join("none"),
+        };
+        let mut p = pod(1);
+        p.container_ids = vec!["c1".into()];
+        p.pod.containers = vec![topolet_core::kube::pod::Container {
+            name: "app".into(),
+            ..Default::default()
+        }];
+        let mut dirs = LogDirs::from([
+            ("c1".to_string(), logs.clone()),
+            ("gone".to_string(), logs.clone()),
+        ]);
+        // No CRI client: the directory known from an earlier interval is what gets measured.
+        let usage = measure_pods(&sources, &[p.clone()], true, None, &mut dirs).await;
+        assert!(
+            usage["u1"].disk.bytes >= 64 * 1024,
+            "{:?}",
+            usage["u1"].disk
+        );
+        assert_eq!(
+            dirs.keys().collect::<Vec<_>>(),
+            ["c1"],
+            "a container no pod has is forgotten"
+        );
+        // Without a disk signal to rank, nothing is walked, and the directory is kept.
+        let usage = measure_pods(&sources, &[p], false, None, &mut dirs).await;
+        assert_eq!(usage["u1"].disk.bytes, 0);
+        assert!(dirs.contains_key("c1"));
     }
 
     /// A loop under PID pressure (pid_max 1000, 900 tasks, threshold 500) over 7 pods.

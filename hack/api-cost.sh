@@ -15,7 +15,11 @@
 #
 # Environment: API_BASE_BIN, API_BIN (required), API_SECONDS (300), API_OUT, CONTAINERD_VERSION,
 # API_PRESSURE (0; 1: a node under pressure: a nodefs.available threshold that is always met, so
-# the eviction loop ranks the node's pods, dry-run, every 10 s interval and wants their facts).
+# the eviction loop ranks the node's pods, dry-run, every 10 s interval and wants their facts),
+# API_PODS (0: pods bound to the node before the windows, each asking 1000 CPUs, so the kubelet
+# rejects it (OutOfcpu, phase Failed) and runs no container: pod objects for the watch's store
+# without containers on a 2-CPU host). Each window also reports topolet's VmRSS and RssAnon at
+# its end (/proc/<pid>/status), with its store's pod count (topolet_kube_pod_store_pods).
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -54,6 +58,20 @@ source "$NODE/env"
 AUDIT="$NODE/audit.log"
 
 RESULTS="$WORK/results.jsonl"
+PODS="${API_PODS:-0}"
+if ((PODS > 0)); then
+  say "creating $PODS pods bound to $KUBE_NODE_NAME that the kubelet rejects (1000 CPUs each)"
+  for ((i = 0; i < PODS; i++)); do
+    printf -- '---\n{"apiVersion":"v1","kind":"Pod","metadata":{"name":"rss-%d","namespace":"default"},"spec":{"nodeName":"%s","containers":[{"name":"c","image":"%s","resources":{"requests":{"cpu":"1000"}}}]}}\n' \
+      "$i" "$KUBE_NODE_NAME" "$TEST_IMAGE"
+  done | kubectl create -f - >/dev/null || die "creating $PODS pods failed"
+  deadline=$((SECONDS + 600))
+  until (($(kubectl get pods -n default --field-selector status.phase=Failed --no-headers 2>/dev/null | wc -l) >= PODS)); do
+    ((SECONDS < deadline)) || die "the kubelet did not reject all $PODS pods in 600s"
+    sleep 2
+  done
+  say "$PODS pods Failed (OutOfcpu)"
+fi
 : >"$RESULTS"
 for b in base topolet; do
   dir="$WORK/$b"
@@ -95,9 +113,15 @@ EOT
   say "$b: synced; idle for ${WINDOW}s from $start"
   sleep "$WINDOW"
   end="$(date -u +%Y-%m-%dT%H:%M:%S.%6NZ)"
+  kib() { awk -v f="$1:" '$1 == f {print $2}' "/proc/$PLUGIN_PID/status"; }
+  rss="$(kib VmRSS)" anon="$(kib RssAnon)"
+  addr="$(sed -nE 's/.*metrics endpoint listening.*address=([0-9.:]+).*/\1/p' "$dir/topolet.log" | head -1)"
+  entries="$(curl -fsS "http://$addr/metrics" | awk '$1 == "topolet_kube_pod_store_pods" {print $2}')"
+  [[ -n "$rss" && -n "$entries" ]] || die "$b: no VmRSS or store entries (metrics at ${addr:-?})"
   kill -TERM "$PLUGIN_PID"; wait "$PLUGIN_PID" 2>/dev/null || true
   PLUGIN_PID=""
-  printf '{"bin": "%s", "start": "%s", "end": "%s"}\n' "$b" "$start" "$end" >>"$RESULTS"
+  printf '{"bin": "%s", "start": "%s", "end": "%s", "rss_kib": %s, "anon_kib": %s, "store_entries": %s}\n' \
+    "$b" "$start" "$end" "$rss" "$anon" "$entries" >>"$RESULTS"
 done
 
 python3 - "$RESULTS" "$AUDIT" "$OUT" "$KUBE_NODE_NAME" <<'EOT'
@@ -139,5 +163,12 @@ for r in runs:
     for who in ("topolet", "kubelet"):
         w["per_hour"][f"{who} total"] = round(totals[who] / hours, 1)
         print(f"| {r['bin']} | **{who} total** | | | {totals[who]} | {totals[who] / hours:.0f} |")
+print()
+print("| binary | pods in the store | VmRSS (MiB) | RssAnon (MiB) |")
+print("|---|---:|---:|---:|")
+for r in runs:
+    out[r["bin"]].update({"rss_mib": round(r["rss_kib"] / 1024, 2), "anon_mib": round(r["anon_kib"] / 1024, 2),
+                          "store_entries": r["store_entries"]})
+    print(f"| {r['bin']} | {r['store_entries']:.0f} | {r['rss_kib'] / 1024:.2f} | {r['anon_kib'] / 1024:.2f} |")
 json.dump(out, open(sys.argv[3], "w"), indent=1)
 EOT

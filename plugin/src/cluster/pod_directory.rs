@@ -310,6 +310,8 @@ impl PodDirectory {
             token = page.metadata.continue_.filter(|t| !t.is_empty());
             if token.is_none() {
                 self.handle(watcher::Event::InitDone);
+                // The pages are parsed and dropped: their memory back to the kernel.
+                let _ = tokio::task::spawn_blocking(crate::host::heap::release_freed).await;
                 return Ok(page.metadata.resource_version.unwrap_or_default());
             }
         }

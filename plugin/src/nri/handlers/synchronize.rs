@@ -140,10 +140,14 @@ impl TopoletPlugin {
         );
         drop(node);
         // Freeing the runtime's request and the previous books (tens of MB on a 10,000-container
-        // node) is left to a blocking-pool thread, so the reply does not wait for it.
+        // node), and giving the pages back to the kernel, is left to a blocking-pool thread, so
+        // the reply does not wait for it.
         let garbage = (containers, old_sandboxes, old_containers);
         if tokio::runtime::Handle::try_current().is_ok() {
-            tokio::task::spawn_blocking(move || drop(garbage));
+            tokio::task::spawn_blocking(move || {
+                drop(garbage);
+                crate::host::heap::release_freed();
+            });
         }
         Ok(updates)
     }

@@ -18,8 +18,9 @@
 //! sets for one CPU). Facts, all from the effect: the latencies and wall times the probe itself
 //! recorded; `nr_periods`/`nr_throttled` of the probe container's and pod's `cpu.stat` around
 //! each window; the probe's `cpuset.cpus` and its tasks' `Cpus_allowed_list`; and, every 5 ms from
-//! before the probe pod is created, every neighbour thread's `Cpus_allowed_list` and the CPU it
-//! last ran on (`/proc/<tid>/stat` field 39), from which: until when, after the probe's start
+//! before the probe pod is created, every neighbour thread's `Cpus_allowed_list` and, when it ran
+//! since the last sample (`/proc/<tid>/schedstat`), the CPU it last ran on (`/proc/<tid>/stat`
+//! field 39), from which: until when, after the probe's start
 //! (its own clock, CLOCK_REALTIME), a neighbour was still allowed on / still ran on the probe's
 //! CPUs. The windows start once the neighbours are off the probe's CPUs (`static`, `topolet`)
 //! or after the same settling time (`none`, where they share every CPU).
@@ -36,7 +37,7 @@
 //! one JSON line (the raw lateness and wall times per window stay out of it; their pooled
 //! quantiles are in). `TOPOLET_COLOCATION_PROBE` names a prebuilt probe (integration/src/probe.rs).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -168,22 +169,35 @@ fn last_cpu(tid: i32) -> anyhow::Result<usize> {
         .with_context(|| format!("{p} has no field 39: {text:?}"))
 }
 
-/// The neighbours' threads at one instant: the CPUs they are allowed on and the ones they last ran on.
+/// A task's time on a CPU so far (ns): `/proc/<tid>/schedstat`'s first field.
+fn run_ns(tid: i32) -> anyhow::Result<u64> {
+    let p = format!("/proc/{tid}/schedstat");
+    let text = std::fs::read_to_string(&p).with_context(|| format!("reading {p}"))?;
+    text.split_whitespace()
+        .next()
+        .and_then(|f| f.parse().ok())
+        .with_context(|| format!("{p}: {text:?}"))
+}
+
+/// The neighbours' threads at one instant: the CPUs they are allowed on, and the CPUs the ones
+/// that ran since the last sample last ran on (a sleeping thread keeps its old `processor`).
 struct Sample {
     t_ns: i128,
     allowed: CpuSet,
     ran: CpuSet,
 }
 
-fn sample(neighbours: &[KubeContainer]) -> Sample {
+fn sample(neighbours: &[KubeContainer], seen: &mut HashMap<i32, u64>) -> Sample {
     let t_ns = unix_ns();
     let (mut a, mut r) = (CpuSet::new(), CpuSet::new());
     for c in neighbours {
         // A thread may end between the listing and the reads: it is skipped.
         for tid in tasks(c).unwrap_or_default() {
-            if let (Ok(al), Ok(cpu)) = (allowed(tid), last_cpu(tid)) {
+            if let (Ok(al), Ok(cpu), Ok(ns)) = (allowed(tid), last_cpu(tid), run_ns(tid)) {
                 a.extend_from(&al);
-                r.insert(cpu);
+                if seen.insert(tid, ns).is_some_and(|before| ns > before) {
+                    r.insert(cpu);
+                }
             }
         }
     }
@@ -207,8 +221,9 @@ impl Sampler {
         let log = Arc::new(std::sync::Mutex::new(Vec::new()));
         let (s, l) = (stop.clone(), log.clone());
         let thread = std::thread::spawn(move || {
+            let mut seen = HashMap::new();
             while !s.load(Ordering::Relaxed) {
-                let x = sample(&neighbours);
+                let x = sample(&neighbours, &mut seen);
                 l.lock().unwrap_or_else(|p| p.into_inner()).push(x);
                 std::thread::sleep(SAMPLE_EVERY);
             }
@@ -220,11 +235,10 @@ impl Sampler {
         }
     }
 
-    /// Whether the latest sample has the neighbours off `cpus`.
+    /// Whether the latest sample has the neighbours no longer allowed on `cpus`.
     fn off(&self, cpus: &CpuSet) -> bool {
         let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
-        log.last()
-            .is_some_and(|s| s.allowed.is_disjoint(cpus) && s.ran.is_disjoint(cpus))
+        log.last().is_some_and(|s| s.allowed.is_disjoint(cpus))
     }
 
     fn finish(mut self) -> Vec<Sample> {

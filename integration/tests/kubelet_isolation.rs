@@ -53,7 +53,7 @@ use topolet_integration::manifests::{guaranteed, pod, res, script_ctr, UNTIL_TER
 use topolet_integration::observe::{cgroup_dir, CGROUP_ROOT};
 use topolet_integration::probe::{self, loadavg, median, read_json, read_trimmed, unix_ns, Probe};
 use topolet_integration::topolet::TERMINATE_TIMEOUT;
-use topolet_integration::{wait, Stack};
+use topolet_integration::{wait, Stack, WithTopolet};
 
 const CONFIGS: [&str; 3] = ["none", "static", "topolet"];
 /// (scenario, CPU time of each burst thread in ms).
@@ -97,40 +97,37 @@ impl Plan {
 }
 
 /// A cluster in one configuration. Fields drop in order: the cluster before what it runs on.
-enum Setup {
-    Plain { cluster: Cluster, _stack: Stack },
-    Topolet(Box<KubeNode>),
+struct Setup {
+    cluster: Cluster,
+    _topolet: Option<WithTopolet>,
+    _stack: Option<Stack>,
 }
 
 impl Setup {
     fn start(config: &str) -> anyhow::Result<Setup> {
-        Ok(match config {
-            "topolet" => Setup::Topolet(Box::new(KubeNode::start("", &ClusterOptions::default())?)),
-            _ => {
-                let stack = Stack::start()?;
-                let opts = if config == "static" {
-                    ClusterOptions {
-                        cpu_manager_policy: "static".into(),
-                        reserved_cpus: Some("0".into()),
-                        ..ClusterOptions::default()
-                    }
-                } else {
-                    ClusterOptions::default()
-                };
-                let cluster = Cluster::start(&stack, &opts)?;
-                Setup::Plain {
-                    cluster,
-                    _stack: stack,
-                }
-            }
-        })
-    }
-
-    fn cluster(&self) -> &Cluster {
-        match self {
-            Setup::Plain { cluster, .. } => cluster,
-            Setup::Topolet(n) => &n.cluster,
+        if config == "topolet" {
+            let KubeNode { cluster, t } = KubeNode::start("", &ClusterOptions::default())?;
+            return Ok(Setup {
+                cluster,
+                _topolet: Some(t),
+                _stack: None,
+            });
         }
+        let stack = Stack::start()?;
+        let opts = if config == "static" {
+            ClusterOptions {
+                cpu_manager_policy: "static".into(),
+                reserved_cpus: Some("0".into()),
+                ..ClusterOptions::default()
+            }
+        } else {
+            ClusterOptions::default()
+        };
+        Ok(Setup {
+            cluster: Cluster::start(&stack, &opts)?,
+            _topolet: None,
+            _stack: Some(stack),
+        })
     }
 }
 
@@ -355,7 +352,7 @@ fn run_session(
     windows: &mut Vec<Window>,
 ) -> anyhow::Result<Session> {
     let setup = Setup::start(config)?;
-    let cluster = setup.cluster();
+    let cluster = &setup.cluster;
     let dir = cluster.dir().join("isolation");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     probe::binary(&dir)?;

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # hack/bench.sh — topolet's benchmarks, each figure measured side by side with its baseline in one run.
 #
-# Usage: hack/bench.sh            (as root, after hack/install-deps.sh; ~15 min on 2 CPUs)
+# Usage: hack/bench.sh            (as root, after hack/install-deps.sh; ~17 min on 2 CPUs)
 #        BENCH_PARTS="wire events" hack/bench.sh    (only those parts; wire and events need no root)
-#        BENCH_PARTS="isolation pod_start" hack/bench.sh   (opt-in parts, not in the default list:
-#                                                    ~9 and ~5 min on 2 CPUs, real kubelet clusters)
+#        BENCH_PARTS=isolation hack/bench.sh        (opt-in, not in the default list: ~6.5 min on 2
+#                                                    CPUs, six real kubelet clusters one after another)
 #        BENCH_BASE=main hack/bench.sh              (also topolet built at git revision main, as
 #                                                    plugin "base", interleaved with the working tree)
 #        BENCH_BASE_BIN=/a/topolet BENCH_TOPOLET_BIN=/b/topolet hack/bench.sh   (two binaries)
@@ -48,8 +48,8 @@
 #   reclaimed_advertised {"exceeded_idle_samples","direction_flips","changes","min_up_move_millis",
 #                     "hysteresis_millis",...}  the Node's amount over a load step      [reclaimed]
 #   isolation         {"none"|"static"|"topolet": {"scenarios": {"normal"|"over_quota": {"late_p50_us",
-#                     "late_p99_us","late_p999_us","late_max_us","late_p99_us_windows","burst_p99_ms",
-#                     "nr_throttled","nr_periods","pod_nr_throttled",...}}, "cpuset","cpus_allowed",
+#                     "late_p99_us","late_p999_us","late_max_us","late_over_10ms","late_p99_us_windows",
+#                     "burst_p99_ms","nr_throttled","nr_periods","pod_nr_throttled",...}}, "cpuset","cpus_allowed",
 #                     "ctr_quota_us","pod_quota_us","neighbours_allowed_until_ms",
 #                     "neighbours_ran_until_ms"}}, "topolet_vs_static" (p99 ratios), "loadavg_start",
 #                     "loadavg_end"   a Guaranteed 1-CPU probe beside spinning neighbours  [isolation]
@@ -171,7 +171,8 @@
 # [create_start]): median per condition, overhead = median(topolet) - median(none), 95% bootstrap.
 #
 # Environment:
-#   BENCH_PARTS         parts to run (default "wire events load create_start eviction reclaimed")
+#   BENCH_PARTS         parts to run (default "wire events load create_start eviction reclaimed pod_start";
+#                       isolation only when named)
 #   BENCH_BASE          a git revision: topolet built at it (a detached worktree under the run's temp
 #                       dir, built into target/bench-base, the binary copied out, the worktree
 #                       removed) runs as plugin "base" beside the working tree's
@@ -194,7 +195,7 @@
 #   BENCH_ISO_ROUNDS    [isolation] rounds, each one session per configuration (default 2)
 #   BENCH_ISO_WINDOW_S  [isolation] seconds per window (default 8)
 #   BENCH_ISO_ALTERNATIONS [isolation] normal/over_quota alternations per session (default 2)
-#   BENCH_PS_ROUNDS     [pod_start] rounds, one block per condition each (default 8)
+#   BENCH_PS_ROUNDS     [pod_start] rounds, one block per condition each (default 12)
 #   BENCH_PS_PODS       [pod_start] pods per block (default 10)
 #   CONTAINERD_VERSION / TOPOLET_CONTAINERD_VERSION  [create_start, eviction, reclaimed, isolation, pod_start] line (default as in
 #                       hack/lib/common.sh)
@@ -206,7 +207,7 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=hack/lib/common.sh
 source "$HACK_DIR/lib/common.sh"
 
-PARTS=" ${BENCH_PARTS:-wire events load create_start eviction reclaimed} "
+PARTS=" ${BENCH_PARTS:-wire events load create_start eviction reclaimed pod_start} "
 ROUNDS="${BENCH_ROUNDS:-5}"
 N="${BENCH_N:-2000}"
 SYNC_REPEATS="${BENCH_SYNC_REPEATS:-3}"
@@ -225,7 +226,7 @@ CS_BLOCK="${BENCH_CS_BLOCK:-25}"
 ISO_ROUNDS="${BENCH_ISO_ROUNDS:-2}"
 ISO_WINDOW_S="${BENCH_ISO_WINDOW_S:-8}"
 ISO_ALTERNATIONS="${BENCH_ISO_ALTERNATIONS:-2}"
-PS_ROUNDS="${BENCH_PS_ROUNDS:-8}"
+PS_ROUNDS="${BENCH_PS_ROUNDS:-12}"
 PS_PODS="${BENCH_PS_PODS:-10}"
 VERSION="${CONTAINERD_VERSION:-${TOPOLET_CONTAINERD_VERSION:-$DEFAULT_CONTAINERD_VERSION}}"
 TARGET_DIR="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
@@ -1042,6 +1043,7 @@ if "isolation" in out:
         row(f"  p99 of each window (us)", *[" ".join(f"{x:.0f}" for x in f[c]["late_p99_us_windows"]) for c in cs], "")
         srow("lateness p99.9 (us)", "late_p999_us")
         srow("lateness max (us)", "late_max_us")
+        srow("ticks late >= 10 ms", "late_over_10ms")
         srow("burst wall p99 (ms)", "burst_p99_ms")
         row(f"{name}: nr_throttled / nr_periods, probe container", *[f"{f[c]['nr_throttled']} / {f[c]['nr_periods']}" for c in cs], "| 0")
         row(f"  the probe's pod cgroup", *[f"{f[c]['pod_nr_throttled']} / {f[c]['pod_nr_periods']}" for c in cs], "")
@@ -1059,7 +1061,7 @@ if "pod_start_ms" in out:
     for k in ("none", "topolet"):
         o = ov.get(k)
         extra = f"{o['median_diff']:+.1f} ms [{o['ci95_lo']:+.1f}, {o['ci95_hi']:+.1f}]" if o else "(baseline)"
-        row(f"{k}, {ps[k]['n']} blocks (ms)", ps[k]["median"], f"{ps[k]['p10']} / {ps[k]['p90']}", extra)
+        row(f"{k}, {ps[k]['n']} blocks (ms)", f"{ps[k]['median']:.1f}", f"{ps[k]['p10']:.1f} / {ps[k]['p90']:.1f}", extra)
     la0, la1 = det["loadavg_start"], det["loadavg_end"]
     row("load average 1/5/15 min, start / end", " ".join(f"{x:.2f}" for x in la0), " ".join(f"{x:.2f}" for x in la1), "")
 ncol = max(len(r) for r in rows)

@@ -521,6 +521,7 @@ fn scenario_figures(ws: &[&Window]) -> Value {
         "late_p99_us": us(q(&late, 0.99)),
         "late_p999_us": us(q(&late, 0.999)),
         "late_max_us": us(late.last().copied().unwrap_or(0) as f64),
+        "late_over_10ms": late.iter().filter(|x| **x >= 10_000_000).count(),
         "late_p99_us_windows": window_p99,
         "bursts": wall.len(),
         "burst_p50_ms": ms(q(&wall, 0.5)),

@@ -1044,6 +1044,7 @@ if "isolation" in out:
         srow("lateness p99.9 (us)", "late_p999_us")
         srow("lateness max (us)", "late_max_us")
         srow("ticks late >= 10 ms", "late_over_10ms")
+        row(f"{name}: ticks missed (slept through) / woken", *[f"{f[c]['missed_ticks']} / {f[c]['ticks']}" for c in cs], "")
         srow("burst wall p99 (ms)", "burst_p99_ms")
         row(f"{name}: nr_throttled / nr_periods, probe container", *[f"{f[c]['nr_throttled']} / {f[c]['nr_periods']}" for c in cs], "| 0")
         row(f"  the probe's pod cgroup", *[f"{f[c]['pod_nr_throttled']} / {f[c]['pod_nr_periods']}" for c in cs], "")

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # hack/bench.sh — topolet's benchmarks, each figure measured side by side with its baseline in one run.
 #
-# Usage: hack/bench.sh            (as root, after hack/install-deps.sh; ~15 min on 2 CPUs)
+# Usage: hack/bench.sh            (as root, after hack/install-deps.sh; ~17 min on 2 CPUs)
 #        BENCH_PARTS="wire events" hack/bench.sh    (only those parts; wire and events need no root)
+#        BENCH_PARTS=isolation hack/bench.sh        (opt-in, not in the default list: ~6.5 min on 2
+#                                                    CPUs, six real kubelet clusters one after another)
 #        BENCH_BASE=main hack/bench.sh              (also topolet built at git revision main, as
 #                                                    plugin "base", interleaved with the working tree)
 #        BENCH_BASE_BIN=/a/topolet BENCH_TOPOLET_BIN=/b/topolet hack/bench.sh   (two binaries)
@@ -47,8 +49,17 @@
 #                     reclaimed_cut_latency_metric topolet's own histogram (count, mean, buckets)
 #   reclaimed_advertised {"exceeded_idle_samples","direction_flips","changes","min_up_move_millis",
 #                     "hysteresis_millis",...}  the Node's amount over a load step      [reclaimed]
+#   isolation         {"none"|"static"|"topolet": {"scenarios": {"normal"|"over_quota": {"late_p50_us",
+#                     "late_p99_us","late_p999_us","late_max_us","late_over_10ms","late_p99_us_windows",
+#                     "burst_p99_ms","nr_throttled","nr_periods","pod_nr_throttled",...}}, "cpuset","cpus_allowed",
+#                     "ctr_quota_us","pod_quota_us","neighbours_allowed_until_ms",
+#                     "neighbours_ran_until_ms"}}, "topolet_vs_static" (p99 ratios), "loadavg_start",
+#                     "loadavg_end"   a Guaranteed 1-CPU probe beside spinning neighbours  [isolation]
+#   pod_start_ms      {"none"|"topolet": {"median","p99","p10","p90","n"}}, pod_start_overhead_ms
+#                     {"topolet": {"median_diff","ci95_lo","ci95_hi"}} vs none: kubectl apply of N
+#                     pods to all Running through the kubelet                            [pod_start]
 #   plus the raw figures each part measured (event_runs, create_start_detail, eviction_tests,
-#   reclaimed_detail) and meta.
+#   reclaimed_detail, pod_start_detail) and meta.
 # A part left out by BENCH_PARTS leaves its keys out. PLUGIN is topolet, go_baseline and, with a base
 # (BENCH_BASE / BENCH_BASE_BIN), base; every figure of a base is measured in the same run, interleaved
 # with topolet's (parts wire, events and load; create_start and eviction measure topolet only), and
@@ -144,9 +155,29 @@
 # start to the first cut quota read. Advertised: the Node's capacity, `topolet status` and the
 # regular pod's own usage every 200 ms over ticking -> spinning -> ticking; a sample exceeds the
 # really idle pool when the Node's amount > pool - the regular usage measured since the last one.
+# [isolation] integration/tests/kubelet_isolation.rs (its header has the method; run with
+# TOPOLET_BIN = the release topolet and TOPOLET_COLOCATION_PROBE = hack/bench/colocation built
+# here): three configurations, each a fresh stack and cluster per round, in rotating order over
+# BENCH_ISO_ROUNDS rounds: kubelet cpuManagerPolicy none without topolet, kubelet static
+# (reservedSystemCPUs 0) without topolet, kubelet none with topolet. A Guaranteed 1-CPU probe pod
+# (1 ms ticks, lateness recorded; every 100 ms two threads each burn a fixed CPU time, the burst's
+# wall time recorded) beside a BestEffort pod spinning four threads and a Burstable pod two.
+# Scenarios, alternating BENCH_ISO_ALTERNATIONS times per session, BENCH_ISO_WINDOW_S each:
+# normal (2 x 10 ms per 100 ms) and over_quota (2 x 60 ms per 100 ms, above the 1-CPU quota).
+# Per configuration and scenario the pooled tick lateness p50/p99/p99.9/max, burst p99, the probe
+# container's (and pod's) cpu.stat nr_throttled over the windows, its cpuset and Cpus_allowed, and
+# from 5 ms samples of every neighbour thread's Cpus_allowed_list and last CPU (/proc/<tid>/stat
+# field 39): until when after the probe's start a neighbour was allowed on / ran on its CPU.
+# [pod_start] integration/tests/kubelet_isolation.rs's pod start test: one cluster (kubelet none)
+# with topolet stopped (none) or running (topolet), BENCH_PS_ROUNDS rounds of one block per
+# condition in rotating order; a block times `kubectl apply -f` of BENCH_PS_PODS pods (one
+# Guaranteed 1-CPU, the others BestEffort and Burstable) to the last seen Running by a watch, then
+# deletes them. The blocks' times go through the CRI client's stats (hack/nri-latency `json`, as
+# [create_start]): median per condition, overhead = median(topolet) - median(none), 95% bootstrap.
 #
 # Environment:
-#   BENCH_PARTS         parts to run (default "wire events load create_start eviction reclaimed")
+#   BENCH_PARTS         parts to run (default "wire events load create_start eviction reclaimed pod_start";
+#                       isolation only when named)
 #   BENCH_BASE          a git revision: topolet built at it (a detached worktree under the run's temp
 #                       dir, built into target/bench-base, the binary copied out, the worktree
 #                       removed) runs as plugin "base" beside the working tree's
@@ -168,7 +199,12 @@
 #   BENCH_LOAD_SCRAPE_HZ [load] /metrics scrapes per second in condition scrape (default 10)
 #   BENCH_CS_ROUNDS     [create_start] blocks per condition (default 20)
 #   BENCH_CS_BLOCK      [create_start] timed create+starts per block (default 25; 20x25 = 500)
-#   CONTAINERD_VERSION / TOPOLET_CONTAINERD_VERSION  [create_start, eviction, reclaimed] line (default as in
+#   BENCH_ISO_ROUNDS    [isolation] rounds, each one session per configuration (default 2)
+#   BENCH_ISO_WINDOW_S  [isolation] seconds per window (default 8)
+#   BENCH_ISO_ALTERNATIONS [isolation] normal/over_quota alternations per session (default 2)
+#   BENCH_PS_ROUNDS     [pod_start] rounds, one block per condition each (default 12)
+#   BENCH_PS_PODS       [pod_start] pods per block (default 10)
+#   CONTAINERD_VERSION / TOPOLET_CONTAINERD_VERSION  [create_start, eviction, reclaimed, isolation, pod_start] line (default as in
 #                       hack/lib/common.sh)
 #   GO                  go binary (default: go on PATH, else /usr/local/go/bin/go)
 #   GOPROXY             used only for Go modules missing from $TOPOLET_CACHE/go (default proxy.golang.org)
@@ -178,7 +214,7 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=hack/lib/common.sh
 source "$HACK_DIR/lib/common.sh"
 
-PARTS=" ${BENCH_PARTS:-wire events load create_start eviction reclaimed} "
+PARTS=" ${BENCH_PARTS:-wire events load create_start eviction reclaimed pod_start} "
 ROUNDS="${BENCH_ROUNDS:-5}"
 N="${BENCH_N:-2000}"
 SYNC_REPEATS="${BENCH_SYNC_REPEATS:-3}"
@@ -196,6 +232,11 @@ BASE_BIN="${BENCH_BASE_BIN:-}"
 TOPOLET_BIN_IN="${BENCH_TOPOLET_BIN:-}"
 CS_ROUNDS="${BENCH_CS_ROUNDS:-20}"
 CS_BLOCK="${BENCH_CS_BLOCK:-25}"
+ISO_ROUNDS="${BENCH_ISO_ROUNDS:-2}"
+ISO_WINDOW_S="${BENCH_ISO_WINDOW_S:-8}"
+ISO_ALTERNATIONS="${BENCH_ISO_ALTERNATIONS:-2}"
+PS_ROUNDS="${BENCH_PS_ROUNDS:-12}"
+PS_PODS="${BENCH_PS_PODS:-10}"
 VERSION="${CONTAINERD_VERSION:-${TOPOLET_CONTAINERD_VERSION:-$DEFAULT_CONTAINERD_VERSION}}"
 TARGET_DIR="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
 OUT_DIR="$TARGET_DIR/bench"
@@ -205,11 +246,12 @@ say() { echo "bench: $*" >&2; }
 part() { [[ "$PARTS" == *" $1 "* ]]; }
 
 for p in $PARTS; do
-  case "$p" in wire | events | load | create_start | eviction | reclaimed) ;;
-    *) die "BENCH_PARTS: unknown part $p (wire events load create_start eviction reclaimed)" ;;
+  case "$p" in wire | events | load | create_start | eviction | reclaimed | isolation | pod_start) ;;
+    *) die "BENCH_PARTS: unknown part $p (wire events load create_start eviction reclaimed isolation pod_start)" ;;
   esac
 done
-for v in ROUNDS N SYNC_REPEATS EVENT_CHURN EVENT_REPEATS LOAD_ROUNDS LOAD_N LOAD_EXCLUSIVE_EVERY CS_ROUNDS CS_BLOCK; do
+for v in ROUNDS N SYNC_REPEATS EVENT_CHURN EVENT_REPEATS LOAD_ROUNDS LOAD_N LOAD_EXCLUSIVE_EVERY CS_ROUNDS CS_BLOCK \
+  ISO_ROUNDS ISO_WINDOW_S ISO_ALTERNATIONS PS_ROUNDS PS_PODS; do
   [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || die "BENCH_$v=${!v}: want a positive integer"
 done
 for n in $EVENT_LIVE; do [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "BENCH_EVENT_LIVE: $n is not a positive integer"; done
@@ -223,8 +265,8 @@ if part load; then
   [[ $EUID -eq 0 ]] || die "part load needs root (cgroups, overlay, FUSE)"
   [[ -e /dev/fuse ]] || die "part load needs /dev/fuse (hack/bench/slowfs)"
 fi
-if part create_start || part eviction || part reclaimed; then
-  [[ $EUID -eq 0 ]] || die "parts create_start, eviction and reclaimed need root (BENCH_PARTS=\"wire events\" runs without)"
+if part create_start || part eviction || part reclaimed || part isolation || part pod_start; then
+  [[ $EUID -eq 0 ]] || die "parts create_start, eviction, reclaimed, isolation and pod_start need root (BENCH_PARTS=\"wire events\" runs without)"
   validate_containerd_version "$VERSION" || exit 1
   [[ -x "$(containerd_bin_dir "$VERSION")/containerd" ]] || die "containerd $VERSION is not installed (run hack/install-deps.sh)"
 fi
@@ -296,7 +338,7 @@ if part wire || part create_start; then
   go_build "$HACK_DIR/bench/go-baseline" "$GO_BASELINE" || die "building hack/bench/go-baseline failed"
 fi
 CLIENT="$WORK/cri-client"
-if part create_start; then
+if part create_start || part pod_start; then
   go_build "$HACK_DIR/nri-latency" "$CLIENT" || die "building hack/nri-latency (the CRI client) failed"
 fi
 SLOWFS="$WORK/slowfs"
@@ -328,6 +370,13 @@ COLOCATION_PROBE="$WORK/colocation"
 if part reclaimed; then
   COLOCATION_TEST="$(test_executable kubelet_colocation)" || die "building integration/tests/kubelet_colocation.rs failed"
   [[ -x "$COLOCATION_TEST" ]] || die "no executable for integration/tests/kubelet_colocation.rs from cargo"
+fi
+ISOLATION_TEST=""
+if part isolation || part pod_start; then
+  ISOLATION_TEST="$(test_executable kubelet_isolation)" || die "building integration/tests/kubelet_isolation.rs failed"
+  [[ -x "$ISOLATION_TEST" ]] || die "no executable for integration/tests/kubelet_isolation.rs from cargo"
+fi
+if part reclaimed || part isolation; then
   go_build "$HACK_DIR/bench/colocation" "$COLOCATION_PROBE" || die "building hack/bench/colocation failed"
 fi
 
@@ -808,6 +857,58 @@ print(json.dumps({
 EOT
 fi
 
+if part isolation; then
+  T=$SECONDS
+  say "[isolation] integration/tests/kubelet_isolation.rs: kubelet $KUBE_VERSION, containerd $VERSION, $ISO_ROUNDS rounds x 3 configurations"
+  (cd "$REPO_ROOT/integration" && TOPOLET_BENCH_OUT="$WORK/isolation.jsonl" TOPOLET_CONTAINERD_VERSION="$VERSION" \
+    TOPOLET_BIN="$TOPOLET" TOPOLET_COLOCATION_PROBE="$COLOCATION_PROBE" TOPOLET_ISOLATION_ROUNDS="$ISO_ROUNDS" \
+    TOPOLET_ISOLATION_WINDOW_S="$ISO_WINDOW_S" TOPOLET_ISOLATION_ALTERNATIONS="$ISO_ALTERNATIONS" \
+    "$ISOLATION_TEST" a_guaranteed_probe_beside_spinning_neighbours --test-threads=1 --nocapture \
+    >"$WORK/isolation-test.log" 2>&1) || die "the isolation test failed: $(tail -n 30 "$WORK/isolation-test.log")"
+  python3 - "$WORK/isolation.jsonl" $((SECONDS - T)) >"$WORK/parts/isolation.json" <<'EOT'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+if len(lines) != 1 or lines[0].get("test") != "isolation":
+    sys.exit(f"bench: isolation: {sys.argv[1]} has {len(lines)} figure lines, want 1 isolation line")
+d = lines[0]
+d.pop("test")
+print(json.dumps({"isolation": d, "meta": {"isolation": {"seconds": int(sys.argv[2])}}}))
+EOT
+fi
+
+if part pod_start; then
+  T=$SECONDS
+  say "[pod_start] integration/tests/kubelet_isolation.rs: kubectl apply of $PS_PODS pods, $PS_ROUNDS rounds, with and without topolet"
+  (cd "$REPO_ROOT/integration" && TOPOLET_BENCH_OUT="$WORK/pod_start.jsonl" TOPOLET_CONTAINERD_VERSION="$VERSION" \
+    TOPOLET_BIN="$TOPOLET" TOPOLET_POD_START_ROUNDS="$PS_ROUNDS" TOPOLET_POD_START_N="$PS_PODS" \
+    "$ISOLATION_TEST" kubectl_apply_to_running --test-threads=1 --nocapture \
+    >"$WORK/pod_start-test.log" 2>&1) || die "the pod start test failed: $(tail -n 30 "$WORK/pod_start-test.log")"
+  # The CRI client's statistics (the same median difference and bootstrap interval as
+  # [create_start]) over "<label> <µs>" lines, none first: the baseline.
+  python3 - "$WORK/pod_start.jsonl" >"$WORK/pod_start.samples" <<'EOT'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+if len(lines) != 1 or lines[0].get("test") != "pod_start":
+    sys.exit(f"bench: pod_start: {sys.argv[1]} has {len(lines)} figure lines, want 1 pod_start line")
+for label in ("none", "topolet"):
+    for ms in lines[0]["samples_ms"][label]:
+        print(label, round(ms * 1000))
+EOT
+  "$CLIENT" stats "$WORK/pod_start.samples" >&2
+  PS_JSON="$("$CLIENT" json "$WORK/pod_start.samples")"
+  python3 - "$WORK/pod_start.jsonl" "$PS_JSON" $((SECONDS - T)) >"$WORK/parts/pod_start.json" <<'EOT'
+import json, sys
+d = json.loads(open(sys.argv[1]).readline())
+s = json.loads(sys.argv[2])
+r1 = lambda x: round(x, 1)
+print(json.dumps({
+    "pod_start_ms": {k: {kk: (r1(vv) if kk != "n" else vv) for kk, vv in v.items()} for k, v in s["conditions"].items()},
+    "pod_start_overhead_ms": {k: {kk: r1(vv) for kk, vv in v.items()} for k, v in s["overhead"].items()},
+    "pod_start_detail": {k: d[k] for k in ("pods", "rounds", "mix", "order", "samples_ms", "loadavg_start", "loadavg_end")},
+    "meta": {"pod_start": {"seconds": int(sys.argv[3])}}}))
+EOT
+fi
+
 mkdir -p "$OUT_DIR"
 python3 - "$WORK/parts" "$OUT_DIR/bench.json" "$(nproc)" $((SECONDS - T0)) <<'EOT'
 import glob, json, os, sys
@@ -948,6 +1049,43 @@ if "reclaimed_colocation" in out:
         f"longest {adv['exceeded_idle_longest_ms']:.0f} ms", "")
     row("Node amount moves / direction flips", f"{adv['changes']} / {adv['direction_flips']}",
         f"smallest rise {adv['min_up_move_millis']}m", f"hysteresis {adv['hysteresis_millis']}m")
+if "isolation" in out:
+    iso = out["isolation"]
+    cf, cs = iso["configs"], ("none", "static", "topolet")
+    rows.append((f"[isolation] real kubelet, {iso['rounds']} x {iso['alternations']} x {iso['window_s']:g} s windows",
+                 "kubelet none", "kubelet static", "none + topolet", "topolet/static | goal"))
+    for sc, name in (("normal", "bursts 2 x 10 ms/100 ms"), ("over_quota", "bursts 2 x 60 ms/100 ms")):
+        f = {c: cf[c]["scenarios"][sc] for c in cs}
+        def srow(label, key, goal=""):
+            row(f"{name}: {label}", *[f[c][key] for c in cs],
+                ratio(f["topolet"][key], f["static"][key]) + (f" | {goal}" if goal else ""))
+        srow("lateness p50 (us)", "late_p50_us")
+        srow("lateness p99 (us)", "late_p99_us", "<= 1.2x")
+        row(f"  p99 of each window (us)", *[" ".join(f"{x:.0f}" for x in f[c]["late_p99_us_windows"]) for c in cs], "")
+        srow("lateness p99.9 (us)", "late_p999_us")
+        srow("lateness max (us)", "late_max_us")
+        srow("ticks late >= 10 ms", "late_over_10ms")
+        row(f"{name}: ticks missed (slept through) / woken", *[f"{f[c]['missed_ticks']} / {f[c]['ticks']}" for c in cs], "")
+        srow("burst wall p99 (ms)", "burst_p99_ms")
+        row(f"{name}: nr_throttled / nr_periods, probe container", *[f"{f[c]['nr_throttled']} / {f[c]['nr_periods']}" for c in cs], "| 0")
+        row(f"  the probe's pod cgroup", *[f"{f[c]['pod_nr_throttled']} / {f[c]['pod_nr_periods']}" for c in cs], "")
+    row("probe cpuset.cpus (Cpus_allowed_list)", *[f"{cf[c]['cpuset']} ({cf[c]['cpus_allowed']})" for c in cs], "")
+    row("probe cfs_quota_us, container / pod", *[f"{cf[c]['ctr_quota_us']} / {cf[c]['pod_quota_us']}" for c in cs], "")
+    ms = lambda v: ", ".join("never" if x is None else f"{x:+.0f}" for x in v)
+    row("neighbours allowed on its CPU until (ms after start)", *[ms(cf[c]["neighbours_allowed_until_ms"]) for c in cs], "| at once")
+    row("neighbours ran on its CPU until (ms after start)", *[ms(cf[c]["neighbours_ran_until_ms"]) for c in cs], "")
+    la0, la1 = iso["loadavg_start"], iso["loadavg_end"]
+    row("load average 1/5/15 min, start / end", " ".join(f"{x:.2f}" for x in la0), " ".join(f"{x:.2f}" for x in la1), "", "")
+if "pod_start_ms" in out:
+    ps, ov, det = out["pod_start_ms"], out["pod_start_overhead_ms"], out["pod_start_detail"]
+    rows.append((f"[pod_start] kubectl apply of {det['pods']} pods to Running", "median", "p10 / p90",
+                 "overhead vs none (95% CI)"))
+    for k in ("none", "topolet"):
+        o = ov.get(k)
+        extra = f"{o['median_diff']:+.1f} ms [{o['ci95_lo']:+.1f}, {o['ci95_hi']:+.1f}]" if o else "(baseline)"
+        row(f"{k}, {ps[k]['n']} blocks (ms)", f"{ps[k]['median']:.1f}", f"{ps[k]['p10']:.1f} / {ps[k]['p90']:.1f}", extra)
+    la0, la1 = det["loadavg_start"], det["loadavg_end"]
+    row("load average 1/5/15 min, start / end", " ".join(f"{x:.2f}" for x in la0), " ".join(f"{x:.2f}" for x in la1), "")
 ncol = max(len(r) for r in rows)
 rows = [r + ("",) * (ncol - len(r)) for r in rows]
 w = [max(len(r[i]) for r in rows) for i in range(ncol)]

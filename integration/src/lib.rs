@@ -19,6 +19,8 @@
 //! - [`manifests`]: the kubelet suites' pod manifests (JSON);
 //! - [`pressure`]: the node's eviction signals as topolet computes them, and the pods' pressure
 //!   scripts;
+//! - [`probe`]: the benchmark probe of `hack/bench/colocation` run in kubelet pods, and the
+//!   benches' figure lines;
 //! - [`logs`]: log files: find and wait for lines, read `key=value` fields;
 //! - [`wait`]: polling with timeouts (no fixed sleeps where a condition can be polled).
 //!
@@ -40,6 +42,7 @@ pub mod manifests;
 pub mod observe;
 pub mod paths;
 pub mod pressure;
+pub mod probe;
 pub mod stack;
 pub mod topolet;
 pub mod wait;

@@ -29,17 +29,16 @@
 //! else /usr/local/go/bin/go). `usage = "pods"` as in kubelet_reclaimed.rs: the work of
 //! whatever else runs on this shared machine never moves the amounts.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
 use serde_json::{json, Value};
 use topolet_integration::cluster::{ClusterOptions, KubeContainer, KubeNode, POD_TIMEOUT};
-use topolet_integration::manifests::{pod, res, script_ctr};
+use topolet_integration::manifests::res;
 use topolet_integration::observe::cgroup_dir;
-use topolet_integration::{paths, topolet, wait};
+use topolet_integration::probe::{self, loadavg, median, read_trimmed, unix_ns, Probe};
+use topolet_integration::{topolet, wait};
 
 const RES: &str = "topolet.io/reclaimed-cpu";
 const POOL: u64 = 1000;
@@ -52,8 +51,6 @@ const INTERVAL_MS: u64 = 1000;
 const MIN_CHANGE_PERCENT: u64 = 5;
 /// How long the amounts and quotas may take to follow a change (a deadline, not a claim).
 const FOLLOW: Duration = Duration::from_secs(60);
-/// Where the pods see the hostPath directory.
-const MOUNT: &str = "/bench";
 
 fn reclaimed_toml() -> String {
     format!(
@@ -98,112 +95,6 @@ impl Plan {
     }
 }
 
-/// The probe binary: `TOPOLET_COLOCATION_PROBE`, else built from hack/bench/colocation into `dir`.
-fn probe_binary(dir: &Path) -> anyhow::Result<PathBuf> {
-    let to = dir.join("colocation");
-    if let Some(p) = std::env::var_os("TOPOLET_COLOCATION_PROBE") {
-        std::fs::copy(&p, &to).with_context(|| format!("copying {p:?} to {}", to.display()))?;
-        return Ok(to);
-    }
-    let go = std::env::var_os("GO")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("PATH").and_then(|p| {
-                std::env::split_paths(&p)
-                    .map(|d| d.join("go"))
-                    .find(|g| g.is_file())
-            })
-        })
-        .unwrap_or_else(|| PathBuf::from("/usr/local/go/bin/go"));
-    let src = paths::repo_root().join("hack/bench/colocation");
-    let out = Command::new(&go)
-        .args(["build", "-trimpath", "-o"])
-        .arg(&to)
-        .arg(".")
-        .current_dir(&src)
-        // Standard library only: nothing to fetch.
-        .env("CGO_ENABLED", "0")
-        .env("GOTOOLCHAIN", "local")
-        .env("GOFLAGS", "-buildvcs=false")
-        .output()
-        .with_context(|| format!("running {} build in {}", go.display(), src.display()))?;
-    ensure!(
-        out.status.success(),
-        "go build of {} failed: {}",
-        src.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(to)
-}
-
-/// A pod whose container `main` runs the probe in `mode` from the hostPath `dir`, exiting at once
-/// on SIGTERM.
-fn probe_pod(name: &str, mode: &str, dir: &Path, resources: Value) -> Value {
-    let script =
-        format!("trap 'kill $p; exit 0' TERM; {MOUNT}/colocation {mode} {MOUNT} & p=$!; wait");
-    let mut ctr = script_ctr("main", &script, resources);
-    ctr["volumeMounts"] = json!([{"name": "bench", "mountPath": MOUNT}]);
-    let mut p = pod(name, vec![ctr], vec![]);
-    p["spec"]["volumes"] = json!([{
-        "name": "bench",
-        "hostPath": {"path": dir.to_string_lossy(), "type": "Directory"},
-    }]);
-    p
-}
-
-fn unix_ns() -> i128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i128)
-}
-
-/// The regular probe, driven through its request file.
-struct Probe {
-    dir: PathBuf,
-    next_id: u64,
-}
-
-impl Probe {
-    fn request(&mut self, mode: &str, seconds: f64, threads: u32) -> anyhow::Result<u64> {
-        self.next_id += 1;
-        let id = self.next_id;
-        let tmp = self.dir.join("req.tmp");
-        let body = json!({"id": id, "mode": mode, "seconds": seconds, "threads": threads});
-        std::fs::write(&tmp, body.to_string())
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, self.dir.join("req")).context("renaming the probe's request")?;
-        Ok(id)
-    }
-
-    fn read(&self, kind: &str, id: u64) -> anyhow::Result<Option<Value>> {
-        let p = self.dir.join(format!("{kind}-{id}.json"));
-        match std::fs::read_to_string(&p) {
-            Ok(text) => Ok(Some(
-                serde_json::from_str(&text).with_context(|| format!("parsing {}", p.display()))?,
-            )),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e).with_context(|| format!("reading {}", p.display())),
-        }
-    }
-
-    fn wait(&self, kind: &str, id: u64, timeout: Duration) -> anyhow::Result<Value> {
-        wait::until(&format!("the probe's {kind}-{id}.json"), timeout, || {
-            self.read(kind, id)
-        })
-    }
-
-    fn stop(&self, id: u64) -> anyhow::Result<()> {
-        let p = self.dir.join(format!("stop-{id}"));
-        std::fs::write(&p, "").with_context(|| format!("writing {}", p.display()))
-    }
-
-    /// One window of ticks; waits for its result.
-    fn ticks(&mut self, seconds: f64) -> anyhow::Result<Value> {
-        let id = self.request("ticks", seconds, 1)?;
-        self.wait("res", id, Duration::from_secs_f64(seconds) + POD_TIMEOUT)
-    }
-}
-
 fn set_hog(dir: &Path, on: bool) -> anyhow::Result<()> {
     let p = dir.join("hog");
     if on {
@@ -216,13 +107,6 @@ fn set_hog(dir: &Path, on: bool) -> anyhow::Result<()> {
             _ => Ok(()),
         }
     }
-}
-
-fn read_trimmed(p: &Path) -> anyhow::Result<String> {
-    Ok(std::fs::read_to_string(p)
-        .with_context(|| format!("reading {}", p.display()))?
-        .trim()
-        .to_string())
 }
 
 /// A container's CPU time (ns) from its cpuacct cgroup.
@@ -278,30 +162,9 @@ fn busy_millis(a: &[(String, u64, u64)], b: &[(String, u64, u64)], name: &str) -
     (b1 - b0) as f64 / (t1 - t0) as f64 * cpus * 1000.0
 }
 
-fn loadavg() -> anyhow::Result<Vec<f64>> {
-    let t = read_trimmed(Path::new("/proc/loadavg"))?;
-    Ok(t.split_whitespace()
-        .take(3)
-        .filter_map(|x| x.parse().ok())
-        .collect())
-}
-
 /// The Node's advertised amount (capacity), `None` while it has none.
 fn advertised(node: &KubeNode) -> anyhow::Result<Option<u64>> {
     Ok(node.cluster.extended_resource(RES)?.map(|a| a.capacity))
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -604,14 +467,14 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
     )?;
     let dir = node.cluster.dir().join("colocation");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    probe_binary(&dir)?;
+    probe::binary(&dir)?;
     wait::until_true("the idle pool less the margin advertised", FOLLOW, || {
         Ok(advertised(&node)? == Some(POOL - MARGIN))
     })?;
 
-    node.cluster.create_pod(probe_pod(
+    node.cluster.create_pod(probe::pod_running(
         "regular",
-        "regular",
+        &format!("regular {}", probe::MOUNT),
         &dir,
         res("500m", "", "", ""),
     ))?;
@@ -625,15 +488,16 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
         || Ok(advertised(&node)? == Some(POOL - MARGIN)),
     )?;
     let r = json!({"requests": {RES: BATCH_MILLIS.to_string()}, "limits": {RES: BATCH_MILLIS.to_string()}});
-    node.cluster
-        .create_pod(probe_pod("batch", "batch", &dir, r))?;
+    node.cluster.create_pod(probe::pod_running(
+        "batch",
+        &format!("batch {}", probe::MOUNT),
+        &dir,
+        r,
+    ))?;
     let bp = node.cluster.wait_running("batch")?;
     let batch = node.cluster.container(&bp, "main")?;
     wait_quota_at_limit(&batch, "admitted")?;
-    let mut probe = Probe {
-        dir: dir.clone(),
-        next_id: 0,
-    };
+    let mut probe = Probe::new(&dir);
 
     // 1. Solo and colocated windows, alternating, the order flipping each time.
     let load_start = loadavg()?;
@@ -778,14 +642,6 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
             "budget_end_millis": w.budget_end,
         })).collect::<Vec<_>>(),
     });
-    println!("bench figures: {line}");
-    if let Some(out) = &plan.out {
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(out)
-            .with_context(|| format!("opening TOPOLET_BENCH_OUT {}", out.display()))?;
-        writeln!(f, "{line}").with_context(|| format!("writing {}", out.display()))?;
-    }
+    probe::emit(plan.out.as_deref(), &line)?;
     Ok(())
 }

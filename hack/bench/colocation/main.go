@@ -11,8 +11,18 @@
 //	                         without sleeping. Either lasts S seconds or until DIR/stop-N exists.
 //	                         The answer is DIR/res-N.json (by rename), and for "spin" also
 //	                         DIR/ack-N.json as soon as the threads start (with their start time).
+//	                         "isolation" (hack/bench.sh part `isolation`,
+//	                         integration/tests/kubelet_isolation.rs): one thread wakes every 1 ms
+//	                         tick as "ticks" does, without work, and records every tick's lateness;
+//	                         meanwhile, every "burst_every_ms", "burst_threads" threads each run until
+//	                         their own CPU time (CLOCK_THREAD_CPUTIME_ID) has grown by "burst_ms",
+//	                         and the burst's wall time (first start to last end) is recorded; a burst
+//	                         that outlasts its period delays the next. The result carries the
+//	                         lateness and wall times themselves (late_ns, burst_wall_ns). At start the
+//	                         probe writes DIR/started.json ({"start_ns"}).
 //	colocation batch DIR     the batch pod's hog: spins one thread while DIR/hog exists, else
 //	                         checks every 20 ms.
+//	colocation spin THREADS  a neighbour: THREADS OS threads spinning until killed.
 //
 // Times are Unix nanoseconds (CLOCK_REALTIME), so the test on the host compares them with its own.
 package main
@@ -24,6 +34,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -32,9 +43,10 @@ import (
 )
 
 const (
-	clockRealtime = 0
-	timerAbstime  = 1
-	tick          = time.Millisecond
+	clockRealtime      = 0
+	clockThreadCputime = 3
+	timerAbstime       = 1
+	tick               = time.Millisecond
 	// One work unit: this many rounds of a 64-bit xorshift-multiply, a few µs on a current core.
 	unitRounds = 2000
 )
@@ -71,6 +83,10 @@ type request struct {
 	Mode    string  `json:"mode"`
 	Seconds float64 `json:"seconds"`
 	Threads int     `json:"threads"`
+	// "isolation" only.
+	BurstMs      float64 `json:"burst_ms"`
+	BurstEveryMs float64 `json:"burst_every_ms"`
+	BurstThreads int     `json:"burst_threads"`
 }
 
 type result struct {
@@ -88,6 +104,9 @@ type result struct {
 	LateP50Us  float64 `json:"late_p50_us"`
 	LateP99Us  float64 `json:"late_p99_us"`
 	LateMaxUs  float64 `json:"late_max_us"`
+	// "isolation" only: every tick's lateness and every burst's wall time (ns).
+	LateNs      []int64 `json:"late_ns,omitempty"`
+	BurstWallNs []int64 `json:"burst_wall_ns,omitempty"`
 }
 
 func writeAtomic(path string, v any) error {
@@ -188,6 +207,103 @@ func ticks(dir string, req request, perTick int) result {
 	return r
 }
 
+// threadCPU is the calling thread's CPU time (ns).
+func threadCPU() int64 {
+	var ts syscall.Timespec
+	syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCputime, uintptr(unsafe.Pointer(&ts)), 0)
+	return ts.Nano()
+}
+
+// isolation: the Guaranteed pod's probe of part `isolation` (see the header).
+func isolation(dir string, req request) result {
+	// Every thread of ours must be able to run at once: the Go runtime would otherwise size
+	// GOMAXPROCS to the cpuset (1 CPU for an exclusive container) and run the bursts' threads
+	// and the tick thread in turns on one P, which is the runtime's scheduling, not the kernel's.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(req.BurstThreads + 4))
+	stop, end0 := stopper(dir, req.ID)
+	defer end0()
+	r := result{ID: req.ID, Mode: req.Mode}
+	d := time.Duration(req.Seconds * float64(time.Second))
+	every := int64(req.BurstEveryMs * float64(time.Millisecond))
+	work := int64(req.BurstMs * float64(time.Millisecond))
+	start := time.Now()
+	end := start.Add(d).UnixNano()
+	var walls []int64
+	bursts := make(chan struct{})
+	go func() {
+		defer close(bursts)
+		if every <= 0 || work <= 0 || req.BurstThreads <= 0 {
+			return
+		}
+		runtime.LockOSThread()
+		next := (start.UnixNano()/every + 1) * every
+		for next < end && !stop.Load() {
+			sleepUntil(next)
+			b := time.Now()
+			var wg sync.WaitGroup
+			for k := 0; k < req.BurstThreads; k++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					runtime.LockOSThread()
+					defer runtime.UnlockOSThread()
+					c0 := threadCPU()
+					for threadCPU()-c0 < work {
+						sink.Add(unit(uint64(k)))
+					}
+				}()
+			}
+			wg.Wait()
+			now := time.Now()
+			walls = append(walls, now.Sub(b).Nanoseconds())
+			next += every
+			for next <= now.UnixNano() {
+				next += every
+			}
+		}
+	}()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	next := (start.UnixNano()/int64(tick) + 1) * int64(tick)
+	r.StartNs = next
+	late := make([]int64, 0, int(req.Seconds*1000)+1)
+	for next < end && !stop.Load() {
+		sleepUntil(next)
+		now := time.Now().UnixNano()
+		late = append(late, now-next)
+		r.Ticks++
+		next += int64(tick)
+		for next <= now {
+			next += int64(tick)
+			r.Missed++
+		}
+	}
+	<-bursts
+	r.EndNs = time.Now().UnixNano()
+	r.LateNs, r.BurstWallNs = late, walls
+	sorted := append([]int64(nil), late...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	r.LateP50Us, r.LateP99Us = quantile(sorted, 0.5), quantile(sorted, 0.99)
+	if len(sorted) > 0 {
+		r.LateMaxUs = float64(sorted[len(sorted)-1]) / 1e3
+	}
+	return r
+}
+
+// spinForever: THREADS OS threads spinning (a neighbour of part `isolation`).
+func spinForever(threads int) {
+	runtime.GOMAXPROCS(threads + 2)
+	for k := 0; k < threads; k++ {
+		go func() {
+			runtime.LockOSThread()
+			for {
+				sink.Add(unit(uint64(k)))
+			}
+		}()
+	}
+	select {}
+}
+
 func spin(dir string, req request) result {
 	r := result{ID: req.ID, Mode: req.Mode}
 	d := time.Duration(req.Seconds * float64(time.Second))
@@ -217,6 +333,9 @@ func spin(dir string, req request) result {
 }
 
 func regular(dir string) {
+	if err := writeAtomic(filepath.Join(dir, "started.json"), map[string]int64{"start_ns": time.Now().UnixNano()}); err != nil {
+		fmt.Fprintln(os.Stderr, "started:", err)
+	}
 	perTick := calibrate(300)
 	fmt.Printf("regular: %d units per tick (300 µs of work when undisturbed)\n", perTick)
 	last := -1
@@ -234,6 +353,8 @@ func regular(dir string) {
 			r = ticks(dir, req, perTick)
 		case "spin":
 			r = spin(dir, req)
+		case "isolation":
+			r = isolation(dir, req)
 		default:
 			fmt.Fprintln(os.Stderr, "unknown mode", req.Mode)
 			continue
@@ -259,17 +380,25 @@ func batch(dir string) {
 }
 
 func main() {
-	if len(os.Args) != 3 {
-		fmt.Fprintln(os.Stderr, "usage: colocation regular|batch DIR")
+	usage := func() {
+		fmt.Fprintln(os.Stderr, "usage: colocation regular|batch DIR | colocation spin THREADS")
 		os.Exit(2)
+	}
+	if len(os.Args) != 3 {
+		usage()
 	}
 	switch os.Args[1] {
 	case "regular":
 		regular(os.Args[2])
 	case "batch":
 		batch(os.Args[2])
+	case "spin":
+		n, err := strconv.Atoi(os.Args[2])
+		if err != nil || n < 1 {
+			usage()
+		}
+		spinForever(n)
 	default:
-		fmt.Fprintln(os.Stderr, "usage: colocation regular|batch DIR")
-		os.Exit(2)
+		usage()
 	}
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::eviction::reclaim::ReclaimSettings;
 use crate::eviction::signal::Signal;
 use crate::eviction::threshold::{parse_threshold_value, Threshold};
 
@@ -80,6 +81,8 @@ pub struct EvictionConfig {
     pub cri_endpoint: String,
     pub nodefs_path: std::path::PathBuf,
     pub imagefs_path: std::path::PathBuf,
+    /// Node-level reclaim (dead containers, unused images) before evicting for a disk signal.
+    pub reclaim: ReclaimSettings,
 }
 
 impl Default for EvictionConfig {
@@ -104,6 +107,7 @@ impl Default for EvictionConfig {
             cri_endpoint: DEFAULT_CRI_ENDPOINT.into(),
             nodefs_path: DEFAULT_NODEFS_PATH.into(),
             imagefs_path: DEFAULT_IMAGEFS_PATH.into(),
+            reclaim: ReclaimSettings::default(),
         }
     }
 }

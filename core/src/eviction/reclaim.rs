@@ -282,12 +282,18 @@ impl ImageTracker {
         // imagesInEvictionOrder: last used, then first detected; unknown sizes after the rest
         // (they may free nothing), the id last so the order is total.
         candidates.sort_by(|a, b| {
-            (a.info.size.is_none(), a.last_used, a.first_detected, &a.info.id).cmp(&(
-                b.info.size.is_none(),
-                b.last_used,
-                b.first_detected,
-                &b.info.id,
-            ))
+            (
+                a.info.size.is_none(),
+                a.last_used,
+                a.first_detected,
+                &a.info.id,
+            )
+                .cmp(&(
+                    b.info.size.is_none(),
+                    b.last_used,
+                    b.first_detected,
+                    &b.info.id,
+                ))
         });
         for r in candidates {
             if let Need::Bytes(n) = need {
@@ -535,7 +541,11 @@ mod tests {
         let now = Timestamp::from_secs(20);
         tr.detect(&all, &refs(&[]), now);
         let plan = tr.plan(Need::Bytes(250), now, &settings(0));
-        assert_eq!(ids(&plan), ["c", "d", "a"], "never used first, then a (used at 0)");
+        assert_eq!(
+            ids(&plan),
+            ["c", "d", "a"],
+            "never used first, then a (used at 0)"
+        );
         assert_eq!(plan.bytes, 300);
         assert!(plan.enough);
         let plan = tr.plan(Need::All, now, &settings(0));

@@ -18,6 +18,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use topolet_core::eviction::duration::{format_duration, parse_duration};
+use topolet_core::eviction::reclaim::{
+    KubeletImageGc, ReclaimSettings, DEFAULT_IMAGE_MINIMUM_GC_AGE,
+};
 use topolet_core::eviction::settings::{
     DEFAULT_CONDITION_HEARTBEAT, DEFAULT_CRI_ENDPOINT, DEFAULT_HARD, DEFAULT_IMAGEFS_PATH,
     DEFAULT_INTERVAL, DEFAULT_NODEFS_PATH, DEFAULT_PRESSURE_TRANSITION_PERIOD,
@@ -25,9 +28,6 @@ use topolet_core::eviction::settings::{
 use topolet_core::eviction::signal::Signal;
 use topolet_core::eviction::threshold::{
     parse_min_reclaim, parse_threshold_value, Threshold, ThresholdValue,
-};
-use topolet_core::eviction::reclaim::{
-    KubeletImageGc, ReclaimSettings, DEFAULT_IMAGE_MINIMUM_GC_AGE,
 };
 use topolet_core::eviction::{EvictionAction, EvictionConfig};
 
@@ -597,6 +597,8 @@ mod tests {
         );
         let d = EvictionSection::default().settings().unwrap().reclaim;
         assert_eq!(d, ReclaimSettings::default());
-        assert!(toml::from_str::<EvictionSection>("image_gc_high_threshold_percent = \"85\"").is_err());
+        assert!(
+            toml::from_str::<EvictionSection>("image_gc_high_threshold_percent = \"85\"").is_err()
+        );
     }
 }

@@ -33,12 +33,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::eviction::observe::{thresholds_met, Observations, Timestamp};
-use crate::eviction::settings::EvictionConfig;
+use crate::eviction::settings::{EvictionConfig, KubeletImageGc, ReclaimSettings};
 use crate::eviction::signal::{Signal, SignalResource};
 use crate::eviction::threshold::Threshold;
 
-/// The kubelet's `imageMinimumGCAge` default.
-pub const DEFAULT_IMAGE_MINIMUM_GC_AGE: Duration = Duration::from_secs(120);
 /// How often the shell lists images and containers to keep each image's first-detected and
 /// last-used times when no reclaim needs them (the kubelet's `ImageGCPeriod`).
 pub const IMAGE_DETECT_PERIOD: Duration = Duration::from_secs(300);
@@ -64,40 +62,6 @@ pub fn reclaim_steps(signal: Signal, has_imagefs: bool) -> &'static [ReclaimStep
         | Signal::ImageFsAvailable
         | Signal::ImageFsInodesFree => BOTH,
         Signal::MemoryAvailable | Signal::PidAvailable => &[],
-    }
-}
-
-/// The kubelet's own image garbage collector beside topolet: `imageGCHighThresholdPercent` and
-/// `imageGCLowThresholdPercent` as configured on the kubelet, copied into topolet's
-/// `[eviction]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KubeletImageGc {
-    pub high_percent: u8,
-    pub low_percent: u8,
-}
-
-/// What node-level reclaim may do ([`EvictionConfig::reclaim`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReclaimSettings {
-    /// Reclaim at node level before evicting for a disk signal (the kubelet always does).
-    pub enabled: bool,
-    /// An image first detected less than this long ago is kept (`imageMinimumGCAge`).
-    pub image_minimum_age: Duration,
-    /// Image names or ids never removed, besides those the runtime reports pinned (containerd
-    /// pins its sandbox image).
-    pub pinned_images: Vec<String>,
-    /// The kubelet's image GC on this node, when it runs there.
-    pub kubelet_image_gc: Option<KubeletImageGc>,
-}
-
-impl Default for ReclaimSettings {
-    fn default() -> Self {
-        ReclaimSettings {
-            enabled: true,
-            image_minimum_age: DEFAULT_IMAGE_MINIMUM_GC_AGE,
-            pinned_images: Vec::new(),
-            kubelet_image_gc: None,
-        }
     }
 }
 
@@ -245,7 +209,13 @@ impl ImageTracker {
     /// True when the last detection is [`IMAGE_DETECT_PERIOD`] old or there was none.
     pub fn detection_due(&self, now: Timestamp) -> bool {
         self.last_detected
-            .is_none_or(|at| now.since(at) >= IMAGE_DETECT_PERIOD)
+            .map_or(true, |at| now.since(at) >= IMAGE_DETECT_PERIOD)
+    }
+
+    /// A detection at `now` that could not list (the runtime did not answer): the next one is
+    /// due a period later, the records are kept.
+    pub fn detection_attempted(&mut self, now: Timestamp) {
+        self.last_detected = Some(now);
     }
 
     /// How many images are known.

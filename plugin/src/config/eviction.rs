@@ -18,7 +18,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use topolet_core::eviction::duration::{format_duration, parse_duration};
-use topolet_core::eviction::reclaim::{
+use topolet_core::eviction::settings::{
     KubeletImageGc, ReclaimSettings, DEFAULT_IMAGE_MINIMUM_GC_AGE,
 };
 use topolet_core::eviction::settings::{

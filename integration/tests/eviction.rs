@@ -536,3 +536,50 @@ fn a_pod_filling_its_writable_layer_is_evicted_then_its_dead_container_reclaimed
     );
     Ok(())
 }
+
+#[test]
+fn dry_run_reclaim_plans_and_logs_but_removes_no_image() -> anyhow::Result<()> {
+    let stack = imagefs_stack()?;
+    let root = stack.dir().join("root");
+    let work = stack.work_dir("fillers")?;
+    let threshold = fs_available(&root)?.saturating_sub(FILLER_MIB * MIB);
+    let hard = format!("\"imagefs.available\" = \"{threshold}\"");
+    let extra = format!(
+        "{}imagefs_path = {:?}\nimage_minimum_gc_age = \"0s\"\n",
+        eviction_toml(&stack, "dry-run", &hard)?,
+        root.to_string_lossy()
+    );
+    let mut t = start(stack, extra)?;
+    let mark = t.topolet.log_mark();
+    let name = "localhost/topolet/filler-dry:latest";
+    import_filler_image(&t.stack, name, FILLER_MIB, &work)?;
+    let labels = [("signal", "imagefs.available"), ("result", "dry_run")];
+    let first = t
+        .topolet
+        .wait_metric(RECLAIMS, &labels, 1.0, EVICT_TIMEOUT)?;
+    // The plan is logged before the reclaim is counted.
+    let line = t
+        .topolet
+        .logged("dry-run: node reclaim would remove", mark)?;
+    ensure!(field(&line, "kind").as_deref() == Some("image"), "{line}");
+    // Later intervals plan again (the image is still there): wait for two more.
+    t.topolet
+        .wait_metric(RECLAIMS, &labels, first + 2.0, EVICT_TIMEOUT)?;
+    let addr = t.topolet.wait_metrics_address()?;
+    let removed = metric(&addr, "topolet_node_reclaim_images_total", &[])?;
+    t.topolet.kill9()?;
+    ensure!(
+        removed == 0.0,
+        "{removed} images counted as removed in dry run"
+    );
+    let names = image_names(&t.stack)?;
+    ensure!(
+        names.iter().any(|n| n == name),
+        "{name} was removed: {names:?}"
+    );
+    ensure!(
+        fs_available(&root)? < threshold,
+        "imagefs is no longer under the threshold: something was removed"
+    );
+    Ok(())
+}

@@ -903,7 +903,8 @@ impl EvictionLoop {
 
     /// The kubelet's `reclaimNodeLevelResources` for `threshold`: dead containers and unused
     /// images first, then the signals observed again. True when the threshold is no longer
-    /// met with its minimum reclaim: no pod is evicted this interval. In dry run, true when
+    /// met with its minimum reclaim, or when dead containers were removed (their space comes
+    /// back asynchronously): no pod is evicted this interval. In dry run, true when
     /// the plan alone would have freed enough (nothing was removed, so nothing is observed).
     async fn reclaim_node(
         &self,
@@ -959,10 +960,19 @@ impl EvictionLoop {
                 after,
             )
         };
-        let result = match (done.dry_run, relieved) {
-            (true, _) => "dry_run",
-            (false, true) => "relieved",
-            (false, false) => "not_enough",
+        // containerd frees a removed container's writable layer when its garbage collector
+        // next runs (RemoveImage collects synchronously, RemoveContainer does not): seen on the
+        // eviction suite's tmpfs image filesystem, the space came back after the observation.
+        // A reclaim that removed containers or sandboxes therefore holds eviction for this
+        // interval; the next one observes again (and, with nothing new to remove, evicts).
+        let deferred = !done.dry_run
+            && !relieved
+            && (!done.containers.is_empty() || !done.sandboxes.is_empty());
+        let result = match (done.dry_run, relieved, deferred) {
+            (true, _, _) => "dry_run",
+            (false, true, _) => "relieved",
+            (false, false, true) => "deferred",
+            (false, false, false) => "not_enough",
         };
         let observed_bytes = u64::try_from(after.saturating_sub(before.available)).unwrap_or(0);
         let needed = match done.need {
@@ -1029,8 +1039,10 @@ impl EvictionLoop {
         self.reclaim_event(signal, relieved, &done, needed);
         if relieved {
             tracing::warn!(signal = %signal, dry_run = done.dry_run, "eviction: node reclaim relieved the pressure; no pod evicted this interval");
+        } else if deferred {
+            tracing::warn!(signal = %signal, "eviction: node reclaim removed dead containers whose space the runtime frees asynchronously; no pod evicted this interval, the next one observes again");
         }
-        relieved
+        relieved || deferred
     }
 
     /// The Node's Event for one reclaim: Normal `FreedDiskSpace` with what went; when the images

@@ -388,7 +388,8 @@ impl Metrics {
     }
 
     /// One node-level reclaim for `signal` ended with `result` (`relieved`: no pod needs
-    /// evicting; `not_enough`: a pod is evicted after it; `dry_run`: nothing removed), having
+    /// evicting; `deferred`: dead containers removed, no pod evicted this interval;
+    /// `not_enough`: a pod is evicted after it; `dry_run`: nothing removed), having
     /// removed what `freed` says.
     pub fn node_reclaim(&self, signal: &str, result: &'static str, freed: NodeReclaimCounts) {
         let mut f = self.lock();
@@ -801,7 +802,7 @@ impl Metrics {
         w.family(
             "topolet_node_reclaim_total",
             "counter",
-            "Node-level reclaims (dead containers, unused images) before evicting for a disk signal, by signal and result: relieved (no pod evicted), not_enough (a pod is evicted after it), dry_run (nothing removed).",
+            "Node-level reclaims (dead containers, unused images) before evicting for a disk signal, by signal and result: relieved (no pod evicted), deferred (dead containers removed, their space freed by the runtime asynchronously: no pod evicted this interval), not_enough (a pod is evicted after it), dry_run (nothing removed).",
         );
         for (signal, c) in &f.node_reclaim {
             for (result, n) in &c.runs {

@@ -4,6 +4,10 @@
 # Usage: hack/build-images.sh [--quiet] [--force]
 #   --quiet   print nothing when the cached tarballs are up to date
 #   --force   rebuild even if cached
+#        hack/build-images.sh --filler NAME MIB OUT
+#             one image NAME at OUT (not cached): the busybox image plus /filler, MIB MiB from
+#             /dev/urandom (incompressible, so each such image takes its own space; the eviction
+#             suite fills an image filesystem with them)
 #
 # Images (from Debian's static busybox, /bin/busybox of package busybox-static):
 #   registry.k8s.io/pause:3.10.1       -> .deps/images/pause.tar   (/bin/busybox + /bin/sleep;
@@ -135,7 +139,20 @@ build_image() {
   say "built $name -> $out"
 }
 
+populate_filler_rootfs() {
+  populate_busybox_rootfs "$1"
+  head -c "$((FILLER_MIB * 1024 * 1024))" /dev/urandom >"$1/filler"
+}
+
 main() {
+  if [[ "${1:-}" == --filler ]]; then
+    (($# == 4)) || die "usage: build-images.sh --filler NAME MIB OUT"
+    [[ "$3" =~ ^[1-9][0-9]*$ ]] || die "--filler: MIB must be a positive number, not '$3'"
+    check_busybox
+    mkdir -p "$DEPS/images"
+    FILLER_MIB="$3" QUIET=1 build_image "$2" "$4" populate_filler_rootfs '"Cmd":["/bin/sh"]'
+    return 0
+  fi
   parse_args "$@"
   check_busybox
   mkdir -p "$DEPS/images"

@@ -48,6 +48,10 @@
 #                             systemd slice names as cgroup_parent; the QEMU guests of hack/guest.sh)
 #   CONTAINERD_NRI_REQUEST_TIMEOUT  NRI plugin_request_timeout (default 2s; raised under emulation)
 #   CRICTL_TIMEOUT            crictl's per-call timeout in seconds, in DIR/crictl.yaml (default 10)
+#   CONTAINERD_ROOT_SIZE_MB   when set, DIR/root (images, snapshots: the image filesystem) is a
+#                             tmpfs of this many MiB, a filesystem of its own whose free space only
+#                             this stack changes (the eviction suite's imagefs pressure); `stop`
+#                             unmounts it with everything else under DIR
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -327,6 +331,12 @@ cmd_start() {
   if pid="$(containerd_pid)"; then die "containerd already runs for $DIR (pid $pid); stop it first"; fi
   "$HACK_DIR/build-images.sh" --quiet || die "building the test images failed"
   mkdir -p "$DIR"/{root,state,tmp,opt,runc,logs,cni/bin,cni/net.d,nri/plugins,nri/conf.d}
+  if [[ -n "${CONTAINERD_ROOT_SIZE_MB:-}" ]]; then
+    [[ "$CONTAINERD_ROOT_SIZE_MB" =~ ^[1-9][0-9]*$ ]] ||
+      die "CONTAINERD_ROOT_SIZE_MB must be a positive number of MiB, not '$CONTAINERD_ROOT_SIZE_MB'"
+    mount -t tmpfs -o "size=${CONTAINERD_ROOT_SIZE_MB}m,mode=0711" tmpfs "$DIR/root" ||
+      die "mounting a ${CONTAINERD_ROOT_SIZE_MB} MiB tmpfs on $DIR/root failed"
+  fi
   rm -f "$SOCK" "$SOCK.ttrpc" "$NRI_SOCK"
   choose_snapshotter
   write_config

@@ -807,7 +807,16 @@ pub struct KubeNode {
 impl KubeNode {
     /// Stack, topolet (static policy, CPU 0 reserved, `[memory]` as given in `extra_toml`), cluster.
     pub fn start(extra_toml: &str, opts: &ClusterOptions) -> anyhow::Result<KubeNode> {
-        let stack = Stack::start()?;
+        KubeNode::start_on(Stack::start()?, extra_toml, opts)
+    }
+
+    /// [`KubeNode::start`] on a stack started by the caller (e.g. with `hack/containerd.sh`
+    /// settings).
+    pub fn start_on(
+        stack: Stack,
+        extra_toml: &str,
+        opts: &ClusterOptions,
+    ) -> anyhow::Result<KubeNode> {
         let work = stack.work_dir("topolet")?;
         let mut config = TopoletConfig::for_stack(&stack, &work);
         config.extra_toml = extra_toml.to_string();
@@ -834,12 +843,22 @@ impl KubeNode {
         opts: &ClusterOptions,
         kubernetes_toml: &str,
     ) -> anyhow::Result<KubeNode> {
+        KubeNode::start_with_api_on(Stack::start()?, extra_toml, opts, kubernetes_toml)
+    }
+
+    /// [`KubeNode::start_with_api_config`] on a stack started by the caller.
+    pub fn start_with_api_on(
+        stack: Stack,
+        extra_toml: &str,
+        opts: &ClusterOptions,
+        kubernetes_toml: &str,
+    ) -> anyhow::Result<KubeNode> {
         let extra = if extra_toml.contains("[eviction]") {
             extra_toml.to_string()
         } else {
             format!("{extra_toml}\n[eviction]\naction = \"dry-run\"\n")
         };
-        let mut node = KubeNode::start(&extra, opts)?;
+        let mut node = KubeNode::start_on(stack, &extra, opts)?;
         let kubeconfig = node.cluster.env("KUBE_TOPOLET_KUBECONFIG")?.to_string();
         let name = node.cluster.node_name().to_string();
         node.t.config.kubernetes = format!(

@@ -53,3 +53,66 @@ pub const FORK_SCRIPT: &str = "i=0; while [ $i -lt 600 ]; do sleep 3600 & i=$((i
 /// is available).
 pub const MEMORY_SCRIPT: &str = "dd if=/dev/zero bs=1500M count=1 2>/dev/null | sleep 3600 & \
                                  dd if=/dev/zero bs=1500M count=1 2>/dev/null | sleep 3600 & wait";
+
+/// Free bytes of the filesystem holding `path` as topolet measures `nodefs`/`imagefs`
+/// (statvfs: `f_bavail · f_frsize`).
+pub fn fs_available(path: &std::path::Path) -> anyhow::Result<u64> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .with_context(|| format!("{} has a NUL byte", path.display()))?;
+    // SAFETY: `st` is a valid out-parameter and `c` a NUL-terminated path for the call.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("statvfs {}", path.display()));
+    }
+    Ok(st.f_bavail * st.f_frsize)
+}
+
+/// Builds a filler image `name` (the test image plus `mib` MiB of random bytes in `/filler`,
+/// `hack/build-images.sh --filler`) as an OCI tarball in `dir`, and imports it into the stack's
+/// containerd (`ctr images import`, namespace k8s.io) so that the CRI lists it.
+pub fn import_filler_image(
+    stack: &crate::Stack,
+    name: &str,
+    mib: u64,
+    dir: &std::path::Path,
+) -> anyhow::Result<()> {
+    let tar = dir.join(format!("{}.tar", name.replace(['/', ':'], "_")));
+    let script = crate::paths::repo_root().join("hack/build-images.sh");
+    let out = std::process::Command::new(&script)
+        .args(["--filler", name, &mib.to_string()])
+        .arg(&tar)
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "build-images.sh --filler {name} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = stack
+        .command("ctr")
+        .args(["-n", "k8s.io", "images", "import"])
+        .arg(&tar)
+        .output()
+        .context("running ctr images import")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "ctr images import {name} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_file(&tar).with_context(|| format!("removing {}", tar.display()))?;
+    Ok(())
+}
+
+/// The names (repo tags) of every image the CRI lists (`crictl images -o json`).
+pub fn image_names(stack: &crate::Stack) -> anyhow::Result<Vec<String>> {
+    let out = stack.cri().run(&["images", "-o", "json"])?;
+    let v: serde_json::Value = serde_json::from_str(&out).context("parsing crictl images")?;
+    Ok(v["images"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|i| i["repoTags"].as_array().cloned().unwrap_or_default())
+        .filter_map(|t| t.as_str().map(str::to_string))
+        .collect())
+}

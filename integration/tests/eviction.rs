@@ -8,6 +8,15 @@
 //! reads, so their buffers stay resident). A Guaranteed sleeper runs beside it and must be
 //! untouched. `dry-run` decides and logs but touches nothing.
 //!
+//! Disk pressure on the image filesystem: the stack's containerd root is a tmpfs of its own
+//! (`CONTAINERD_ROOT_SIZE_MB`), so its free space moves only with what the test does, and an
+//! `imagefs.available` hard threshold is set under what it has free. Unused filler images
+//! imported over it are removed by node-level reclaim and no pod is evicted (the pods' images,
+//! the pinned sandbox image and the image of an exited container of a live pod are kept); a
+//! BestEffort pod filling its own writable layer cannot be relieved that way and is evicted,
+//! and its dead container is then removed by the next reclaim (containerd frees the layer
+//! when its garbage collector runs: that reclaim holds eviction for an interval).
+//!
 //! Reaction time (threshold crossed, as this test observes the signal by polling every 50 ms,
 //! until the evicted container's cgroup has no process) is printed; the loop's own CPU cost is
 //! printed from topolet's `eviction loop` stats line. No timing assertions.
@@ -30,7 +39,11 @@ use topolet_integration::cri::Created;
 use topolet_integration::fixture::pod_for;
 use topolet_integration::kube::Requirements;
 use topolet_integration::observe;
-use topolet_integration::pressure::{memory_available, pid_available, FORK_SCRIPT, MEMORY_SCRIPT};
+use topolet_integration::pressure::{
+    fs_available, image_names, import_filler_image, memory_available, pid_available, FORK_SCRIPT,
+    MEMORY_SCRIPT,
+};
+use topolet_integration::stack::version_under_test;
 use topolet_integration::topolet::{metric, LOG_TIMEOUT};
 use topolet_integration::{field, wait, Stack, TopoletConfig, WithTopolet};
 
@@ -356,6 +369,226 @@ fn dry_run_decides_and_logs_but_touches_nothing() -> anyhow::Result<()> {
         v["status"]["state"] == "SANDBOX_READY",
         "hog sandbox is {}",
         v["status"]["state"]
+    );
+    Ok(())
+}
+
+/// Node-level reclaims by signal and result.
+const RECLAIMS: &str = "topolet_node_reclaim_total";
+/// The size of the stack's image filesystem (a tmpfs) in the imagefs tests.
+const IMAGEFS_MIB: u64 = 1024;
+/// Each filler image's random payload; on the image filesystem it takes about twice this (the
+/// layer blob and its unpacked snapshot).
+const FILLER_MIB: u64 = 96;
+
+/// A stack whose containerd root (the image filesystem) is a tmpfs of [`IMAGEFS_MIB`].
+fn imagefs_stack() -> anyhow::Result<Stack> {
+    Stack::start_with_env(
+        &version_under_test(),
+        &[("CONTAINERD_ROOT_SIZE_MB", &IMAGEFS_MIB.to_string())],
+    )
+}
+
+/// The `[eviction]` section of the imagefs tests: `imagefs.available < threshold` (bytes) with
+/// `minimum_reclaim`, imagefs at the stack's root, images reclaimable at any age.
+fn imagefs_toml(stack: &Stack, threshold: u64, minimum_reclaim: &str) -> anyhow::Result<String> {
+    let hard = format!("\"imagefs.available\" = \"{threshold}\"");
+    Ok(format!(
+        "{}imagefs_path = {:?}\nimage_minimum_gc_age = \"0s\"\nminimum_reclaim = {{ \"imagefs.available\" = {minimum_reclaim:?} }}\n",
+        eviction_toml(stack, "cri", &hard)?,
+        stack.dir().join("root").to_string_lossy()
+    ))
+}
+
+#[test]
+fn unused_images_are_removed_and_no_pod_is_evicted() -> anyhow::Result<()> {
+    let stack = imagefs_stack()?;
+    let root = stack.dir().join("root");
+    let work = stack.work_dir("fillers")?;
+    let image = |n: &str| format!("localhost/topolet/filler-{n}:latest");
+    // An image only an exited container uses (a restartable one: its pod's sandbox is ready).
+    import_filler_image(&stack, &image("kept"), FILLER_MIB, &work)?;
+    let free = fs_available(&root)?;
+    // Two and a half fillers under what is free (each takes ~2 × FILLER_MIB): three cross it,
+    // two do not.
+    let threshold = free.saturating_sub(5 * FILLER_MIB * MIB);
+    let extra = imagefs_toml(&stack, threshold, "64Mi")?;
+    let mut t = start(stack, extra)?;
+    let (g, sleeper) = guaranteed_and_hog(&t, "exec sleep 3600")?;
+    let cri = t.stack.cri();
+    let (ep, mut ec) = pod_for(
+        &t.stack,
+        "exited",
+        Requirements::best_effort(),
+        t.mem_capacity,
+    )?;
+    ec.image = image("kept");
+    ec.command = vec!["/bin/true".into()];
+    let exited = cri.run_pod_with(&ep, &ec)?;
+    wait::until_true("the exited container exited", EVICT_TIMEOUT, || {
+        Ok(cri.state(&exited.id)? == "CONTAINER_EXITED")
+    })?;
+    let before = metric(&t.topolet.wait_metrics_address()?, EVICTIONS, &[])?;
+    let unused = ["a", "b", "c"].map(image);
+    for name in &unused {
+        import_filler_image(&t.stack, name, FILLER_MIB, &work)?;
+    }
+    let labels = [("signal", "imagefs.available"), ("result", "relieved")];
+    t.topolet
+        .wait_metric(RECLAIMS, &labels, 1.0, EVICT_TIMEOUT)?;
+    let addr = t.topolet.wait_metrics_address()?;
+    let images = metric(&addr, "topolet_node_reclaim_images_total", &[])?;
+    let bytes = metric(&addr, "topolet_node_reclaim_image_bytes_total", &[])?;
+    let observed = metric(&addr, "topolet_node_reclaim_observed_bytes_total", &[])?;
+    let evicted = metric(&addr, EVICTIONS, &[])?;
+    let line = t.topolet.logged("node reclaim done", 0)?;
+    t.topolet.kill9()?;
+    let names = image_names(&t.stack)?;
+    let gone: Vec<&String> = unused.iter().filter(|n| !names.contains(n)).collect();
+    println!(
+        "imagefs threshold {threshold} (free {free} before the fillers): {} images removed ({bytes} bytes as listed, {observed} bytes more available), removed {gone:?}\n{line}",
+        images
+    );
+    ensure!(!gone.is_empty(), "no unused image removed: {names:?}");
+    ensure!(
+        images >= gone.len() as f64,
+        "{images} counted, {gone:?} gone"
+    );
+    ensure!(
+        evicted == before,
+        "a pod was evicted ({before} → {evicted})"
+    );
+    for kept in [
+        image("kept"),
+        t.stack.test_image()?.to_string(),
+        t.stack.env("PAUSE_IMAGE")?.to_string(),
+    ] {
+        ensure!(names.contains(&kept), "{kept} was removed: {names:?}");
+    }
+    ensure!(
+        fs_available(&root)? >= threshold,
+        "imagefs still under the threshold"
+    );
+    for c in [&g, &sleeper] {
+        ensure!(cri.state(&c.id)? == "CONTAINER_RUNNING", "{} stopped", c.id);
+        ensure!(has_processes(c), "{} lost its processes", c.id);
+    }
+    ensure!(
+        cri.state(&exited.id)? == "CONTAINER_EXITED",
+        "the exited container of a live pod was removed"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_pod_filling_its_writable_layer_is_evicted_then_its_dead_container_reclaimed(
+) -> anyhow::Result<()> {
+    let stack = imagefs_stack()?;
+    let root = stack.dir().join("root");
+    let threshold = fs_available(&root)?.saturating_sub(300 * MIB);
+    let extra = imagefs_toml(&stack, threshold, "0")?;
+    let mut t = start(stack, extra)?;
+    let (g, hog) = guaranteed_and_hog(
+        &t,
+        "dd if=/dev/zero of=/fill bs=1M count=400 2>/dev/null; exec sleep 3600",
+    )?;
+    let (to_cross, reaction) =
+        wait_crossed_then_gone("imagefs.available", threshold, || fs_available(&root), &hog)?;
+    println!("imagefs.available threshold {threshold}: crossed {to_cross:?} after start, pod gone {reaction:?} after crossing");
+    // Reclaim found nothing to remove, then the hog was evicted through the CRI.
+    let not_enough = [("signal", "imagefs.available"), ("result", "not_enough")];
+    t.topolet
+        .wait_metric(RECLAIMS, &not_enough, 1.0, LOG_TIMEOUT)?;
+    evicted_by(&mut t, "imagefs.available")?;
+    // Its layer stays with its dead container until the next reclaim removes both (its pod's
+    // sandbox is not ready and no API knows it); containerd frees the layer when its garbage
+    // collector runs, and the pressure goes.
+    let containers = t.topolet.wait_metric(
+        "topolet_node_reclaim_containers_total",
+        &[("signal", "imagefs.available")],
+        1.0,
+        EVICT_TIMEOUT,
+    )?;
+    let addr = t.topolet.wait_metrics_address()?;
+    let sandboxes = metric(&addr, "topolet_node_reclaim_sandboxes_total", &[])?;
+    wait::until_true("imagefs back over the threshold", EVICT_TIMEOUT, || {
+        Ok(fs_available(&root)? >= threshold)
+    })?;
+    let line = t.topolet.logged("node reclaim done", 0)?;
+    println!("{line}");
+    t.topolet.kill9()?;
+    let cri = t.stack.cri();
+    let all = cri.containers()?;
+    ensure!(
+        !all.contains(&hog.id),
+        "the evicted container is still listed"
+    );
+    ensure!(
+        !cri.pods()?.contains(&hog.pod_id),
+        "the evicted sandbox is still listed"
+    );
+    ensure!(
+        containers >= 1.0 && sandboxes >= 1.0,
+        "{containers} containers, {sandboxes} sandboxes counted"
+    );
+    ensure!(
+        fs_available(&root)? >= threshold,
+        "imagefs still under the threshold"
+    );
+    ensure!(
+        cri.state(&g.id)? == "CONTAINER_RUNNING",
+        "the Guaranteed pod stopped"
+    );
+    ensure!(
+        has_processes(&g),
+        "the Guaranteed container lost its processes"
+    );
+    Ok(())
+}
+
+#[test]
+fn dry_run_reclaim_plans_and_logs_but_removes_no_image() -> anyhow::Result<()> {
+    let stack = imagefs_stack()?;
+    let root = stack.dir().join("root");
+    let work = stack.work_dir("fillers")?;
+    let threshold = fs_available(&root)?.saturating_sub(FILLER_MIB * MIB);
+    let hard = format!("\"imagefs.available\" = \"{threshold}\"");
+    let extra = format!(
+        "{}imagefs_path = {:?}\nimage_minimum_gc_age = \"0s\"\n",
+        eviction_toml(&stack, "dry-run", &hard)?,
+        root.to_string_lossy()
+    );
+    let mut t = start(stack, extra)?;
+    let mark = t.topolet.log_mark();
+    let name = "localhost/topolet/filler-dry:latest";
+    import_filler_image(&t.stack, name, FILLER_MIB, &work)?;
+    let labels = [("signal", "imagefs.available"), ("result", "dry_run")];
+    let first = t
+        .topolet
+        .wait_metric(RECLAIMS, &labels, 1.0, EVICT_TIMEOUT)?;
+    // The plan is logged before the reclaim is counted.
+    let line = t
+        .topolet
+        .logged("dry-run: node reclaim would remove", mark)?;
+    ensure!(field(&line, "kind").as_deref() == Some("image"), "{line}");
+    // Later intervals plan again (the image is still there): wait for two more.
+    t.topolet
+        .wait_metric(RECLAIMS, &labels, first + 2.0, EVICT_TIMEOUT)?;
+    let addr = t.topolet.wait_metrics_address()?;
+    let removed = metric(&addr, "topolet_node_reclaim_images_total", &[])?;
+    t.topolet.kill9()?;
+    ensure!(
+        removed == 0.0,
+        "{removed} images counted as removed in dry run"
+    );
+    let names = image_names(&t.stack)?;
+    ensure!(
+        names.iter().any(|n| n == name),
+        "{name} was removed: {names:?}"
+    );
+    ensure!(
+        fs_available(&root)? < threshold,
+        "imagefs is no longer under the threshold: something was removed"
     );
     Ok(())
 }

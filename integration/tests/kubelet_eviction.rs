@@ -559,3 +559,86 @@ fn pid_pressure_skips_the_hog_a_pdb_protects_evicts_the_next_pod_and_taints_the_
     node.cluster.stop()?;
     Ok(())
 }
+
+/// Beside the real kubelet (its image GC off at 100%/99% and its `imagefs.available` eviction
+/// threshold at 256Mi, hack/kube-node.sh): containerd's root is a 1 GiB tmpfs, topolet's
+/// `imagefs.available` threshold is two and a half filler images under what is free, and three
+/// unused 96 MiB fillers are imported. topolet removes unused images, the pod stays Running in
+/// the API, nothing is evicted, and the Node gets topolet's Normal `FreedDiskSpace` Event.
+#[test]
+fn unused_images_are_reclaimed_beside_the_kubelet_and_the_pod_stays_running() -> anyhow::Result<()>
+{
+    use topolet_integration::pressure::{fs_available, image_names, import_filler_image};
+    use topolet_integration::stack::version_under_test;
+    use topolet_integration::Stack;
+    const MIB: u64 = 1 << 20;
+    const FILLER_MIB: u64 = 96;
+    let stack = Stack::start_with_env(
+        &version_under_test(),
+        &[("CONTAINERD_ROOT_SIZE_MB", "1024")],
+    )?;
+    let root = stack.dir().join("root");
+    let threshold = fs_available(&root)?.saturating_sub(5 * FILLER_MIB * MIB);
+    let extra = format!(
+        "{}imagefs_path = {:?}\ncri_endpoint = {:?}\nimage_minimum_gc_age = \"0s\"\nimage_gc_high_threshold_percent = 100\nimage_gc_low_threshold_percent = 99\n",
+        eviction_toml(&format!("\"imagefs.available\" = \"{threshold}\""), false),
+        root.to_string_lossy(),
+        stack.env("CRI_ENDPOINT")?
+    );
+    let mut node = KubeNode::start_with_api_on(stack, &extra, &ClusterOptions::default(), "")?;
+    let k = &node.cluster;
+    let g_watch = watch_pod(k, "g-sleeper")?;
+    k.create_pod(pod("g-sleeper", json!({}), SLEEP, guaranteed()))?;
+    k.wait_running("g-sleeper")?;
+    let work = node.t.stack.work_dir("fillers")?;
+    let unused = ["a", "b", "c"].map(|n| format!("localhost/topolet/filler-{n}:latest"));
+    for name in &unused {
+        import_filler_image(&node.t.stack, name, FILLER_MIB, &work)?;
+    }
+    let relieved = [("signal", "imagefs.available"), ("result", "relieved")];
+    node.t.topolet.wait_metric(
+        "topolet_node_reclaim_total",
+        &relieved,
+        1.0,
+        cluster::POD_TIMEOUT,
+    )?;
+    let event = wait::until(
+        "topolet's FreedDiskSpace Event on the Node",
+        cluster::POD_TIMEOUT,
+        || {
+            Ok(k.node_events()?.into_iter().find(|e| {
+                e.reason.as_deref() == Some("FreedDiskSpace")
+                    && e.type_.as_deref() == Some("Normal")
+                    && e.source.as_ref().and_then(|s| s.component.as_deref()) == Some("topolet")
+            }))
+        },
+    )?;
+    let msg = event.message.clone().unwrap_or_default();
+    ensure!(
+        msg.starts_with("imagefs.available: removed ") && msg.ends_with("; no pod evicted"),
+        "{msg}"
+    );
+    let addr = node.t.topolet.wait_metrics_address()?;
+    let evicted = metric(&addr, "topolet_evictions_total", &[])?;
+    let names = image_names(&node.t.stack)?;
+    let gone: Vec<&String> = unused.iter().filter(|n| !names.contains(n)).collect();
+    println!("beside the kubelet: threshold {threshold}, removed {gone:?}; Event: {msg}");
+    ensure!(!gone.is_empty(), "no unused image removed: {names:?}");
+    ensure!(evicted == 0.0, "{evicted} pods evicted");
+    let p = k.get_pod("g-sleeper")?;
+    let phase = p
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_default();
+    ensure!(phase == "Running", "g-sleeper is {phase}");
+    ensure!(
+        g_watch.seen().iter().all(|(_, v)| v
+            .as_ref()
+            .is_none_or(|v| !v.deleting && v.disruption.is_none())),
+        "g-sleeper was disrupted: {:?}",
+        g_watch.seen()
+    );
+    node.t.topolet.kill9()?;
+    Ok(())
+}

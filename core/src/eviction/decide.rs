@@ -6,8 +6,9 @@
 //! `byEvictionPriority`, the signal's rank function, "we kill at most a single pod during each
 //! eviction interval", the grace period override (`immediateEvictionGracePeriodSeconds` = 1 for
 //! hard thresholds; `min(evictionMaxPodGracePeriod, terminationGracePeriodSeconds)` for soft
-//! ones) and `evictPod` refusing critical pods. Node-level reclaim (image and container garbage
-//! collection before evicting for disk pressure) is the shell's to do, not modelled here.
+//! ones) and `evictPod` refusing critical pods. Node-level reclaim before evicting for disk
+//! pressure (`reclaimNodeLevelResources`) is decided by [`crate::eviction::reclaim`] and carried
+//! out by the shell between this decision and the eviction.
 //!
 //! Difference: `max_pod_grace_period = 0` means "the pod's own grace period" here; in the
 //! kubelet a zero `evictionMaxPodGracePeriod` gives soft evictions a zero override.

@@ -11,6 +11,8 @@
 //!   `[eviction]` section into it), `EvictionAction`, `DEFAULT_HARD`;
 //! - [`observe`]: `Observations`, `thresholds_met`, the `PressureTracker` state machine;
 //! - [`rank`]: `PodUsage`, `rank` (memory, disk, inodes, pids);
+//! - [`reclaim`]: node-level reclaim before eviction (dead containers, unused images; how much,
+//!   in what order, whether a pod must still go);
 //! - [`decide`]: one interval's `Decision` (threshold, candidates, grace periods);
 //! - [`message`]: the kubelet's eviction message;
 //! - [`node_status`]: topolet's own node conditions on the Node (heartbeat and transition
@@ -27,6 +29,7 @@ pub mod node_status;
 pub mod npd;
 pub mod observe;
 pub mod rank;
+pub mod reclaim;
 pub mod settings;
 pub mod signal;
 pub mod threshold;

@@ -35,6 +35,43 @@ pub const DEFAULT_IMAGEFS_PATH: &str = "/var/lib/containerd";
 /// `--k8s-exporter-heartbeat-period`.
 pub const DEFAULT_CONDITION_HEARTBEAT: Duration = Duration::from_secs(300);
 
+/// The kubelet's `imageMinimumGCAge` default.
+pub const DEFAULT_IMAGE_MINIMUM_GC_AGE: Duration = Duration::from_secs(120);
+
+/// The kubelet's own image garbage collector beside topolet: `imageGCHighThresholdPercent` and
+/// `imageGCLowThresholdPercent` as configured on the kubelet, copied into topolet's
+/// `[eviction]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KubeletImageGc {
+    pub high_percent: u8,
+    pub low_percent: u8,
+}
+
+/// What node-level reclaim may do ([`EvictionConfig::reclaim`]; decided by `crate::eviction::reclaim`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReclaimSettings {
+    /// Reclaim at node level before evicting for a disk signal (the kubelet always does).
+    pub enabled: bool,
+    /// An image first detected less than this long ago is kept (`imageMinimumGCAge`).
+    pub image_minimum_age: Duration,
+    /// Image names or ids never removed, besides those the runtime reports pinned (containerd
+    /// pins its sandbox image).
+    pub pinned_images: Vec<String>,
+    /// The kubelet's image GC on this node, when it runs there.
+    pub kubelet_image_gc: Option<KubeletImageGc>,
+}
+
+impl Default for ReclaimSettings {
+    fn default() -> Self {
+        ReclaimSettings {
+            enabled: true,
+            image_minimum_age: DEFAULT_IMAGE_MINIMUM_GC_AGE,
+            pinned_images: Vec::new(),
+            kubelet_image_gc: None,
+        }
+    }
+}
+
 /// How a decided eviction is carried out.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -80,6 +117,8 @@ pub struct EvictionConfig {
     pub cri_endpoint: String,
     pub nodefs_path: std::path::PathBuf,
     pub imagefs_path: std::path::PathBuf,
+    /// Node-level reclaim (dead containers, unused images) before evicting for a disk signal.
+    pub reclaim: ReclaimSettings,
 }
 
 impl Default for EvictionConfig {
@@ -104,6 +143,7 @@ impl Default for EvictionConfig {
             cri_endpoint: DEFAULT_CRI_ENDPOINT.into(),
             nodefs_path: DEFAULT_NODEFS_PATH.into(),
             imagefs_path: DEFAULT_IMAGEFS_PATH.into(),
+            reclaim: ReclaimSettings::default(),
         }
     }
 }

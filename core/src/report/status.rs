@@ -207,6 +207,25 @@ pub struct Pressure {
     /// entry per resource and kind, empty where the kernel has no PSI.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stall: Vec<Stall>,
+    /// The last node-level reclaim before a disk eviction, if any ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_reclaim: Option<NodeReclaim>,
+}
+
+/// One node-level reclaim (dead containers, unused images) as `topolet status` shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeReclaim {
+    /// The signal it reclaimed for, e.g. `imagefs.available`.
+    pub signal: String,
+    /// `relieved` (no pod evicted), `not_enough` (a pod was evicted after it) or `dry_run`.
+    pub result: String,
+    pub images: u64,
+    /// The removed images' sizes as the runtime listed them.
+    pub image_bytes: u64,
+    pub containers: u64,
+    pub sandboxes: u64,
+    /// Node-level reclaims since topolet started.
+    pub total: u64,
 }
 
 /// One PSI line of the node: `resource` (`cpu`, `memory`, `io`), `kind` (`some`, `full`), the

@@ -19,6 +19,9 @@ use serde::Deserialize;
 
 use topolet_core::eviction::duration::{format_duration, parse_duration};
 use topolet_core::eviction::settings::{
+    KubeletImageGc, ReclaimSettings, DEFAULT_IMAGE_MINIMUM_GC_AGE,
+};
+use topolet_core::eviction::settings::{
     DEFAULT_CONDITION_HEARTBEAT, DEFAULT_CRI_ENDPOINT, DEFAULT_HARD, DEFAULT_IMAGEFS_PATH,
     DEFAULT_INTERVAL, DEFAULT_NODEFS_PATH, DEFAULT_PRESSURE_TRANSITION_PERIOD,
 };
@@ -93,6 +96,17 @@ pub struct EvictionSection {
     /// A path on the image filesystem (`imagefs.*` signals); the same filesystem as nodefs is
     /// detected and treated as one.
     pub imagefs_path: std::path::PathBuf,
+    /// Remove dead containers and unused images before evicting a pod for a disk signal (the
+    /// kubelet's node-level reclaim).
+    pub node_reclaim: bool,
+    /// `imageMinimumGCAge`: an image first seen less than this long ago is never removed.
+    pub image_minimum_gc_age: ScalarText,
+    /// Images (names or ids) never removed, besides those the runtime reports pinned.
+    pub pinned_images: Vec<String>,
+    /// The kubelet's `imageGCHighThresholdPercent`, when its image GC runs on this node.
+    pub image_gc_high_threshold_percent: Option<i64>,
+    /// The kubelet's `imageGCLowThresholdPercent`, when its image GC runs on this node.
+    pub image_gc_low_threshold_percent: Option<i64>,
 }
 
 impl Default for EvictionSection {
@@ -114,6 +128,11 @@ impl Default for EvictionSection {
             cri_endpoint: DEFAULT_CRI_ENDPOINT.into(),
             nodefs_path: DEFAULT_NODEFS_PATH.into(),
             imagefs_path: DEFAULT_IMAGEFS_PATH.into(),
+            node_reclaim: true,
+            image_minimum_gc_age: ScalarText(format_duration(DEFAULT_IMAGE_MINIMUM_GC_AGE)),
+            pinned_images: Vec::new(),
+            image_gc_high_threshold_percent: None,
+            image_gc_low_threshold_percent: None,
         }
     }
 }
@@ -286,6 +305,7 @@ impl EvictionSection {
                 ));
             }
         }
+        let reclaim = section.reclaim_settings()?;
         Ok(EvictionConfig {
             thresholds,
             pressure_transition_period,
@@ -298,6 +318,80 @@ impl EvictionSection {
             cri_endpoint: section.cri_endpoint.clone(),
             nodefs_path: section.nodefs_path.clone(),
             imagefs_path: section.imagefs_path.clone(),
+            reclaim,
+        })
+    }
+
+    /// The node-level reclaim keys. The kubelet's image GC thresholds come as a pair, each
+    /// 0–100, low under high (the kubelet's own validation, `validation.go`).
+    fn reclaim_settings(&self) -> Result<ReclaimSettings, EvictionConfigError> {
+        let image_minimum_age = duration(
+            "eviction.image_minimum_gc_age",
+            &self.image_minimum_gc_age,
+            false,
+        )?;
+        let percent = |key: &str, v: Option<i64>| -> Result<Option<u8>, EvictionConfigError> {
+            v.map(|n| {
+                u8::try_from(n)
+                    .ok()
+                    .filter(|p| *p <= 100)
+                    .ok_or_else(|| err(key.into(), format!("{n} is not a percentage (0 to 100)")))
+            })
+            .transpose()
+        };
+        let high = percent(
+            "eviction.image_gc_high_threshold_percent",
+            self.image_gc_high_threshold_percent,
+        )?;
+        let low = percent(
+            "eviction.image_gc_low_threshold_percent",
+            self.image_gc_low_threshold_percent,
+        )?;
+        let kubelet_image_gc = match (high, low) {
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(err(
+                    "eviction.image_gc_low_threshold_percent".into(),
+                    "must be set with eviction.image_gc_high_threshold_percent (the kubelet's \
+                     imageGCLowThresholdPercent)",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(err(
+                    "eviction.image_gc_high_threshold_percent".into(),
+                    "must be set with eviction.image_gc_low_threshold_percent (the kubelet's \
+                     imageGCHighThresholdPercent)",
+                ))
+            }
+            (Some(high_percent), Some(low_percent)) => {
+                if low_percent >= high_percent {
+                    return Err(err(
+                        "eviction.image_gc_low_threshold_percent".into(),
+                        format!(
+                            "{low_percent} must be less than \
+                             eviction.image_gc_high_threshold_percent ({high_percent})"
+                        ),
+                    ));
+                }
+                Some(KubeletImageGc {
+                    high_percent,
+                    low_percent,
+                })
+            }
+        };
+        for (i, name) in self.pinned_images.iter().enumerate() {
+            if name.trim().is_empty() {
+                return Err(err(
+                    format!("eviction.pinned_images[{i}]"),
+                    "must not be empty",
+                ));
+            }
+        }
+        Ok(ReclaimSettings {
+            enabled: self.node_reclaim,
+            image_minimum_age,
+            pinned_images: self.pinned_images.clone(),
+            kubelet_image_gc,
         })
     }
 }
@@ -457,10 +551,54 @@ mod tests {
                 EvictionSection { max_pod_grace_period: ScalarText::from("-1"), ..Default::default() },
                 "eviction.max_pod_grace_period: -1 must not be negative",
             ),
+            (
+                EvictionSection { image_minimum_gc_age: ScalarText::from("2 minutes"), ..Default::default() },
+                "eviction.image_minimum_gc_age: invalid duration",
+            ),
+            (
+                EvictionSection { image_gc_high_threshold_percent: Some(101), image_gc_low_threshold_percent: Some(80), ..Default::default() },
+                "eviction.image_gc_high_threshold_percent: 101 is not a percentage",
+            ),
+            (
+                EvictionSection { image_gc_high_threshold_percent: Some(85), ..Default::default() },
+                "eviction.image_gc_low_threshold_percent: must be set with",
+            ),
+            (
+                EvictionSection { image_gc_high_threshold_percent: Some(80), image_gc_low_threshold_percent: Some(80), ..Default::default() },
+                "eviction.image_gc_low_threshold_percent: 80 must be less than",
+            ),
+            (
+                EvictionSection { pinned_images: vec![" ".into()], ..Default::default() },
+                "eviction.pinned_images[0]: must not be empty",
+            ),
         ];
         for (s, want) in cases {
             let err = s.settings().unwrap_err().to_string();
             assert!(err.starts_with(want), "want {want:?}, got {err:?}");
         }
+    }
+
+    #[test]
+    fn node_reclaim_keys_map_into_the_settings() {
+        let section: EvictionSection = toml::from_str(
+            "node_reclaim = false\nimage_minimum_gc_age = \"0s\"\npinned_images = [\"registry.k8s.io/pause:3.10.1\"]\nimage_gc_high_threshold_percent = 85\nimage_gc_low_threshold_percent = 80\n",
+        )
+        .unwrap();
+        let r = section.settings().unwrap().reclaim;
+        assert!(!r.enabled);
+        assert_eq!(r.image_minimum_age, Duration::ZERO);
+        assert_eq!(r.pinned_images, ["registry.k8s.io/pause:3.10.1"]);
+        assert_eq!(
+            r.kubelet_image_gc,
+            Some(KubeletImageGc {
+                high_percent: 85,
+                low_percent: 80
+            })
+        );
+        let d = EvictionSection::default().settings().unwrap().reclaim;
+        assert_eq!(d, ReclaimSettings::default());
+        assert!(
+            toml::from_str::<EvictionSection>("image_gc_high_threshold_percent = \"85\"").is_err()
+        );
     }
 }

@@ -366,6 +366,19 @@ pub fn render_table(s: &Status) -> String {
                     .collect();
                 let _ = writeln!(out, "stall (PSI some, avg10): {}", some.join(", "));
             }
+            if let Some(r) = &p.node_reclaim {
+                let _ = writeln!(
+                    out,
+                    "node reclaim: {} ({}): {} images ({}), {} containers, {} sandboxes; {} so far",
+                    r.signal,
+                    r.result,
+                    r.images,
+                    human_bytes(r.image_bytes),
+                    r.containers,
+                    r.sandboxes,
+                    r.total
+                );
+            }
         }
     }
     if let Some(a) = &s.metrics_address {
@@ -399,7 +412,7 @@ mod tests {
 
     use super::*;
     use topolet_core::report::status::fixtures::{input, machine, GIB};
-    use topolet_core::report::status::{build, Pressure, Signal, Stall};
+    use topolet_core::report::status::{build, NodeReclaim, Pressure, Signal, Stall};
 
     #[test]
     fn the_reclaimed_section_prints_the_formula_and_each_batch_pod() {
@@ -474,6 +487,15 @@ mod tests {
                 avg10: 1.5,
                 ..Stall::default()
             }],
+            node_reclaim: Some(NodeReclaim {
+                signal: "imagefs.available".into(),
+                result: "relieved".into(),
+                images: 3,
+                image_bytes: 3 << 20,
+                containers: 1,
+                sandboxes: 0,
+                total: 2,
+            }),
         });
         let text = render_table(&build(&t, inp));
         assert!(text.starts_with(
@@ -508,6 +530,10 @@ mod tests {
         );
         assert!(
             text.contains("stall (PSI some, avg10): memory 1.50%\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("node reclaim: imagefs.available (relieved): 3 images (3.0 MiB), 1 containers, 0 sandboxes; 2 so far\n"),
             "{text}"
         );
         assert!(text.contains("metrics: http://127.0.0.1:9464/metrics"));

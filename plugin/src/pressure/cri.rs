@@ -1,11 +1,16 @@
-//! A minimal CRI client (`runtime.v1.RuntimeService`) over the runtime's unix socket: what the
-//! eviction `cri` action and the per-pod disk usage need, nothing more.
+//! A minimal CRI client (`runtime.v1.RuntimeService` and `runtime.v1.ImageService`) over the
+//! runtime's unix socket: what the eviction `cri` action, the per-pod disk usage and node-level
+//! reclaim (dead containers and sandboxes, unused images: `crate::pressure::reclaim`) need,
+//! nothing more.
 //!
 //! The messages are a hand-written subset of k8s.io/cri-api `pkg/apis/runtime/v1/api.proto`
 //! (field numbers checked against cri-api v0.34): only the fields topolet reads or sets.
 //! Protobuf 3 decoders skip unknown fields, so a newer runtime's larger messages decode fine and
 //! fields we leave out are simply never sent. Writing the prost derives by hand avoids a
-//! build-time protoc (and a build script) for six messages.
+//! build-time protoc (and a build script) for a few messages. The image service's messages
+//! (`Image`, `ListImages*`, `RemoveImageRequest`, `ImageSpec`, `ImageFsInfoResponse`,
+//! `FilesystemUsage`) and the sandbox ones (`PodSandbox`, `ListPodSandbox*`,
+//! `RemovePodSandboxRequest`) were checked against the same file.
 //!
 //! Transport: tonic's channel dialing `unix:<path>` (HTTP/2 over a unix stream, the way the
 //! kubelet and crictl talk to containerd). Each call has a deadline; errors name the endpoint
@@ -94,8 +99,185 @@ pub struct Container {
     pub pod_sandbox_id: String,
     #[prost(message, optional, tag = "3")]
     pub metadata: Option<ContainerMetadata>,
+    /// The image as the container was created with (a name or an id).
+    #[prost(message, optional, tag = "4")]
+    pub image: Option<ImageSpec>,
+    /// "Digested reference to the image in use" (containerd: the image id).
+    #[prost(string, tag = "5")]
+    pub image_ref: String,
     #[prost(enumeration = "ContainerState", tag = "6")]
     pub state: i32,
+    /// Nanoseconds since the epoch.
+    #[prost(int64, tag = "7")]
+    pub created_at: i64,
+    /// The image's id on the node as the image service lists it (newer runtimes).
+    #[prost(string, tag = "10")]
+    pub image_id: String,
+}
+
+impl Container {
+    /// Every reference to its image it carries (empty ones left out).
+    pub fn image_refs(&self) -> Vec<String> {
+        let spec = self.image.as_ref().map(|i| i.image.clone());
+        [
+            Some(self.image_ref.clone()),
+            Some(self.image_id.clone()),
+            spec,
+        ]
+        .into_iter()
+        .flatten()
+        .filter(|r| !r.is_empty())
+        .collect()
+    }
+}
+
+/// `runtime.v1.ImageSpec` (subset).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ImageSpec {
+    #[prost(string, tag = "1")]
+    pub image: String,
+}
+
+/// `runtime.v1.ImageFilter`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ImageFilter {
+    #[prost(message, optional, tag = "1")]
+    pub image: Option<ImageSpec>,
+}
+
+/// `runtime.v1.ListImagesRequest`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ListImagesRequest {
+    #[prost(message, optional, tag = "1")]
+    pub filter: Option<ImageFilter>,
+}
+
+/// `runtime.v1.Image` (subset).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Image {
+    #[prost(string, tag = "1")]
+    pub id: String,
+    #[prost(string, repeated, tag = "2")]
+    pub repo_tags: Vec<String>,
+    #[prost(string, repeated, tag = "3")]
+    pub repo_digests: Vec<String>,
+    /// Bytes; "must be > 0", so 0 means the runtime did not say.
+    #[prost(uint64, tag = "4")]
+    pub size: u64,
+    /// The runtime recommends keeping it (containerd pins its sandbox image).
+    #[prost(bool, tag = "8")]
+    pub pinned: bool,
+}
+
+/// `runtime.v1.ListImagesResponse`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ListImagesResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub images: Vec<Image>,
+}
+
+/// `runtime.v1.RemoveImageRequest`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RemoveImageRequest {
+    #[prost(message, optional, tag = "1")]
+    pub image: Option<ImageSpec>,
+}
+
+/// `runtime.v1.UInt64Value`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct UInt64Value {
+    #[prost(uint64, tag = "1")]
+    pub value: u64,
+}
+
+/// `runtime.v1.FilesystemIdentifier`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct FilesystemIdentifier {
+    #[prost(string, tag = "1")]
+    pub mountpoint: String,
+}
+
+/// `runtime.v1.FilesystemUsage`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct FilesystemUsage {
+    #[prost(int64, tag = "1")]
+    pub timestamp: i64,
+    #[prost(message, optional, tag = "2")]
+    pub fs_id: Option<FilesystemIdentifier>,
+    /// Bytes the images use on it.
+    #[prost(message, optional, tag = "3")]
+    pub used_bytes: Option<UInt64Value>,
+    #[prost(message, optional, tag = "4")]
+    pub inodes_used: Option<UInt64Value>,
+}
+
+/// `runtime.v1.ImageFsInfoResponse`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ImageFsInfoResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub image_filesystems: Vec<FilesystemUsage>,
+    #[prost(message, repeated, tag = "2")]
+    pub container_filesystems: Vec<FilesystemUsage>,
+}
+
+/// `runtime.v1.RemoveContainerRequest`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RemoveContainerRequest {
+    #[prost(string, tag = "1")]
+    pub container_id: String,
+}
+
+/// `runtime.v1.PodSandboxState`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
+#[repr(i32)]
+pub enum PodSandboxState {
+    SandboxReady = 0,
+    SandboxNotready = 1,
+}
+
+/// `runtime.v1.PodSandboxMetadata`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PodSandboxMetadata {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(string, tag = "2")]
+    pub uid: String,
+    #[prost(string, tag = "3")]
+    pub namespace: String,
+    #[prost(uint32, tag = "4")]
+    pub attempt: u32,
+}
+
+/// `runtime.v1.PodSandbox` (subset).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PodSandbox {
+    #[prost(string, tag = "1")]
+    pub id: String,
+    #[prost(message, optional, tag = "2")]
+    pub metadata: Option<PodSandboxMetadata>,
+    #[prost(enumeration = "PodSandboxState", tag = "3")]
+    pub state: i32,
+    /// Nanoseconds since the epoch.
+    #[prost(int64, tag = "4")]
+    pub created_at: i64,
+}
+
+/// `runtime.v1.ListPodSandboxRequest` (no filter: every sandbox).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ListPodSandboxRequest {}
+
+/// `runtime.v1.ListPodSandboxResponse`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ListPodSandboxResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub items: Vec<PodSandbox>,
+}
+
+/// `runtime.v1.RemovePodSandboxRequest`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RemovePodSandboxRequest {
+    #[prost(string, tag = "1")]
+    pub pod_sandbox_id: String,
 }
 
 /// `runtime.v1.ListContainersResponse`.
@@ -286,6 +468,106 @@ impl CriClient {
             .await?;
         Ok(resp.status)
     }
+
+    /// ListContainers of every sandbox, every state.
+    pub async fn list_containers(&self) -> Result<Vec<Container>, CriError> {
+        let resp: ListContainersResponse = self
+            .unary(
+                "ListContainers",
+                "/runtime.v1.RuntimeService/ListContainers",
+                ListContainersRequest { filter: None },
+                self.timeout,
+            )
+            .await?;
+        Ok(resp.containers)
+    }
+
+    /// ListPodSandbox, every state.
+    pub async fn list_pod_sandboxes(&self) -> Result<Vec<PodSandbox>, CriError> {
+        let resp: ListPodSandboxResponse = self
+            .unary(
+                "ListPodSandbox",
+                "/runtime.v1.RuntimeService/ListPodSandbox",
+                ListPodSandboxRequest {},
+                self.timeout,
+            )
+            .await?;
+        Ok(resp.items)
+    }
+
+    /// RemoveContainer (idempotent in the runtime: an absent container is no error).
+    pub async fn remove_container(&self, id: &str) -> Result<(), CriError> {
+        let req = RemoveContainerRequest {
+            container_id: id.to_string(),
+        };
+        let _: Empty = self
+            .unary(
+                "RemoveContainer",
+                "/runtime.v1.RuntimeService/RemoveContainer",
+                req,
+                self.timeout,
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// RemovePodSandbox (idempotent in the runtime).
+    pub async fn remove_pod_sandbox(&self, id: &str) -> Result<(), CriError> {
+        let req = RemovePodSandboxRequest {
+            pod_sandbox_id: id.to_string(),
+        };
+        let _: Empty = self
+            .unary(
+                "RemovePodSandbox",
+                "/runtime.v1.RuntimeService/RemovePodSandbox",
+                req,
+                self.timeout * 2,
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// ListImages (no filter).
+    pub async fn list_images(&self) -> Result<Vec<Image>, CriError> {
+        let resp: ListImagesResponse = self
+            .unary(
+                "ListImages",
+                "/runtime.v1.ImageService/ListImages",
+                ListImagesRequest { filter: None },
+                self.timeout,
+            )
+            .await?;
+        Ok(resp.images)
+    }
+
+    /// RemoveImage by id (idempotent in the runtime: an absent image is no error).
+    pub async fn remove_image(&self, id: &str) -> Result<(), CriError> {
+        let req = RemoveImageRequest {
+            image: Some(ImageSpec {
+                image: id.to_string(),
+            }),
+        };
+        let _: Empty = self
+            .unary(
+                "RemoveImage",
+                "/runtime.v1.ImageService/RemoveImage",
+                req,
+                self.timeout,
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// ImageFsInfo: the image filesystems and the bytes images use on each.
+    pub async fn image_fs_info(&self) -> Result<ImageFsInfoResponse, CriError> {
+        self.unary(
+            "ImageFsInfo",
+            "/runtime.v1.ImageService/ImageFsInfo",
+            Empty {},
+            self.timeout,
+        )
+        .await
+    }
 }
 
 #[cfg(test)]
@@ -320,6 +602,72 @@ mod tests {
         let c = Container::decode(&bytes[..]).unwrap();
         assert_eq!(c.id, "c");
         assert_eq!(c.state(), ContainerState::Running);
+    }
+
+    /// An image list as a runtime may send it: one image without a size, one with fields this
+    /// client does not declare (uid 5, username 6, spec 7, image_source 9), one empty.
+    #[test]
+    fn an_image_list_with_missing_sizes_and_unknown_fields_decodes() {
+        let mut bytes = Vec::new();
+        // images[0]: id "sha256:a", repo_tags "x:1" (no size).
+        let a = [
+            0x0a, 8, b's', b'h', b'a', b'2', b'5', b'6', b':', b'a', 0x12, 3, b'x', b':', b'1',
+        ];
+        bytes.extend([0x0a, a.len() as u8]);
+        bytes.extend(a);
+        // images[1]: id "b", size 300 (varint 0xac 0x02), uid {value 0}, username "u",
+        // spec {image "b"}, pinned true, image_source "m", and an unknown field 99 (varint).
+        let b = [
+            0x0a, 1, b'b', 0x20, 0xac, 0x02, 0x2a, 2, 0x08, 0x00, 0x32, 1, b'u', 0x3a, 3, 0x0a, 1,
+            b'b', 0x40, 1, 0x4a, 1, b'm', 0x98, 0x06, 7,
+        ];
+        bytes.extend([0x0a, b.len() as u8]);
+        bytes.extend(b);
+        // images[2]: empty.
+        bytes.extend([0x0a, 0]);
+        let resp = ListImagesResponse::decode(&bytes[..]).unwrap();
+        assert_eq!(resp.images.len(), 3);
+        assert_eq!(resp.images[0].id, "sha256:a");
+        assert_eq!(resp.images[0].size, 0);
+        assert_eq!(resp.images[1].size, 300);
+        assert!(resp.images[1].pinned);
+        assert_eq!(resp.images[2], Image::default());
+        // Truncated input is an error, never a panic.
+        assert!(ListImagesResponse::decode(&bytes[..bytes.len() - 5]).is_err());
+    }
+
+    #[test]
+    fn image_service_requests_use_the_cri_field_numbers() {
+        let req = RemoveImageRequest {
+            image: Some(ImageSpec { image: "i".into() }),
+        };
+        // field 1 (message ImageSpec) { field 1 (string) "i" }
+        assert_eq!(req.encode_to_vec(), vec![0x0a, 3, 0x0a, 1, b'i']);
+        let req = RemovePodSandboxRequest {
+            pod_sandbox_id: "s".into(),
+        };
+        assert_eq!(req.encode_to_vec(), vec![0x0a, 1, b's']);
+        // PodSandbox { id 1 "s", metadata 2 { uid 2 "u" }, state 3 NOTREADY, created_at 4 9 }
+        let bytes = [0x0a, 1, b's', 0x12, 3, 0x12, 1, b'u', 0x18, 1, 0x20, 9];
+        let p = PodSandbox::decode(&bytes[..]).unwrap();
+        assert_eq!(p.metadata.as_ref().unwrap().uid, "u");
+        assert_eq!(p.state(), PodSandboxState::SandboxNotready);
+        assert_eq!(p.created_at, 9);
+        // Container { image 4 { image "n" }, image_ref 5 "r", created_at 7 3, image_id 10 "d" }
+        let bytes = [
+            0x22, 3, 0x0a, 1, b'n', 0x2a, 1, b'r', 0x38, 3, 0x52, 1, b'd',
+        ];
+        let c = Container::decode(&bytes[..]).unwrap();
+        assert_eq!(c.image_refs(), ["r", "d", "n"]);
+        assert_eq!(c.created_at, 3);
+        // ImageFsInfoResponse { image_filesystems 1 { fs_id 2 { mountpoint "/m" }, used_bytes 3 { 5 } } }
+        let bytes = [0x0a, 10, 0x12, 4, 0x0a, 2, b'/', b'm', 0x1a, 2, 0x08, 5];
+        let r = ImageFsInfoResponse::decode(&bytes[..]).unwrap();
+        assert_eq!(
+            r.image_filesystems[0].fs_id.as_ref().unwrap().mountpoint,
+            "/m"
+        );
+        assert_eq!(r.image_filesystems[0].used_bytes.as_ref().unwrap().value, 5);
     }
 
     #[tokio::test]

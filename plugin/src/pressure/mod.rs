@@ -1,17 +1,19 @@
 //! Node-pressure eviction, the I/O half: the [`eviction`] loop (observe, ask the core, act),
 //! the kernel's [`signals`] and [`psi`], what the API knows of the node's pods ([`pod_facts`]),
-//! the eviction [`actions`] and the [`cri`] client the `cri` action and disk usage use.
+//! the eviction [`actions`], node-level [`reclaim`] before a disk eviction, and the [`cri`]
+//! client the `cri` action, disk usage and reclaim use.
 pub mod actions;
 pub mod cri;
 pub mod eviction;
 pub mod pod_facts;
 pub mod psi;
+pub mod reclaim;
 pub mod signals;
 
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use topolet_core::report::status::Pressure;
+use topolet_core::report::status::{NodeReclaim, Pressure};
 
 /// A reading of one of the node's signal files ([`signals`], [`psi`]) that failed, naming the
 /// file.
@@ -42,9 +44,20 @@ impl PressureReport {
         PressureReport::default()
     }
 
-    /// Replaces the report with this interval's.
-    pub fn publish(&self, pressure: Pressure) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(pressure);
+    /// Replaces the report with this interval's (the last node-level reclaim is kept when this
+    /// interval ran none).
+    pub fn publish(&self, mut pressure: Pressure) {
+        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if pressure.node_reclaim.is_none() {
+            pressure.node_reclaim = g.as_ref().and_then(|p| p.node_reclaim.clone());
+        }
+        *g = Some(pressure);
+    }
+
+    /// Records a node-level reclaim in the current report.
+    pub fn node_reclaim(&self, reclaim: NodeReclaim) {
+        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        g.get_or_insert_with(Pressure::default).node_reclaim = Some(reclaim);
     }
 
     /// The last interval's report, if any.

@@ -81,6 +81,21 @@ impl Histogram {
     }
 }
 
+/// What node-level reclaim removed for one signal (and, in [`Metrics::node_reclaim`], what one
+/// reclaim removed).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeReclaimCounts {
+    /// Reclaims by result (`relieved`, `not_enough`, `dry_run`).
+    pub runs: BTreeMap<&'static str, u64>,
+    pub images: u64,
+    /// The sizes the runtime reported for the images removed.
+    pub image_bytes: u64,
+    pub containers: u64,
+    pub sandboxes: u64,
+    /// The signal's available bytes after reclaim minus before (0 when it did not grow).
+    pub observed_bytes: u64,
+}
+
 #[derive(Debug, Default)]
 struct Families {
     event_duration: BTreeMap<String, Histogram>,
@@ -102,6 +117,8 @@ struct Families {
     kube_api_errors: BTreeMap<(&'static str, String), u64>,
     kube_client: bool,
     eviction_results: BTreeMap<(&'static str, &'static str), u64>,
+    /// Node-level reclaim by signal: what it freed (`crate::pressure::reclaim`).
+    node_reclaim: BTreeMap<String, NodeReclaimCounts>,
     node_status_patches: BTreeMap<(&'static str, &'static str), u64>,
     nrt_writes: BTreeMap<&'static str, u64>,
     pod_truth: PodTruth,
@@ -370,6 +387,30 @@ impl Metrics {
             .or_default() += 1;
     }
 
+    /// One node-level reclaim for `signal` ended with `result` (`relieved`: no pod needs
+    /// evicting; `deferred`: dead containers removed, no pod evicted this interval;
+    /// `not_enough`: a pod is evicted after it; `dry_run`: nothing removed), having
+    /// removed what `freed` says.
+    pub fn node_reclaim(&self, signal: &str, result: &'static str, freed: NodeReclaimCounts) {
+        let mut f = self.lock();
+        let c = f.node_reclaim.entry(signal.to_string()).or_default();
+        *c.runs.entry(result).or_default() += 1;
+        c.images += freed.images;
+        c.image_bytes += freed.image_bytes;
+        c.containers += freed.containers;
+        c.sandboxes += freed.sandboxes;
+        c.observed_bytes += freed.observed_bytes;
+    }
+
+    /// The node-level reclaim counts of `signal` so far (tests).
+    pub fn node_reclaims(&self, signal: &str) -> NodeReclaimCounts {
+        self.lock()
+            .node_reclaim
+            .get(signal)
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// Attempts of `action` with `result` so far (tests).
     pub fn eviction_results(&self, action: &str, result: &str) -> u64 {
         let f = self.lock();
@@ -569,6 +610,7 @@ impl Metrics {
                 config_reloads: g.config_reloads.clone(),
                 reclaimed: g.reclaimed.clone(),
                 eviction_results: g.eviction_results.clone(),
+                node_reclaim: g.node_reclaim.clone(),
                 node_status_patches: g.node_status_patches.clone(),
             }
         };
@@ -756,6 +798,52 @@ impl Metrics {
                 &[("signal", signal.clone())],
                 *n as f64,
             );
+        }
+        w.family(
+            "topolet_node_reclaim_total",
+            "counter",
+            "Node-level reclaims (dead containers, unused images) before evicting for a disk signal, by signal and result: relieved (no pod evicted), deferred (dead containers removed, their space freed by the runtime asynchronously: no pod evicted this interval), not_enough (a pod is evicted after it), dry_run (nothing removed).",
+        );
+        for (signal, c) in &f.node_reclaim {
+            for (result, n) in &c.runs {
+                w.sample(
+                    "topolet_node_reclaim_total",
+                    &[("signal", signal.clone()), ("result", result.to_string())],
+                    *n as f64,
+                );
+            }
+        }
+        for (name, help, get) in [
+            (
+                "topolet_node_reclaim_images_total",
+                "Unused images removed by node-level reclaim, by signal.",
+                (|c: &NodeReclaimCounts| c.images) as fn(&NodeReclaimCounts) -> u64,
+            ),
+            (
+                "topolet_node_reclaim_image_bytes_total",
+                "Bytes of the unused images node-level reclaim removed (their sizes as the runtime lists them), by signal.",
+                |c| c.image_bytes,
+            ),
+            (
+                "topolet_node_reclaim_containers_total",
+                "Dead containers removed by node-level reclaim, by signal.",
+                |c| c.containers,
+            ),
+            (
+                "topolet_node_reclaim_sandboxes_total",
+                "Dead pod sandboxes removed by node-level reclaim, by signal.",
+                |c| c.sandboxes,
+            ),
+            (
+                "topolet_node_reclaim_observed_bytes_total",
+                "Growth of the signal's available bytes from before node-level reclaim to the observation after it, by signal.",
+                |c| c.observed_bytes,
+            ),
+        ] {
+            w.family(name, "counter", help);
+            for (signal, c) in &f.node_reclaim {
+                w.sample(name, &[("signal", signal.clone())], get(c) as f64);
+            }
         }
         w.family(
             "topolet_eviction_attempts_total",

@@ -162,8 +162,8 @@ wait_for() {
 TAKEN=" "
 PORT=
 free_port() {
-  local p used lo=32768 hi top
-  read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+  local p used lo=32768 top
+  read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
   top=$(( lo < 32768 ? lo : 32768 ))
   (( top > 11000 )) || die "the ephemeral port range starts at $lo: no room below it for the node's listeners"
   used=" $(ss -Htan 2>/dev/null | awk '{n=split($4,a,":"); printf "%s ", a[n]}') "

@@ -623,17 +623,7 @@ impl EvictionLoop {
                 .collect();
             m.set_pressure(psi::stall_lines(&node_psi), pods);
         }
-        let core_obs: Observations = observed
-            .iter()
-            .map(|(signal, o)| {
-                let obs = SignalObservation {
-                    available: o.available,
-                    capacity: o.capacity,
-                    time: None,
-                };
-                (*signal, obs)
-            })
-            .collect();
+        let core_obs = core_observations(&observed);
         let core_pods: Vec<Pod> = pods.iter().map(|p| p.pod.clone()).collect();
         let by_pod = usage_by_pod(&pods, &usage);
         let decision = {
@@ -708,6 +698,21 @@ impl EvictionLoop {
             );
         }
     }
+}
+
+/// The core's observations of the signals `observed`, without a time.
+fn core_observations(observed: &BTreeMap<Signal, Observed>) -> Observations {
+    observed
+        .iter()
+        .map(|(signal, o)| {
+            let obs = SignalObservation {
+                available: o.available,
+                capacity: o.capacity,
+                time: None,
+            };
+            (*signal, obs)
+        })
+        .collect()
 }
 
 /// What one interval measured, for [`EvictionLoop::evict_one`].
@@ -967,17 +972,7 @@ impl EvictionLoop {
             let sources = self.sources.clone();
             let node = off_runtime(move || sources.observe()).await;
             let again = observations(&node);
-            let core_obs: Observations = again
-                .iter()
-                .map(|(s, o)| {
-                    let obs = SignalObservation {
-                        available: o.available,
-                        capacity: o.capacity,
-                        time: None,
-                    };
-                    (*s, obs)
-                })
-                .collect();
+            let core_obs = core_observations(&again);
             let after = again.get(&signal).map_or(before.available, |o| o.available);
             (
                 !still_under_pressure(&self.config, signal, &core_obs),

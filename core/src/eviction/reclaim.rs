@@ -142,7 +142,10 @@ impl ImageInfo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct ImageRecord {
     info: ImageInfo,
-    first_detected: Timestamp,
+    /// `None`: present at this tracker's first detection, so of unknown age and taken as old,
+    /// as the kubelet's image manager does (`image_gc_manager.go`: the first `detectImages` after
+    /// start runs with the zero time, so images found then are never too young to remove).
+    first_detected: Option<Timestamp>,
     /// `None`: never seen in use by this process.
     last_used: Option<Timestamp>,
 }
@@ -153,6 +156,8 @@ struct ImageRecord {
 pub struct ImageTracker {
     records: BTreeMap<String, ImageRecord>,
     last_detected: Option<Timestamp>,
+    /// A detection listed the images: later ones stamp new images with their time.
+    initialized: bool,
 }
 
 /// One image reclaim would remove.
@@ -185,7 +190,10 @@ impl ImageTracker {
     /// `detectImages` at `now`: records new images, refreshes sizes and pins, marks those
     /// `in_use` references (every container's image id, name or digest, whatever its state)
     /// name as used now, and forgets images no longer listed.
+    /// The first detection that lists (a failed one does not count) takes every image it finds
+    /// as present before this process started: of unknown age, old enough to remove.
     pub fn detect(&mut self, images: &[ImageInfo], in_use: &BTreeSet<String>, now: Timestamp) {
+        let detected_at = self.initialized.then_some(now);
         let mut records = BTreeMap::new();
         for image in images {
             if image.id.is_empty() {
@@ -193,7 +201,7 @@ impl ImageTracker {
             }
             let mut r = self.records.remove(&image.id).unwrap_or(ImageRecord {
                 info: image.clone(),
-                first_detected: now,
+                first_detected: detected_at,
                 last_used: None,
             });
             r.info = image.clone();
@@ -204,6 +212,7 @@ impl ImageTracker {
         }
         self.records = records;
         self.last_detected = Some(now);
+        self.initialized = true;
     }
 
     /// True when the last detection is [`IMAGE_DETECT_PERIOD`] old or there was none.
@@ -243,7 +252,10 @@ impl ImageTracker {
                     .any(|keep| r.info.is(keep.as_str()))
             {
                 plan.kept_pinned += 1;
-            } else if now.since(r.first_detected) < settings.image_minimum_age {
+            } else if r
+                .first_detected
+                .is_some_and(|at| now.since(at) < settings.image_minimum_age)
+            {
                 plan.kept_young += 1;
             } else {
                 candidates.push(r);
@@ -578,6 +590,22 @@ mod tests {
         assert_eq!(ids(&plan), ["b", "a"]);
         assert!(!plan.enough);
         assert_eq!(plan.bytes, 50);
+    }
+
+    #[test]
+    fn images_present_at_the_first_detection_count_as_old() {
+        // topolet restarted at 10 s with two images on the node; a third is pulled at 40 s.
+        let mut tr = ImageTracker::new();
+        tr.detection_attempted(Timestamp::from_secs(5));
+        let at_start = [image("a", Some(100)), image("b", Some(100))];
+        tr.detect(&at_start, &refs(&[]), Timestamp::from_secs(10));
+        let mut later = at_start.to_vec();
+        later.push(image("new", Some(100)));
+        let now = Timestamp::from_secs(40);
+        tr.detect(&later, &refs(&[]), now);
+        let plan = tr.plan(Need::All, now, &settings(120));
+        assert_eq!(ids(&plan), ["a", "b"], "the pulled image is young");
+        assert_eq!(plan.kept_young, 1);
     }
 
     #[test]

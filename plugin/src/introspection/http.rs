@@ -1,32 +1,62 @@
-//! The metrics endpoint: a minimal HTTP/1.1 server on tokio serving three read-only paths.
+//! The metrics and health endpoint: HTTP/1.1 through hyper's server, three read-only paths.
 //!
 //! - `GET /metrics`: Prometheus text exposition format 0.0.4;
 //! - `GET /healthz`: 200 while the process serves requests (liveness);
 //! - `GET /readyz`: 200 once the NRI connection is synchronized (events flow), 503 with the
 //!   connection state otherwise (readiness).
 //!
-//! `HEAD` is answered like `GET` without a body; other methods get 405, other paths 404. Each
-//! connection carries one request (`Connection: close`); request heads are limited to
-//! [`MAX_HEAD`] bytes and [`IO_TIMEOUT`], and at most [`MAX_CONNECTIONS`] are served at once, so a
-//! misbehaving client cannot hold the plugin's resources. No dependency beyond tokio: three fixed
-//! GET routes do not need an HTTP framework.
+//! `HEAD` is answered like `GET` without a body; other methods get 405, other paths 404.
+//!
+//! The port is reachable from every pod of the cluster, and the kubelet's liveness probe uses it:
+//! no client may starve the probe. So connections are taken first and judged after:
+//! - every connection is accepted at once; the accept loop never waits on a client;
+//! - [`Admission`] holds at most [`MAX_CONNECTIONS`] open connections, and at most
+//!   [`MAX_PER_PEER`] from one client address: past either, the connection gets a fixed 503
+//!   written without waiting (`try_write` into the fresh socket's empty send buffer) and is closed.
+//!   One client, whatever it opens, holds [`MAX_PER_PEER`] slots, so the probe (from the node's
+//!   address) always finds one free unless [`MAX_CONNECTIONS`] / [`MAX_PER_PEER`] other
+//!   addresses flood together; the chart's optional NetworkPolicy closes the port to all but the
+//!   node and the scrapers for that case;
+//! - a client gets [`HEADER_TIMEOUT`] to send its request head and [`CONNECTION_TIMEOUT`] for the
+//!   whole exchange; one request per connection (no keep-alive), so an idle client holds nothing.
+//!
+//! Why this and not a listener of its own for the probes: the kubelet probes a pod's own address
+//! (or, with `host:`, an address of the node's network namespace), so a second port would face the
+//! same clients. Why hyper: it is already in the binary (through kube and tonic), and its HTTP/1
+//! server gives the parser, the header-read deadline and the 400/431 answers.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
 
 use crate::introspection;
 use crate::nri::handlers::TopoletPlugin;
 
-/// Longest request head (request line and headers) accepted.
+/// Longest request head (request line and headers) read; hyper answers 431 past it.
 pub const MAX_HEAD: usize = 8192;
-/// How long a client may take to send its request and read the answer.
-pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
-/// Connections served concurrently; more wait in the accept queue.
-pub const MAX_CONNECTIONS: usize = 16;
+/// How long a client may take to send its request head.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one connection may take in all (request head, answer written).
+pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections open at once, from every client together.
+pub const MAX_CONNECTIONS: usize = 64;
+/// Connections open at once from one client address.
+pub const MAX_PER_PEER: usize = 8;
+
+/// The outcomes of a connection, as counted in `topolet_http_connections_total{result}`.
+pub const RESULTS: [&str; 5] = ["served", "busy", "peer_limit", "timeout", "error"];
+
+/// The answer to a connection turned away: complete, so that the client sees why.
+const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 21\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many connections\n";
 
 /// The metrics endpoint could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -57,54 +87,180 @@ pub async fn bind(address: &str) -> Result<TcpListener, HttpError> {
         })
 }
 
-/// Serves until the task is aborted.
+/// Why a connection was turned away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// [`MAX_CONNECTIONS`] are open.
+    Busy,
+    /// [`MAX_PER_PEER`] are open from this client's address.
+    PeerLimit,
+}
+
+impl Refusal {
+    /// The result label of `topolet_http_connections_total`.
+    pub fn result(self) -> &'static str {
+        match self {
+            Refusal::Busy => "busy",
+            Refusal::PeerLimit => "peer_limit",
+        }
+    }
+}
+
+/// The open connections, in all and by client address.
+#[derive(Debug)]
+pub struct Admission {
+    max_total: usize,
+    max_per_peer: usize,
+    open: Mutex<Open>,
+}
+
+#[derive(Debug, Default)]
+struct Open {
+    total: usize,
+    by_peer: HashMap<IpAddr, usize>,
+}
+
+/// One admitted connection; its slot is given back when dropped.
+#[derive(Debug)]
+pub struct Slot {
+    admission: Arc<Admission>,
+    peer: IpAddr,
+}
+
+impl Admission {
+    pub fn new(max_total: usize, max_per_peer: usize) -> Arc<Admission> {
+        Arc::new(Admission {
+            max_total,
+            max_per_peer,
+            open: Mutex::new(Open::default()),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Open> {
+        // Two counters changed together under the lock: a panic cannot leave them half-changed.
+        self.open.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A slot for a connection from `peer`, or why there is none.
+    pub fn enter(self: &Arc<Self>, peer: IpAddr) -> Result<Slot, Refusal> {
+        let mut open = self.lock();
+        let from_peer = open.by_peer.get(&peer).copied().unwrap_or(0);
+        if from_peer >= self.max_per_peer {
+            return Err(Refusal::PeerLimit);
+        }
+        if open.total >= self.max_total {
+            return Err(Refusal::Busy);
+        }
+        open.total += 1;
+        open.by_peer.insert(peer, from_peer + 1);
+        Ok(Slot {
+            admission: self.clone(),
+            peer,
+        })
+    }
+
+    /// Connections open now (all, from `peer`).
+    pub fn open(&self, peer: IpAddr) -> (usize, usize) {
+        let open = self.lock();
+        (open.total, open.by_peer.get(&peer).copied().unwrap_or(0))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut open = self.admission.lock();
+        open.total = open.total.saturating_sub(1);
+        if let Some(n) = open.by_peer.get_mut(&self.peer) {
+            *n -= 1;
+            if *n == 0 {
+                open.by_peer.remove(&self.peer);
+            }
+        }
+    }
+}
+
+/// What the endpoint answers: the reply to a method and path.
+pub type Answer = Arc<dyn Fn(&Method, &str) -> Reply + Send + Sync>;
+/// Where a connection's result (one of [`RESULTS`]) is counted.
+pub type Count = Arc<dyn Fn(&'static str) + Send + Sync>;
+
+/// Serves the plugin's paths until the task is aborted.
 pub async fn serve(listener: TcpListener, plugin: Arc<TopoletPlugin>) {
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let answer_plugin = plugin.clone();
+    let answer: Answer = Arc::new(move |method: &Method, path: &str| {
+        route(
+            method,
+            path,
+            || introspection::metrics_text(&answer_plugin),
+            || introspection::ready(&answer_plugin),
+        )
+    });
+    let count: Count = Arc::new(move |result| plugin.metrics().http_connection(result));
+    serve_with(
+        listener,
+        Admission::new(MAX_CONNECTIONS, MAX_PER_PEER),
+        answer,
+        count,
+    )
+    .await
+}
+
+/// Serves `answer` under `admission` until the task is aborted.
+pub async fn serve_with(
+    listener: TcpListener,
+    admission: Arc<Admission>,
+    answer: Answer,
+    count: Count,
+) {
     loop {
-        let Ok(permit) = slots.clone().acquire_owned().await else {
-            return;
-        };
-        let stream = match listener.accept().await {
-            Ok((s, _)) => s,
+        let (stream, peer) = match listener.accept().await {
+            Ok(s) => s,
             Err(e) => {
+                // EMFILE and the like: the accept queue keeps the clients while descriptors free.
                 tracing::warn!(error = %e, "metrics endpoint: accept failed");
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };
-        let plugin = plugin.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            if tokio::time::timeout(IO_TIMEOUT, handle(stream, &plugin))
-                .await
-                .is_err()
-            {
-                tracing::debug!("metrics endpoint: client too slow");
+        let slot = match admission.enter(peer.ip()) {
+            Ok(slot) => slot,
+            Err(refusal) => {
+                // A fresh socket's send buffer is empty: the whole answer fits, without waiting.
+                let _ = stream.try_write(BUSY);
+                count(refusal.result());
+                continue;
             }
+        };
+        let (answer, count) = (answer.clone(), count.clone());
+        tokio::spawn(async move {
+            let _slot = slot;
+            count(serve_connection(stream, answer).await);
         });
     }
 }
 
-/// A parsed request line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequestLine {
-    pub method: String,
-    pub path: String,
-}
-
-/// Parses the request line of `head`; `None` when it is not HTTP/1.x.
-pub fn parse_request_line(head: &str) -> Option<RequestLine> {
-    let line = head.lines().next()?;
-    let mut parts = line.split(' ');
-    let (method, target, version) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() || !version.starts_with("HTTP/1.") || method.is_empty() {
-        return None;
+/// Serves one connection (one request); its result label.
+async fn serve_connection(stream: tokio::net::TcpStream, answer: Answer) -> &'static str {
+    let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+        let reply = answer(req.method(), req.uri().path());
+        async move { Ok::<_, Infallible>(response(reply)) }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .keep_alive(false)
+        .max_buf_size(MAX_HEAD);
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    match tokio::time::timeout(CONNECTION_TIMEOUT, conn).await {
+        Ok(Ok(())) => "served",
+        Ok(Err(e)) if e.is_timeout() => "timeout",
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "metrics endpoint: connection failed");
+            "error"
+        }
+        Err(_) => "timeout",
     }
-    let path = target.split(['?', '#']).next().unwrap_or("");
-    Some(RequestLine {
-        method: method.to_string(),
-        path: path.to_string(),
-    })
 }
 
 /// A response: status, content type, body.
@@ -128,14 +284,15 @@ fn text(status: u16, body: impl Into<String>) -> Reply {
 
 /// Routes one request; `metrics` and `ready` are only evaluated for their path.
 pub fn route(
-    req: &RequestLine,
+    method: &Method,
+    path: &str,
     metrics: impl FnOnce() -> String,
     ready: impl FnOnce() -> Result<(), String>,
 ) -> Reply {
-    if req.method != "GET" && req.method != "HEAD" {
+    if method != Method::GET && method != Method::HEAD {
         return text(405, "method not allowed: GET or HEAD\n");
     }
-    match req.path.as_str() {
+    match path {
         "/metrics" => Reply {
             status: 200,
             content_type: METRICS_CONTENT_TYPE,
@@ -150,117 +307,164 @@ pub fn route(
     }
 }
 
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        431 => "Request Header Fields Too Large",
-        503 => "Service Unavailable",
-        _ => "",
-    }
-}
-
-/// The bytes of `reply` (no body for HEAD).
-pub fn encode(reply: &Reply, head_only: bool) -> Vec<u8> {
-    let mut out = format!(
-        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
-        reply.status,
-        reason(reply.status),
-        reply.content_type,
-        reply.body.len()
-    );
+/// The hyper response of `reply` (hyper leaves the body out for HEAD).
+fn response(reply: Reply) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(reply.body)));
+    *r.status_mut() =
+        StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let h = r.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
+    h.insert(CONNECTION, HeaderValue::from_static("close"));
     if reply.status == 405 {
-        out.push_str("Allow: GET, HEAD\r\n");
+        h.insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
     }
-    out.push_str("\r\n");
-    let mut bytes = out.into_bytes();
-    if !head_only {
-        bytes.extend_from_slice(reply.body.as_bytes());
-    }
-    bytes
-}
-
-async fn handle(mut stream: TcpStream, plugin: &TopoletPlugin) {
-    let mut head = Vec::with_capacity(512);
-    let mut buf = [0u8; 1024];
-    let complete = loop {
-        if head.windows(4).any(|w| w == b"\r\n\r\n") || head.windows(2).any(|w| w == b"\n\n") {
-            break true;
-        }
-        if head.len() > MAX_HEAD {
-            break false;
-        }
-        match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => head.extend_from_slice(&buf[..n]),
-        }
-    };
-    let (reply, head_only) = if !complete {
-        (text(431, "request head too large\n"), false)
-    } else {
-        match parse_request_line(&String::from_utf8_lossy(&head)) {
-            None => (text(400, "bad request\n"), false),
-            Some(req) => (
-                route(
-                    &req,
-                    || introspection::metrics_text(plugin),
-                    || introspection::ready(plugin),
-                ),
-                req.method == "HEAD",
-            ),
-        }
-    };
-    let _ = stream.write_all(&encode(&reply, head_only)).await;
-    let _ = stream.shutdown().await;
+    r
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn req(method: &str, path: &str) -> RequestLine {
-        RequestLine {
-            method: method.into(),
-            path: path.into(),
-        }
-    }
-
-    #[test]
-    fn request_lines() {
-        assert_eq!(
-            parse_request_line("GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\n\r\n"),
-            Some(req("GET", "/metrics"))
-        );
-        assert_eq!(parse_request_line("GET /metrics\r\n\r\n"), None);
-        assert_eq!(parse_request_line("GET /metrics SPDY/3\r\n\r\n"), None);
-        assert_eq!(parse_request_line(""), None);
-    }
-
     #[test]
     fn routes() {
         let m = || "m 1\n".to_string();
-        let r = route(&req("GET", "/metrics"), m, || Ok(()));
+        let r = route(&Method::GET, "/metrics", m, || Ok(()));
         assert_eq!((r.status, r.content_type), (200, METRICS_CONTENT_TYPE));
         assert_eq!(r.body, "m 1\n");
         assert_eq!(
-            route(&req("GET", "/healthz"), m, || Err("x".into())).status,
+            route(&Method::GET, "/healthz", m, || Err("x".into())).status,
             200
         );
-        assert_eq!(route(&req("GET", "/readyz"), m, || Ok(())).status, 200);
-        let r = route(&req("GET", "/readyz"), m, || Err("NRI Connecting".into()));
+        assert_eq!(route(&Method::HEAD, "/readyz", m, || Ok(())).status, 200);
+        let r = route(&Method::GET, "/readyz", m, || Err("NRI Connecting".into()));
         assert_eq!(
             (r.status, r.body.as_str()),
             (503, "not ready: NRI Connecting\n")
         );
-        assert_eq!(route(&req("GET", "/"), m, || Ok(())).status, 404);
-        assert_eq!(route(&req("POST", "/metrics"), m, || Ok(())).status, 405);
-        let bytes = encode(&route(&req("HEAD", "/healthz"), m, || Ok(())), true);
-        assert_eq!(
-            String::from_utf8(bytes).unwrap(),
-            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 3\r\nConnection: close\r\n\r\n"
+        assert_eq!(route(&Method::GET, "/", m, || Ok(())).status, 404);
+        assert_eq!(route(&Method::POST, "/metrics", m, || Ok(())).status, 405);
+        let r = response(route(&Method::POST, "/metrics", m, || Ok(())));
+        assert_eq!(r.headers()[ALLOW], "GET, HEAD");
+    }
+
+    #[test]
+    fn the_busy_answer_is_a_complete_response() {
+        let text = std::str::from_utf8(BUSY).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 503 "), "{head}");
+        assert!(
+            head.contains(&format!("Content-Length: {}", body.len())),
+            "{head} / {body:?}"
         );
+    }
+
+    #[test]
+    fn admission_limits_each_peer_and_the_total() {
+        let a = Admission::new(4, 2);
+        let p1: IpAddr = "10.0.0.1".parse().unwrap();
+        let p2: IpAddr = "10.0.0.2".parse().unwrap();
+        let p3: IpAddr = "10.0.0.3".parse().unwrap();
+        let s1 = a.enter(p1).unwrap();
+        let s2 = a.enter(p1).unwrap();
+        assert_eq!(a.enter(p1).unwrap_err(), Refusal::PeerLimit);
+        let _s3 = a.enter(p2).unwrap();
+        let _s4 = a.enter(p2).unwrap();
+        // Full: a third address is turned away until a slot is given back.
+        assert_eq!(a.enter(p3).unwrap_err(), Refusal::Busy);
+        assert_eq!(a.open(p1), (4, 2));
+        drop(s1);
+        assert_eq!(a.open(p1), (3, 1));
+        let _s5 = a.enter(p3).unwrap();
+        drop(s2);
+        assert_eq!(a.open(p1), (3, 0));
+        assert_eq!(a.enter(p1).map(|_| ()), Ok(()));
+    }
+
+    /// GETs `path` from `from` (a loopback address of its own); the status line.
+    async fn get(addr: SocketAddr, from: &str, path: &str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.bind(format!("{from}:0").parse().unwrap()).unwrap();
+        let mut s = sock.connect(addr).await.unwrap();
+        let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        // A refused connection may be closed before the request is written: that is an answer.
+        let _ = s.write_all(req.as_bytes()).await;
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out).await;
+        String::from_utf8_lossy(&out)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_string()
+    }
+
+    #[tokio::test]
+    async fn idle_clients_of_one_address_never_starve_another() {
+        let listener = bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let admission = Admission::new(16, 4);
+        let counts = Arc::new(Mutex::new(HashMap::<&'static str, usize>::new()));
+        let c = counts.clone();
+        let count: Count = Arc::new(move |r| *c.lock().unwrap().entry(r).or_default() += 1);
+        let answer: Answer = Arc::new(|m: &Method, p: &str| route(m, p, String::new, || Ok(())));
+        let server = tokio::spawn(serve_with(listener, admission.clone(), answer, count));
+
+        // 40 connections from 127.0.0.2 that never send a byte.
+        let mut idle = Vec::new();
+        for _ in 0..40 {
+            let sock = tokio::net::TcpSocket::new_v4().unwrap();
+            sock.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+            idle.push(sock.connect(addr).await.unwrap());
+        }
+        // Wait on state: the server has judged all 40 (4 held, 36 turned away).
+        let flooder: IpAddr = "127.0.0.2".parse().unwrap();
+        while counts
+            .lock()
+            .unwrap()
+            .get("peer_limit")
+            .copied()
+            .unwrap_or(0)
+            < 36
+        {
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(admission.open(flooder), (4, 4));
+        // One more from the flooder is answered 503 at once; the probe's address is served.
+        assert_eq!(
+            get(addr, "127.0.0.2", "/healthz").await,
+            "HTTP/1.1 503 Service Unavailable"
+        );
+        for _ in 0..5 {
+            assert_eq!(get(addr, "127.0.0.1", "/healthz").await, "HTTP/1.1 200 OK");
+        }
+        assert_eq!(
+            get(addr, "127.0.0.1", "/nope").await,
+            "HTTP/1.1 404 Not Found"
+        );
+        drop(idle);
+        server.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_sends_no_head_is_closed_after_the_header_timeout() {
+        use tokio::io::AsyncReadExt;
+        let listener = bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let admission = Admission::new(16, 4);
+        let counts = Arc::new(Mutex::new(HashMap::<&'static str, usize>::new()));
+        let c = counts.clone();
+        let count: Count = Arc::new(move |r| *c.lock().unwrap().entry(r).or_default() += 1);
+        let answer: Answer = Arc::new(|m: &Method, p: &str| route(m, p, String::new, || Ok(())));
+        let server = tokio::spawn(serve_with(listener, admission.clone(), answer, count));
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        // The paused clock runs ahead while every task waits: the read ends when the server
+        // closes the connection at its header deadline, and the slot is given back.
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out).await;
+        assert_eq!(counts.lock().unwrap().get("timeout").copied(), Some(1));
+        assert_eq!(admission.open("127.0.0.1".parse().unwrap()), (0, 0));
+        server.abort();
     }
 
     #[tokio::test]

@@ -121,6 +121,8 @@ struct Families {
     node_reclaim: BTreeMap<String, NodeReclaimCounts>,
     node_status_patches: BTreeMap<(&'static str, &'static str), u64>,
     nrt_writes: BTreeMap<&'static str, u64>,
+    /// Connections to the HTTP endpoint by outcome (`crate::introspection::http`).
+    http_connections: BTreeMap<&'static str, u64>,
     pod_truth: PodTruth,
     /// Containers the drift check compared, and those it found drifted by field.
     drift_checks: u64,
@@ -574,6 +576,21 @@ impl Metrics {
         }
     }
 
+    /// A connection to the HTTP endpoint ended with `result` (one of
+    /// `crate::introspection::http::RESULTS`).
+    pub fn http_connection(&self, result: &'static str) {
+        *self.lock().http_connections.entry(result).or_default() += 1;
+    }
+
+    /// Connections to the HTTP endpoint that ended with `result`.
+    pub fn http_connections(&self, result: &str) -> u64 {
+        self.lock()
+            .http_connections
+            .get(result)
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// A starved batch pod's eviction ended with `result` (`evicted`, `refused`, `error`, `dry_run`).
     pub fn reclaimed_eviction(&self, result: &'static str) {
         *self.lock().reclaimed.evictions.entry(result).or_default() += 1;
@@ -602,6 +619,7 @@ impl Metrics {
                 kube_api_errors: g.kube_api_errors.clone(),
                 kube_client: g.kube_client,
                 nrt_writes: g.nrt_writes.clone(),
+                http_connections: g.http_connections.clone(),
                 pod_truth: g.pod_truth.clone(),
                 drift_checks: g.drift_checks,
                 drift_repairs: g.drift_repairs.clone(),
@@ -950,6 +968,18 @@ impl Metrics {
         for (result, n) in &f.nrt_writes {
             w.sample(
                 "topolet_nrt_writes_total",
+                &[("result", result.to_string())],
+                *n as f64,
+            );
+        }
+        w.family(
+            "topolet_http_connections_total",
+            "counter",
+            "Connections to the metrics and health endpoint, by result: served; busy and peer_limit (answered 503 at once: the endpoint, or that client address, had its maximum of connections open); timeout (the request head or the answer took too long); error.",
+        );
+        for (result, n) in &f.http_connections {
+            w.sample(
+                "topolet_http_connections_total",
                 &[("result", result.to_string())],
                 *n as f64,
             );

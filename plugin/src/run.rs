@@ -55,6 +55,10 @@ async fn serve(
         Some(config.nri.socket.clone()),
     )
     .context("nri plugin settings")?;
+    // One topolet per node: taken before the state file is read, held until the process ends.
+    let node_lock =
+        crate::state::lock::NodeLock::acquire(&config.state.dir).context("[state] dir")?;
+    tracing::info!(lock = %node_lock.path().display(), "holding the node's state directory");
     let eviction = config.eviction().context("[eviction]")?;
     let (admin_config, metrics_config) = (config.admin.clone(), config.metrics.clone());
     let kubernetes = config.kubernetes.clone();
@@ -135,8 +139,11 @@ async fn serve(
             name.clone(),
             plugin.metrics().clone(),
         );
-        let (evictor, _) = crate::pressure::eviction::build_evictor(&eviction, Some(&k.client))
-            .context("[eviction]")?;
+        let (evictor, _) = crate::pressure::eviction::build_evictor(
+            &eviction,
+            Some((&k.client, &k.eviction_client)),
+        )
+        .context("[eviction]")?;
         reclaimed = reclaimed.with_cluster(tx, evictor, k.sink.clone());
         advert = Some((k.client.clone(), k.node.clone(), name, AbortOnDrop(task)));
     }

@@ -1,7 +1,8 @@
 //! topolet's persisted data: the state [`file`] (the assignments, atomic and checksummed) and
-//! its [`persister`] (one thread that writes it off the event path), and what it holds
-//! ([`NodeState`]).
+//! its [`persister`] (one thread that writes it off the event path), what it holds
+//! ([`NodeState`]), and the state directory's [`lock`]: one topolet per node.
 pub mod file;
+pub mod lock;
 pub mod persister;
 
 use std::collections::BTreeSet;

@@ -250,9 +250,24 @@ impl TopoletPlugin {
     /// Locks the node without poking the background task: for reads, and for the background
     /// task's own work (it computes what is due next itself).
     fn quiet_lock(&self) -> MutexGuard<'_, PluginState> {
-        // A panic inside a handler must not wedge every later event: the data is plain values
-        // that are consistent between statements, so a poisoned lock is still usable.
-        self.node.lock().unwrap_or_else(|p| p.into_inner())
+        // A panic inside a handler must not wedge every later event: the lock is taken back, and
+        // the placement's invariants are checked before anything is served from it again.
+        match self.node.lock() {
+            Ok(node) => node,
+            Err(poisoned) => {
+                let node = poisoned.into_inner();
+                self.node.clear_poison();
+                if let Err(e) = after_panic(&node) {
+                    // The books no longer add up: serving from them could hand one CPU to two
+                    // containers. Exit; the restart rebuilds them from the state file and the
+                    // runtime's Synchronize (running containers keep their cpusets meanwhile).
+                    tracing::error!(error = %e, "a handler panicked holding the node's lock and left the placement inconsistent; exiting so that the restart rebuilds it");
+                    std::process::exit(70);
+                }
+                tracing::error!("a handler panicked holding the node's lock; the placement's invariants hold: serving on");
+                node
+            }
+        }
     }
 
     /// Locks the node for an event handler: the runtime is busy now.
@@ -405,3 +420,9 @@ impl Plugin for TopoletPlugin {
 
 #[cfg(test)]
 mod tests;
+
+/// After a handler panicked holding the node's lock: `Ok` when the placement's invariants still
+/// hold (every exclusive CPU held once, the pools disjoint, memory books balanced).
+fn after_panic(node: &PluginState) -> Result<(), topolet_core::placement::PlacementError> {
+    node.placement.check_invariants()
+}

@@ -613,3 +613,27 @@ async fn the_scrape_s_cpu_sets_are_the_status_snapshot_s() {
     sorted.sort();
     assert_eq!(order, sorted);
 }
+
+#[tokio::test]
+async fn a_panic_holding_the_node_lock_is_checked_and_the_plugin_serves_on() {
+    let f = fixture(|_| {});
+    configure(&f.plugin).await;
+    create(&f.plugin, &guaranteed("u1", "a", 2))
+        .await
+        .expect("first grant");
+    // A handler panics while it holds the node's lock: the lock is poisoned.
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _node = f.plugin.quiet_lock();
+        panic!("a handler's bug");
+    }));
+    assert!(panicked.is_err());
+    assert!(f.plugin.node.is_poisoned());
+    // The next event takes the lock back, finds the books consistent and is served.
+    let r = create(&f.plugin, &guaranteed("u2", "b", 2))
+        .await
+        .expect("served after the panic");
+    assert!(r.adjust.is_some());
+    assert!(!f.plugin.node.is_poisoned());
+    assert_eq!(f.plugin.quiet_lock().placement.exclusive().len(), 2);
+    after_panic(&f.plugin.quiet_lock()).expect("invariants hold");
+}

@@ -295,6 +295,8 @@ start_apiserver() {
   mkdir -p "$DIR/apiserver"
   # Without a controller manager no ServiceAccount exists (not even `default`): the admission
   # plugin that requires one, and mounts its token, is off then.
+  # NodeRestriction on, as kubeadm and managed clusters run it: a node's identity may write only
+  # its own Node and evict only pods bound to it (topolet's evictions as the node rely on it).
   local disabled=ServiceAccount,TaintNodesByCondition
   [[ "$WITH_CONTROLLERS" != 1 ]] || disabled=TaintNodesByCondition
   AUDIT_FLAGS=()
@@ -316,6 +318,7 @@ EOT
     --service-account-issuer https://kubernetes.default.svc \
     --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
     --service-cluster-ip-range 10.0.0.0/24 --endpoint-reconciler-type none \
+    --enable-admission-plugins NodeRestriction \
     --disable-admission-plugins "$disabled" --allow-privileged=true --profiling=false \
     "${AUDIT_FLAGS[@]}"
   wait_for kube-apiserver "kube-apiserver /readyz" apiserver_ready
@@ -530,6 +533,17 @@ apply_topolet_rbac() {
     --clusterrole topolet --group topolet:nodes --dry-run=client -o yaml |
     "$BIN/kubectl" --kubeconfig "$DIR/admin.kubeconfig" apply -f - >>"$DIR/kubectl.log" 2>&1 ||
     { tail -n 20 "$DIR/kubectl.log" >&2; die "binding the topolet ClusterRole failed"; }
+  # The `topolet` user is no pod's service account: it has no node to act as, so its topolet
+  # evicts as itself (`[kubernetes] evict_as` "auto" with a kubeconfig: "self"), with the right
+  # the chart grants for rbac.evictAs=self (topolet::cluster::permissions::EVICT_AS_SELF).
+  "$BIN/kubectl" --kubeconfig "$DIR/admin.kubeconfig" create clusterrole topolet-evict-self \
+    --verb create --resource pods/eviction --dry-run=client -o yaml |
+    "$BIN/kubectl" --kubeconfig "$DIR/admin.kubeconfig" apply -f - >>"$DIR/kubectl.log" 2>&1 ||
+    { tail -n 20 "$DIR/kubectl.log" >&2; die "creating the topolet-evict-self ClusterRole failed"; }
+  "$BIN/kubectl" --kubeconfig "$DIR/admin.kubeconfig" create clusterrolebinding topolet-test-user-evict \
+    --clusterrole topolet-evict-self --group topolet:nodes --dry-run=client -o yaml |
+    "$BIN/kubectl" --kubeconfig "$DIR/admin.kubeconfig" apply -f - >>"$DIR/kubectl.log" 2>&1 ||
+    { tail -n 20 "$DIR/kubectl.log" >&2; die "binding the topolet-evict-self ClusterRole failed"; }
 }
 
 write_env() {

@@ -34,7 +34,7 @@ use kube::runtime::watcher::DefaultBackoff;
 use kube::Client;
 use tokio::sync::mpsc;
 
-use crate::config::{is_node_name, KubernetesConfig, KubernetesEnabled};
+use crate::config::{is_node_name, EvictAs, KubernetesConfig, KubernetesEnabled};
 use crate::telemetry::metrics::Metrics;
 use topolet_core::kube::events::{Action, Correlator, EventType, ObjectRef, Occurrence};
 
@@ -178,6 +178,46 @@ pub async fn watch_client(creds: &Credentials, longest_watch: Duration) -> anyho
 }
 
 async fn client_reading(creds: &Credentials, read_timeout: Duration) -> anyhow::Result<Client> {
+    client_as(creds, read_timeout, None).await
+}
+
+/// The client of evictions: [`client`], or with `[kubernetes] evict_as` resolved to the node,
+/// one that asks the API server to act as `system:node:<node>` (the `Impersonate-User` header;
+/// with constrained impersonation the API server lets a service account bound to a pod on that
+/// node do so and sets the node's groups itself, `impersonate:associated-node`).
+pub async fn eviction_client(creds: &Credentials, as_node: Option<&str>) -> anyhow::Result<Client> {
+    client_as(
+        creds,
+        READ_TIMEOUT,
+        as_node.map(|n| format!("system:node:{n}")),
+    )
+    .await
+}
+
+/// `[kubernetes] evict_as` resolved for `creds`: `Some(node)` to evict as the node, `None` as
+/// topolet itself; an error for `"node"` without in-cluster credentials.
+pub fn evict_as_node<'a>(
+    evict_as: EvictAs,
+    creds: &Credentials,
+    node: &'a str,
+) -> Result<Option<&'a str>, String> {
+    match (evict_as, creds) {
+        (EvictAs::Itself, _) => Ok(None),
+        (EvictAs::Node | EvictAs::Auto, Credentials::InCluster) => Ok(Some(node)),
+        (EvictAs::Auto, _) => Ok(None),
+        (EvictAs::Node, other) => Err(format!(
+            "kubernetes.evict_as = \"node\" needs the in-cluster service account (a token bound \
+             to this node's pod names the node to act as), not {}; set evict_as = \"self\"",
+            other.describe()
+        )),
+    }
+}
+
+async fn client_as(
+    creds: &Credentials,
+    read_timeout: Duration,
+    impersonate: Option<String>,
+) -> anyhow::Result<Client> {
     let mut config = match creds {
         Credentials::Kubeconfig(path) => {
             let kc = kube::config::Kubeconfig::read_from(path).with_context(|| {
@@ -217,6 +257,7 @@ async fn client_reading(creds: &Credentials, read_timeout: Duration) -> anyhow::
     // another pod". Every user retries on its own terms (the recorder's back-off, the eviction
     // loop's next interval, the node status publisher's next tick).
     config.default_retry = false;
+    config.auth_info.impersonate = impersonate;
     Client::try_from(config).context("building the Kubernetes client")
 }
 
@@ -304,6 +345,10 @@ pub struct Started {
     pub client: Client,
     /// The client of the pod watch ([`watch_client`]).
     pub watch_client: Client,
+    /// The client of evictions ([`eviction_client`]): as the node, or [`Started::client`].
+    pub eviction_client: Client,
+    /// Evictions go out as this node (`[kubernetes] evict_as`).
+    pub evicts_as_node: bool,
     /// This node's name.
     pub node: String,
 }
@@ -332,11 +377,22 @@ pub async fn start(
     let recorder = Recorder::new(client.clone(), node.clone(), metrics);
     // A watch asks for at most twice `watch_timeout_s` (`crate::cluster::pod_directory`).
     let watch_client = watch_client(&creds, 2 * config.watch_timeout()).await?;
+    let as_node = evict_as_node(config.evict_as, &creds, &node).map_err(anyhow::Error::msg)?;
+    let eviction_client = match as_node {
+        Some(n) => eviction_client(&creds, Some(n)).await?,
+        None => client.clone(),
+    };
+    tracing::info!(
+        evict_as = %as_node.map_or_else(|| "topolet's own identity".to_string(), |n| format!("system:node:{n}")),
+        "evictions through the Eviction API"
+    );
     Ok(Some(Started {
         sink,
         recorder: tokio::spawn(recorder.run(rx)),
         client,
         watch_client,
+        eviction_client,
+        evicts_as_node: as_node.is_some(),
         node,
     }))
 }
@@ -674,6 +730,22 @@ mod tests {
             credentials(&cfg(Auto, None), Some(OsStr::new("/a")), false)
                 .map(|c| c.map(|c| c.describe())),
             Ok(Some("KUBECONFIG /a".to_string()))
+        );
+    }
+
+    #[test]
+    fn evict_as_resolves_to_the_node_only_with_a_pod_s_token() {
+        let kc = Credentials::Kubeconfig("/etc/topolet/kubeconfig".into());
+        let pod = Credentials::InCluster;
+        assert_eq!(evict_as_node(EvictAs::Auto, &pod, "n1"), Ok(Some("n1")));
+        assert_eq!(evict_as_node(EvictAs::Node, &pod, "n1"), Ok(Some("n1")));
+        assert_eq!(evict_as_node(EvictAs::Itself, &pod, "n1"), Ok(None));
+        assert_eq!(evict_as_node(EvictAs::Auto, &kc, "n1"), Ok(None));
+        let e = evict_as_node(EvictAs::Node, &kc, "n1").unwrap_err();
+        assert!(
+            e.starts_with("kubernetes.evict_as = \"node\" needs the in-cluster service account")
+                && e.contains("kubernetes.kubeconfig /etc/topolet/kubeconfig"),
+            "{e}"
         );
     }
 

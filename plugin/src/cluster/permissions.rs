@@ -45,13 +45,6 @@ pub const PERMISSIONS: &[Permission] = &[
     },
     Permission {
         group: "",
-        resource: "pods",
-        subresource: Some("eviction"),
-        verbs: &["create"],
-        why: "eviction through the Eviction API (policy/v1), which honours PodDisruptionBudgets",
-    },
-    Permission {
-        group: "",
         resource: "nodes",
         subresource: Some("status"),
         verbs: &["patch"],
@@ -76,9 +69,48 @@ pub const PERMISSIONS: &[Permission] = &[
     },
 ];
 
-/// Every (group, resource, verb) granted by [`PERMISSIONS`], sorted.
+/// Evictions as the node (`[kubernetes] evict_as = "node"`, the chart's `rbac.evictAs: node`):
+/// no eviction right of topolet's own, only the right to act as the node its pod is bound to, and
+/// only to create Evictions so (constrained impersonation, KEP-5284: the API server checks
+/// `impersonate:associated-node` on `nodes` of `authentication.k8s.io`, then
+/// `impersonate-on:associated-node:<verb>` on the resource of the request; the node's own rights
+/// and NodeRestriction decide the rest).
+pub const EVICT_AS_NODE: &[Permission] = &[
+    Permission {
+        group: "authentication.k8s.io",
+        resource: "nodes",
+        subresource: None,
+        verbs: &["impersonate:associated-node"],
+        why: "act as the node this pod is bound to (the node name in its service-account \
+              token), and as no other",
+    },
+    Permission {
+        group: "",
+        resource: "pods",
+        subresource: Some("eviction"),
+        verbs: &["impersonate-on:associated-node:create"],
+        why: "evictions through the Eviction API (policy/v1, PodDisruptionBudgets honoured) as \
+              the node: NodeRestriction admits only pods bound to it",
+    },
+];
+
+/// Evictions as topolet itself (`evict_as = "self"`, `rbac.evictAs: self`).
+pub const EVICT_AS_SELF: &[Permission] = &[Permission {
+    group: "",
+    resource: "pods",
+    subresource: Some("eviction"),
+    verbs: &["create"],
+    why: "evictions through the Eviction API (policy/v1), which honours PodDisruptionBudgets",
+}];
+
+/// Every (group, resource, verb) the chart's default ClusterRole grants: [`PERMISSIONS`] and
+/// [`EVICT_AS_NODE`], sorted.
 pub fn grants() -> Vec<(String, String, String)> {
-    grants_of(PERMISSIONS)
+    let mut all = grants_of(PERMISSIONS);
+    all.extend(grants_of(EVICT_AS_NODE));
+    all.sort();
+    all.dedup();
+    all
 }
 
 /// [`grants`] of any list.
@@ -202,7 +234,11 @@ mod tests {
         for p in PERMISSIONS {
             assert!(!p.verbs.is_empty() && p.why.len() > 10, "{p:?}");
         }
-        assert!(grants().contains(&(
+        for p in EVICT_AS_NODE.iter().chain(EVICT_AS_SELF) {
+            assert!(!p.verbs.is_empty() && p.why.len() > 10, "{p:?}");
+        }
+        // topolet's own identity evicts nothing by default.
+        assert!(!grants().contains(&(
             String::new(),
             "pods/eviction".to_string(),
             "create".to_string()

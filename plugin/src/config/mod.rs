@@ -323,6 +323,27 @@ pub struct KubernetesConfig {
     /// proxy or load balancer that cuts connections idle for less than twice this needs a lower
     /// value.
     pub watch_timeout_s: Option<u64>,
+    /// Whose identity evictions (the Eviction API) go out under: [`EvictAs`].
+    pub evict_as: EvictAs,
+}
+
+/// `[kubernetes] evict_as`: the identity of topolet's evictions.
+/// - `"node"`: this node's own (`system:node:<node>`), through constrained impersonation of the
+///   node the service account's pod is bound to (the API server's `impersonate:associated-node`,
+///   Kubernetes 1.36 and later); the API server's NodeRestriction admission then lets it evict
+///   only pods bound to this node, whatever topolet asks. Needs in-cluster credentials (a
+///   service account token bound to a pod: it names the node).
+/// - `"self"`: topolet's own identity, which then needs `pods/eviction` `create`.
+/// - `"auto"` (default): `"node"` with the in-cluster service account, `"self"` with a
+///   kubeconfig (its user is no pod's: it has no node to impersonate).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EvictAs {
+    #[default]
+    Auto,
+    Node,
+    #[serde(rename = "self")]
+    Itself,
 }
 
 /// `[kubernetes] watch_timeout_s` when unset: client-go's reflector's minWatchTimeout (5 min).

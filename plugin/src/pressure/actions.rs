@@ -174,12 +174,26 @@ pub const API_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// `action = "api"`.
 pub struct ApiEvictor {
+    /// Reads the evicted pod back.
     client: kube::Client,
+    /// Posts the Eviction: topolet's own identity, or the node's (`[kubernetes] evict_as`).
+    evictions: kube::Client,
 }
 
 impl ApiEvictor {
+    /// Evicts and reads back through `client`.
     pub fn new(client: kube::Client) -> ApiEvictor {
-        ApiEvictor { client }
+        ApiEvictor {
+            evictions: client.clone(),
+            client,
+        }
+    }
+
+    /// Posts Evictions through `evictions` (the node's identity: NodeRestriction admits only
+    /// pods bound to it), reads back through `client` (the node's identity may not list pods by
+    /// name).
+    pub fn with_eviction_client(client: kube::Client, evictions: kube::Client) -> ApiEvictor {
+        ApiEvictor { client, evictions }
     }
 }
 
@@ -219,7 +233,8 @@ impl Evictor for ApiEvictor {
     async fn evict(&self, pod: &EvictPod, grace: Duration) -> Result<Evicted, EvictError> {
         let api: Api<ApiPod> = Api::namespaced(self.client.clone(), &pod.namespace);
         let params = eviction_params(pod, grace);
-        let request = api.evict(&pod.name, &params);
+        let evictions: Api<ApiPod> = Api::namespaced(self.evictions.clone(), &pod.namespace);
+        let request = evictions.evict(&pod.name, &params);
         let answer = tokio::time::timeout(API_TIMEOUT, request)
             .await
             .map_err(|_| EvictError::Timeout {

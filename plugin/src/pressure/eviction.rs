@@ -523,9 +523,11 @@ pub fn cri_socket_path(endpoint: &str) -> std::path::PathBuf {
 /// The evictor and CRI client `config` asks for; `kube` is the Kubernetes API client when it
 /// is on (then `api` is the default action). `action = "api"` without it is an error naming the
 /// key.
+/// `kube`: the API client and the client evictions are posted through (the node's identity
+/// with `[kubernetes] evict_as`, else the same client).
 pub fn build_evictor(
     config: &EvictionConfig,
-    kube: Option<&kube::Client>,
+    kube: Option<(&kube::Client, &kube::Client)>,
 ) -> anyhow::Result<(Arc<dyn Evictor>, Option<CriClient>)> {
     let cri = match CriClient::new(
         &cri_socket_path(&config.cri_endpoint),
@@ -547,8 +549,11 @@ pub fn build_evictor(
             );
             Arc::new(crate::pressure::actions::DryRun)
         }
-        (EvictionAction::Api, _, Some(k)) => {
-            Arc::new(crate::pressure::actions::ApiEvictor::new(k.clone()))
+        (EvictionAction::Api, _, Some((k, evictions))) => {
+            Arc::new(crate::pressure::actions::ApiEvictor::with_eviction_client(
+                k.clone(),
+                evictions.clone(),
+            ))
         }
         (EvictionAction::Api, _, None) => anyhow::bail!(
             "eviction.action = \"api\" needs the Kubernetes API client, which is off: set \
@@ -1119,7 +1124,7 @@ impl EvictionLoop {
         pods: Arc<dyn PodSource>,
         kube: Option<&crate::cluster::client::Started>,
     ) -> anyhow::Result<EvictionLoop> {
-        let (evictor, cri) = build_evictor(&config, kube.map(|k| &k.client))?;
+        let (evictor, cri) = build_evictor(&config, kube.map(|k| (&k.client, &k.eviction_client)))?;
         let facts = kube.map(|k| {
             Arc::new(crate::pressure::pod_facts::ListPodFacts::new(
                 k.client.clone(),

@@ -99,6 +99,21 @@ enum Command {
         #[arg(long, value_name = "NAME", default_value = topolet::cluster::withdraw::DEFAULT_EXTENDED_RESOURCE)]
         extended_resource: Vec<String>,
     },
+    /// Check an installation: every topolet pod of a namespace matching a label selector is
+    /// Running and answers on its HTTP endpoint, /readyz 200 (synchronized with the runtime) and
+    /// /metrics 200 (the Helm chart's test hook runs it). Credentials: KUBECONFIG, else the
+    /// in-cluster service account.
+    Probe {
+        /// The namespace of the topolet pods (default: this pod's own).
+        #[arg(long)]
+        namespace: Option<String>,
+        /// Their label selector.
+        #[arg(long, default_value = "app.kubernetes.io/name=topolet")]
+        selector: String,
+        /// Their metrics port ([metrics] address).
+        #[arg(long, default_value_t = 9464)]
+        port: u16,
+    },
     /// Show the running plugin's view of the node: topology, reserved / shared / exclusive CPUs
     /// per NUMA node, free capacity and the largest aligned free blocks, the NRI connection and
     /// pressure conditions.
@@ -185,6 +200,11 @@ fn main() -> ExitCode {
         } => rank(signal, &pods, &usage),
         Command::Conditions { config } => return conditions(config.as_deref()),
         Command::Withdraw { extended_resource } => withdraw(&extended_resource),
+        Command::Probe {
+            namespace,
+            selector,
+            port,
+        } => probe(namespace, &selector, port),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -398,6 +418,62 @@ fn config_check(file: &Path, sysfs_root: &Path) -> anyhow::Result<()> {
 }
 
 /// `topolet withdraw`: see `topolet::cluster::withdraw`.
+/// The namespace of this pod's service account, when it runs in one.
+const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+fn probe(namespace: Option<String>, selector: &str, port: u16) -> anyhow::Result<()> {
+    use topolet::cluster::client;
+    use topolet::config::{KubernetesConfig, KubernetesEnabled};
+    let config = KubernetesConfig {
+        enabled: KubernetesEnabled::On,
+        ..KubernetesConfig::default()
+    };
+    let creds = client::credentials(
+        &config,
+        std::env::var_os("KUBECONFIG").as_deref(),
+        client::in_cluster_available(),
+    )
+    .map_err(anyhow::Error::msg)?
+    .context("no Kubernetes credentials")?;
+    let namespace = match namespace {
+        Some(n) => n,
+        None => std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
+            .map(|n| n.trim().to_string())
+            .with_context(|| {
+                format!("--namespace not given and {SERVICE_ACCOUNT_NAMESPACE} not readable")
+            })?,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let probes = runtime.block_on(async {
+        let c = client::client(&creds).await?;
+        topolet::introspection::probe::probe_pods(c, &namespace, selector, port).await
+    })?;
+    let mut failed = Vec::new();
+    for p in &probes {
+        match &p.result {
+            Ok(len) => println!(
+                "node {} pod {}: /readyz 200 (synchronized), /metrics 200 ({len} bytes)",
+                p.node, p.pod
+            ),
+            Err(e) => {
+                println!("node {} pod {}: FAILED: {e}", p.node, p.pod);
+                failed.push(format!("{} (node {}): {e}", p.pod, p.node));
+            }
+        }
+    }
+    anyhow::ensure!(
+        failed.is_empty(),
+        "{} of {} topolet pods failed: {}",
+        failed.len(),
+        probes.len(),
+        failed.join("; ")
+    );
+    Ok(())
+}
+
 fn withdraw(extended_resources: &[String]) -> anyhow::Result<()> {
     use topolet::cluster::client;
     use topolet::config::{KubernetesConfig, KubernetesEnabled};

@@ -1,6 +1,7 @@
 //! Live introspection of the running plugin: the status report, the metrics text and readiness,
 //! and the start-up of the two endpoints that serve them (the admin socket, `crate::introspection::admin`, and
-//! the HTTP endpoint, `crate::introspection::http`).
+//! the HTTP endpoint, `crate::introspection::http`), and the client side of that endpoint
+//! (`crate::introspection::probe`: `topolet probe`, the Helm chart's test).
 //!
 //! A scrape takes [`TopoletPlugin::cpu_sets`] (a few bit-set copies under the plugin's lock, nothing
 //! per container); a status request takes [`TopoletPlugin::snapshot`] (the sets and one copy of
@@ -12,6 +13,7 @@
 
 pub mod admin;
 pub mod http;
+pub mod probe;
 pub mod status_table;
 
 use std::sync::Arc;

@@ -13,7 +13,8 @@
 #
 # Files in DIR (fixed names others rely on):
 #   DIR/containerd.sock   CRI/containerd gRPC socket (ttrpc at DIR/containerd.sock.ttrpc)
-#   DIR/nri.sock          NRI socket for external plugins
+#   DIR/nri-socket/nri.sock  NRI socket for external plugins (a directory of its own, as on a node:
+#                         what mounts the socket's directory gets nothing else of the stack)
 #   DIR/nri/plugins       NRI pre-installed plugin dir;  DIR/nri/conf.d  NRI plugin config dir
 #   DIR/containerd.log    containerd's log (debug level; appended across restarts)
 #   DIR/containerd.pid    pid of the running containerd
@@ -79,7 +80,7 @@ set_paths() {
   mkdir -p "$1"
   DIR="$(cd "$1" && pwd -P)"
   SOCK="$DIR/containerd.sock"
-  NRI_SOCK="$DIR/nri.sock"
+  NRI_SOCK="$DIR/nri-socket/nri.sock"
   LOG="$DIR/containerd.log"
   PID_FILE="$DIR/containerd.pid"
   CONFIG="$DIR/config.toml"
@@ -330,7 +331,7 @@ cmd_start() {
   check_socket_path_length
   if pid="$(containerd_pid)"; then die "containerd already runs for $DIR (pid $pid); stop it first"; fi
   "$HACK_DIR/build-images.sh" --quiet || die "building the test images failed"
-  mkdir -p "$DIR"/{root,state,tmp,opt,runc,logs,cni/bin,cni/net.d,nri/plugins,nri/conf.d}
+  mkdir -p "$DIR"/{root,state,tmp,opt,runc,logs,cni/bin,cni/net.d,nri/plugins,nri/conf.d,nri-socket}
   if [[ -n "${CONTAINERD_ROOT_SIZE_MB:-}" ]]; then
     [[ "$CONTAINERD_ROOT_SIZE_MB" =~ ^[1-9][0-9]*$ ]] ||
       die "CONTAINERD_ROOT_SIZE_MB must be a positive number of MiB, not '$CONTAINERD_ROOT_SIZE_MB'"

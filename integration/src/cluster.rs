@@ -520,7 +520,7 @@ pub fn one_container_pod(name: &str, resources: Value) -> Value {
 }
 
 /// The NodeResourceTopology CRD (topology.node.k8s.io/v1alpha2, cluster-scoped).
-fn nrt_resource() -> ApiResource {
+pub fn nrt_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("topology.node.k8s.io", "v1alpha2", "NodeResourceTopology"),
         "noderesourcetopologies",

@@ -176,9 +176,9 @@ impl Stack {
             .with_context(|| format!("{} does not export {key}", self.dir().join("env").display()))
     }
 
-    /// The NRI socket external plugins dial.
+    /// The NRI socket external plugins dial (in a directory of its own, as on a node).
     pub fn nri_socket(&self) -> PathBuf {
-        self.dir().join("nri.sock")
+        self.dir().join("nri-socket/nri.sock")
     }
 
     /// The pre-installed plugin directory containerd launches plugins from.

@@ -41,7 +41,6 @@ struct Node {
     /// Host paths the chart mounts (under the stack's directory).
     state_dir: PathBuf,
     admin_socket: PathBuf,
-    nodefs: PathBuf,
     bin: PathBuf,
 }
 
@@ -206,62 +205,65 @@ fn gone(pid: i32) -> bool {
     }
 }
 
-/// The chart's values for this node: its paths, the test's topolet configuration (CPU 0
-/// reserved, pids limit 1024 as the kubelet suite expects, eviction dry-run on this shared host),
-/// written through the chart's `tpl` as an operator would, and the API server's address (the
-/// node's only network is loopback: pods cannot reach the `kubernetes` Service).
+/// The chart's default node configuration (values.yaml `config`), as an operator gets it.
+fn chart_default_config() -> anyhow::Result<String> {
+    let path = Helm::chart().join("values.yaml");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    // `config: |` and its indented block, as YAML's literal block scalar holds it.
+    let mut lines = text.lines().skip_while(|l| *l != "config: |");
+    ensure!(
+        lines.next().is_some(),
+        "{} has no `config: |`",
+        path.display()
+    );
+    let mut config = String::new();
+    for l in lines {
+        if !l.is_empty() && !l.starts_with("  ") {
+            break;
+        }
+        config.push_str(l.strip_prefix("  ").unwrap_or(l));
+        config.push('\n');
+    }
+    Ok(config)
+}
+
+/// The chart's values for this node: the chart's defaults (its node configuration, eviction
+/// action, network, probes, privileges), overridden only where this test stack's layout forces
+/// it, each with its reason:
+/// - `image`: the image built here, never pulled: no registry, images are imported with ctr;
+/// - `nri.socket`, `cri.socket`: this stack's containerd listens in its own directory, not in
+///   /var/run/nri and /run/containerd (the host's containerd, if any, is not the test's);
+/// - `hostPaths.state`, `.admin`: under the test's directory: the host is left as found;
+/// - `hostPaths.nodefs`, `.podLogs`: the test kubelet's `--root-dir` and `podLogsDir`;
+/// - `hostPaths.imagefs`: this stack containerd's root;
+/// - `hostNetwork: true`: the node has no pod network (CNI loopback only): from a pod network
+///   namespace of its own topolet could reach neither the API server nor be probed;
+/// - `metrics.port`: a free port: 9464 of the host may be taken;
+/// - `kubernetesServiceHost`, `kubernetesServicePort`: no kube-proxy on this node: the API
+///   server's own address.
 fn values(node: &Node, image: &Image, metrics_port: u16) -> anyhow::Result<Value> {
-    let api = node.cluster.env("KUBE_API_URL")?;
+    let k = &node.cluster;
+    let api = k.env("KUBE_API_URL")?;
     let port = api
         .rsplit_once(':')
         .map(|(_, p)| p.to_string())
         .context("KUBE_API_URL has no port")?;
-    let config = r#"[nri]
-socket = {{ .Values.nri.socket | quote }}
-name = "topolet"
-index = 50
-
-[cpu]
-policy = "static"
-reserved_cpus = "0"
-
-[qos]
-pids_limit = 1024
-
-[state]
-dir = {{ .Values.hostPaths.state | quote }}
-
-[admin]
-socket = {{ printf "%s/admin.sock" .Values.hostPaths.admin | quote }}
-
-[metrics]
-address = {{ printf "%s:%d" .Values.metrics.bindAddress (int .Values.metrics.port) | quote }}
-
-[eviction]
-action = "dry-run"
-nodefs_path = {{ .Values.hostPaths.nodefs | quote }}
-imagefs_path = {{ .Values.hostPaths.imagefs | quote }}
-
-[kubernetes]
-enabled = "on"
-"#;
     Ok(json!({
         "image": {"repository": "localhost/topolet", "tag": image.tag(), "pullPolicy": "Never"},
-        "config": config,
         "nri": {"socket": node.stack.nri_socket()},
+        "cri": {"socket": node.stack.dir().join("containerd.sock")},
         "hostPaths": {
             "state": node.state_dir,
             "admin": node.admin_socket.parent().context("admin socket dir")?,
-            // The eviction signals' filesystems: the host's, as directories without mounts
-            // below them. This host's / is a private mount: no HostToContainer propagation.
-            "nodefs": node.nodefs,
+            "nodefs": k.dir().join("kubelet"),
             "imagefs": node.stack.dir().join("root"),
+            "podLogs": k.env("KUBE_POD_LOGS_DIR")?,
             "sys": "/sys",
             "cgroup": "/sys/fs/cgroup",
-            "mountPropagation": "None",
         },
         "hostNetwork": true,
-        "metrics": {"port": metrics_port, "bindAddress": "127.0.0.1"},
+        "metrics": {"port": metrics_port},
         "kubernetesServiceHost": "127.0.0.1",
         "kubernetesServicePort": port,
     }))
@@ -281,14 +283,11 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
     let work = stack.work_dir("helm")?;
     let state_dir = work.join("state");
     let admin_socket = work.join("admin/admin.sock");
-    let nodefs = work.join("nodefs");
-    std::fs::create_dir_all(&nodefs)?;
     let node = Node {
         cluster,
         stack,
         state_dir,
         admin_socket,
-        nodefs,
         bin: topolet::binary()?,
     };
     let k = &node.cluster;
@@ -360,6 +359,23 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
         .as_ref()
         .context("securityContext")?;
     ensure!(sc.privileged == Some(false), "not privileged");
+    let caps = sc.capabilities.as_ref().context("capabilities")?;
+    ensure!(
+        caps.add == Some(vec!["DAC_READ_SEARCH".to_string()]),
+        "one capability added: {:?}",
+        caps.add
+    );
+    // What the process really holds: CAP_DAC_READ_SEARCH (bit 2) and nothing else.
+    let proc_status = std::fs::read_to_string(format!("/proc/{pid_a}/status"))?;
+    let cap_eff = proc_status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .map(str::trim)
+        .context("CapEff")?;
+    assert_eq!(
+        cap_eff, "0000000000000004",
+        "topolet's effective capabilities"
+    );
     let cgroup = std::fs::read_to_string(format!("/proc/{pid_a}/cgroup"))?;
     ensure!(
         cgroup.contains(&ctr_a) && cgroup.contains("kubepods"),
@@ -417,7 +433,9 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
         cfs_quota_us: quota,
         cfs_period_us: 100_000,
         memory_limit: mem,
-        pids_max: Some(1024),
+        // The chart's default configuration: [qos] pids_limit = -1 (the kubelet's default
+        // podPidsLimit): no limit written.
+        pids_max: None,
     };
     let (cg, pr) = node.observe("be")?;
     assert_eq!(cg, expect(SHARED_ALL, 2, -1, None), "BestEffort cgroup");
@@ -484,6 +502,168 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
         "[helm] topolet RSS in its pod: {:.1} MiB (DaemonSet requests 32Mi, limit 256Mi)",
         rss as f64 / 1024.0
     );
+
+    // ---- Any pod may reach the metrics port: a flood from another address never starves the
+    // kubelet's probes, and topolet is never restarted or made unready by it.
+    let metrics_before = probe_get(metrics_port, "/metrics");
+    ensure!(
+        metrics_before == Ok(200),
+        "/metrics before the flood: {metrics_before:?}"
+    );
+    let report = flood_while_probing(&node, metrics_port, &pod_a)?;
+    let answered = |v: &[Result<u16, String>], ok: &[u16]| {
+        v.iter()
+            .filter(|r| r.as_ref().is_ok_and(|c| ok.contains(c)))
+            .count()
+    };
+    eprintln!(
+        "[helm] flood of 64 idle + 16 slow connections from {FLOODER} for {FLOOD:?}: /healthz 200 within {PROBE_TIMEOUT:?} {}/{} (slowest {:.1?}), /metrics answered (200 or 503) {}/{} (slowest {:.1?}), never unready: {}",
+        answered(&report.healthz, &[200]),
+        report.healthz.len(),
+        report.slowest_healthz,
+        answered(&report.metrics, &[200, 503]),
+        report.metrics.len(),
+        report.slowest_metrics,
+        report.never_unready
+    );
+    ensure!(
+        answered(&report.healthz, &[200]) == report.healthz.len(),
+        "every /healthz probe answered 200 within the kubelet's timeout: {:?}",
+        report.healthz
+    );
+    ensure!(
+        answered(&report.metrics, &[200, 503]) == report.metrics.len(),
+        "every /metrics request served or refused within {PROBE_TIMEOUT:?}: {:?}",
+        report.metrics
+    );
+    ensure!(
+        report.never_unready,
+        "topolet's pod never unready during the flood"
+    );
+    let turned_away = topolet::metric(
+        &format!("127.0.0.1:{metrics_port}"),
+        "topolet_http_connections_total",
+        &[("result", "peer_limit")],
+    )?;
+    ensure!(
+        turned_away > 0.0,
+        "the flood's connections past 8 were turned away"
+    );
+    eprintln!("[helm] connections turned away at once (peer_limit): {turned_away}");
+    let restarts = |p: &str| -> anyhow::Result<String> {
+        k.kubectl(&[
+            "-n",
+            NS,
+            "get",
+            "pod",
+            p,
+            "-o",
+            "jsonpath={.status.containerStatuses[0].restartCount}",
+        ])
+    };
+    assert_eq!(
+        restarts(&pod_a)?,
+        "0",
+        "topolet's restart count after the flood"
+    );
+    // The chart's test hook: every topolet pod synchronized and answering.
+    let tested = helm.run(&["test", RELEASE, "-n", NS, "--logs"])?;
+    ensure!(
+        tested.contains("/readyz 200 (synchronized)"),
+        "helm test:\n{tested}"
+    );
+    eprintln!(
+        "[helm] helm test: {}",
+        tested
+            .lines()
+            .filter(|l| l.contains("node "))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+
+    // ---- Least privilege, from inside topolet's container: a Secret passed to a pod as a file
+    // and as an environment variable, that pod's service-account token and the kubelet's keys
+    // are nowhere readable; the node's daemons' /proc/<pid>/root and environ are closed.
+    let canary = format!(
+        "topolet-canary-{}-{}",
+        std::process::id(),
+        a.digest.len() + metrics_port as usize
+    );
+    k.kubectl(&[
+        "create",
+        "secret",
+        "generic",
+        "canary",
+        &format!("--from-literal=value={canary}"),
+    ])?;
+    let mut secretive = pod("secretive", vec![ctr("main", json!({}))], vec![]);
+    secretive["spec"]["automountServiceAccountToken"] = json!(true);
+    secretive["spec"]["volumes"] = json!([{"name": "canary", "secret": {"secretName": "canary"}}]);
+    secretive["spec"]["containers"][0]["volumeMounts"] =
+        json!([{"name": "canary", "mountPath": "/canary"}]);
+    secretive["spec"]["containers"][0]["env"] = json!([{"name": "CANARY", "valueFrom": {"secretKeyRef": {"name": "canary", "key": "value"}}}]);
+    k.create_pod(secretive)?;
+    k.wait_running("secretive")?;
+    let kubelet_pid: i32 = std::fs::read_to_string(k.env("KUBELET_PID_FILE")?)?
+        .trim()
+        .parse()?;
+    let daemons = [node.stack.containerd_pid()?, kubelet_pid];
+    let (readable, canaries, open) = readable_from_container(&node, &ctr_a, &canary, &daemons)?;
+    let mut by_top: BTreeMap<String, usize> = BTreeMap::new();
+    for f in &readable {
+        let top = [
+            (
+                node.stack.dir().join("root").to_string_lossy().into_owned(),
+                "containerd snapshots",
+            ),
+            (k.env("KUBE_POD_LOGS_DIR")?.to_string(), "pod logs"),
+            (node.state_dir.to_string_lossy().into_owned(), "state"),
+            (
+                "/var/run/secrets/kubernetes.io/serviceaccount".to_string(),
+                "own service-account token",
+            ),
+            ("/etc/topolet".to_string(), "config"),
+        ]
+        .into_iter()
+        .find(|(p, _)| f.starts_with(p.as_str()))
+        .map_or_else(
+            || f.split('/').take(2).collect::<Vec<_>>().join("/"),
+            |(_, n)| n.to_string(),
+        );
+        *by_top.entry(top).or_default() += 1;
+    }
+    eprintln!(
+        "[helm] readable from topolet's container: {} files: {by_top:?}",
+        readable.len()
+    );
+    ensure!(
+        canaries.is_empty(),
+        "the Secret's value is readable from topolet's container: {canaries:?}"
+    );
+    ensure!(
+        open.is_empty(),
+        "the node's daemons' /proc entries are open to topolet: {open:?}"
+    );
+    let leaks: Vec<&String> = readable
+        .iter()
+        .filter(|f| {
+            f.contains("/kubelet/pods/")
+                || f.contains("/pki/")
+                || f.ends_with(".key")
+                || (f.contains("serviceaccount")
+                    && !f.starts_with("/var/run/secrets/kubernetes.io/serviceaccount"))
+                || f.contains("io.containerd.metadata")
+        })
+        .collect();
+    ensure!(
+        leaks.is_empty(),
+        "secrets, tokens, keys or containerd's metadata readable: {leaks:?}"
+    );
+    k.delete_pod("secretive")?;
+    k.kubectl(&["delete", "secret", "canary"])?;
+
+    // ---- Node-scoped writes on the real API server.
+    node_scope(&node, &pod_a, &work)?;
 
     // ---- helm upgrade to the other version while G, Bu and BE pods run; a pod created in
     // the swap.
@@ -630,10 +810,12 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
     // the TOML through, topolet config check in the init container refuses it, and the pod's
     // status says why; topolet never starts.
     let mut bad = values(&node, &a, metrics_port)?;
-    bad["config"] = json!(bad["config"]
-        .as_str()
-        .context("config")?
-        .replace("reserved_cpus = \"0\"", "reserved_cpus = \"7\""));
+    let default_config = chart_default_config()?;
+    ensure!(
+        default_config.contains("reserved_cpus = \"0\""),
+        "the chart's config reserves CPU 0:\n{default_config}"
+    );
+    bad["config"] = json!(default_config.replace("reserved_cpus = \"0\"", "reserved_cpus = \"7\""));
     let values_bad = work.join("values-bad.yaml");
     std::fs::write(&values_bad, bad.to_string())?;
     helm.run(&[
@@ -671,14 +853,15 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
     })?;
 
     // ---- One chart, two node pools: this node labelled into pool `latency`, whose config
-    // (pids limit 4096) is not the default's (1024). The pool's DaemonSet runs here, the
+    // (pids limit 4096) is not the default's (none). The pool's DaemonSet runs here, the
     // default one nowhere, and a new container gets the pool's value.
     k.kubectl(&["label", "node", &node_name, "topolet.io/pool=latency"])?;
     let mut pools = values(&node, &a, metrics_port)?;
-    let pool_config = pools["config"]
-        .as_str()
-        .context("config")?
-        .replace("pids_limit = 1024", "pids_limit = 4096");
+    ensure!(
+        default_config.contains("pids_limit = -1"),
+        "the chart's config sets no pids limit:\n{default_config}"
+    );
+    let pool_config = default_config.replace("pids_limit = -1", "pids_limit = 4096");
     pools["nodePools"] = json!([{"name": "latency", "config": pool_config}]);
     let values_pools = work.join("values-pools.yaml");
     std::fs::write(&values_pools, pools.to_string())?;
@@ -722,5 +905,411 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
     assert_eq!(cg.pids_max, Some(4096), "the pool's configuration: {cg:?}");
     helm.run(&["uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "5m"])?;
     k.kubectl(&["label", "node", &node_name, "topolet.io/pool-"])?;
+    Ok(())
+}
+
+/// How long the flood of [`flood_while_probing`] lasts.
+const FLOOD: Duration = Duration::from_secs(30);
+/// The kubelet's default probe timeout (`timeoutSeconds: 1`).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+/// The flooding client's address: one of its own, as a pod has (the node's own is 127.0.0.1).
+const FLOODER: &str = "127.0.0.2";
+
+/// One GET from 127.0.0.1, as the kubelet's probe: the status code, or why there is none
+/// within [`PROBE_TIMEOUT`] (connect, send, answer).
+fn probe_get(port: u16, path: &str) -> Result<u16, String> {
+    use std::io::{Read, Write};
+    let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    let deadline = Instant::now() + PROBE_TIMEOUT;
+    let left = || {
+        deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1))
+    };
+    let mut s =
+        std::net::TcpStream::connect_timeout(&addr, left()).map_err(|e| format!("connect: {e}"))?;
+    s.set_write_timeout(Some(left()))
+        .map_err(|e| e.to_string())?;
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .map_err(|e| format!("send: {e}"))?;
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 16384];
+    loop {
+        s.set_read_timeout(Some(left()))
+            .map_err(|e| e.to_string())?;
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(e) => return Err(format!("answer: {e} after {} bytes", answer.len())),
+        }
+        if Instant::now() >= deadline {
+            return Err("answer not complete within the probe timeout".into());
+        }
+    }
+    let line = String::from_utf8_lossy(&answer);
+    line.split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| format!("not an HTTP answer: {:?}", line.lines().next()))
+}
+
+/// A TCP connection from [`FLOODER`] to topolet's port.
+fn flood_connect(port: u16) -> std::io::Result<std::net::TcpStream> {
+    // std has no bind-before-connect: a tokio socket does it, driven by a small runtime.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let sock = tokio::net::TcpSocket::new_v4()?;
+        sock.bind(
+            format!("{FLOODER}:0")
+                .parse()
+                .map_err(std::io::Error::other)?,
+        )?;
+        let s = sock.connect(([127, 0, 0, 1], port).into()).await?;
+        s.into_std()
+    })
+    .and_then(|s| {
+        s.set_nonblocking(false)?;
+        Ok(s)
+    })
+}
+
+/// What the flood showed.
+struct FloodReport {
+    healthz: Vec<Result<u16, String>>,
+    metrics: Vec<Result<u16, String>>,
+    slowest_healthz: Duration,
+    slowest_metrics: Duration,
+    never_unready: bool,
+}
+
+/// 64 idle and 16 slow connections (a header line every 500 ms) from [`FLOODER`] for
+/// [`FLOOD`], each re-opened 100 ms after topolet closes or refuses it, while a kubelet-style
+/// probe of /healthz and a scrape of /metrics go out from the node's address once a second,
+/// and the pod's Ready condition (the kubelet's readiness probe, every 2 s) is read each time.
+fn flood_while_probing(node: &Node, port: u16, pod: &str) -> anyhow::Result<FloodReport> {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    for i in 0..80 {
+        let stop = stop.clone();
+        threads.push(std::thread::spawn(move || {
+            let slow = i >= 64;
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(mut s) = flood_connect(port) {
+                    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+                    if slow {
+                        let _ = s.write_all(b"GET /metrics HTTP/1.1\r\n");
+                    }
+                    let mut buf = [0u8; 512];
+                    while !stop.load(Ordering::Relaxed) {
+                        match s.read(&mut buf) {
+                            Ok(0) => break,
+                            Ok(_) => {}
+                            Err(e)
+                                if e.kind() == std::io::ErrorKind::WouldBlock
+                                    || e.kind() == std::io::ErrorKind::TimedOut =>
+                            {
+                                if slow && s.write_all(b"X-Slow: 1\r\n").is_err() {
+                                    break;
+                                }
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }));
+    }
+    let (mut healthz, mut metrics) = (Vec::new(), Vec::new());
+    let (mut slowest_healthz, mut slowest_metrics) = (Duration::ZERO, Duration::ZERO);
+    let mut never_unready = true;
+    let start = Instant::now();
+    while start.elapsed() < FLOOD {
+        let t = Instant::now();
+        healthz.push(probe_get(port, "/healthz"));
+        slowest_healthz = slowest_healthz.max(t.elapsed());
+        let t = Instant::now();
+        metrics.push(probe_get(port, "/metrics"));
+        slowest_metrics = slowest_metrics.max(t.elapsed());
+        let ready = node.cluster.kubectl(&[
+            "-n",
+            NS,
+            "get",
+            "pod",
+            pod,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+        ])?;
+        never_unready &= ready.trim() == "True";
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        let _ = t.join();
+    }
+    Ok(FloodReport {
+        healthz,
+        metrics,
+        slowest_healthz,
+        slowest_metrics,
+        never_unready,
+    })
+}
+
+/// The files topolet's container can read (every mount but /proc, /sys, /dev), and those that
+/// hold `canary`; `/proc/<pid>/root` of each of `daemons` that it can open. Listed from inside
+/// the container (its mounts, user, capabilities and seccomp profile) by a static busybox copied
+/// into the state directory, the one writable host path the container has.
+fn readable_from_container(
+    node: &Node,
+    ctr: &str,
+    canary: &str,
+    daemons: &[i32],
+) -> anyhow::Result<(Vec<String>, Vec<String>, Vec<String>)> {
+    let bb = node.state_dir.join("busybox");
+    std::fs::copy("/bin/busybox", &bb).context("copying /bin/busybox into the state directory")?;
+    let b = bb.to_str().context("busybox path")?;
+    let pids: Vec<String> = daemons.iter().map(|p| p.to_string()).collect();
+    let script = format!(
+        r#"B={b}
+$B find / \( -path /proc -o -path /sys -o -path /host/sys -o -path /dev \) -prune -o -type f -print 2>/dev/null |
+while read -r f; do
+  [ "$f" = "{b}" ] && continue
+  if $B head -c 1 "$f" >/dev/null 2>&1; then
+    echo "READ $f"
+    if $B grep -q -F "{canary}" "$f" 2>/dev/null; then echo "CANARY $f"; fi
+  fi
+done
+for p in {pids}; do
+  if $B ls /proc/$p/root/ >/dev/null 2>&1; then echo "OPEN /proc/$p/root"; fi
+  if $B head -c 1 /proc/$p/environ >/dev/null 2>&1; then echo "OPEN /proc/$p/environ"; fi
+done
+"#,
+        pids = pids.join(" ")
+    );
+    let out = node.stack.cri().exec(ctr, &[b, "sh", "-c", &script]);
+    let _ = std::fs::remove_file(&bb);
+    let out = out?;
+    let pick = |tag: &str| -> Vec<String> {
+        out.lines()
+            .filter_map(|l| l.strip_prefix(tag))
+            .map(str::to_string)
+            .collect()
+    };
+    Ok((pick("READ "), pick("CANARY "), pick("OPEN ")))
+}
+
+/// A kubeconfig for `token` against this cluster's API server, at `path`.
+fn token_kubeconfig(k: &Cluster, token: &str, path: &Path) -> anyhow::Result<()> {
+    let kc = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {
+            "server": k.env("KUBE_API_URL")?,
+            "certificate-authority": k.env("KUBE_CA_FILE")?,
+        }}],
+        "users": [{"name": "u", "user": {"token": token.trim()}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    });
+    std::fs::write(path, kc.to_string())?;
+    Ok(())
+}
+
+/// The HTTP status and message of a refused request (kube's Api error).
+fn refusal<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> anyhow::Result<(u16, String)> {
+    match r {
+        Err(kube::Error::Api(s)) => Ok((s.code, s.message)),
+        other => anyhow::bail!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// The other node of [`node_scope`]: a Node object no kubelet serves, unschedulable and
+/// tainted (no test pod lands there) and without the `kubernetes.io/os` label (no topolet
+/// DaemonSet pod either).
+const OTHER_NODE: &str = "topolet-other-node";
+
+/// Node-scoped writes, on the real API server, as topolet's service account with a token bound
+/// to its pod (the one the kubelet mounts names the node, as this one does): its own Node, NRT
+/// and Events are writable, another node's are refused by the chart's ValidatingAdmissionPolicy;
+/// it evicts nothing as itself; as its node it evicts a pod of its node, and NodeRestriction
+/// refuses the eviction of a pod bound to another node; acting as another node is refused; a
+/// token bound to no pod writes nothing. Each outcome is printed.
+fn node_scope(node: &Node, topolet_pod: &str, work: &Path) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Node as KubeNode;
+    use kube::api::{Api, DynamicObject, EvictParams, Patch, PatchParams, PostParams};
+    let k = &node.cluster;
+    let own = k.node_name().to_string();
+    let other = json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": OTHER_NODE},
+        "spec": {"unschedulable": true, "taints": [{"key": "topolet.io/test", "effect": "NoSchedule"}]},
+    });
+    let nodes_admin: Api<KubeNode> = Api::all(k.client());
+    k.block_on(nodes_admin.create(&PostParams::default(), &serde_json::from_value(other)?))
+        .context("creating the other node")?;
+    // A pod bound to the other node (it never runs: no kubelet there), and one of this node.
+    let mut elsewhere = pod("elsewhere", vec![ctr("main", json!({}))], vec![]);
+    elsewhere["spec"]["nodeName"] = json!(OTHER_NODE);
+    k.create_pod(elsewhere)?;
+    k.create_pod(pod("evictme", vec![ctr("main", json!({}))], vec![]))?;
+    k.wait_running("evictme")?;
+
+    let bound = k.kubectl(&[
+        "-n",
+        NS,
+        "create",
+        "token",
+        "topolet",
+        "--duration",
+        "10m",
+        "--bound-object-kind",
+        "Pod",
+        "--bound-object-name",
+        topolet_pod,
+    ])?;
+    let unbound = k.kubectl(&["-n", NS, "create", "token", "topolet", "--duration", "10m"])?;
+    let (kc_bound, kc_unbound) = (
+        work.join("sa-bound.kubeconfig"),
+        work.join("sa-unbound.kubeconfig"),
+    );
+    token_kubeconfig(k, &bound, &kc_bound)?;
+    token_kubeconfig(k, &unbound, &kc_unbound)?;
+    let sa = k.client_for(&kc_bound, None)?;
+    let sa_unbound = k.client_for(&kc_unbound, None)?;
+    let as_own_node = k.client_for(&kc_bound, Some((&format!("system:node:{own}"), &[])))?;
+    let as_other_node =
+        k.client_for(&kc_bound, Some((&format!("system:node:{OTHER_NODE}"), &[])))?;
+
+    let annotate =
+        |v: &str| Patch::Merge(json!({"metadata": {"annotations": {"topolet.io/scope-test": v}}}));
+    let pp = PatchParams::default();
+    let nodes = |c: &kube::Client| -> Api<KubeNode> { Api::all(c.clone()) };
+    // Its own Node (spec and status): allowed.
+    k.block_on(nodes(&sa).patch(&own, &pp, &annotate("own")))
+        .context("topolet's service account patching its own Node")?;
+    k.block_on(nodes(&sa).patch(
+        &own,
+        &pp,
+        &Patch::Merge(json!({"metadata": {"annotations": {"topolet.io/scope-test": null}}})),
+    ))?;
+    k.block_on(nodes(&sa).patch_status(&own, &pp, &Patch::Strategic(json!({"status": {}}))))
+        .context("topolet's service account patching its own Node's status")?;
+    eprintln!("[helm] node scope: own Node and Node status patched: allowed");
+    // Another Node, its status: refused by the policy, naming the node.
+    for (what, r) in [
+        ("Node", refusal(k.block_on(nodes(&sa).patch(OTHER_NODE, &pp, &annotate("other"))))?),
+        (
+            "Node status",
+            refusal(k.block_on(nodes(&sa).patch_status(
+                OTHER_NODE,
+                &pp,
+                &Patch::Strategic(json!({"status": {"conditions": [{"type": "TopoletMemoryPressure", "status": "True"}]}})),
+            )))?,
+        ),
+    ] {
+        ensure!(
+            r.0 == 403 && r.1.contains(&format!("topolet on node {own} may write only its own")),
+            "another node's {what}: {r:?}"
+        );
+        eprintln!("[helm] node scope: another node's {what}: refused ({}: {})", r.0, r.1);
+    }
+    // Another node's NodeResourceTopology: refused; its own exists (topolet wrote it).
+    let nrt_api = |c: &kube::Client| -> Api<DynamicObject> {
+        Api::all_with(c.clone(), &topolet_integration::cluster::nrt_resource())
+    };
+    let foreign_nrt: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "topology.node.k8s.io/v1alpha2", "kind": "NodeResourceTopology",
+        "metadata": {"name": OTHER_NODE}, "topologyPolicies": [], "zones": [],
+    }))?;
+    let r = refusal(k.block_on(nrt_api(&sa).create(&PostParams::default(), &foreign_nrt)))?;
+    ensure!(
+        r.0 == 403 && r.1.contains("may write only its own"),
+        "another node's NRT: {r:?}"
+    );
+    eprintln!(
+        "[helm] node scope: another node's NodeResourceTopology: refused ({})",
+        r.0
+    );
+    // An Event reported as another node: refused.
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(sa.clone(), "default");
+    let ev: k8s_openapi::api::core::v1::Event = serde_json::from_value(json!({
+        "metadata": {"name": "topolet-scope-test"},
+        "involvedObject": {"kind": "Pod", "namespace": "default", "name": "evictme"},
+        "reason": "Test", "message": "scope test", "type": "Normal",
+        "reportingComponent": "topolet", "reportingInstance": OTHER_NODE,
+        "source": {"component": "topolet", "host": OTHER_NODE},
+    }))?;
+    let r = refusal(k.block_on(events.create(&PostParams::default(), &ev)))?;
+    ensure!(
+        r.0 == 403 && r.1.contains("reportingInstance"),
+        "an Event as another node: {r:?}"
+    );
+    eprintln!(
+        "[helm] node scope: an Event reported as another node: refused ({})",
+        r.0
+    );
+    // A token bound to no pod names no node: nothing is writable.
+    let r = refusal(k.block_on(nodes(&sa_unbound).patch(&own, &pp, &annotate("unbound"))))?;
+    ensure!(
+        r.0 == 403 && r.1.contains("names no node"),
+        "a token bound to no pod: {r:?}"
+    );
+    eprintln!(
+        "[helm] node scope: a token bound to no pod patching the Node: refused ({})",
+        r.0
+    );
+
+    // Evictions.
+    let evict = |c: &kube::Client, name: &str| {
+        let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+        k.block_on(pods.evict(name, &EvictParams::default()))
+    };
+    let r = refusal(evict(&sa, "evictme"))?;
+    ensure!(r.0 == 403, "an eviction as topolet itself: {r:?}");
+    eprintln!(
+        "[helm] node scope: eviction as topolet's own identity: refused ({})",
+        r.0
+    );
+    let r = refusal(evict(&as_other_node, "elsewhere"))?;
+    ensure!(r.0 == 403, "acting as another node: {r:?}");
+    eprintln!(
+        "[helm] node scope: acting as another node: refused ({}: {})",
+        r.0, r.1
+    );
+    let r = refusal(evict(&as_own_node, "elsewhere"))?;
+    ensure!(r.0 == 403, "the node evicting a pod of another node: {r:?}");
+    eprintln!(
+        "[helm] node scope: as its node, evicting a pod bound to another node: refused ({}: {})",
+        r.0, r.1
+    );
+    evict(&as_own_node, "evictme").context("as its node, evicting a pod of its node")?;
+    wait::until_true("evictme evicted", TIMEOUT, || {
+        Ok(match k.block_on(k.pods().get_opt("evictme"))? {
+            None => true,
+            Some(p) => p.metadata.deletion_timestamp.is_some(),
+        })
+    })?;
+    eprintln!("[helm] node scope: as its node, evicting a pod of its node: allowed");
+
+    // Clean up: the pods, the other node.
+    for p in ["elsewhere", "evictme"] {
+        let _ = k.kubectl(&[
+            "delete",
+            "pod",
+            p,
+            "--grace-period=0",
+            "--force",
+            "--ignore-not-found",
+        ]);
+    }
+    k.kubectl(&["delete", "node", OTHER_NODE])?;
     Ok(())
 }

@@ -113,6 +113,13 @@ enum Command {
         /// Their metrics port ([metrics] address).
         #[arg(long, default_value_t = 9464)]
         port: u16,
+        /// Connect to this address instead of each pod's IP (a loopback [metrics] address on the
+        /// host's network); use with --node.
+        #[arg(long)]
+        host: Option<String>,
+        /// Probe only the pods of this node.
+        #[arg(long)]
+        node: Option<String>,
     },
     /// Show the running plugin's view of the node: topology, reserved / shared / exclusive CPUs
     /// per NUMA node, free capacity and the largest aligned free blocks, the NRI connection and
@@ -204,7 +211,9 @@ fn main() -> ExitCode {
             namespace,
             selector,
             port,
-        } => probe(namespace, &selector, port),
+            host,
+            node,
+        } => probe(namespace, selector, port, host, node),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -421,7 +430,13 @@ fn config_check(file: &Path, sysfs_root: &Path) -> anyhow::Result<()> {
 /// The namespace of this pod's service account, when it runs in one.
 const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
-fn probe(namespace: Option<String>, selector: &str, port: u16) -> anyhow::Result<()> {
+fn probe(
+    namespace: Option<String>,
+    selector: String,
+    port: u16,
+    host: Option<String>,
+    node: Option<String>,
+) -> anyhow::Result<()> {
     use topolet::cluster::client;
     use topolet::config::{KubernetesConfig, KubernetesEnabled};
     let config = KubernetesConfig {
@@ -449,7 +464,14 @@ fn probe(namespace: Option<String>, selector: &str, port: u16) -> anyhow::Result
         .context("starting the async runtime")?;
     let probes = runtime.block_on(async {
         let c = client::client(&creds).await?;
-        topolet::introspection::probe::probe_pods(c, &namespace, selector, port).await
+        let target = topolet::introspection::probe::Target {
+            namespace,
+            selector,
+            port,
+            host,
+            node,
+        };
+        topolet::introspection::probe::probe_pods(c, &target).await
     })?;
     let mut failed = Vec::new();
     for p in &probes {

@@ -79,13 +79,23 @@ pub fn probe_pod(ip: &str, port: u16, timeout: Duration) -> Result<usize, String
     }
 }
 
-/// Probes every pod of `namespace` matching `selector`; an error when there is none.
-pub async fn probe_pods(
-    client: kube::Client,
-    namespace: &str,
-    selector: &str,
-    port: u16,
-) -> anyhow::Result<Vec<PodProbe>> {
+/// Which pods to probe, and where.
+#[derive(Debug, Clone, Default)]
+pub struct Target {
+    pub namespace: String,
+    /// Label selector of the topolet pods.
+    pub selector: String,
+    pub port: u16,
+    /// Connect here instead of each pod's IP (a loopback `[metrics] address` on the host's
+    /// network: reachable from this node only).
+    pub host: Option<String>,
+    /// Only the pods of this node.
+    pub node: Option<String>,
+}
+
+/// Probes every pod `target` names; an error when there is none.
+pub async fn probe_pods(client: kube::Client, target: &Target) -> anyhow::Result<Vec<PodProbe>> {
+    let (namespace, selector, port) = (&target.namespace, &target.selector, target.port);
     let pods: Api<Pod> = Api::namespaced(client, namespace);
     let list = pods
         .list(&ListParams::default().labels(selector))
@@ -103,9 +113,15 @@ pub async fn probe_pods(
             .as_ref()
             .and_then(|s| s.node_name.clone())
             .unwrap_or_else(|| "(not scheduled)".into());
+        if target.node.as_ref().is_some_and(|n| *n != node) {
+            continue;
+        }
         let status = p.status.as_ref();
         let phase = status.and_then(|s| s.phase.clone()).unwrap_or_default();
-        let ip = status.and_then(|s| s.pod_ip.clone());
+        let ip = target
+            .host
+            .clone()
+            .or_else(|| status.and_then(|s| s.pod_ip.clone()));
         let result = match (phase.as_str(), ip) {
             ("Running", Some(ip)) => {
                 tokio::task::spawn_blocking(move || probe_pod(&ip, port, REQUEST_TIMEOUT))
@@ -117,6 +133,11 @@ pub async fn probe_pods(
         };
         out.push(PodProbe { pod, node, result });
     }
+    anyhow::ensure!(
+        !out.is_empty(),
+        "no pod matching {selector} in namespace {namespace} runs on node {}",
+        target.node.as_deref().unwrap_or("")
+    );
     Ok(out)
 }
 

@@ -33,6 +33,25 @@ resources. A list of dicts, as JSON (templates can only return strings).
 {{- toJson $pools -}}
 {{- end }}
 
+{{/* The empty directory of topolet's own in the kubelet's root directory whose statvfs is the
+nodefs (hostPaths.nodefs). */}}
+{{- define "topolet.nodefsProbe" -}}
+{{ printf "%s/topolet-nodefs" (trimSuffix "/" .Values.hostPaths.nodefs) }}
+{{- end }}
+
+{{/* The empty directory of topolet's own in containerd's root directory whose statvfs is the
+imagefs (hostPaths.imagefs). */}}
+{{- define "topolet.imagefsProbe" -}}
+{{ printf "%s/topolet-imagefs" (trimSuffix "/" .Values.hostPaths.imagefs) }}
+{{- end }}
+
+{{/* The overlayfs snapshotter's directory in containerd's root: the containers' writable layers
+(their disk usage). Only this: containerd's metadata database, beside it, holds every
+container's spec, environment included. */}}
+{{- define "topolet.snapshots" -}}
+{{ printf "%s/io.containerd.snapshotter.v1.overlayfs" (trimSuffix "/" .Values.hostPaths.imagefs) }}
+{{- end }}
+
 {{/* Checks of values the schema cannot express. */}}
 {{- define "topolet.check" -}}
 {{- if and (hasPrefix "127." .Values.metrics.bindAddress) (not .Values.hostNetwork) -}}

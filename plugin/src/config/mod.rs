@@ -797,6 +797,7 @@ oom_score_adj_floor = 0
             "cri_endpoint",
             "kubeconfig",
             "node_name",
+            "evict_as",
             "resource_name",
             "suppress_interval",
             "window",

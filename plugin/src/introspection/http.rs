@@ -446,7 +446,7 @@ mod tests {
         server.abort();
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn a_client_that_sends_no_head_is_closed_after_the_header_timeout() {
         use tokio::io::AsyncReadExt;
         let listener = bind("127.0.0.1:0").await.unwrap();
@@ -458,8 +458,8 @@ mod tests {
         let answer: Answer = Arc::new(|m: &Method, p: &str| route(m, p, String::new, || Ok(())));
         let server = tokio::spawn(serve_with(listener, admission.clone(), answer, count));
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        // The paused clock runs ahead while every task waits: the read ends when the server
-        // closes the connection at its header deadline, and the slot is given back.
+        // The read ends when the server closes the connection at its header deadline (the
+        // state waited on), and the slot is given back.
         let mut out = Vec::new();
         let _ = s.read_to_end(&mut out).await;
         assert_eq!(counts.lock().unwrap().get("timeout").copied(), Some(1));

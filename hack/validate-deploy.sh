@@ -15,7 +15,8 @@
 #      (deploy/helm/topolet/examples/two-pools.yaml) renders one DaemonSet and ConfigMap per pool,
 #      the pools' node affinities exclude each other, and each pool's config.toml passes
 #      `topolet config check` on every sysfs fixture; the optional ServiceMonitor matches the
-#      metrics Service; bad values fail naming the value at fault.
+#      metrics Service; rbac.evictAs=self and the optional NetworkPolicy render as documented;
+#      bad values fail naming the value at fault.
 #   1. deploy/kubernetes/*.yaml against the Kubernetes OpenAPI schemas (strict: unknown fields are
 #      errors) of the oldest and newest versions we support, with kubernetes-validate (PyPI; its
 #      schemas ship inside the package, so no network is needed once installed). It is installed
@@ -201,11 +202,34 @@ assert sm["spec"]["namespaceSelector"]["matchNames"] == ["topolet-system"]
 PY
   echo "chart: the optional ServiceMonitor scrapes the metrics Service"
 
+  # rbac.evictAs=self: the eviction right of topolet's own, in a ClusterRole of its own, and no
+  # impersonation; the optional NetworkPolicy admits the metrics port from the node's CIDRs, the
+  # scrapers and the chart's test pod.
+  "$HELM" template topolet "$CHART" --namespace topolet-system --set rbac.evictAs=self \
+    --set networkPolicy.enabled=true --set 'networkPolicy.nodeCIDRs={10.0.0.0/24}' \
+    >"$tmp/self.yaml" || die "helm template with rbac.evictAs=self, networkPolicy.enabled=true failed"
+  "$VENV/bin/python" - "$tmp/self.yaml" <<'PY' || die "rbac.evictAs=self or the NetworkPolicy renders wrong"
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
+verbs = lambda r: {(g, res, v) for rule in r["rules"] for g in rule["apiGroups"] for res in rule["resources"] for v in rule["verbs"]}
+assert ("", "pods/eviction", "create") in verbs(roles["topolet-evict-self"]), roles.keys()
+assert not any(v.startswith("impersonate") for _, _, v in verbs(roles["topolet"])), verbs(roles["topolet"])
+cm = [d for d in docs if d["kind"] == "ConfigMap"][0]
+assert 'evict_as = "self"' in cm["data"]["config.toml"], cm["data"]["config.toml"]
+np = [d for d in docs if d["kind"] == "NetworkPolicy"]
+assert len(np) == 1, len(np)
+peers = np[0]["spec"]["ingress"][0]["from"]
+assert {"ipBlock": {"cidr": "10.0.0.0/24"}} in peers, peers
+PY
+  echo "chart: rbac.evictAs=self grants its own eviction right; the NetworkPolicy renders"
+
   # Bad values fail, naming the value: SET|what the error must say.
   local case set want
   for case in "nri.socket=relative.sock|'/nri/socket'" "logFormat=yaml|'/logFormat'" \
               "metrics.port=0|'/metrics/port'" "nodePools[0].name=Bad_Name,nodePools[0].config=x|'/nodePools/0/name'" \
               "imagee.tag=x|'imagee'" "metrics.bindAddress=127.0.0.1|metrics.bindAddress 127.0.0.1" \
+              "rbac.evictAs=root|'/rbac/evictAs'" "cri.socket=containerd.sock|'/cri/socket'" \
               "nodePools[0].name=a,nodePools[0].config=x,nodePools[1].name=a,nodePools[1].config=x|pool name \"a\" appears twice"; do
     set="${case%%|*}"; want="${case#*|}"
     if "$HELM" template topolet "$CHART" --set "$set" >"$tmp/bad.log" 2>&1; then

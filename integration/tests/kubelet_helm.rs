@@ -567,7 +567,15 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
         "topolet's restart count after the flood"
     );
     // The chart's test hook: every topolet pod synchronized and answering.
-    let tested = helm.run(&["test", RELEASE, "-n", NS, "--logs"])?;
+    let tested = helm
+        .run(&["test", RELEASE, "-n", NS, "--logs"])
+        .with_context(|| {
+            format!(
+                "the test pod's log:\n{}",
+                k.kubectl(&["-n", NS, "logs", "topolet-probe"])
+                    .unwrap_or_else(|e| format!("({e:#})"))
+            )
+        })?;
     ensure!(
         tested.contains("/readyz 200 (synchronized)"),
         "helm test:\n{tested}"

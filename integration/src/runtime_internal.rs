@@ -134,7 +134,7 @@ pub struct Retry {
     pub attempt: usize,
     /// The pattern's name.
     pub pattern: &'static str,
-    /// The runtime's answer.
+    /// The runtime's answer (its first line).
     pub error: String,
 }
 
@@ -152,6 +152,23 @@ impl Retries {
     pub fn all(&self) -> &[Retry] {
         &self.0
     }
+
+    /// Prints the count and each retry: past libtest's capture when there was a retry, so that
+    /// the log of a passing run shows it too; with the test's other output otherwise.
+    pub fn report(&self) {
+        if self.0.is_empty() {
+            eprintln!("{self}");
+        } else {
+            uncaptured(&self.to_string());
+        }
+    }
+}
+
+/// A line on the process's standard error itself, not through `eprintln!`, which libtest
+/// captures and shows only for a failed test (std's output capture covers the print macros only).
+fn uncaptured(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 impl fmt::Display for Retries {
@@ -174,8 +191,9 @@ impl fmt::Display for Retries {
 
 /// `attempt(0)`, and while it fails with a runtime-internal failure ([`classify`]), `attempt(1)`,
 /// … up to [`MAX_RETRIES`] more times; each attempt must use a new name (a new pod: the failed
-/// one's sandbox may exist). Every retry is printed on stderr and recorded in `retries`. Any
-/// other error, and the last attempt's, is returned as it is.
+/// one's sandbox may exist). Every retry is printed on stderr (past libtest's capture: a passing
+/// run's log shows it) and recorded in `retries`. Any other error, and the last attempt's, is
+/// returned as it is.
 pub fn retrying<T>(
     what: &str,
     retries: &mut Retries,
@@ -192,13 +210,17 @@ pub fn retrying<T>(
             Some(p) if n < MAX_RETRIES => p,
             _ => return Err(err),
         };
-        let answer = runtime_answer(&text).unwrap_or(&text).to_string();
-        eprintln!(
+        // Reported: the answer's first line (crictl says it twice, in its log line and its fatal one).
+        let answer = runtime_answer(&text)
+            .and_then(|a| a.lines().next())
+            .unwrap_or(&text)
+            .to_string();
+        uncaptured(&format!(
             "[runtime-internal] {what}, attempt {n}: {} ({}), not topolet's: made again under a \
              new name; containerd said: {answer}",
             pattern.name,
             pattern.sources.join(", ")
-        );
+        ));
         retries.0.push(Retry {
             what: what.to_string(),
             attempt: n,
@@ -236,18 +258,29 @@ mod tests {
 
     #[test]
     fn the_snapshot_id_reused_after_a_kill_is_runtime_internal() {
-        // The failure of the cold CI run on v2.3.7 (RunPodSandbox), in a clone named topolet.
+        // crictl's line on containerd v2.3.7, verbatim (v2.4.2 and v2.0.14 say the same): a
+        // stale `snapshots/3` made by hand where a kill leaves one, then `crictl runp`.
+        let real = "time=\"2026-12-06T03:13:15Z\" level=fatal msg=\"run pod sandbox: rpc error: \
+            code = Unknown desc = failed to start sandbox \\\"709ee02331c00c189b47095f267617591b0\
+            58e8be917912450f2b01c205728da\\\": failed to create containerd container: failed to \
+            rename: rename /work/wt-35/target/it/xpYeeh/root/io.containerd.snapshotter.v1.overlayfs\
+            /snapshots/new-1980536192 /work/wt-35/target/it/xpYeeh/root/io.containerd.snapshotter\
+            .v1.overlayfs/snapshots/3: file exists\"";
+        let p = classify(&format!(
+            "RunPodSandbox topolet-it/after-restart: crictl runp failed: {real}"
+        ));
+        assert_eq!(p.map(|p| p.name), Some("snapshot id reused"), "{real}");
+        // The failure of the cold CI run on v2.3.7, in a clone named topolet.
         let ci = as_crictl(
             "runp",
             &format!(
-                "rpc error: code = Unknown desc = failed to create containerd container: failed \
-                 to rename: rename {ROOT}/io.containerd.snapshotter.v1.overlayfs/snapshots/\
-                 new-3291961952 {ROOT}/io.containerd.snapshotter.v1.overlayfs/snapshots/19: file \
-                 exists"
+                "rpc error: code = Unknown desc = failed to start sandbox \\\"0a1b\\\": failed to \
+                 create containerd container: failed to rename: rename {ROOT}/io.containerd.\
+                 snapshotter.v1.overlayfs/snapshots/new-3291961952 {ROOT}/io.containerd.\
+                 snapshotter.v1.overlayfs/snapshots/19: file exists"
             ),
         );
-        let p = classify(&ci).map(|p| p.name);
-        assert_eq!(p, Some("snapshot id reused"), "{ci}");
+        assert!(classify(&ci).is_some(), "{ci}");
         // CreateContainer, ENOTEMPTY, the native snapshotter.
         let create = format!(
             "CreateContainer topolet-it/after-restart/main: crictl create failed (exit status: \
@@ -338,7 +371,7 @@ mod tests {
         let reused = |n: usize| {
             anyhow::anyhow!(
                 "rpc error: code = Unknown desc = failed to rename: rename /r/snapshots/new-9 \
-                 /r/snapshots/{n}: file exists"
+                 /r/snapshots/{n}: file exists\nlevel=fatal msg=\"the same again\""
             )
         };
         // Fails once, then succeeds under the next name.
@@ -356,6 +389,9 @@ mod tests {
         assert_eq!(names, ["p", "p-r1"]);
         assert_eq!(retries.count(), 1);
         assert_eq!(retries.all()[0].pattern, "snapshot id reused");
+        assert!(retries.all()[0]
+            .error
+            .ends_with("/r/snapshots/19: file exists"));
         assert!(retries
             .to_string()
             .contains("p attempt 0: snapshot id reused"));

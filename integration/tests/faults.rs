@@ -233,7 +233,7 @@ fn containerd_restart_mid_burst() -> anyhow::Result<()> {
         let late = cri.run_pod_with(&p, &c)?;
         Ok((name, p, c, late))
     })?;
-    eprintln!("{retries}");
+    retries.report();
     // The effect, not topolet's log line (written before its reply reached containerd): runc
     // was given topolet's adjustment, the config's pids limit (the kubelet sets none).
     let bundle = observe::bundle_resources(&observe::bundle_spec(&t.stack, &late.id)?)?;

@@ -3,8 +3,12 @@
 #
 # Usage: hack/test.sh          (no arguments; as root, on Linux with cgroups; needs go, cargo, gcc)
 #
-# Steps, each under a section header; the first failure stops the run with a non-zero exit.
-# Nothing is skipped: a missing tool or dependency is a failure.
+# Steps, each under a section header and ending in a "--- NAME: ok (Ns)" line; the first failure
+# stops the run with a non-zero exit. Nothing is skipped: a missing tool or dependency is a failure.
+# At its end, whether the run passed, failed or was stopped (an EXIT trap, which also stops the
+# background Kubernetes build), the script prints a table of the steps it ran: name, outcome (ok;
+# FAILED for the step that failed, the last one; stopped for a step a signal ended; skipped for
+# the guests under TEST_GUESTS=0) and seconds, and the run's total seconds.
 #   1. hack/install-deps.sh for every containerd line (default v2.4.2, v2.3.7 and v2.0.14)
 #   2. cargo fmt --all --check; hack/module-cycles.py (no module depends on one that depends back)
 #   3. clippy, inside the builds the tests need (`linted`, below): every target of the workspace
@@ -49,14 +53,50 @@ TARGET_DIR="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
 RUN_START=$SECONDS
 
 section() { printf '\n==================== %s ====================\n' "$*"; }
-die() { echo "test.sh: FAIL: $*" >&2; exit 1; }
+die() { end_step FAILED; echo "test.sh: FAIL: $*" >&2; exit 1; }
+
+# The step table: each step of the run so far, in order, with its outcome and seconds.
+STEP_NAMES=()
+STEP_OUTCOMES=()
+STEP_SECONDS=()
+# The step running now ("" between steps) and when it began.
+CURRENT_STEP=""
+CURRENT_STEP_START=0
+
+# end_step OUTCOME: the running step (if any) ends with OUTCOME; it goes into the table.
+end_step() {
+  [[ -n "$CURRENT_STEP" ]] || return 0
+  STEP_NAMES+=("$CURRENT_STEP")
+  STEP_OUTCOMES+=("$1")
+  STEP_SECONDS+=("$((SECONDS - CURRENT_STEP_START))")
+  CURRENT_STEP=""
+}
 
 # step NAME CMD...: run CMD under a header, report its time, fail the run naming NAME.
 step() {
-  local name="$1" start=$SECONDS; shift
+  local name="$1" rc=0; shift
   section "$name"
-  "$@" || die "$name (exit $?)"
-  echo "--- $name: ok ($((SECONDS - start))s)"
+  CURRENT_STEP="$name"
+  CURRENT_STEP_START=$SECONDS
+  "$@" || rc=$?
+  ((rc == 0)) || die "$name (exit $rc)"
+  end_step ok
+  echo "--- $name: ok (${STEP_SECONDS[-1]}s)"
+}
+
+# step_table: the steps so far, then the run's total (from the script's start).
+step_table() {
+  local i width=4
+  for i in "${!STEP_NAMES[@]}"; do
+    ((${#STEP_NAMES[$i]} <= width)) || width=${#STEP_NAMES[$i]}
+  done
+  section "steps"
+  printf '%-*s  %-7s  %7s\n' "$width" step outcome seconds
+  for i in "${!STEP_NAMES[@]}"; do
+    printf '%-*s  %-7s  %7s\n' "$width" "${STEP_NAMES[$i]}" "${STEP_OUTCOMES[$i]}" "${STEP_SECONDS[$i]}"
+  done
+  ((${#STEP_NAMES[@]})) || echo "(no step ran)"
+  printf '%-*s  %-7s  %7s\n' "$width" total "" "$((SECONDS - RUN_START))"
 }
 
 require_tools() {
@@ -180,12 +220,27 @@ join_kube_install() {
 }
 stop_background() { [[ -z "$KUBE_PID" ]] || kill -- "$KUBE_PID" 2>/dev/null || true; }
 
+# on_exit, the EXIT trap: stops the background build, then prints the step table. A step still
+# running here neither finished nor failed (a failure goes through die): a signal (TERM, HUP,
+# INT) ended the script during it. The script's exit status stays what it was (a signal's death
+# stays one: bash re-raises it after the trap). Only the script's own shell reports: a child
+# forked for a background job (install-kube.sh) and stopped before it ran its command still has
+# the trap.
+on_exit() {
+  local rc=$?
+  [[ "$BASHPID" == "$$" ]] || return 0
+  stop_background
+  end_step stopped
+  step_table
+  exit "$rc"
+}
+
 main() {
   cd "$REPO_ROOT"
+  trap on_exit EXIT
   require_tools
   local v
   for v in $VERSIONS; do step "install deps (containerd $v)" install_line "$v"; done
-  trap stop_background EXIT
   step "start the Kubernetes stack build" start_kube_install
   step "cargo fmt" cargo fmt --all --check
   step "module cycles" python3 "$HACK_DIR/module-cycles.py"
@@ -218,10 +273,12 @@ main() {
   step "kubelet suite (containerd $(newest_line))" kubelet_suite "$(newest_line)"
   if [[ "${TEST_GUESTS:-1}" == 0 ]]; then
     section "real kernels (QEMU guests): skipped (TEST_GUESTS=0)"
+    STEP_NAMES+=("real kernels (QEMU guests)") STEP_OUTCOMES+=(skipped) STEP_SECONDS+=(0)
   else
     step "real kernels (QEMU guests)" linted env CONTAINERD_VERSION="$(newest_line)" "$HACK_DIR/guest.sh" test
   fi
   section "all tests passed in $((SECONDS - RUN_START))s"
 }
 
-main "$@"
+# Sourced (a harness trying the functions), it defines them and runs nothing.
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then main "$@"; fi

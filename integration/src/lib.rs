@@ -22,6 +22,8 @@
 //! - [`probe`]: the benchmark probe of `hack/bench/colocation` run in kubelet pods, and the
 //!   benches' figure lines;
 //! - [`logs`]: log files: find and wait for lines, read `key=value` fields;
+//! - [`runtime_internal`]: containerd's own failures after a fault (a closed list of error texts,
+//!   no NRI call involved) told apart from topolet's, and the pod made again under a new name;
 //! - [`wait`]: polling with timeouts (no fixed sleeps where a condition can be polled).
 //!
 //! The suite fails, never skips, when the stack cannot be started: every helper returns an error
@@ -43,6 +45,7 @@ pub mod observe;
 pub mod paths;
 pub mod pressure;
 pub mod probe;
+pub mod runtime_internal;
 pub mod stack;
 pub mod topolet;
 pub mod wait;

@@ -13,7 +13,10 @@
 //!   after every restart; keeping containers across restarts is covered by the containerd-restart
 //!   and state-file tests. The seed is printed; replay with `TOPOLET_FAULT_SEED=<seed>`.
 //! - `containerd_restart_mid_burst`: containerd restarts while creates are in flight; topolet
-//!   reconnects by itself.
+//!   reconnects by itself. The burst's creates may fail (they are in flight at the restart); the
+//!   pod made after it may hit containerd's own failure of the kill (`runtime_internal`: a
+//!   snapshot id reused, no NRI call involved), and is then made again under a new name, which
+//!   the test prints and counts. Every check of topolet stays as strict.
 //! - `corrupt_state_file_is_quarantined_and_rebuilt`: truncated, bit-flipped, garbage, empty and
 //!   wrong-version files while topolet is stopped.
 //! - `unreadable_sysfs_refuses_to_start_and_containerd_carries_on`: a garbled, a missing and a
@@ -36,6 +39,7 @@ use topolet_integration::churn::{self, Outcome, Rng};
 use topolet_integration::freeze::{shim_of, Frozen};
 use topolet_integration::kube::Requirements;
 use topolet_integration::logs::{field, tail};
+use topolet_integration::runtime_internal::{self, Retries};
 use topolet_integration::topolet::{binary, metric, LOG_TIMEOUT};
 use topolet_integration::{observe, wait, Stack, TopoletConfig, WithTopolet};
 
@@ -219,9 +223,17 @@ fn containerd_restart_mid_burst() -> anyhow::Result<()> {
         summaries.join("\n  "),
         t.stack.containerd_log_lines("topolet", cd_mark).len()
     );
-    // The plugin serves new containers after the reconnect.
-    let (p, c) = t.pod("after-restart", Requirements::best_effort())?;
-    let late = cri.run_pod_with(&p, &c)?;
+    // The plugin serves new containers after the reconnect. containerd's own failure after its
+    // kill (a snapshot id reused: runtime_internal::PATTERNS, no NRI call involved) makes the
+    // pod again under a new name, reported and counted; any other error fails the test.
+    let mut retries = Retries::default();
+    let (name, p, c, late) = runtime_internal::retrying("after-restart", &mut retries, |n| {
+        let name = runtime_internal::attempt_name("after-restart", n);
+        let (p, c) = t.pod(&name, Requirements::best_effort())?;
+        let late = cri.run_pod_with(&p, &c)?;
+        Ok((name, p, c, late))
+    })?;
+    retries.report();
     // The effect, not topolet's log line (written before its reply reached containerd): runc
     // was given topolet's adjustment, the config's pids limit (the kubelet sets none).
     let bundle = observe::bundle_resources(&observe::bundle_spec(&t.stack, &late.id)?)?;
@@ -233,7 +245,7 @@ fn containerd_restart_mid_burst() -> anyhow::Result<()> {
         t.config.pids_limit
     );
     tracked.push(Tracked {
-        name: "after-restart".into(),
+        name,
         qos: c.qos(),
         pod_uid: p.uid.clone(),
         container: c.name.clone(),

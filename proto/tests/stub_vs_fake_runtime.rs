@@ -117,18 +117,25 @@ fn sock(dir: &tempfile::TempDir) -> std::path::PathBuf {
     dir.path().join("nri.sock")
 }
 
-async fn start(
-    mask: EventMask,
-) -> (
+type Started = (
     tempfile::TempDir,
     FakeRuntime,
     Arc<Recorder>,
     Arc<Stub<Recorder>>,
     tokio::task::JoinHandle<()>,
-) {
+);
+
+async fn start(mask: EventMask) -> Started {
+    start_skipping(mask, ContainerFields::NONE).await
+}
+
+/// [`start`] with the plugin's Synchronize skips set before the stub runs: the stub reads them
+/// when a session begins, which may be at once.
+async fn start_skipping(mask: EventMask, skips: ContainerFields) -> Started {
     let dir = tempfile::tempdir().unwrap();
     let rt = FakeRuntime::bind(sock(&dir)).unwrap();
     let plugin = Recorder::with_mask(mask);
+    *plugin.skips.lock().unwrap() = skips;
     let mut cfg = StubConfig::new("recorder", "42", sock(&dir)).unwrap();
     cfg.backoff.initial = Duration::from_millis(10);
     cfg.backoff.max = Duration::from_millis(100);
@@ -255,8 +262,8 @@ fn full_ctr(id: &str) -> api::Container {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sync_leaves_out_the_fields_the_plugin_skips_and_other_requests_carry_them() {
-    let (_d, rt, plugin, _stub, task) = start(all_mask()).await;
-    *plugin.skips.lock().unwrap() = ContainerFields::ENV | ContainerFields::MOUNTS;
+    let (_d, rt, plugin, _stub, task) =
+        start_skipping(all_mask(), ContainerFields::ENV | ContainerFields::MOUNTS).await;
     let conn = accept_registered(&rt).await;
     conn.configure_as("v2.3.0", "v0.12.0").await.unwrap();
     let ctrs: Vec<_> = (0..5).map(|i| full_ctr(&format!("c{i}"))).collect();

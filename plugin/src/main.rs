@@ -120,6 +120,10 @@ enum Command {
         /// Probe only the pods of this node.
         #[arg(long)]
         node: Option<String>,
+        /// Also write the report to this file (a pod's /dev/termination-log: the result shows
+        /// in the pod's status, `kubectl describe pod`).
+        #[arg(long, value_name = "PATH")]
+        report_file: Option<PathBuf>,
     },
     /// Show the running plugin's view of the node: topology, reserved / shared / exclusive CPUs
     /// per NUMA node, free capacity and the largest aligned free blocks, the NRI connection and
@@ -213,7 +217,15 @@ fn main() -> ExitCode {
             port,
             host,
             node,
-        } => probe(namespace, selector, port, host, node),
+            report_file,
+        } => probe(
+            namespace,
+            selector,
+            port,
+            host,
+            node,
+            report_file.as_deref(),
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -436,6 +448,7 @@ fn probe(
     port: u16,
     host: Option<String>,
     node: Option<String>,
+    report_file: Option<&Path>,
 ) -> anyhow::Result<()> {
     use topolet::cluster::client;
     use topolet::config::{KubernetesConfig, KubernetesEnabled};
@@ -474,17 +487,25 @@ fn probe(
         topolet::introspection::probe::probe_pods(c, &target).await
     })?;
     let mut failed = Vec::new();
+    let mut report = String::new();
     for p in &probes {
-        match &p.result {
-            Ok(len) => println!(
+        let line = match &p.result {
+            Ok(len) => format!(
                 "node {} pod {}: /readyz 200 (synchronized), /metrics 200 ({len} bytes)",
                 p.node, p.pod
             ),
             Err(e) => {
-                println!("node {} pod {}: FAILED: {e}", p.node, p.pod);
                 failed.push(format!("{} (node {}): {e}", p.pod, p.node));
+                format!("node {} pod {}: FAILED: {e}", p.node, p.pod)
             }
-        }
+        };
+        println!("{line}");
+        report.push_str(&line);
+        report.push('\n');
+    }
+    if let Some(path) = report_file {
+        std::fs::write(path, &report)
+            .with_context(|| format!("writing the report to {}", path.display()))?;
     }
     anyhow::ensure!(
         failed.is_empty(),

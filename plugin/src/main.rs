@@ -113,13 +113,17 @@ enum Command {
         /// Their metrics port ([metrics] address).
         #[arg(long, default_value_t = 9464)]
         port: u16,
-        /// Connect to this address instead of each pod's IP (a loopback [metrics] address on the
-        /// host's network); use with --node.
-        #[arg(long)]
+        /// Connect to this address instead of each pod's IP, and probe only the pods of --node (a
+        /// loopback [metrics] address on the host's network: reachable from that node only).
+        #[arg(long, requires = "node")]
         host: Option<String>,
-        /// Probe only the pods of this node.
+        /// The node this probe runs on.
         #[arg(long)]
         node: Option<String>,
+        /// Reach the pods of --node at this address (on the host's network, the node's own
+        /// loopback), the others at their pod IP.
+        #[arg(long, requires = "node")]
+        local_address: Option<String>,
         /// Also write the report to this file (a pod's /dev/termination-log: the result shows
         /// in the pod's status, `kubectl describe pod`).
         #[arg(long, value_name = "PATH")]
@@ -217,13 +221,18 @@ fn main() -> ExitCode {
             port,
             host,
             node,
+            local_address,
             report_file,
         } => probe(
             namespace,
-            selector,
-            port,
-            host,
-            node,
+            topolet::introspection::probe::Target {
+                namespace: String::new(),
+                selector,
+                port,
+                host,
+                node,
+                local_address,
+            },
             report_file.as_deref(),
         ),
     };
@@ -442,12 +451,10 @@ fn config_check(file: &Path, sysfs_root: &Path) -> anyhow::Result<()> {
 /// The namespace of this pod's service account, when it runs in one.
 const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
+/// `topolet probe`: `target` with its namespace from `namespace`, else this pod's own.
 fn probe(
     namespace: Option<String>,
-    selector: String,
-    port: u16,
-    host: Option<String>,
-    node: Option<String>,
+    mut target: topolet::introspection::probe::Target,
     report_file: Option<&Path>,
 ) -> anyhow::Result<()> {
     use topolet::cluster::client;
@@ -477,13 +484,7 @@ fn probe(
         .context("starting the async runtime")?;
     let probes = runtime.block_on(async {
         let c = client::client(&creds).await?;
-        let target = topolet::introspection::probe::Target {
-            namespace,
-            selector,
-            port,
-            host,
-            node,
-        };
+        target.namespace = namespace;
         topolet::introspection::probe::probe_pods(c, &target).await
     })?;
     let mut failed = Vec::new();

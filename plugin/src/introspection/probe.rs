@@ -86,11 +86,14 @@ pub struct Target {
     /// Label selector of the topolet pods.
     pub selector: String,
     pub port: u16,
-    /// Connect here instead of each pod's IP (a loopback `[metrics] address` on the host's
-    /// network: reachable from this node only).
+    /// Connect here instead of each pod's IP, and probe only the pods of [`Target::node`] (a
+    /// loopback `[metrics] address` on the host's network: reachable from that node only).
     pub host: Option<String>,
-    /// Only the pods of this node.
+    /// The node this probe runs on.
     pub node: Option<String>,
+    /// Reach the pods of [`Target::node`] here (on the host's network: the node's own loopback
+    /// reaches its agent whether or not the pod reports an IP), the others at their pod IP.
+    pub local_address: Option<String>,
 }
 
 /// Probes every pod `target` names; an error when there is none.
@@ -113,14 +116,17 @@ pub async fn probe_pods(client: kube::Client, target: &Target) -> anyhow::Result
             .as_ref()
             .and_then(|s| s.node_name.clone())
             .unwrap_or_else(|| "(not scheduled)".into());
-        if target.node.as_ref().is_some_and(|n| *n != node) {
+        let on_this_node = target.node.as_ref().is_some_and(|n| *n == node);
+        if target.host.is_some() && !on_this_node {
             continue;
         }
         let status = p.status.as_ref();
         let phase = status.and_then(|s| s.phase.clone()).unwrap_or_default();
+        let local = target.local_address.clone().filter(|_| on_this_node);
         let ip = target
             .host
             .clone()
+            .or(local)
             .or_else(|| status.and_then(|s| s.pod_ip.clone()));
         let result = match (phase.as_str(), ip) {
             ("Running", Some(ip)) => {

@@ -130,7 +130,8 @@ fn status_reclaimed(node: &KubeNode) -> anyhow::Result<Value> {
 /// The node advertises pool − regular − margin; a batch pod is scheduled against it and runs on
 /// the pool (never the reserved CPU) with the lowest weight and its limit as quota; one asking
 /// for more stays Pending; a regular pod's load cuts the batch quota and lowers the amount, and
-/// both come back when it ends; an exclusive grant takes the pool's CPU away from the batch pod.
+/// both come back when it ends; an exclusive grant taking the pool's last CPU holds the batch
+/// container (frozen, never on the reserved CPU) and refuses a new one, until the pool is back.
 #[test]
 fn batch_pods_run_on_reclaimed_cpu_and_give_it_back() -> anyhow::Result<()> {
     let mut node = start("")?;
@@ -197,7 +198,12 @@ fn batch_pods_run_on_reclaimed_cpu_and_give_it_back() -> anyhow::Result<()> {
     wait_quota(&node, "batch", "back to its limit", |q| q == 30_000)?;
     wait_advertised(&node, "back up", |v| v > busy)?;
 
-    // A Guaranteed pod takes CPU 1 exclusively: the batch container leaves it.
+    // A Guaranteed pod takes CPU 1 exclusively: no CPU is left that a batch container may run
+    // on (CPU 0 is reserved), so the batch container is held, frozen, before the exclusive
+    // container starts; it is never moved onto the reserved CPU.
+    let batch_ctr = node
+        .cluster
+        .container(&node.cluster.get_pod("batch")?, "main")?;
     node.cluster.create_pod(pod(
         "exclusive",
         vec![script_ctr(
@@ -208,17 +214,46 @@ fn batch_pods_run_on_reclaimed_cpu_and_give_it_back() -> anyhow::Result<()> {
         vec![],
     ))?;
     node.cluster.wait_running("exclusive")?;
-    let (cpus, _, _) = wait::until("the batch container off the exclusive CPU", FOLLOW, || {
-        let v = batch_cgroup(&node, "batch")?;
-        Ok((!v.0.contains('1')).then_some(v))
-    })?;
-    ensure!(cpus == "0", "batch container on {cpus}");
+    let state = observe::freezer_state(&batch_ctr.created())?;
+    // Written before the exclusive container was created; the kernel may still be freezing.
+    ensure!(
+        state == "FROZEN" || state == "FREEZING",
+        "the exclusive container runs and the batch container is {state}, not frozen"
+    );
+    let (cpus, _, _) = batch_cgroup(&node, "batch")?;
+    ensure!(
+        !cpus.contains('0'),
+        "the held batch container's cpuset is {cpus}"
+    );
     wait_advertised(&node, "0: the pool is empty", |v| v == 0)?;
+    // A batch pod created now is not started: its container is refused until the pool has CPUs.
+    node.cluster.create_pod(batch("late", 100, SPIN))?;
+    node.cluster.wait_pod(
+        "late",
+        "its container refused while the pool is empty",
+        |p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .into_iter()
+                .flatten()
+                .any(|c| {
+                    c.state
+                        .as_ref()
+                        .and_then(|s| s.waiting.as_ref())
+                        .is_some_and(|w| w.reason.as_deref() == Some("CreateContainerError"))
+                })
+        },
+    )?;
+    node.cluster.delete_pod("late")?;
     node.cluster.delete_pod("exclusive")?;
     wait_quota(&node, "batch", "back on the pool at its limit", |q| {
         q == 30_000
     })?;
     ensure!(batch_cgroup(&node, "batch")?.0 == "1");
+    wait::until_true("the batch container thawed", FOLLOW, || {
+        Ok(observe::freezer_state(&batch_ctr.created())? == "THAWED")
+    })?;
     ensure!(
         restarts(&node, "batch")? == 0,
         "the batch container restarted"

@@ -184,6 +184,13 @@ impl ReclaimedLoop {
                 );
             }
         }
+        let thawed = self.plugin.release_batch();
+        if thawed > 0 {
+            tracing::debug!(
+                containers = thawed,
+                "reclaimed CPU: held batch containers thawed"
+            );
+        }
         let inputs = self.plugin.reclaimed_inputs();
         if self.state.pool.as_ref() != Some(&inputs.pool) {
             // Other CPUs: samples of the old pool say nothing about the new one.

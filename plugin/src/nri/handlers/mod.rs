@@ -404,4 +404,6 @@ impl Plugin for TopoletPlugin {
 }
 
 #[cfg(test)]
+mod reclaimed_tests;
+#[cfg(test)]
 mod tests;

@@ -4,6 +4,14 @@
 //! every other target — in the reply to the next event that can carry it, or in one unsolicited
 //! update.
 //!
+//! A batch container never runs on a reserved or an exclusive CPU. When exclusive grants take
+//! every CPU of the pool, a cpuset cannot be emptied: the batch containers are **held** instead —
+//! frozen (`crate::host::freezer`) in the handler that empties the pool, before its reply lets the
+//! exclusive container start, and a batch container created meanwhile is refused (the kubelet
+//! retries it with back-off). When the pool has CPUs again, each held container is sent the pool
+//! and thawed once the runtime has acknowledged that cpuset. A pod held for `starved_for` is
+//! starved (`crate::reclaimed`) and evicted like any other.
+//!
 //! A pod is batch by its spec (the pod watch): NRI shows it as a plain BestEffort (or Burstable)
 //! pod. A container created while the feature is on is admitted with its quota already set, so it
 //! never starts unlimited; containers found at Synchronize (a restart) keep the quota the runtime
@@ -11,7 +19,7 @@
 //! feature off sends each batch container the plain BestEffort values back: the shared pool and
 //! no quota.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::{PluginState, TopoletPlugin};
@@ -44,6 +52,8 @@ pub(super) struct BatchBook {
     quota_owned: HashSet<String>,
     /// The suppress loop's budget (`None`: no step yet, or the feature is off).
     budget: Option<u64>,
+    /// Batch containers frozen because the pool is empty (thawed once they run on the pool).
+    held: BTreeSet<String>,
 }
 
 impl BatchBook {
@@ -59,6 +69,7 @@ impl BatchBook {
     pub(super) fn forget(&mut self, id: &str) {
         self.containers.remove(id);
         self.quota_owned.remove(id);
+        self.held.remove(id);
     }
 
     /// Forgets pod `uid`'s class (its sandbox was removed).
@@ -77,6 +88,8 @@ pub struct BatchPodView {
     pub request_millis: u64,
     pub granted_millis: u64,
     pub limit_millis: u64,
+    /// Some of its containers are held (frozen: the pool is empty).
+    pub held: bool,
     /// (container name, limit, granted).
     pub containers: Vec<(String, u64, u64)>,
 }
@@ -203,8 +216,10 @@ impl TopoletPlugin {
                         .map_or(0, |s| s.request_millis),
                     granted_millis: 0,
                     limit_millis: 0,
+                    held: false,
                     containers: Vec::new(),
                 });
+            p.held |= node.batch.held.contains(id);
             p.granted_millis += e.granted_millis;
             p.limit_millis += e.limit_millis;
             p.containers
@@ -233,7 +248,9 @@ impl TopoletPlugin {
         let changed = {
             let mut node = self.lock();
             node.batch.budget = Some(budget);
-            rebalance(&mut node, None)
+            let changed = rebalance(&mut node, None);
+            self.hold_batch(&mut node);
+            changed
         };
         if changed > 0 {
             self.flush_updates();
@@ -262,12 +279,94 @@ impl TopoletPlugin {
             node.batch.containers.clear();
             node.batch.pods.clear();
             node.batch.budget = None;
+            // No longer batch: plain BestEffort containers run wherever the shared pool is.
+            let held = std::mem::take(&mut node.batch.held);
+            for id in held {
+                if let Some(r) = node.records.get(&id) {
+                    self.freeze(&id, &r.view().cgroups_path, false);
+                }
+            }
             ids.len()
         };
         if n > 0 {
             self.flush_updates();
         }
         n
+    }
+
+    /// Holds (freezes) every live batch container not held yet when the pool is empty: no CPU is
+    /// left that a batch container may run on. Called wherever the pool may have shrunk, under
+    /// the lock, before the reply that hands its last CPU to an exclusive container.
+    pub(super) fn hold_batch(&self, node: &mut PluginState) {
+        if !node.placement.batch_pool().is_empty() {
+            return;
+        }
+        let ids: Vec<String> = node
+            .batch
+            .containers
+            .keys()
+            .filter(|id| !node.batch.held.contains(*id))
+            .filter(|id| {
+                node.records
+                    .get(id)
+                    .is_some_and(|r| r.lifecycle().is_live())
+            })
+            .cloned()
+            .collect();
+        for id in ids {
+            let Some(r) = node.records.get(&id) else {
+                continue;
+            };
+            if self.freeze(&id, &r.view().cgroups_path, true) {
+                tracing::warn!(pod = %r.view().pod_ref, container = %r.view().key.container, "reclaimed CPU: exclusive grants took every CPU that is neither reserved nor exclusive; batch container held (frozen) until the pool has CPUs again");
+                node.batch.held.insert(id);
+            }
+        }
+    }
+
+    /// Thaws each held batch container that may run again: the pool has CPUs and the runtime has
+    /// acknowledged the container's target, which is on the pool. Returns how many were thawed.
+    pub fn release_batch(&self) -> usize {
+        let mut node = self.lock();
+        let node = &mut *node;
+        let pool = node.placement.batch_pool();
+        let mut released = 0;
+        let held: Vec<String> = node.batch.held.iter().cloned().collect();
+        for id in held {
+            let Some(r) = node.records.get(&id) else {
+                node.batch.held.remove(&id);
+                continue;
+            };
+            let on_pool = !pool.is_empty()
+                && r.acked() == Some(r.generation())
+                && !r.target().cpuset.is_empty()
+                && r.target().cpuset.is_subset(&pool);
+            if on_pool && self.freeze(&id, &r.view().cgroups_path, false) {
+                tracing::info!(pod = %r.view().pod_ref, container = %r.view().key.container, cpus = %r.target().cpuset, "reclaimed CPU: the pool has CPUs again; batch container thawed on it");
+                node.batch.held.remove(&id);
+                released += 1;
+            }
+        }
+        released
+    }
+
+    /// Freezes or thaws container `id`; false (logged, counted) when the write failed.
+    fn freeze(&self, id: &str, cgroups_path: &str, frozen: bool) -> bool {
+        let result = crate::host::freezer::Freezer::of(&self.cgroup_roots())
+            .and_then(|f| f.set(cgroups_path, frozen));
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                self.metrics.reclaimed_cgroup_error("freeze");
+                tracing::error!(container = id, frozen, error = %e, "reclaimed CPU: batch container freezer not written");
+                false
+            }
+        }
+    }
+
+    /// The batch containers held now (tests, status).
+    pub fn held_batch(&self) -> BTreeSet<String> {
+        self.lock().batch.held.clone()
     }
 
     /// Woken by every reload that puts a new configuration in effect.
@@ -364,7 +463,7 @@ pub(super) fn admit_batch(
     node.batch.quota_owned.insert(id.to_string());
     let grants = grants(node);
     let mine = grants.get(id).copied().unwrap_or(MIN_GRANT_MILLIS);
-    decision.cpuset = batch_cpus(node);
+    decision.cpuset = node.placement.batch_pool();
     decision.cpu_quota = quota_us(mine);
     decision.cpu_period = PERIOD_US;
     if let Some(e) = node.batch.containers.get_mut(id) {
@@ -372,6 +471,26 @@ pub(super) fn admit_batch(
     }
     rebalance(node, Some(id));
     true
+}
+
+/// The refusal of a container of batch pod `pod` created while the pool is empty: it may run on
+/// no CPU (a reserved or exclusive one never), so it is not created; the kubelet retries it with
+/// back-off. `None` when the pod is not batch or the pool has CPUs.
+pub(super) fn held_refusal(
+    node: &PluginState,
+    pod: &Pod,
+    which: topolet_core::kube::pod::ContainerRef,
+    resource: &str,
+) -> Option<String> {
+    if !node.placement.batch_pool().is_empty() {
+        return None;
+    }
+    let spec = batch_pod(pod, resource).ok().flatten()?;
+    let name = spec.container(which).map_or("?", |c| c.name.as_str());
+    Some(format!(
+        "topolet: container {name} of batch pod {}/{} ({resource}) is held: exclusive grants took every CPU that is neither reserved nor exclusive, and a batch container runs on no other; created once the pool has CPUs again (the kubelet retries)",
+        pod.namespace, pod.name
+    ))
 }
 
 /// Whether a container found at Synchronize runs as a batch container of an earlier topolet: a
@@ -410,17 +529,6 @@ pub(super) fn keep_batch_values(
     }
 }
 
-/// The CPUs batch containers run on: the pool, or — when exclusive grants took all of it — the
-/// shared pool, at the budget's quota (0 then: the minimum).
-fn batch_cpus(node: &PluginState) -> CpuSet {
-    let pool = node.placement.batch_pool();
-    if pool.is_empty() {
-        node.placement.shared_pool()
-    } else {
-        pool
-    }
-}
-
 /// Each batch container's grant under the current budget (none yet: the minimum).
 fn grants(node: &PluginState) -> BTreeMap<String, u64> {
     let ids: Vec<&String> = node.batch.containers.keys().collect();
@@ -437,11 +545,12 @@ fn grants(node: &PluginState) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// Retargets every batch container but `skip` to the pool and its grant; queues those that
-/// changed and returns how many.
+/// Retargets every batch container but `skip` to the pool and its grant (an empty pool: the
+/// cpuset is left as it is, the container being held); queues those that changed and returns
+/// how many.
 fn rebalance(node: &mut PluginState, skip: Option<&str>) -> usize {
     let grants = grants(node);
-    let cpus = batch_cpus(node);
+    let cpus = node.placement.batch_pool();
     let mut changed = 0;
     for (id, granted) in grants {
         if let Some(e) = node.batch.containers.get_mut(&id) {
@@ -458,7 +567,9 @@ fn rebalance(node: &mut PluginState, skip: Option<&str>) -> usize {
         }
         let quota = quota_us(granted);
         if r.retarget(|t| {
-            t.cpuset.clone_from(&cpus);
+            if !cpus.is_empty() {
+                t.cpuset.clone_from(&cpus);
+            }
             t.cpu_quota = quota;
             t.cpu_period = PERIOD_US;
         }) {

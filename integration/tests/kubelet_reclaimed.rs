@@ -83,6 +83,13 @@ fn advertised(node: &KubeNode) -> anyhow::Result<Option<u64>> {
         .map(|a| a.capacity))
 }
 
+/// Waits until the Node lists no amount at all: withdrawn (0 is never written).
+fn wait_withdrawn(node: &KubeNode, what: &str) -> anyhow::Result<()> {
+    wait::until_true(&format!("the Node's {RES}: {what}"), FOLLOW, || {
+        Ok(node.cluster.extended_resource(RES)?.is_none())
+    })
+}
+
 fn wait_advertised(node: &KubeNode, what: &str, ok: impl Fn(u64) -> bool) -> anyhow::Result<u64> {
     wait::until(&format!("the Node's {RES}: {what}"), FOLLOW, || {
         Ok(advertised(node)?.filter(|v| ok(*v)))
@@ -225,7 +232,7 @@ fn batch_pods_run_on_reclaimed_cpu_and_give_it_back() -> anyhow::Result<()> {
         !cpus.contains('0'),
         "the held batch container's cpuset is {cpus}"
     );
-    wait_advertised(&node, "0: the pool is empty", |v| v == 0)?;
+    wait_withdrawn(&node, "removed: the pool is empty")?;
     // A batch pod created now is not started: its container is refused until the pool has CPUs.
     node.cluster.create_pod(batch("late", 100, SPIN))?;
     node.cluster.wait_pod(
@@ -306,7 +313,8 @@ fn a_starved_batch_pod_is_evicted_with_an_event() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A clean stop withdraws the amount and leaves the batch container's quota; a restart puts
+/// A clean stop withdraws the amount (the key removed) and leaves the batch containers' quotas;
+/// the kubelet restarted then keeps both batch pods Running; a topolet restart puts
 /// both back without touching the container; while the API server is down the quota stays and,
 /// once it is back, the Node holds what topolet computes; a reload turning the feature off
 /// withdraws the amount and gives the container plain BestEffort values (shared pool, no
@@ -318,17 +326,41 @@ fn restarts_outages_and_reloads_keep_limits_and_never_leave_a_stale_amount() -> 
         v == POOL - MARGIN
     })?;
     node.cluster.create_pod(batch("batch", 400, SPIN))?;
+    node.cluster.create_pod(batch("batch2", 200, SPIN))?;
     node.cluster.wait_running("batch")?;
+    node.cluster.wait_running("batch2")?;
     wait_quota(&node, "batch", "its limit, 400m", |q| q == 40_000)?;
 
     node.t
         .topolet
         .terminate(topolet_integration::topolet::TERMINATE_TIMEOUT)?;
-    wait_advertised(&node, "withdrawn by the clean stop", |v| v == 0)?;
+    wait_withdrawn(&node, "removed by the clean stop")?;
     ensure!(
         batch_cgroup(&node, "batch")?.2 == 40_000,
         "quota changed while topolet was down"
     );
+    // The kubelet restarts while the key is absent: it re-admits the running batch pods (a key
+    // at 0 would fail them, OutOf<resource>). A pod created after the restart runs only once the
+    // kubelet has admitted the pods it found at start.
+    node.cluster.restart_kubelet()?;
+    node.cluster.create_pod(pod(
+        "marker",
+        vec![script_ctr("main", UNTIL_TERM, res("", "", "", ""))],
+        vec![],
+    ))?;
+    node.cluster.wait_running("marker")?;
+    for name in ["batch", "batch2"] {
+        let p = node.cluster.get_pod(name)?;
+        let status = p.status.unwrap_or_default();
+        ensure!(
+            status.phase.as_deref() == Some("Running"),
+            "after the kubelet's restart pod {name} is {:?}: {:?}",
+            status.phase,
+            status.message
+        );
+        ensure!(restarts(&node, name)? == 0, "pod {name} restarted");
+    }
+    node.cluster.delete_pod("marker")?;
     node.t.topolet.restart()?;
     node.t.topolet.wait_nri_synchronized(1)?;
     // The restart's Synchronize keeps the container where it runs (a positive quota on a pod
@@ -367,7 +399,7 @@ fn restarts_outages_and_reloads_keep_limits_and_never_leave_a_stale_amount() -> 
     let config = node.t.topolet.config_path().to_path_buf();
     let text = std::fs::read_to_string(&config)?;
     std::fs::write(&config, text.replace("enabled = true", "enabled = false"))?;
-    wait_advertised(&node, "withdrawn by the reload", |v| v == 0)?;
+    wait_withdrawn(&node, "removed by the reload")?;
     let (cpus, _, quota) = wait_quota(&node, "batch", "none (BestEffort)", |q| q == -1)?;
     ensure!(
         cpus == "0-1",

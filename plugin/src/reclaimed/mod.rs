@@ -84,6 +84,8 @@ struct State {
     api: bool,
     /// The suppress steps' readings over the last interval.
     recent: Option<UsageWindow>,
+    /// Each batch pod's use over the last interval (milli-CPU), by uid.
+    batch_rates: BTreeMap<String, u64>,
 }
 
 impl ReclaimedLoop {
@@ -279,6 +281,7 @@ impl ReclaimedLoop {
         });
         if interval_due {
             if let Some(before) = self.state.last_interval.replace(reading.clone()) {
+                self.state.batch_rates = sampler::batch_rates(&before, &reading);
                 self.sample_interval(settings, &before, &reading, &inputs, now);
             }
         }
@@ -372,8 +375,12 @@ impl ReclaimedLoop {
             .iter()
             .map(|p| Fed {
                 uid: &p.uid,
+                pod_ref: &p.pod_ref,
                 granted_millis: p.granted_millis,
                 request_millis: p.request_millis,
+                used_millis: self.state.batch_rates.get(&p.uid).copied(),
+                held: p.held,
+                priority: p.priority,
             })
             .collect();
         let due = self.state.starvation.observe(
@@ -401,21 +408,24 @@ impl ReclaimedLoop {
         let Some(evictor) = self.evictor.clone() else {
             return;
         };
-        for (uid, average) in due {
+        // One pod at a time (`topolet_core::reclaimed::starvation`).
+        if let Some(d) = due {
+            let (uid, average, used) = (d.uid, d.average_millis, d.used_millis.unwrap_or(0));
             if !self.state.evicted.insert(uid.clone()) {
-                continue;
+                return;
             }
             let Some(p) = inputs.batch.iter().find(|p| p.uid == uid) else {
-                continue;
+                return;
             };
             let (namespace, name) = p.pod_ref.split_once('/').unwrap_or(("", &p.pod_ref));
             let message = format!(
-                "The node's regular pods need its CPU: this batch pod was granted {}m on average over {}, under {}% of its {}m of {}.",
+                "The node's regular pods need its CPU: this batch pod was granted {}m on average over {}, under {}% of its {}m of {}, and used {}m of it (it wanted more).",
                 average,
                 format_duration(settings.starved_for),
                 settings.starved_percent,
                 p.request_millis,
-                settings.resource_name
+                settings.resource_name,
+                used
             );
             let pod = EvictPod {
                 sandbox_id: p.sandbox_id.clone(),
@@ -441,6 +451,7 @@ impl ReclaimedLoop {
             };
             self.plugin.metrics().reclaimed_eviction(result);
             if result == "evicted" || result == "dry_run" {
+                self.state.starvation.evicted(&uid, now);
                 tracing::warn!(pod = %p.pod_ref, action = evictor.name(), average_granted = average, request = p.request_millis, "reclaimed CPU: starved batch pod evicted");
                 if result == "evicted" {
                     self.pod_event(p, EventType::Warning, STARVED_REASON, &message);

@@ -113,6 +113,26 @@ fn cgroup_rate(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>, ns
     u64::try_from(used * 1000 / ns).unwrap_or(u64::MAX)
 }
 
+/// Each batch pod's CPU time between `before` and `after`, in milli-CPU (a pod missing from
+/// either reading is left out).
+pub fn batch_rates(before: &Reading, after: &Reading) -> BTreeMap<String, u64> {
+    let ns = after.at.saturating_duration_since(before.at).as_nanos();
+    if ns == 0 {
+        return BTreeMap::new();
+    }
+    after
+        .batch
+        .iter()
+        .filter_map(|(uid, a)| {
+            let used = u128::from(a.saturating_sub(*before.batch.get(uid)?));
+            Some((
+                uid.clone(),
+                u64::try_from(used * 1000 / ns).unwrap_or(u64::MAX),
+            ))
+        })
+        .collect()
+}
+
 /// The rates between `before` and `after` for the pool and exclusive CPUs of `inputs`.
 pub fn rates(before: &Reading, after: &Reading, inputs: &ReclaimedInputs) -> Rates {
     let ns = after.at.saturating_duration_since(before.at).as_nanos();

@@ -90,6 +90,8 @@ pub struct BatchPodView {
     pub limit_millis: u64,
     /// Some of its containers are held (frozen: the pool is empty).
     pub held: bool,
+    /// `spec.priority` (0 when unset).
+    pub priority: i32,
     /// (container name, limit, granted).
     pub containers: Vec<(String, u64, u64)>,
 }
@@ -217,6 +219,12 @@ impl TopoletPlugin {
                     granted_millis: 0,
                     limit_millis: 0,
                     held: false,
+                    priority: node
+                        .batch
+                        .pods
+                        .get(&e.pod_uid)
+                        .and_then(|s| s.as_ref())
+                        .map_or(0, |s| s.priority),
                     containers: Vec::new(),
                 });
             p.held |= node.batch.held.contains(id);

@@ -10,7 +10,9 @@
 //! Three rules keep it from evicting more than it must:
 //! - **wanted**: a pod is due only if its use, averaged over the same window, stays at its grant
 //!   ([`WANTED_PERCENT`] of it or more): a pod that does not use what it is given is not hurt by
-//!   a smaller grant. A held pod (frozen: no CPU it may run on) wants by definition;
+//!   a smaller grant. A held pod (frozen: no CPU it may run on) wants by definition, and so does
+//!   one whose CPUs were saturated over the interval (`contended`: at `cpu.shares` 2 beside busy
+//!   regular pods its use shows the weight it lost to, not what it asked for);
 //! - **one at a time**: at most one pod is due per call, the first by the kubelet's ranking
 //!   (`pkg/kubelet/eviction/helpers.go` `rankMemoryPressure`'s shape, on the reclaimed
 //!   resource: `orderedBy(exceedRequests, priority, usage)` — a pod without usage first, a pod
@@ -72,6 +74,8 @@ pub struct Fed<'a> {
     pub used_millis: Option<u64>,
     /// Held: frozen, no CPU it may run on.
     pub held: bool,
+    /// The CPUs it may run on were saturated over the interval: its use cannot show its demand.
+    pub contended: bool,
     /// `spec.priority` (0 when unset).
     pub priority: i32,
 }
@@ -110,8 +114,8 @@ impl Starvation {
                 samples: VecDeque::new(),
                 starved: false,
             });
-            let used = if p.held {
-                Some(p.granted_millis)
+            let used = if p.held || p.contended {
+                Some(p.used_millis.unwrap_or(0).max(p.granted_millis))
             } else {
                 p.used_millis
             };
@@ -204,6 +208,7 @@ mod tests {
             request_millis: request,
             used_millis: Some(granted),
             held: false,
+            contended: false,
             priority: 0,
         }
     }
@@ -339,6 +344,23 @@ mod tests {
         assert_eq!(
             pick(&[fed("a", 100, 1000), unmeasured]).as_deref(),
             Some("a")
+        );
+        // A pod on saturated CPUs wants what it is given, whatever it got.
+        assert_eq!(
+            pick(&[Fed {
+                used_millis: Some(1),
+                contended: true,
+                ..fed("weight", 10, 1000)
+            }])
+            .as_deref(),
+            Some("weight")
+        );
+        assert_eq!(
+            pick(&[Fed {
+                used_millis: Some(1),
+                ..fed("idle", 10, 1000)
+            }]),
+            None
         );
         // A held pod wants what it is given (it cannot run at all).
         assert_eq!(

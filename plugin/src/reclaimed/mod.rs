@@ -86,7 +86,14 @@ struct State {
     recent: Option<UsageWindow>,
     /// Each batch pod's use over the last interval (milli-CPU), by uid.
     batch_rates: BTreeMap<String, u64>,
+    /// The pool's CPUs were saturated over the last interval (batch pods' use then says
+    /// nothing of their demand).
+    pool_saturated: bool,
 }
+
+/// The pool counts as saturated when it is this busy (percent of its CPUs' time, batch
+/// included).
+const SATURATED_PERCENT: u64 = 90;
 
 impl ReclaimedLoop {
     pub fn new(plugin: Arc<TopoletPlugin>) -> ReclaimedLoop {
@@ -282,6 +289,10 @@ impl ReclaimedLoop {
         if interval_due {
             if let Some(before) = self.state.last_interval.replace(reading.clone()) {
                 self.state.batch_rates = sampler::batch_rates(&before, &reading);
+                let pool_millis = inputs.pool.len() as u64 * 1000;
+                let busy = sampler::rates(&before, &reading, &inputs).pool_busy();
+                self.state.pool_saturated =
+                    pool_millis > 0 && busy * 100 >= pool_millis * SATURATED_PERCENT;
                 self.sample_interval(settings, &before, &reading, &inputs, now);
             }
         }
@@ -380,6 +391,7 @@ impl ReclaimedLoop {
                 request_millis: p.request_millis,
                 used_millis: self.state.batch_rates.get(&p.uid).copied(),
                 held: p.held,
+                contended: self.state.pool_saturated,
                 priority: p.priority,
             })
             .collect();

@@ -37,7 +37,7 @@ impl BatchPod {
 /// Why a pod that requests the reclaimed resource is not treated as batch.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NotBatch {
-    #[error("container {container:?} asks for both {resource} and regular cpu; the pod is treated as a regular pod and given no reclaimed CPU")]
+    #[error("container {container:?} asks for both {resource} and regular cpu (its own, a LimitRange's default or a sidecar's); the pod is treated as a regular pod and given no reclaimed CPU")]
     Mixed { container: String, resource: String },
 }
 

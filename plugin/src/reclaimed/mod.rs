@@ -39,6 +39,12 @@ use topolet_core::reclaimed::{
 pub const NO_API: &str =
     "off: needs the Kubernetes API client (batch pods are known by their spec); measuring only";
 
+/// The Event reason on a pod that asks for the resource but is not treated as batch.
+pub const NOT_BATCH_REASON: &str = "ReclaimedCPUNotBatch";
+
+/// The state before the runtime's Synchronize.
+pub const WAITING_SYNC: &str = "waiting for the NRI Synchronize";
+
 /// Readings that fail in a row before the amount is withdrawn.
 pub const LOST_AFTER: u32 = 3;
 /// The Event reason of a starved batch pod's eviction.
@@ -84,6 +90,16 @@ struct State {
     api: bool,
     /// The suppress steps' readings over the last interval.
     recent: Option<UsageWindow>,
+    /// Batch pods whose cgroup the last reading could not read: (`namespace/name`, error).
+    batch_failed: Vec<(String, String)>,
+    /// Batch pods whose unreadable cgroup was logged (once each until it reads again).
+    told_unreadable: HashSet<String>,
+    /// Pods told by an Event that they are not batch (once each).
+    told_not_batch: HashSet<String>,
+    /// Status lines: pods asking for the resource that are not batch.
+    not_batch_lines: Vec<String>,
+    /// The first tick after the Synchronize (the windows fill from then).
+    first_reading: Option<Instant>,
     /// Each batch pod's use over the last interval (milli-CPU), by uid.
     batch_rates: BTreeMap<String, u64>,
     /// The pool's CPUs were saturated over the last interval (batch pods' use then says
@@ -184,6 +200,24 @@ impl ReclaimedLoop {
             self.state.on = true;
             self.state.started = true;
         }
+        if !self.plugin.nri_synchronized() {
+            // Before the runtime's Synchronize the books hold no running container: the pool
+            // would include CPUs of running exclusive containers, and batch containers would be
+            // unknown. Nothing is measured, advertised or sent until then.
+            self.plugin
+                .set_reclaimed_report(Some(off_report(settings, WAITING_SYNC)));
+            return;
+        }
+        let first = *self.state.first_reading.get_or_insert(now);
+        if now.saturating_duration_since(first) >= settings.window {
+            let changed = self.plugin.end_carry();
+            if changed > 0 {
+                tracing::info!(
+                    containers = changed,
+                    "reclaimed CPU: the usage window has refilled since the start; grants carried over from running batch containers give way to the budget"
+                );
+            }
+        }
         if let Some(dir) = dir {
             let learnt = self.plugin.learn_batch(dir, &settings.resource_name);
             if learnt > 0 {
@@ -200,6 +234,7 @@ impl ReclaimedLoop {
                 "reclaimed CPU: held batch containers thawed"
             );
         }
+        self.not_batch(settings);
         let inputs = self.plugin.reclaimed_inputs();
         if self.state.pool.as_ref() != Some(&inputs.pool) {
             // Other CPUs: samples of the old pool say nothing about the new one.
@@ -210,7 +245,7 @@ impl ReclaimedLoop {
             self.state.last_tick = None;
             self.state.last_interval = None;
         }
-        let reading = match self.read(&inputs, settings) {
+        let reading = match self.read(&inputs, settings).await {
             Ok(r) => r,
             Err(e) => {
                 self.state.failures += 1;
@@ -232,6 +267,7 @@ impl ReclaimedLoop {
             }
         };
         self.state.failures = 0;
+        self.unreadable(&reading);
         if self.state.withdrawn.take().is_some() {
             tracing::info!("reclaimed CPU: usage readings work again");
         }
@@ -304,21 +340,82 @@ impl ReclaimedLoop {
         self.report(settings, &self.plugin.reclaimed_inputs());
     }
 
-    fn read(
+    /// Batch pods whose cgroup could not be read: counted every time, logged once per pod until
+    /// it reads again, and a status line each.
+    fn unreadable(&mut self, reading: &Reading) {
+        let failed: HashSet<String> = reading
+            .batch_failed
+            .iter()
+            .map(|(p, _)| p.clone())
+            .collect();
+        for (pod, error) in &reading.batch_failed {
+            self.plugin.metrics().reclaimed_cgroup_error("read");
+            if self.state.told_unreadable.insert(pod.clone()) {
+                tracing::warn!(pod = %pod, error = %error, "reclaimed CPU: a batch pod's cgroup cannot be read; its use is unknown (not counted in the batch use, never judged starved)");
+            }
+        }
+        self.state.told_unreadable.retain(|p| failed.contains(p));
+        self.state.batch_failed.clone_from(&reading.batch_failed);
+    }
+
+    /// Pods that ask for the resource but are not batch: an Event on each (once) and a status
+    /// line each, naming why.
+    fn not_batch(&mut self, settings: &ReclaimedSettings) {
+        let pods = self.plugin.not_batch();
+        self.state.not_batch_lines = pods
+            .values()
+            .map(|(pod, why)| {
+                format!(
+                    "pod {pod} asks for {} but is not batch: {why}",
+                    settings.resource_name
+                )
+            })
+            .collect();
+        self.state
+            .told_not_batch
+            .retain(|uid| pods.contains_key(uid));
+        for (uid, (pod, why)) in pods {
+            if !self.state.told_not_batch.insert(uid.clone()) {
+                continue;
+            }
+            let Some(sink) = &self.events else { continue };
+            let (namespace, name) = pod.split_once('/').unwrap_or(("", &pod));
+            sink.record(Occurrence::new(
+                ObjectRef {
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                    uid,
+                },
+                EventType::Warning,
+                NOT_BATCH_REASON,
+                &format!("Not treated as a batch pod: {why}"),
+            ));
+        }
+    }
+
+    /// One reading, taken on a blocking thread: the files it reads (`/proc/stat`, a cgroup per
+    /// pod) must never hold up the async worker that serves NRI.
+    async fn read(
         &mut self,
         inputs: &ReclaimedInputs,
         settings: &ReclaimedSettings,
     ) -> Result<Reading, String> {
         let roots = self.plugin.cgroup_roots();
-        let controller = match &self.controller {
-            Some(c) => c.clone(),
-            None => {
-                let c = roots.cpuacct_controller().map_err(|e| e.to_string())?;
-                self.controller = Some(c.clone());
-                c
-            }
-        };
-        sampler::read(&roots.proc_root, &controller, inputs, settings.usage)
+        let controller = self.controller.clone();
+        let inputs = inputs.clone();
+        let usage = settings.usage;
+        let (controller, reading) = tokio::task::spawn_blocking(move || {
+            let controller = match controller {
+                Some(c) => c,
+                None => roots.cpuacct_controller().map_err(|e| e.to_string())?,
+            };
+            let r = sampler::read(&roots.proc_root, &controller, &inputs, usage)?;
+            Ok::<_, String>((controller, r))
+        })
+        .await
+        .map_err(|e| format!("the reading's thread failed: {e}"))??;
+        self.controller = Some(controller);
+        Ok(reading)
     }
 
     /// One interval's sample: the windows, the formula, and the amount to advertise.
@@ -545,6 +642,14 @@ impl ReclaimedLoop {
             batch_used_millis: s.batch_used,
             regular_now_millis: s.regular_now,
             batch,
+            problems: s
+                .batch_failed
+                .iter()
+                .map(|(pod, e)| {
+                    format!("batch pod {pod}: its cgroup cannot be read ({e}); its use is unknown")
+                })
+                .chain(s.not_batch_lines.iter().cloned())
+                .collect(),
         }));
     }
 }
@@ -561,5 +666,6 @@ fn off_report(settings: &ReclaimedSettings, state: &str) -> ReclaimedStatus {
         batch_used_millis: 0,
         regular_now_millis: 0,
         batch: Vec::new(),
+        problems: Vec::new(),
     }
 }

@@ -54,6 +54,12 @@ pub(super) struct BatchBook {
     budget: Option<u64>,
     /// Batch containers frozen because the pool is empty (thawed once they run on the pool).
     held: BTreeSet<String>,
+    /// Batch containers found running at Synchronize (a restart) → the grant they ran with
+    /// (milli-CPU): kept as a floor until the loop's usage window has refilled
+    /// ([`TopoletPlugin::end_carry`]), so that a restart cuts no grant on a half-empty window.
+    carried: HashMap<String, u64>,
+    /// Pods that ask for the resource but are not batch: uid → (`namespace/name`, why).
+    not_batch: BTreeMap<String, (String, String)>,
 }
 
 impl BatchBook {
@@ -70,11 +76,13 @@ impl BatchBook {
         self.containers.remove(id);
         self.quota_owned.remove(id);
         self.held.remove(id);
+        self.carried.remove(id);
     }
 
     /// Forgets pod `uid`'s class (its sandbox was removed).
     pub(super) fn forget_pod(&mut self, uid: &str) {
         self.pods.remove(uid);
+        self.not_batch.remove(uid);
     }
 }
 
@@ -113,55 +121,108 @@ pub struct ReclaimedInputs {
 impl TopoletPlugin {
     /// Classifies every live container's pod not classified yet from `dir` (a batch pod of
     /// `resource`, or regular); returns how many containers became batch. Pods the directory
-    /// does not hold yet are tried again at the next call.
-    pub fn learn_batch(&self, dir: &PodDirectory, resource: &str) -> usize {
-        let mut node = self.lock();
-        let node = &mut *node;
-        let mut learnt = 0;
-        let mut unknown: Vec<(String, String, String)> = Vec::new();
-        for (id, r) in node.records.iter() {
-            if !r.lifecycle().is_live() || node.batch.containers.contains_key(id) {
-                continue;
+    /// does not hold yet are tried again at the next call. Containers learnt here are given
+    /// their quota at once (they were created before the pod watch knew their pod, and a steady
+    /// budget would never send it); one that runs with a batch quota already (kept at a
+    /// restart's Synchronize) keeps that grant as a floor until [`TopoletPlugin::end_carry`].
+    pub fn learn_batch(self: &Arc<Self>, dir: &PodDirectory, resource: &str) -> usize {
+        let learnt = {
+            let mut node = self.lock();
+            let learnt = learn(&mut node, dir, resource);
+            if learnt > 0 {
+                rebalance(&mut node, None);
+                self.hold_batch(&mut node);
             }
-            let uid = &r.view().key.pod_uid;
-            match node.batch.pods.get(uid) {
-                Some(None) => continue,
-                Some(Some(_)) | None => {
-                    unknown.push((id.clone(), uid.clone(), r.view().key.container.clone()))
-                }
-            }
-        }
-        for (id, uid, container) in unknown {
-            if !node.batch.pods.contains_key(&uid) {
-                let class = match dir.get(&uid) {
-                    Lookup::Found(pod) => classify(&pod, resource),
-                    Lookup::Invalid(_) => None,
-                    Lookup::NotFound | Lookup::NotSynced => continue,
-                };
-                node.batch.pods.insert(uid.clone(), class);
-            }
-            let Some(Some(spec)) = node.batch.pods.get(&uid) else {
-                continue;
-            };
-            let limit = spec
-                .containers
-                .iter()
-                .find(|c| c.name == container)
-                .map_or(0, |c| c.limit_millis);
-            node.batch.containers.insert(
-                id.clone(),
-                BatchEntry {
-                    pod_uid: uid,
-                    limit_millis: limit,
-                    granted_millis: 0,
-                },
-            );
-            node.batch.quota_owned.insert(id);
-            learnt += 1;
+            learnt
+        };
+        if learnt > 0 {
+            self.flush_updates();
         }
         learnt
     }
 
+    /// The usage window has refilled since the restart: grants carried over from the running
+    /// containers give way to the budget's split. Returns how many containers changed.
+    pub fn end_carry(self: &Arc<Self>) -> usize {
+        let changed = {
+            let mut node = self.lock();
+            if node.batch.carried.is_empty() {
+                return 0;
+            }
+            node.batch.carried.clear();
+            rebalance(&mut node, None)
+        };
+        if changed > 0 {
+            self.flush_updates();
+        }
+        changed
+    }
+
+    /// Whether the runtime's Synchronize has been handled on this connection.
+    pub fn nri_synchronized(&self) -> bool {
+        self.lock().records.is_synced()
+    }
+}
+
+/// [`TopoletPlugin::learn_batch`]'s classification, under the lock.
+fn learn(node: &mut PluginState, dir: &PodDirectory, resource: &str) -> usize {
+    let mut learnt = 0;
+    let mut unknown: Vec<(String, String, String)> = Vec::new();
+    for (id, r) in node.records.iter() {
+        if !r.lifecycle().is_live() || node.batch.containers.contains_key(id) {
+            continue;
+        }
+        let uid = &r.view().key.pod_uid;
+        match node.batch.pods.get(uid) {
+            Some(None) => continue,
+            Some(Some(_)) | None => {
+                unknown.push((id.clone(), uid.clone(), r.view().key.container.clone()))
+            }
+        }
+    }
+    for (id, uid, container) in unknown {
+        if !node.batch.pods.contains_key(&uid) {
+            let class = match dir.get(&uid) {
+                Lookup::Found(pod) => classify(&mut node.batch, &pod, resource),
+                Lookup::Invalid(_) => None,
+                Lookup::NotFound | Lookup::NotSynced => continue,
+            };
+            node.batch.pods.insert(uid.clone(), class);
+        }
+        let Some(Some(spec)) = node.batch.pods.get(&uid) else {
+            continue;
+        };
+        let limit = spec
+            .containers
+            .iter()
+            .find(|c| c.name == container)
+            .map_or(0, |c| c.limit_millis);
+        if let Some(t) = node.records.get(&id).map(|r| r.target()) {
+            if t.cpu_quota > 0 {
+                let period = if t.cpu_period > 0 {
+                    t.cpu_period
+                } else {
+                    PERIOD_US
+                };
+                let millis = u64::try_from(t.cpu_quota).unwrap_or(0) * 1000 / period;
+                node.batch.carried.insert(id.clone(), millis);
+            }
+        }
+        node.batch.containers.insert(
+            id.clone(),
+            BatchEntry {
+                pod_uid: uid,
+                limit_millis: limit,
+                granted_millis: 0,
+            },
+        );
+        node.batch.quota_owned.insert(id);
+        learnt += 1;
+    }
+    learnt
+}
+
+impl TopoletPlugin {
     /// What the suppress loop works from. Batch containers that are no longer live leave the
     /// book here.
     pub fn reclaimed_inputs(&self) -> ReclaimedInputs {
@@ -372,6 +433,22 @@ impl TopoletPlugin {
         }
     }
 
+    /// Pods that ask for the reclaimed resource but are not batch: uid → (`namespace/name`,
+    /// why). Only pods with a live container.
+    pub fn not_batch(&self) -> BTreeMap<String, (String, String)> {
+        let node = self.lock();
+        node.batch
+            .not_batch
+            .iter()
+            .filter(|(uid, _)| {
+                node.records
+                    .iter()
+                    .any(|(_, r)| r.lifecycle().is_live() && &r.view().key.pod_uid == *uid)
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
     /// The batch containers held now (tests, status).
     pub fn held_batch(&self) -> BTreeSet<String> {
         self.lock().batch.held.clone()
@@ -434,11 +511,13 @@ impl TopoletPlugin {
 
 /// `pod` classified for `resource`: its batch spec, or `None` (a regular pod; one that asks for
 /// both the resource and regular CPU is regular, and said so).
-fn classify(pod: &Pod, resource: &str) -> Option<BatchPod> {
+fn classify(book: &mut BatchBook, pod: &Pod, resource: &str) -> Option<BatchPod> {
     match batch_pod(pod, resource) {
         Ok(b) => b,
         Err(e) => {
             tracing::warn!(pod = %pod.key(), error = %e, "not a batch pod");
+            book.not_batch
+                .insert(pod.uid.clone(), (pod.key(), e.to_string()));
             None
         }
     }
@@ -454,7 +533,7 @@ pub(super) fn admit_batch(
     resource: &str,
     decision: &mut ContainerResources,
 ) -> bool {
-    let Some(spec) = classify(pod, resource) else {
+    let Some(spec) = classify(&mut node.batch, pod, resource) else {
         node.batch.pods.insert(pod.uid.clone(), None);
         return false;
     };
@@ -550,6 +629,10 @@ fn grants(node: &PluginState) -> BTreeMap<String, u64> {
     ids.into_iter()
         .cloned()
         .zip(distribute(budget, &limits))
+        .map(|(id, g)| {
+            let floor = node.batch.carried.get(&id).copied().unwrap_or(0);
+            (id, g.max(floor))
+        })
         .collect()
 }
 

@@ -214,3 +214,53 @@ async fn a_batch_container_never_runs_on_a_reserved_or_exclusive_cpu() {
     assert_eq!(n.state("b-app", "b"), "THAWED");
     assert!(p.held_batch().is_empty());
 }
+
+/// A batch container created before the pod watch knew its pod is given a quota as soon as it
+/// is learnt (not at the next budget change); one running with a batch quota kept at a
+/// restart's Synchronize keeps that grant as a floor until the usage window has refilled.
+#[tokio::test]
+async fn containers_learnt_late_get_a_quota_at_once_and_a_restart_keeps_grants() {
+    let n = node();
+    let p = &n.plugin;
+    let late = n.batch("late", 500);
+    let kept = n.batch("kept", 400);
+    // The pod watch does not know them yet: admitted as plain BestEffort containers.
+    n.pods.handle(watcher::Event::Init);
+    n.pods.handle(watcher::Event::InitDone);
+    for c in [&late, &kept] {
+        create(p, c).await.expect("created");
+        p.on_post_start_container(&c.1).expect("started");
+    }
+    assert!(p.batch_containers().is_empty());
+    let quota = |id: &str| p.lock().records.get(id).map(|r| r.target().cpu_quota);
+    assert!(
+        quota("late-app").is_some_and(|q| q <= 0),
+        "BestEffort: no quota, not {:?}",
+        quota("late-app")
+    );
+    // "kept" runs with the quota an earlier topolet gave it (what Synchronize keeps).
+    if let Some(r) = p.lock().records.get_mut("kept-app") {
+        r.retarget(|t| {
+            t.cpu_quota = 36_200;
+            t.cpu_period = 100_000;
+        });
+    }
+    // The watch now holds both pods.
+    let _ = n.batch("late", 500);
+    let _ = n.batch("kept", 400);
+    let dir = p.pod_directory().expect("directory").clone();
+    assert_eq!(p.learn_batch(&dir, RES), 2);
+    // No budget yet: "late" gets the minimum at once, "kept" keeps its 362m.
+    assert_eq!(quota("late-app"), Some(1_000));
+    assert_eq!(quota("kept-app"), Some(36_200));
+    // A budget smaller than the carried grant does not cut it...
+    p.set_batch_budget(300);
+    assert_eq!(quota("kept-app"), Some(36_200));
+    // ...until the window has refilled.
+    assert!(p.end_carry() > 0);
+    assert!(
+        quota("kept-app").is_some_and(|q| q < 36_200),
+        "{:?}",
+        quota("kept-app")
+    );
+}

@@ -98,6 +98,9 @@ struct State {
     told_not_batch: HashSet<String>,
     /// Status lines: pods asking for the resource that are not batch.
     not_batch_lines: Vec<String>,
+    /// The settings the windows and the advertiser were built with (a reload that changes
+    /// `window`, `interval`, `min_change_percent` or `max_age` rebuilds them).
+    built_with: Option<ReclaimedSettings>,
     /// The first tick after the Synchronize (the windows fill from then).
     first_reading: Option<Instant>,
     /// Each batch pod's use over the last interval (milli-CPU), by uid.
@@ -235,6 +238,7 @@ impl ReclaimedLoop {
             );
         }
         self.not_batch(settings);
+        self.apply_reloaded(settings);
         let inputs = self.plugin.reclaimed_inputs();
         if self.state.pool.as_ref() != Some(&inputs.pool) {
             // Other CPUs: samples of the old pool say nothing about the new one.
@@ -338,6 +342,26 @@ impl ReclaimedLoop {
             self.starved(settings, &inputs, now).await;
         }
         self.report(settings, &self.plugin.reclaimed_inputs());
+    }
+
+    /// A reload's `[reclaimed]` keys the loop built state from: new windows for a new `window`
+    /// or `interval`, a new advertiser for a new `min_change_percent` or `max_age` (the next
+    /// interval then publishes at once). Every other key is read at each step.
+    fn apply_reloaded(&mut self, settings: &ReclaimedSettings) {
+        let Some(before) = self.state.built_with.replace(settings.clone()) else {
+            return;
+        };
+        if before.window != settings.window || before.interval != settings.interval {
+            tracing::info!(window = ?settings.window, interval = ?settings.interval, "reclaimed CPU: new window or interval; the usage windows start over");
+            self.state.node_window = None;
+            self.state.zone_windows.clear();
+            self.state.recent = None;
+        }
+        if before.min_change_percent != settings.min_change_percent
+            || before.max_age != settings.max_age
+        {
+            self.state.advertiser = None;
+        }
     }
 
     /// Batch pods whose cgroup could not be read: counted every time, logged once per pod until

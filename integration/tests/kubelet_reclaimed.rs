@@ -73,14 +73,14 @@ fn regular_spinner(name: &str) -> Value {
     )
 }
 
-/// The amount the Node's capacity and allocatable hold (they must agree).
+/// The amount the Node's capacity and allocatable hold (they must agree); an absent key is 0
+/// (topolet removes the key instead of writing 0).
 fn advertised(node: &KubeNode) -> anyhow::Result<Option<u64>> {
     // topolet writes both; a differing allocatable is only ever in flight.
-    Ok(node
-        .cluster
-        .extended_resource(RES)?
-        .filter(|a| a.allocatable_agrees)
-        .map(|a| a.capacity))
+    Ok(match node.cluster.extended_resource(RES)? {
+        None => Some(0),
+        Some(a) => a.allocatable_agrees.then_some(a.capacity),
+    })
 }
 
 /// Waits until the Node lists no amount at all: withdrawn (0 is never written).

@@ -75,6 +75,11 @@ pub fn cgroup_values(c: &Created) -> anyhow::Result<CgroupValues> {
     })
 }
 
+/// Reads a container's cgroup v1 `freezer.state` (`THAWED`, `FREEZING`, `FROZEN`).
+pub fn freezer_state(c: &Created) -> anyhow::Result<String> {
+    read_trimmed(&cgroup_dir("freezer", &c.cgroup_parent, &c.id).join("freezer.state"))
+}
+
 /// Reads just `cpuset.cpus` of a container.
 pub fn cgroup_cpuset(c: &Created) -> anyhow::Result<String> {
     read_trimmed(&cgroup_dir("cpuset", &c.cgroup_parent, &c.id).join("cpuset.cpus"))

@@ -579,14 +579,16 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
     id = probe.request("spin", 600.0, 2)?;
     let n_before = samples.len();
     sample_until(&node, &regular, t0, &mut samples, |s| {
-        // Fallen, or at 0 already (a noisy peak before the step may have left nothing).
+        // Fallen, or removed (0 is never written: a noisy peak before the step may have left
+        // nothing).
         let fell = s[n_before..]
             .iter()
-            .any(|x| x.node.is_some_and(|v| v < before || v == 0));
+            .any(|x| x.node.is_none_or(|v| v < before));
         Ok(fell && s.len() >= n_before + plan.adv_before / 2)
     })?;
     probe.stop(id)?;
-    let low = samples.iter().rev().find_map(|s| s.node).unwrap_or(0);
+    // The newest amount; an absent key is 0 (withdrawn).
+    let low = samples.last().and_then(|s| s.node).unwrap_or(0);
     let step_to = t0.elapsed().as_secs_f64() * 1000.0;
     id = probe.request("ticks", 600.0, 1)?;
     let n_step = samples.len();

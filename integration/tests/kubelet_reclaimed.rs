@@ -73,14 +73,21 @@ fn regular_spinner(name: &str) -> Value {
     )
 }
 
-/// The amount the Node's capacity and allocatable hold (they must agree).
+/// The amount the Node's capacity and allocatable hold (they must agree); an absent key is 0
+/// (topolet removes the key instead of writing 0).
 fn advertised(node: &KubeNode) -> anyhow::Result<Option<u64>> {
     // topolet writes both; a differing allocatable is only ever in flight.
-    Ok(node
-        .cluster
-        .extended_resource(RES)?
-        .filter(|a| a.allocatable_agrees)
-        .map(|a| a.capacity))
+    Ok(match node.cluster.extended_resource(RES)? {
+        None => Some(0),
+        Some(a) => a.allocatable_agrees.then_some(a.capacity),
+    })
+}
+
+/// Waits until the Node lists no amount at all: withdrawn (0 is never written).
+fn wait_withdrawn(node: &KubeNode, what: &str) -> anyhow::Result<()> {
+    wait::until_true(&format!("the Node's {RES}: {what}"), FOLLOW, || {
+        Ok(node.cluster.extended_resource(RES)?.is_none())
+    })
 }
 
 fn wait_advertised(node: &KubeNode, what: &str, ok: impl Fn(u64) -> bool) -> anyhow::Result<u64> {
@@ -130,7 +137,8 @@ fn status_reclaimed(node: &KubeNode) -> anyhow::Result<Value> {
 /// The node advertises pool − regular − margin; a batch pod is scheduled against it and runs on
 /// the pool (never the reserved CPU) with the lowest weight and its limit as quota; one asking
 /// for more stays Pending; a regular pod's load cuts the batch quota and lowers the amount, and
-/// both come back when it ends; an exclusive grant takes the pool's CPU away from the batch pod.
+/// both come back when it ends; an exclusive grant taking the pool's last CPU holds the batch
+/// container (frozen, never on the reserved CPU) and refuses a new one, until the pool is back.
 #[test]
 fn batch_pods_run_on_reclaimed_cpu_and_give_it_back() -> anyhow::Result<()> {
     let mut node = start("")?;
@@ -197,7 +205,12 @@ fn batch_pods_run_on_reclaimed_cpu_and_give_it_back() -> anyhow::Result<()> {
     wait_quota(&node, "batch", "back to its limit", |q| q == 30_000)?;
     wait_advertised(&node, "back up", |v| v > busy)?;
 
-    // A Guaranteed pod takes CPU 1 exclusively: the batch container leaves it.
+    // A Guaranteed pod takes CPU 1 exclusively: no CPU is left that a batch container may run
+    // on (CPU 0 is reserved), so the batch container is held, frozen, before the exclusive
+    // container starts; it is never moved onto the reserved CPU.
+    let batch_ctr = node
+        .cluster
+        .container(&node.cluster.get_pod("batch")?, "main")?;
     node.cluster.create_pod(pod(
         "exclusive",
         vec![script_ctr(
@@ -208,17 +221,46 @@ fn batch_pods_run_on_reclaimed_cpu_and_give_it_back() -> anyhow::Result<()> {
         vec![],
     ))?;
     node.cluster.wait_running("exclusive")?;
-    let (cpus, _, _) = wait::until("the batch container off the exclusive CPU", FOLLOW, || {
-        let v = batch_cgroup(&node, "batch")?;
-        Ok((!v.0.contains('1')).then_some(v))
-    })?;
-    ensure!(cpus == "0", "batch container on {cpus}");
-    wait_advertised(&node, "0: the pool is empty", |v| v == 0)?;
+    let state = observe::freezer_state(&batch_ctr.created())?;
+    // Written before the exclusive container was created; the kernel may still be freezing.
+    ensure!(
+        state == "FROZEN" || state == "FREEZING",
+        "the exclusive container runs and the batch container is {state}, not frozen"
+    );
+    let (cpus, _, _) = batch_cgroup(&node, "batch")?;
+    ensure!(
+        !cpus.contains('0'),
+        "the held batch container's cpuset is {cpus}"
+    );
+    wait_withdrawn(&node, "removed: the pool is empty")?;
+    // A batch pod created now is not started: its container is refused until the pool has CPUs.
+    node.cluster.create_pod(batch("late", 100, SPIN))?;
+    node.cluster.wait_pod(
+        "late",
+        "its container refused while the pool is empty",
+        |p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .into_iter()
+                .flatten()
+                .any(|c| {
+                    c.state
+                        .as_ref()
+                        .and_then(|s| s.waiting.as_ref())
+                        .is_some_and(|w| w.reason.as_deref() == Some("CreateContainerError"))
+                })
+        },
+    )?;
+    node.cluster.delete_pod("late")?;
     node.cluster.delete_pod("exclusive")?;
     wait_quota(&node, "batch", "back on the pool at its limit", |q| {
         q == 30_000
     })?;
     ensure!(batch_cgroup(&node, "batch")?.0 == "1");
+    wait::until_true("the batch container thawed", FOLLOW, || {
+        Ok(observe::freezer_state(&batch_ctr.created())? == "THAWED")
+    })?;
     ensure!(
         restarts(&node, "batch")? == 0,
         "the batch container restarted"
@@ -271,7 +313,8 @@ fn a_starved_batch_pod_is_evicted_with_an_event() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A clean stop withdraws the amount and leaves the batch container's quota; a restart puts
+/// A clean stop withdraws the amount (the key removed) and leaves the batch containers' quotas;
+/// the kubelet restarted then keeps both batch pods Running; a topolet restart puts
 /// both back without touching the container; while the API server is down the quota stays and,
 /// once it is back, the Node holds what topolet computes; a reload turning the feature off
 /// withdraws the amount and gives the container plain BestEffort values (shared pool, no
@@ -283,17 +326,41 @@ fn restarts_outages_and_reloads_keep_limits_and_never_leave_a_stale_amount() -> 
         v == POOL - MARGIN
     })?;
     node.cluster.create_pod(batch("batch", 400, SPIN))?;
+    node.cluster.create_pod(batch("batch2", 200, SPIN))?;
     node.cluster.wait_running("batch")?;
+    node.cluster.wait_running("batch2")?;
     wait_quota(&node, "batch", "its limit, 400m", |q| q == 40_000)?;
 
     node.t
         .topolet
         .terminate(topolet_integration::topolet::TERMINATE_TIMEOUT)?;
-    wait_advertised(&node, "withdrawn by the clean stop", |v| v == 0)?;
+    wait_withdrawn(&node, "removed by the clean stop")?;
     ensure!(
         batch_cgroup(&node, "batch")?.2 == 40_000,
         "quota changed while topolet was down"
     );
+    // The kubelet restarts while the key is absent: it re-admits the running batch pods (a key
+    // at 0 would fail them, OutOf<resource>). A pod created after the restart runs only once the
+    // kubelet has admitted the pods it found at start.
+    node.cluster.restart_kubelet()?;
+    node.cluster.create_pod(pod(
+        "marker",
+        vec![script_ctr("main", UNTIL_TERM, res("", "", "", ""))],
+        vec![],
+    ))?;
+    node.cluster.wait_running("marker")?;
+    for name in ["batch", "batch2"] {
+        let p = node.cluster.get_pod(name)?;
+        let status = p.status.unwrap_or_default();
+        ensure!(
+            status.phase.as_deref() == Some("Running"),
+            "after the kubelet's restart pod {name} is {:?}: {:?}",
+            status.phase,
+            status.message
+        );
+        ensure!(restarts(&node, name)? == 0, "pod {name} restarted");
+    }
+    node.cluster.delete_pod("marker")?;
     node.t.topolet.restart()?;
     node.t.topolet.wait_nri_synchronized(1)?;
     // The restart's Synchronize keeps the container where it runs (a positive quota on a pod
@@ -332,7 +399,7 @@ fn restarts_outages_and_reloads_keep_limits_and_never_leave_a_stale_amount() -> 
     let config = node.t.topolet.config_path().to_path_buf();
     let text = std::fs::read_to_string(&config)?;
     std::fs::write(&config, text.replace("enabled = true", "enabled = false"))?;
-    wait_advertised(&node, "withdrawn by the reload", |v| v == 0)?;
+    wait_withdrawn(&node, "removed by the reload")?;
     let (cpus, _, quota) = wait_quota(&node, "batch", "none (BestEffort)", |q| q == -1)?;
     ensure!(
         cpus == "0-1",

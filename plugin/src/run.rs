@@ -196,8 +196,9 @@ fn config_reclaimed_name(plugin: &TopoletPlugin) -> String {
     plugin.config().reclaimed.resource_name.clone()
 }
 
-/// A clean stop withdraws the reclaimed CPU the Node advertises (0), so that the scheduler places
-/// no batch pod on a node whose agent no longer takes the CPU back; bounded, never fatal.
+/// A clean stop withdraws the reclaimed CPU the Node advertises (the key removed, never 0: see
+/// `crate::cluster::extended_resource`), so that the scheduler places no batch pod on a node
+/// whose agent no longer takes the CPU back; bounded, never fatal.
 async fn withdraw_reclaimed(
     plugin: &TopoletPlugin,
     advert: Option<(kube::Client, String, String, AbortOnDrop)>,
@@ -212,7 +213,7 @@ async fn withdraw_reclaimed(
     let write = crate::cluster::extended_resource::write(&client, &node, &name, 0);
     match tokio::time::timeout(WITHDRAW_TIMEOUT, write).await {
         Ok(Ok(_)) => {
-            tracing::info!(node = %node, resource = %name, "reclaimed CPU withdrawn from the Node (0)")
+            tracing::info!(node = %node, resource = %name, "reclaimed CPU withdrawn from the Node (key removed)")
         }
         Ok(Err(e)) => {
             tracing::warn!(node = %node, resource = %name, error = %e, "reclaimed CPU: withdrawing the amount failed; the Node keeps the last one")

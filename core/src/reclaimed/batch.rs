@@ -23,6 +23,8 @@ pub struct BatchPod {
     /// The pod's effective request of the reclaimed resource (sidecars and init containers
     /// aggregated as the scheduler does), in milli-CPU.
     pub request_millis: u64,
+    /// `spec.priority` (0 when unset): the starvation ranking's key.
+    pub priority: i32,
 }
 
 impl BatchPod {
@@ -35,7 +37,7 @@ impl BatchPod {
 /// Why a pod that requests the reclaimed resource is not treated as batch.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NotBatch {
-    #[error("container {container:?} asks for both {resource} and regular cpu; the pod is treated as a regular pod and given no reclaimed CPU")]
+    #[error("container {container:?} asks for both {resource} and regular cpu (its own, a LimitRange's default or a sidecar's); the pod is treated as a regular pod and given no reclaimed CPU")]
     Mixed { container: String, resource: String },
 }
 
@@ -77,6 +79,7 @@ pub fn batch_pod(pod: &Pod, resource: &str) -> Result<Option<BatchPod>, NotBatch
     Ok(Some(BatchPod {
         containers,
         request_millis,
+        priority: pod.priority.unwrap_or(0),
     }))
 }
 

@@ -29,5 +29,5 @@ pub use batch::{batch_pod, BatchContainer, BatchPod, NotBatch};
 pub use budget::{Advertiser, Publish, Terms, UsageWindow};
 pub use report::{BatchStatus, ReclaimedStatus, ZoneTerms};
 pub use settings::{ReclaimedSettings, UsageSource, DEFAULT_RESOURCE_NAME};
-pub use starvation::{Fed, Starvation};
+pub use starvation::{Due, Fed, Starvation, WANTED_PERCENT};
 pub use suppress::{distribute, quota_us, SuppressStep, Suppressor, MIN_GRANT_MILLIS};

@@ -26,6 +26,10 @@ pub struct ReclaimedStatus {
     /// The regular usage of the last suppress interval (not smoothed), in milli-CPU.
     pub regular_now_millis: u64,
     pub batch: Vec<BatchStatus>,
+    /// What needs an operator's eye, one line each: batch pods' cgroups that cannot be read,
+    /// pods asking for the resource that are not batch (and why).
+    #[serde(default)]
+    pub problems: Vec<String>,
 }
 
 /// The formula for one NUMA node.

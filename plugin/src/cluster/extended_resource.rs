@@ -7,6 +7,13 @@
 //! capacity is what must be written; allocatable is written too so that the scheduler sees the
 //! new amount before the kubelet's next status update.
 //!
+//! **0 is never written: the key is removed** (a strategic merge `null` in both maps). A Node
+//! that holds the key at 0 fails running batch pods when the kubelet restarts: it re-admits every
+//! running pod against allocatable (`pkg/kubelet/lifecycle/predicate.go`), and 0 is less than any
+//! request, while a resource the Node does not list at all is dropped from the pods' requests
+//! before that check (`removeMissingExtendedResources`). The scheduler sees an absent key as 0:
+//! nothing new is placed either way.
+//!
 //! A task of its own, fed the latest amount through a `watch` channel: the suppress loop never
 //! waits on the API server, a failed write is retried every second with the newest amount (never
 //! a stale one), and an amount that was superseded before it could be written is never written.
@@ -30,17 +37,30 @@ const RETRY: Duration = Duration::from_secs(1);
 pub enum Advert {
     /// Nothing to write.
     Nothing,
-    /// This amount, in milli-CPU.
+    /// This amount, in milli-CPU (0: the key removed).
     Amount(u64),
-    /// 0, but only if the Node holds a non-zero amount (the feature is off: a Node that never
-    /// had the resource is not given one).
+    /// The key removed, but only if the Node holds it (the feature is off: a Node that never
+    /// had the resource is not written to).
     WithdrawIfPresent,
 }
 
-/// The strategic merge patch setting `name` to `millis` in capacity and allocatable.
+/// The strategic merge patch setting `name` to `millis` in capacity and allocatable; for 0, the
+/// patch that removes the key from both (`null`).
 pub fn amount_patch(name: &str, millis: u64) -> serde_json::Value {
-    let v = millis.to_string();
-    json!({"status": {"capacity": {name: v}, "allocatable": {name: v}}})
+    let v = if millis == 0 {
+        serde_json::Value::Null
+    } else {
+        json!(millis.to_string())
+    };
+    json!({"status": {"capacity": {name: v.clone()}, "allocatable": {name: v}}})
+}
+
+/// Whether the Node's capacity or allocatable lists `name` at all.
+pub fn listed(node: &Node, name: &str) -> bool {
+    node.status.as_ref().is_some_and(|s| {
+        s.capacity.as_ref().is_some_and(|m| m.contains_key(name))
+            || s.allocatable.as_ref().is_some_and(|m| m.contains_key(name))
+    })
 }
 
 /// The amount of `name` the Node's capacity holds (`None`: absent or unreadable).
@@ -49,7 +69,7 @@ pub fn amount_of(node: &Node, name: &str) -> Option<u64> {
     q.0.parse().ok()
 }
 
-/// Writes `millis` for `name` on `node` now.
+/// Writes `millis` for `name` on `node` now (0: removes the key).
 pub async fn write(
     client: &Client,
     node: &str,
@@ -86,7 +106,7 @@ pub fn start(
                         .patch_status(&node, &PatchParams::default(), &Patch::Strategic(json!({})))
                         .await
                     {
-                        Ok(n) if amount_of(&n, &name).is_some_and(|m| m > 0) => {
+                        Ok(n) if listed(&n, &name) => {
                             write(&client, &node, &name, 0).await.map(|_| ())
                         }
                         Ok(_) => Ok(()),
@@ -131,6 +151,25 @@ mod tests {
             json!({"status": {"capacity": {"topolet.io/reclaimed-cpu": "440"},
                               "allocatable": {"topolet.io/reclaimed-cpu": "440"}}})
         );
+    }
+
+    #[test]
+    fn zero_is_never_written_the_key_is_removed_from_both() {
+        assert_eq!(
+            amount_patch("topolet.io/reclaimed-cpu", 0),
+            json!({"status": {"capacity": {"topolet.io/reclaimed-cpu": null},
+                              "allocatable": {"topolet.io/reclaimed-cpu": null}}})
+        );
+        let node = |status: serde_json::Value| -> Node {
+            serde_json::from_value(json!({"metadata": {"name": "n"}, "status": status}))
+                .expect("node")
+        };
+        let r = "topolet.io/reclaimed-cpu";
+        // A 0 left by an earlier version is listed: it is removed too.
+        assert!(listed(&node(json!({"capacity": {r: "0"}})), r));
+        assert!(listed(&node(json!({"allocatable": {r: "5"}})), r));
+        assert!(!listed(&node(json!({"capacity": {"cpu": "2"}})), r));
+        assert!(!listed(&node(json!({})), r));
     }
 
     #[test]

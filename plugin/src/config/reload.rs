@@ -127,6 +127,14 @@ pub fn candidate(running: &Config, mut new: Config) -> Candidate {
         ));
         new.state = running.state.clone();
     }
+    if new.reclaimed.resource_name != running.reclaimed.resource_name {
+        // The Node's publisher and the pods' classification are bound to the name at start.
+        restart_needed.push(format!(
+            "[reclaimed] resource_name (running: {}; file: {})",
+            running.reclaimed.resource_name, new.reclaimed.resource_name
+        ));
+        new.reclaimed.resource_name = running.reclaimed.resource_name.clone();
+    }
     // Sections reload does not apply (read at start) keep their running values.
     let mut applied = running.clone();
     applied.cpu = new.cpu.clone();
@@ -601,6 +609,24 @@ mod tests {
         assert_eq!(c.config, running);
         assert!(c.changed.is_empty());
         assert_eq!(c.restart_needed.len(), 1, "{:?}", c.restart_needed);
+        // [reclaimed] resource_name needs a restart, naming the key; its other keys apply.
+        let mut renamed = running.clone();
+        renamed.reclaimed.resource_name = "example.com/batch-cpu".into();
+        renamed.reclaimed.window = "2m".into();
+        let c = candidate(&running, renamed);
+        assert_eq!(c.changed, ["reclaimed"]);
+        assert_eq!(
+            c.config.reclaimed.resource_name,
+            running.reclaimed.resource_name
+        );
+        assert_eq!(c.config.reclaimed.window, "2m");
+        assert!(
+            c.restart_needed.len() == 1
+                && c.restart_needed[0].contains("[reclaimed] resource_name")
+                && c.restart_needed[0].contains("example.com/batch-cpu"),
+            "{:?}",
+            c.restart_needed
+        );
         // [kubernetes] too: read at start only.
         let mut api = Config::default();
         api.kubernetes.enabled = crate::config::KubernetesEnabled::Off;

@@ -256,6 +256,10 @@ impl Roots {
 
     /// v1 controller `name` (else the v2 unified mount) of this process's mounts, its mount
     /// point rebased onto `sysfs_root`.
+    pub fn controller_named(&self, name: &str) -> io::Result<CpuController> {
+        self.controller_of(name)
+    }
+
     fn controller_of(&self, name: &str) -> io::Result<CpuController> {
         let path = self.proc_root.join("self/mountinfo");
         let text = fs::read_to_string(&path).map_err(|e| at(&path, e))?;

@@ -105,6 +105,9 @@ fn render_reclaimed(out: &mut String, r: &topolet_core::reclaimed::ReclaimedStat
         r.regular_now_millis,
         r.batch_used_millis
     );
+    for p in &r.problems {
+        let _ = writeln!(out, "  ! {p}");
+    }
     if !r.batch.is_empty() {
         let rows: Vec<Vec<String>> = r
             .batch
@@ -441,6 +444,7 @@ mod tests {
                 average_granted_millis: 250,
                 starved: true,
             }],
+            problems: vec!["pod default/mixed asks for topolet.io/reclaimed-cpu but is not batch: container \"b\" asks for both".into()],
         });
         let text = render_table(&s);
         assert!(
@@ -448,6 +452,12 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("  NUMA 0: pool 1000m"), "{text}");
+        assert!(
+            text.contains(
+                "\n  ! pod default/mixed asks for topolet.io/reclaimed-cpu but is not batch"
+            ),
+            "{text}"
+        );
         assert!(
             text.contains("advertised 590m; batch budget 600m"),
             "{text}"

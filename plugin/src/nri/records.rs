@@ -817,6 +817,7 @@ mod tests {
             pod_ref: format!("default/{uid}"),
             qos: QosClass::BestEffort,
             cgroup_parent: String::new(),
+            cgroups_path: String::new(),
             estimate: topolet_core::placement::nri_container::NriContainer {
                 namespace: "default".into(),
                 name: uid.into(),

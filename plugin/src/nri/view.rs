@@ -49,6 +49,8 @@ pub struct ContainerView {
     pub qos: QosClass,
     /// The pod sandbox's cgroup parent: the pod cgroup (`crate::host::pod_cgroup`).
     pub cgroup_parent: String,
+    /// The container's own cgroups path, as NRI gives it (`crate::host::freezer`).
+    pub cgroups_path: String,
     /// What admission is told (`topolet_core::placement::nri_container`): the pod's identity, the class
     /// ([`ContainerView::qos`], the path's, unless its values contradict a Guaranteed path: see
     /// `admission_class`), the requests and limits estimated from the cgroup values, the role
@@ -276,6 +278,11 @@ impl<'a> PodContext<'a> {
                 .linux
                 .as_ref()
                 .map(|l| l.cgroup_parent.clone())
+                .unwrap_or_default(),
+            cgroups_path: ctr
+                .linux
+                .as_ref()
+                .map(|l| l.cgroups_path.clone())
                 .unwrap_or_default(),
             estimate: NriContainer {
                 namespace: pod.namespace.clone(),

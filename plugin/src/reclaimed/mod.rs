@@ -39,6 +39,12 @@ use topolet_core::reclaimed::{
 pub const NO_API: &str =
     "off: needs the Kubernetes API client (batch pods are known by their spec); measuring only";
 
+/// The Event reason on a pod that asks for the resource but is not treated as batch.
+pub const NOT_BATCH_REASON: &str = "ReclaimedCPUNotBatch";
+
+/// The state before the runtime's Synchronize.
+pub const WAITING_SYNC: &str = "waiting for the NRI Synchronize";
+
 /// Readings that fail in a row before the amount is withdrawn.
 pub const LOST_AFTER: u32 = 3;
 /// The Event reason of a starved batch pod's eviction.
@@ -84,7 +90,29 @@ struct State {
     api: bool,
     /// The suppress steps' readings over the last interval.
     recent: Option<UsageWindow>,
+    /// Batch pods whose cgroup the last reading could not read: (`namespace/name`, error).
+    batch_failed: Vec<(String, String)>,
+    /// Batch pods whose unreadable cgroup was logged (once each until it reads again).
+    told_unreadable: HashSet<String>,
+    /// Pods told by an Event that they are not batch (once each).
+    told_not_batch: HashSet<String>,
+    /// Status lines: pods asking for the resource that are not batch.
+    not_batch_lines: Vec<String>,
+    /// The settings the windows and the advertiser were built with (a reload that changes
+    /// `window`, `interval`, `min_change_percent` or `max_age` rebuilds them).
+    built_with: Option<ReclaimedSettings>,
+    /// The first tick after the Synchronize (the windows fill from then).
+    first_reading: Option<Instant>,
+    /// Each batch pod's use over the last interval (milli-CPU), by uid.
+    batch_rates: BTreeMap<String, u64>,
+    /// The pool's CPUs were saturated over the last interval (batch pods' use then says
+    /// nothing of their demand).
+    pool_saturated: bool,
 }
+
+/// The pool counts as saturated when it is this busy (percent of its CPUs' time, batch
+/// included).
+const SATURATED_PERCENT: u64 = 90;
 
 impl ReclaimedLoop {
     pub fn new(plugin: Arc<TopoletPlugin>) -> ReclaimedLoop {
@@ -175,6 +203,24 @@ impl ReclaimedLoop {
             self.state.on = true;
             self.state.started = true;
         }
+        if !self.plugin.nri_synchronized() {
+            // Before the runtime's Synchronize the books hold no running container: the pool
+            // would include CPUs of running exclusive containers, and batch containers would be
+            // unknown. Nothing is measured, advertised or sent until then.
+            self.plugin
+                .set_reclaimed_report(Some(off_report(settings, WAITING_SYNC)));
+            return;
+        }
+        let first = *self.state.first_reading.get_or_insert(now);
+        if now.saturating_duration_since(first) >= settings.window {
+            let changed = self.plugin.end_carry();
+            if changed > 0 {
+                tracing::info!(
+                    containers = changed,
+                    "reclaimed CPU: the usage window has refilled since the start; grants carried over from running batch containers give way to the budget"
+                );
+            }
+        }
         if let Some(dir) = dir {
             let learnt = self.plugin.learn_batch(dir, &settings.resource_name);
             if learnt > 0 {
@@ -184,6 +230,15 @@ impl ReclaimedLoop {
                 );
             }
         }
+        let thawed = self.plugin.release_batch();
+        if thawed > 0 {
+            tracing::debug!(
+                containers = thawed,
+                "reclaimed CPU: held batch containers thawed"
+            );
+        }
+        self.not_batch(settings);
+        self.apply_reloaded(settings);
         let inputs = self.plugin.reclaimed_inputs();
         if self.state.pool.as_ref() != Some(&inputs.pool) {
             // Other CPUs: samples of the old pool say nothing about the new one.
@@ -194,7 +249,7 @@ impl ReclaimedLoop {
             self.state.last_tick = None;
             self.state.last_interval = None;
         }
-        let reading = match self.read(&inputs, settings) {
+        let reading = match self.read(&inputs, settings).await {
             Ok(r) => r,
             Err(e) => {
                 self.state.failures += 1;
@@ -216,6 +271,7 @@ impl ReclaimedLoop {
             }
         };
         self.state.failures = 0;
+        self.unreadable(&reading);
         if self.state.withdrawn.take().is_some() {
             tracing::info!("reclaimed CPU: usage readings work again");
         }
@@ -272,6 +328,11 @@ impl ReclaimedLoop {
         });
         if interval_due {
             if let Some(before) = self.state.last_interval.replace(reading.clone()) {
+                self.state.batch_rates = sampler::batch_rates(&before, &reading);
+                let pool_millis = inputs.pool.len() as u64 * 1000;
+                let busy = sampler::rates(&before, &reading, &inputs).pool_busy();
+                self.state.pool_saturated =
+                    pool_millis > 0 && busy * 100 >= pool_millis * SATURATED_PERCENT;
                 self.sample_interval(settings, &before, &reading, &inputs, now);
             }
         }
@@ -283,21 +344,102 @@ impl ReclaimedLoop {
         self.report(settings, &self.plugin.reclaimed_inputs());
     }
 
-    fn read(
+    /// A reload's `[reclaimed]` keys the loop built state from: new windows for a new `window`
+    /// or `interval`, a new advertiser for a new `min_change_percent` or `max_age` (the next
+    /// interval then publishes at once). Every other key is read at each step.
+    fn apply_reloaded(&mut self, settings: &ReclaimedSettings) {
+        let Some(before) = self.state.built_with.replace(settings.clone()) else {
+            return;
+        };
+        if before.window != settings.window || before.interval != settings.interval {
+            tracing::info!(window = ?settings.window, interval = ?settings.interval, "reclaimed CPU: new window or interval; the usage windows start over");
+            self.state.node_window = None;
+            self.state.zone_windows.clear();
+            self.state.recent = None;
+        }
+        if before.min_change_percent != settings.min_change_percent
+            || before.max_age != settings.max_age
+        {
+            self.state.advertiser = None;
+        }
+    }
+
+    /// Batch pods whose cgroup could not be read: counted every time, logged once per pod until
+    /// it reads again, and a status line each.
+    fn unreadable(&mut self, reading: &Reading) {
+        let failed: HashSet<String> = reading
+            .batch_failed
+            .iter()
+            .map(|(p, _)| p.clone())
+            .collect();
+        for (pod, error) in &reading.batch_failed {
+            self.plugin.metrics().reclaimed_cgroup_error("read");
+            if self.state.told_unreadable.insert(pod.clone()) {
+                tracing::warn!(pod = %pod, error = %error, "reclaimed CPU: a batch pod's cgroup cannot be read; its use is unknown (not counted in the batch use, never judged starved)");
+            }
+        }
+        self.state.told_unreadable.retain(|p| failed.contains(p));
+        self.state.batch_failed.clone_from(&reading.batch_failed);
+    }
+
+    /// Pods that ask for the resource but are not batch: an Event on each (once) and a status
+    /// line each, naming why.
+    fn not_batch(&mut self, settings: &ReclaimedSettings) {
+        let pods = self.plugin.not_batch();
+        self.state.not_batch_lines = pods
+            .values()
+            .map(|(pod, why)| {
+                format!(
+                    "pod {pod} asks for {} but is not batch: {why}",
+                    settings.resource_name
+                )
+            })
+            .collect();
+        self.state
+            .told_not_batch
+            .retain(|uid| pods.contains_key(uid));
+        for (uid, (pod, why)) in pods {
+            if !self.state.told_not_batch.insert(uid.clone()) {
+                continue;
+            }
+            let Some(sink) = &self.events else { continue };
+            let (namespace, name) = pod.split_once('/').unwrap_or(("", &pod));
+            sink.record(Occurrence::new(
+                ObjectRef {
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                    uid,
+                },
+                EventType::Warning,
+                NOT_BATCH_REASON,
+                &format!("Not treated as a batch pod: {why}"),
+            ));
+        }
+    }
+
+    /// One reading, taken on a blocking thread: the files it reads (`/proc/stat`, a cgroup per
+    /// pod) must never hold up the async worker that serves NRI.
+    async fn read(
         &mut self,
         inputs: &ReclaimedInputs,
         settings: &ReclaimedSettings,
     ) -> Result<Reading, String> {
         let roots = self.plugin.cgroup_roots();
-        let controller = match &self.controller {
-            Some(c) => c.clone(),
-            None => {
-                let c = roots.cpuacct_controller().map_err(|e| e.to_string())?;
-                self.controller = Some(c.clone());
-                c
-            }
-        };
-        sampler::read(&roots.proc_root, &controller, inputs, settings.usage)
+        let controller = self.controller.clone();
+        let inputs = inputs.clone();
+        let usage = settings.usage;
+        let (controller, reading) = tokio::task::spawn_blocking(move || {
+            let controller = match controller {
+                Some(c) => c,
+                None => roots.cpuacct_controller().map_err(|e| e.to_string())?,
+            };
+            let r = sampler::read(&roots.proc_root, &controller, &inputs, usage)?;
+            Ok::<_, String>((controller, r))
+        })
+        .await
+        .map_err(|e| format!("the reading's thread failed: {e}"))??;
+        self.controller = Some(controller);
+        Ok(reading)
     }
 
     /// One interval's sample: the windows, the formula, and the amount to advertise.
@@ -365,8 +507,13 @@ impl ReclaimedLoop {
             .iter()
             .map(|p| Fed {
                 uid: &p.uid,
+                pod_ref: &p.pod_ref,
                 granted_millis: p.granted_millis,
                 request_millis: p.request_millis,
+                used_millis: self.state.batch_rates.get(&p.uid).copied(),
+                held: p.held,
+                contended: self.state.pool_saturated,
+                priority: p.priority,
             })
             .collect();
         let due = self.state.starvation.observe(
@@ -394,21 +541,24 @@ impl ReclaimedLoop {
         let Some(evictor) = self.evictor.clone() else {
             return;
         };
-        for (uid, average) in due {
+        // One pod at a time (`topolet_core::reclaimed::starvation`).
+        if let Some(d) = due {
+            let (uid, average, used) = (d.uid, d.average_millis, d.used_millis.unwrap_or(0));
             if !self.state.evicted.insert(uid.clone()) {
-                continue;
+                return;
             }
             let Some(p) = inputs.batch.iter().find(|p| p.uid == uid) else {
-                continue;
+                return;
             };
             let (namespace, name) = p.pod_ref.split_once('/').unwrap_or(("", &p.pod_ref));
             let message = format!(
-                "The node's regular pods need its CPU: this batch pod was granted {}m on average over {}, under {}% of its {}m of {}.",
+                "The node's regular pods need its CPU: this batch pod was granted {}m on average over {}, under {}% of its {}m of {}, and used {}m of it (it wanted more).",
                 average,
                 format_duration(settings.starved_for),
                 settings.starved_percent,
                 p.request_millis,
-                settings.resource_name
+                settings.resource_name,
+                used
             );
             let pod = EvictPod {
                 sandbox_id: p.sandbox_id.clone(),
@@ -434,6 +584,7 @@ impl ReclaimedLoop {
             };
             self.plugin.metrics().reclaimed_eviction(result);
             if result == "evicted" || result == "dry_run" {
+                self.state.starvation.evicted(&uid, now);
                 tracing::warn!(pod = %p.pod_ref, action = evictor.name(), average_granted = average, request = p.request_millis, "reclaimed CPU: starved batch pod evicted");
                 if result == "evicted" {
                     self.pod_event(p, EventType::Warning, STARVED_REASON, &message);
@@ -515,6 +666,14 @@ impl ReclaimedLoop {
             batch_used_millis: s.batch_used,
             regular_now_millis: s.regular_now,
             batch,
+            problems: s
+                .batch_failed
+                .iter()
+                .map(|(pod, e)| {
+                    format!("batch pod {pod}: its cgroup cannot be read ({e}); its use is unknown")
+                })
+                .chain(s.not_batch_lines.iter().cloned())
+                .collect(),
         }));
     }
 }
@@ -531,5 +690,6 @@ fn off_report(settings: &ReclaimedSettings, state: &str) -> ReclaimedStatus {
         batch_used_millis: 0,
         regular_now_millis: 0,
         batch: Vec::new(),
+        problems: Vec::new(),
     }
 }

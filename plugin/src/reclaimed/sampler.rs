@@ -32,6 +32,8 @@ pub struct Reading {
     pub batch: BTreeMap<String, u64>,
     /// Regular pod cgroup parent → its cgroup's CPU time (ns), with `usage = "pods"`.
     pub regular: BTreeMap<String, u64>,
+    /// Batch pods whose cgroup exists but could not be read: (`namespace/name`, error).
+    pub batch_failed: Vec<(String, String)>,
 }
 
 /// Takes a reading. Fails when `/proc/stat` cannot be read; a pod whose cgroup is gone (it just
@@ -56,11 +58,29 @@ pub fn read(
             }
         }
     };
-    let batch = inputs
-        .batch
-        .iter()
-        .filter_map(|p| Some((p.uid.clone(), usage_of(&p.cgroup_parent)?)))
-        .collect();
+    let mut batch = BTreeMap::new();
+    let mut batch_failed = Vec::new();
+    for p in &inputs.batch {
+        let Some(rel) = cgroup_path(&p.cgroup_parent) else {
+            batch_failed.push((
+                p.pod_ref.clone(),
+                format!("cgroup parent {:?} is not a cgroup path", p.cgroup_parent),
+            ));
+            continue;
+        };
+        let dir = PodDir {
+            version: controller.version,
+            dir: controller.mount_point.join(rel),
+        };
+        match cgroup_usage_ns(&dir) {
+            Ok(ns) => {
+                batch.insert(p.uid.clone(), ns);
+            }
+            // Gone: the pod just ended.
+            Err(_) if !dir.dir.exists() => {}
+            Err(e) => batch_failed.push((p.pod_ref.clone(), e.to_string())),
+        }
+    }
     let regular = match usage {
         UsageSource::Cpus => BTreeMap::new(),
         UsageSource::Pods => inputs
@@ -74,6 +94,7 @@ pub fn read(
         cpus,
         batch,
         regular,
+        batch_failed,
     })
 }
 
@@ -111,6 +132,26 @@ fn cgroup_rate(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>, ns
         .filter_map(|(k, a)| Some(u128::from(a.saturating_sub(*before.get(k)?))))
         .sum();
     u64::try_from(used * 1000 / ns).unwrap_or(u64::MAX)
+}
+
+/// Each batch pod's CPU time between `before` and `after`, in milli-CPU (a pod missing from
+/// either reading is left out).
+pub fn batch_rates(before: &Reading, after: &Reading) -> BTreeMap<String, u64> {
+    let ns = after.at.saturating_duration_since(before.at).as_nanos();
+    if ns == 0 {
+        return BTreeMap::new();
+    }
+    after
+        .batch
+        .iter()
+        .filter_map(|(uid, a)| {
+            let used = u128::from(a.saturating_sub(*before.batch.get(uid)?));
+            Some((
+                uid.clone(),
+                u64::try_from(used * 1000 / ns).unwrap_or(u64::MAX),
+            ))
+        })
+        .collect()
 }
 
 /// The rates between `before` and `after` for the pool and exclusive CPUs of `inputs`.
@@ -200,6 +241,7 @@ mod tests {
                 .collect(),
             batch: batch.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
             regular: BTreeMap::new(),
+            batch_failed: Vec::new(),
         }
     }
 

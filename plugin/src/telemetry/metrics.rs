@@ -158,6 +158,8 @@ struct ReclaimedFamilies {
     evictions: BTreeMap<&'static str, u64>,
     /// result → writes of the extended resource on the Node.
     publishes: BTreeMap<&'static str, u64>,
+    /// op (`read`, `freeze`) → failed accesses of batch containers' cgroups.
+    cgroup_errors: BTreeMap<&'static str, u64>,
 }
 
 /// The pod watch (`crate::cluster::pod_directory`) and which source decided each admission.
@@ -594,6 +596,12 @@ impl Metrics {
     /// A starved batch pod's eviction ended with `result` (`evicted`, `refused`, `error`, `dry_run`).
     pub fn reclaimed_eviction(&self, result: &'static str) {
         *self.lock().reclaimed.evictions.entry(result).or_default() += 1;
+    }
+
+    /// A batch pod's cgroup could not be read (`read`) or a batch container's freezer written
+    /// (`freeze`).
+    pub fn reclaimed_cgroup_error(&self, op: &'static str) {
+        *self.lock().reclaimed.cgroup_errors.entry(op).or_default() += 1;
     }
 
     /// The exposition text (format 0.0.4) of every family, with `gauges` read from the plugin.
@@ -1183,6 +1191,15 @@ fn render_reclaimed(w: &mut Writer, r: &ReclaimedFamilies) {
             w.sample(family, &[("result", result.to_string())], *n as f64);
         }
     }
+    let family = "topolet_reclaimed_cpu_cgroup_errors_total";
+    w.family(
+        family,
+        "counter",
+        "Batch pods' cgroups that could not be read (op read: the batch use is then unknown) or batch containers' freezers not written (op freeze).",
+    );
+    for (op, n) in &r.cgroup_errors {
+        w.sample(family, &[("op", op.to_string())], *n as f64);
+    }
 }
 
 fn render_pod_truth(w: &mut Writer, p: &PodTruth) {
@@ -1467,8 +1484,16 @@ mod tests {
         m.reclaimed_reaction("grow", None);
         m.reclaimed_eviction("evicted");
         m.reclaimed_publish("ok");
+        m.reclaimed_cgroup_error("read");
         let s = parse_exposition(&m.render(&Gauges::default())).unwrap();
         let v = |n: &str, l: &[(&str, &str)]| value(&s, n, l);
+        assert_eq!(
+            v(
+                "topolet_reclaimed_cpu_cgroup_errors_total",
+                &[("op", "read")]
+            ),
+            Some(1.0)
+        );
         assert_eq!(
             v(
                 "topolet_reclaimed_cpu_advertised_millicpu",

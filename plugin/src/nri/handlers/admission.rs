@@ -116,6 +116,16 @@ impl TopoletPlugin {
         };
         let reclaimed = self.config.get().reclaimed.clone();
         let mut node = self.event_lock();
+        if let AdmissionInput::Api { pod, which } = &input {
+            if reclaimed.enabled {
+                if let Some(msg) =
+                    reclaimed::held_refusal(&node, pod, *which, &reclaimed.resource_name)
+                {
+                    tracing::warn!(pod = %view.pod_ref, container = %ctr.name, error = %msg, "container refused");
+                    return Err(PluginError::Failed(msg));
+                }
+            }
+        }
         let floor = node.oom_floor.unwrap_or(0);
         let mut decision = match node.placement.admit(input.candidate(), floor) {
             Ok(d) => d,

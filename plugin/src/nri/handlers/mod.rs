@@ -419,6 +419,8 @@ impl Plugin for TopoletPlugin {
 }
 
 #[cfg(test)]
+mod reclaimed_tests;
+#[cfg(test)]
 mod tests;
 
 /// After a handler panicked holding the node's lock: `Ok` when the placement's invariants still

@@ -4,6 +4,14 @@
 //! every other target — in the reply to the next event that can carry it, or in one unsolicited
 //! update.
 //!
+//! A batch container never runs on a reserved or an exclusive CPU. When exclusive grants take
+//! every CPU of the pool, a cpuset cannot be emptied: the batch containers are **held** instead —
+//! frozen (`crate::host::freezer`) in the handler that empties the pool, before its reply lets the
+//! exclusive container start, and a batch container created meanwhile is refused (the kubelet
+//! retries it with back-off). When the pool has CPUs again, each held container is sent the pool
+//! and thawed once the runtime has acknowledged that cpuset. A pod held for `starved_for` is
+//! starved (`crate::reclaimed`) and evicted like any other.
+//!
 //! A pod is batch by its spec (the pod watch): NRI shows it as a plain BestEffort (or Burstable)
 //! pod. A container created while the feature is on is admitted with its quota already set, so it
 //! never starts unlimited; containers found at Synchronize (a restart) keep the quota the runtime
@@ -11,7 +19,7 @@
 //! feature off sends each batch container the plain BestEffort values back: the shared pool and
 //! no quota.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::{PluginState, TopoletPlugin};
@@ -44,6 +52,14 @@ pub(super) struct BatchBook {
     quota_owned: HashSet<String>,
     /// The suppress loop's budget (`None`: no step yet, or the feature is off).
     budget: Option<u64>,
+    /// Batch containers frozen because the pool is empty (thawed once they run on the pool).
+    held: BTreeSet<String>,
+    /// Batch containers found running at Synchronize (a restart) → the grant they ran with
+    /// (milli-CPU): kept as a floor until the loop's usage window has refilled
+    /// ([`TopoletPlugin::end_carry`]), so that a restart cuts no grant on a half-empty window.
+    carried: HashMap<String, u64>,
+    /// Pods that ask for the resource but are not batch: uid → (`namespace/name`, why).
+    not_batch: BTreeMap<String, (String, String)>,
 }
 
 impl BatchBook {
@@ -59,11 +75,14 @@ impl BatchBook {
     pub(super) fn forget(&mut self, id: &str) {
         self.containers.remove(id);
         self.quota_owned.remove(id);
+        self.held.remove(id);
+        self.carried.remove(id);
     }
 
     /// Forgets pod `uid`'s class (its sandbox was removed).
     pub(super) fn forget_pod(&mut self, uid: &str) {
         self.pods.remove(uid);
+        self.not_batch.remove(uid);
     }
 }
 
@@ -77,6 +96,10 @@ pub struct BatchPodView {
     pub request_millis: u64,
     pub granted_millis: u64,
     pub limit_millis: u64,
+    /// Some of its containers are held (frozen: the pool is empty).
+    pub held: bool,
+    /// `spec.priority` (0 when unset).
+    pub priority: i32,
     /// (container name, limit, granted).
     pub containers: Vec<(String, u64, u64)>,
 }
@@ -98,55 +121,108 @@ pub struct ReclaimedInputs {
 impl TopoletPlugin {
     /// Classifies every live container's pod not classified yet from `dir` (a batch pod of
     /// `resource`, or regular); returns how many containers became batch. Pods the directory
-    /// does not hold yet are tried again at the next call.
-    pub fn learn_batch(&self, dir: &PodDirectory, resource: &str) -> usize {
-        let mut node = self.lock();
-        let node = &mut *node;
-        let mut learnt = 0;
-        let mut unknown: Vec<(String, String, String)> = Vec::new();
-        for (id, r) in node.records.iter() {
-            if !r.lifecycle().is_live() || node.batch.containers.contains_key(id) {
-                continue;
+    /// does not hold yet are tried again at the next call. Containers learnt here are given
+    /// their quota at once (they were created before the pod watch knew their pod, and a steady
+    /// budget would never send it); one that runs with a batch quota already (kept at a
+    /// restart's Synchronize) keeps that grant as a floor until [`TopoletPlugin::end_carry`].
+    pub fn learn_batch(self: &Arc<Self>, dir: &PodDirectory, resource: &str) -> usize {
+        let learnt = {
+            let mut node = self.lock();
+            let learnt = learn(&mut node, dir, resource);
+            if learnt > 0 {
+                rebalance(&mut node, None);
+                self.hold_batch(&mut node);
             }
-            let uid = &r.view().key.pod_uid;
-            match node.batch.pods.get(uid) {
-                Some(None) => continue,
-                Some(Some(_)) | None => {
-                    unknown.push((id.clone(), uid.clone(), r.view().key.container.clone()))
-                }
-            }
-        }
-        for (id, uid, container) in unknown {
-            if !node.batch.pods.contains_key(&uid) {
-                let class = match dir.get(&uid) {
-                    Lookup::Found(pod) => classify(&pod, resource),
-                    Lookup::Invalid(_) => None,
-                    Lookup::NotFound | Lookup::NotSynced => continue,
-                };
-                node.batch.pods.insert(uid.clone(), class);
-            }
-            let Some(Some(spec)) = node.batch.pods.get(&uid) else {
-                continue;
-            };
-            let limit = spec
-                .containers
-                .iter()
-                .find(|c| c.name == container)
-                .map_or(0, |c| c.limit_millis);
-            node.batch.containers.insert(
-                id.clone(),
-                BatchEntry {
-                    pod_uid: uid,
-                    limit_millis: limit,
-                    granted_millis: 0,
-                },
-            );
-            node.batch.quota_owned.insert(id);
-            learnt += 1;
+            learnt
+        };
+        if learnt > 0 {
+            self.flush_updates();
         }
         learnt
     }
 
+    /// The usage window has refilled since the restart: grants carried over from the running
+    /// containers give way to the budget's split. Returns how many containers changed.
+    pub fn end_carry(self: &Arc<Self>) -> usize {
+        let changed = {
+            let mut node = self.lock();
+            if node.batch.carried.is_empty() {
+                return 0;
+            }
+            node.batch.carried.clear();
+            rebalance(&mut node, None)
+        };
+        if changed > 0 {
+            self.flush_updates();
+        }
+        changed
+    }
+
+    /// Whether the runtime's Synchronize has been handled on this connection.
+    pub fn nri_synchronized(&self) -> bool {
+        self.lock().records.is_synced()
+    }
+}
+
+/// [`TopoletPlugin::learn_batch`]'s classification, under the lock.
+fn learn(node: &mut PluginState, dir: &PodDirectory, resource: &str) -> usize {
+    let mut learnt = 0;
+    let mut unknown: Vec<(String, String, String)> = Vec::new();
+    for (id, r) in node.records.iter() {
+        if !r.lifecycle().is_live() || node.batch.containers.contains_key(id) {
+            continue;
+        }
+        let uid = &r.view().key.pod_uid;
+        match node.batch.pods.get(uid) {
+            Some(None) => continue,
+            Some(Some(_)) | None => {
+                unknown.push((id.clone(), uid.clone(), r.view().key.container.clone()))
+            }
+        }
+    }
+    for (id, uid, container) in unknown {
+        if !node.batch.pods.contains_key(&uid) {
+            let class = match dir.get(&uid) {
+                Lookup::Found(pod) => classify(&mut node.batch, &pod, resource),
+                Lookup::Invalid(_) => None,
+                Lookup::NotFound | Lookup::NotSynced => continue,
+            };
+            node.batch.pods.insert(uid.clone(), class);
+        }
+        let Some(Some(spec)) = node.batch.pods.get(&uid) else {
+            continue;
+        };
+        let limit = spec
+            .containers
+            .iter()
+            .find(|c| c.name == container)
+            .map_or(0, |c| c.limit_millis);
+        if let Some(t) = node.records.get(&id).map(|r| r.target()) {
+            if t.cpu_quota > 0 {
+                let period = if t.cpu_period > 0 {
+                    t.cpu_period
+                } else {
+                    PERIOD_US
+                };
+                let millis = u64::try_from(t.cpu_quota).unwrap_or(0) * 1000 / period;
+                node.batch.carried.insert(id.clone(), millis);
+            }
+        }
+        node.batch.containers.insert(
+            id.clone(),
+            BatchEntry {
+                pod_uid: uid,
+                limit_millis: limit,
+                granted_millis: 0,
+            },
+        );
+        node.batch.quota_owned.insert(id);
+        learnt += 1;
+    }
+    learnt
+}
+
+impl TopoletPlugin {
     /// What the suppress loop works from. Batch containers that are no longer live leave the
     /// book here.
     pub fn reclaimed_inputs(&self) -> ReclaimedInputs {
@@ -203,8 +279,16 @@ impl TopoletPlugin {
                         .map_or(0, |s| s.request_millis),
                     granted_millis: 0,
                     limit_millis: 0,
+                    held: false,
+                    priority: node
+                        .batch
+                        .pods
+                        .get(&e.pod_uid)
+                        .and_then(|s| s.as_ref())
+                        .map_or(0, |s| s.priority),
                     containers: Vec::new(),
                 });
+            p.held |= node.batch.held.contains(id);
             p.granted_millis += e.granted_millis;
             p.limit_millis += e.limit_millis;
             p.containers
@@ -233,7 +317,9 @@ impl TopoletPlugin {
         let changed = {
             let mut node = self.lock();
             node.batch.budget = Some(budget);
-            rebalance(&mut node, None)
+            let changed = rebalance(&mut node, None);
+            self.hold_batch(&mut node);
+            changed
         };
         if changed > 0 {
             self.flush_updates();
@@ -262,12 +348,110 @@ impl TopoletPlugin {
             node.batch.containers.clear();
             node.batch.pods.clear();
             node.batch.budget = None;
+            // No longer batch: plain BestEffort containers run wherever the shared pool is.
+            let held = std::mem::take(&mut node.batch.held);
+            for id in held {
+                if let Some(r) = node.records.get(&id) {
+                    self.freeze(&id, &r.view().cgroups_path, false);
+                }
+            }
             ids.len()
         };
         if n > 0 {
             self.flush_updates();
         }
         n
+    }
+
+    /// Holds (freezes) every live batch container not held yet when the pool is empty: no CPU is
+    /// left that a batch container may run on. Called wherever the pool may have shrunk, under
+    /// the lock, before the reply that hands its last CPU to an exclusive container.
+    pub(super) fn hold_batch(&self, node: &mut PluginState) {
+        if !node.placement.batch_pool().is_empty() {
+            return;
+        }
+        let ids: Vec<String> = node
+            .batch
+            .containers
+            .keys()
+            .filter(|id| !node.batch.held.contains(*id))
+            .filter(|id| {
+                node.records
+                    .get(id)
+                    .is_some_and(|r| r.lifecycle().is_live())
+            })
+            .cloned()
+            .collect();
+        for id in ids {
+            let Some(r) = node.records.get(&id) else {
+                continue;
+            };
+            if self.freeze(&id, &r.view().cgroups_path, true) {
+                tracing::warn!(pod = %r.view().pod_ref, container = %r.view().key.container, "reclaimed CPU: exclusive grants took every CPU that is neither reserved nor exclusive; batch container held (frozen) until the pool has CPUs again");
+                node.batch.held.insert(id);
+            }
+        }
+    }
+
+    /// Thaws each held batch container that may run again: the pool has CPUs and the runtime has
+    /// acknowledged the container's target, which is on the pool. Returns how many were thawed.
+    pub fn release_batch(&self) -> usize {
+        let mut node = self.lock();
+        let node = &mut *node;
+        let pool = node.placement.batch_pool();
+        let mut released = 0;
+        let held: Vec<String> = node.batch.held.iter().cloned().collect();
+        for id in held {
+            let Some(r) = node.records.get(&id) else {
+                node.batch.held.remove(&id);
+                continue;
+            };
+            let on_pool = !pool.is_empty()
+                && r.acked() == Some(r.generation())
+                && !r.target().cpuset.is_empty()
+                && r.target().cpuset.is_subset(&pool);
+            if on_pool && self.freeze(&id, &r.view().cgroups_path, false) {
+                tracing::info!(pod = %r.view().pod_ref, container = %r.view().key.container, cpus = %r.target().cpuset, "reclaimed CPU: the pool has CPUs again; batch container thawed on it");
+                node.batch.held.remove(&id);
+                released += 1;
+            }
+        }
+        released
+    }
+
+    /// Freezes or thaws container `id`; false (logged, counted) when the write failed.
+    fn freeze(&self, id: &str, cgroups_path: &str, frozen: bool) -> bool {
+        let result = crate::host::freezer::Freezer::of(&self.cgroup_roots())
+            .and_then(|f| f.set(cgroups_path, frozen));
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                self.metrics.reclaimed_cgroup_error("freeze");
+                tracing::error!(container = id, frozen, error = %e, "reclaimed CPU: batch container freezer not written");
+                false
+            }
+        }
+    }
+
+    /// Pods that ask for the reclaimed resource but are not batch: uid → (`namespace/name`,
+    /// why). Only pods with a live container.
+    pub fn not_batch(&self) -> BTreeMap<String, (String, String)> {
+        let node = self.lock();
+        node.batch
+            .not_batch
+            .iter()
+            .filter(|(uid, _)| {
+                node.records
+                    .iter()
+                    .any(|(_, r)| r.lifecycle().is_live() && &r.view().key.pod_uid == *uid)
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// The batch containers held now (tests, status).
+    pub fn held_batch(&self) -> BTreeSet<String> {
+        self.lock().batch.held.clone()
     }
 
     /// Woken by every reload that puts a new configuration in effect.
@@ -327,11 +511,13 @@ impl TopoletPlugin {
 
 /// `pod` classified for `resource`: its batch spec, or `None` (a regular pod; one that asks for
 /// both the resource and regular CPU is regular, and said so).
-fn classify(pod: &Pod, resource: &str) -> Option<BatchPod> {
+fn classify(book: &mut BatchBook, pod: &Pod, resource: &str) -> Option<BatchPod> {
     match batch_pod(pod, resource) {
         Ok(b) => b,
         Err(e) => {
             tracing::warn!(pod = %pod.key(), error = %e, "not a batch pod");
+            book.not_batch
+                .insert(pod.uid.clone(), (pod.key(), e.to_string()));
             None
         }
     }
@@ -347,7 +533,7 @@ pub(super) fn admit_batch(
     resource: &str,
     decision: &mut ContainerResources,
 ) -> bool {
-    let Some(spec) = classify(pod, resource) else {
+    let Some(spec) = classify(&mut node.batch, pod, resource) else {
         node.batch.pods.insert(pod.uid.clone(), None);
         return false;
     };
@@ -364,7 +550,7 @@ pub(super) fn admit_batch(
     node.batch.quota_owned.insert(id.to_string());
     let grants = grants(node);
     let mine = grants.get(id).copied().unwrap_or(MIN_GRANT_MILLIS);
-    decision.cpuset = batch_cpus(node);
+    decision.cpuset = node.placement.batch_pool();
     decision.cpu_quota = quota_us(mine);
     decision.cpu_period = PERIOD_US;
     if let Some(e) = node.batch.containers.get_mut(id) {
@@ -372,6 +558,26 @@ pub(super) fn admit_batch(
     }
     rebalance(node, Some(id));
     true
+}
+
+/// The refusal of a container of batch pod `pod` created while the pool is empty: it may run on
+/// no CPU (a reserved or exclusive one never), so it is not created; the kubelet retries it with
+/// back-off. `None` when the pod is not batch or the pool has CPUs.
+pub(super) fn held_refusal(
+    node: &PluginState,
+    pod: &Pod,
+    which: topolet_core::kube::pod::ContainerRef,
+    resource: &str,
+) -> Option<String> {
+    if !node.placement.batch_pool().is_empty() {
+        return None;
+    }
+    let spec = batch_pod(pod, resource).ok().flatten()?;
+    let name = spec.container(which).map_or("?", |c| c.name.as_str());
+    Some(format!(
+        "topolet: container {name} of batch pod {}/{} ({resource}) is held: exclusive grants took every CPU that is neither reserved nor exclusive, and a batch container runs on no other; created once the pool has CPUs again (the kubelet retries)",
+        pod.namespace, pod.name
+    ))
 }
 
 /// Whether a container found at Synchronize runs as a batch container of an earlier topolet: a
@@ -410,17 +616,6 @@ pub(super) fn keep_batch_values(
     }
 }
 
-/// The CPUs batch containers run on: the pool, or — when exclusive grants took all of it — the
-/// shared pool, at the budget's quota (0 then: the minimum).
-fn batch_cpus(node: &PluginState) -> CpuSet {
-    let pool = node.placement.batch_pool();
-    if pool.is_empty() {
-        node.placement.shared_pool()
-    } else {
-        pool
-    }
-}
-
 /// Each batch container's grant under the current budget (none yet: the minimum).
 fn grants(node: &PluginState) -> BTreeMap<String, u64> {
     let ids: Vec<&String> = node.batch.containers.keys().collect();
@@ -434,14 +629,19 @@ fn grants(node: &PluginState) -> BTreeMap<String, u64> {
     ids.into_iter()
         .cloned()
         .zip(distribute(budget, &limits))
+        .map(|(id, g)| {
+            let floor = node.batch.carried.get(&id).copied().unwrap_or(0);
+            (id, g.max(floor))
+        })
         .collect()
 }
 
-/// Retargets every batch container but `skip` to the pool and its grant; queues those that
-/// changed and returns how many.
+/// Retargets every batch container but `skip` to the pool and its grant (an empty pool: the
+/// cpuset is left as it is, the container being held); queues those that changed and returns
+/// how many.
 fn rebalance(node: &mut PluginState, skip: Option<&str>) -> usize {
     let grants = grants(node);
-    let cpus = batch_cpus(node);
+    let cpus = node.placement.batch_pool();
     let mut changed = 0;
     for (id, granted) in grants {
         if let Some(e) = node.batch.containers.get_mut(&id) {
@@ -458,7 +658,9 @@ fn rebalance(node: &mut PluginState, skip: Option<&str>) -> usize {
         }
         let quota = quota_us(granted);
         if r.retarget(|t| {
-            t.cpuset.clone_from(&cpus);
+            if !cpus.is_empty() {
+                t.cpuset.clone_from(&cpus);
+            }
             t.cpu_quota = quota;
             t.cpu_period = PERIOD_US;
         }) {

@@ -79,6 +79,7 @@ impl TopoletPlugin {
         for id in shared_changes(node, skip) {
             node.records.queue(&id);
         }
+        self.hold_batch(node);
     }
 
     /// The queued updates of every container but `skip`, for the reply to an event about
@@ -163,12 +164,9 @@ pub(super) fn widened(before: NumaMask, after: NumaMask, all: NumaMask) -> NumaM
 /// books; returns the ids whose cpuset or mems changed (to be sent the update).
 fn shared_changes(node: &mut PluginState, skip: Option<&str>) -> Vec<String> {
     let shared = node.placement.shared_pool();
+    // An empty pool leaves batch containers where they are: they are held (frozen), not
+    // moved onto reserved CPUs (`super::reclaimed`).
     let batch_pool = node.placement.batch_pool();
-    let batch_pool = if batch_pool.is_empty() {
-        shared.clone()
-    } else {
-        batch_pool
-    };
     let mems = node.placement.shared_mems();
     let all = node.placement.all_mems();
     let mut changed = Vec::new();
@@ -189,7 +187,9 @@ fn shared_changes(node: &mut PluginState, skip: Option<&str>) -> Vec<String> {
             &shared
         };
         if m.retarget(|t| {
-            t.cpuset.clone_from(cpus);
+            if !cpus.is_empty() {
+                t.cpuset.clone_from(cpus);
+            }
             t.mems = target_mems;
         }) {
             changed.push(id.clone());

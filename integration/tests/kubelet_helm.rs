@@ -62,7 +62,7 @@ impl Node {
         .with_context(|| self.topolet_pods_summary())
     }
 
-    /// The topolet pods (the DaemonSet's), as JSON.
+    /// The topolet pods (the DaemonSets', not `helm test`'s), as JSON.
     fn topolet_pods(&self) -> anyhow::Result<Vec<Value>> {
         let out = self.cluster.kubectl(&[
             "-n",
@@ -70,7 +70,7 @@ impl Node {
             "get",
             "pods",
             "-l",
-            "app.kubernetes.io/name=topolet",
+            "app.kubernetes.io/name=topolet,topolet.io/daemonset",
             "-o",
             "json",
         ])?;

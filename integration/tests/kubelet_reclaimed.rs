@@ -233,8 +233,13 @@ fn batch_pods_run_on_reclaimed_cpu_and_give_it_back() -> anyhow::Result<()> {
         "the held batch container's cpuset is {cpus}"
     );
     wait_withdrawn(&node, "removed: the pool is empty")?;
-    // A batch pod created now is not started: its container is refused until the pool has CPUs.
-    node.cluster.create_pod(batch("late", 100, SPIN))?;
+    // A batch pod that arrives now is not started: its container is refused until the pool has
+    // CPUs. The scheduler no longer places one here (the amount is withdrawn), so it is bound
+    // to the node directly, as a pod that bypasses the scheduler arrives (the kubelet admits
+    // extended resources its node does not list: `removeMissingExtendedResources`).
+    let mut late = batch("late", 100, SPIN);
+    late["spec"]["nodeName"] = json!(node.cluster.node_name());
+    node.cluster.create_pod(late)?;
     node.cluster.wait_pod(
         "late",
         "its container refused while the pool is empty",

@@ -37,6 +37,10 @@ pub struct ReclaimedStatus {
 pub struct ZoneTerms {
     pub numa_node: usize,
     pub terms: Terms,
+    /// The zone's amount last written to the NodeResourceTopology (damped like the Node's:
+    /// [`super::ZoneAdvertisers`]); `None` before the first.
+    #[serde(default)]
+    pub advertised_millis: Option<u64>,
 }
 
 /// One batch pod.

@@ -94,7 +94,14 @@ fn render_reclaimed(out: &mut String, r: &topolet_core::reclaimed::ReclaimedStat
         r.node, r.usage
     );
     for z in &r.zones {
-        let _ = writeln!(out, "  NUMA {}: {}", z.numa_node, z.terms);
+        match z.advertised_millis {
+            Some(a) => {
+                let _ = writeln!(out, "  NUMA {}: {} (advertised {a}m)", z.numa_node, z.terms);
+            }
+            None => {
+                let _ = writeln!(out, "  NUMA {}: {}", z.numa_node, z.terms);
+            }
+        }
     }
     let _ = writeln!(
         out,
@@ -431,6 +438,7 @@ mod tests {
             zones: vec![ZoneTerms {
                 numa_node: 0,
                 terms,
+                advertised_millis: Some(590),
             }],
             advertised_millis: Some(590),
             budget_millis: 600,
@@ -451,7 +459,12 @@ mod tests {
             text.contains("reclaimed CPU (topolet.io/reclaimed-cpu): on\n  node: pool 1000m − regular 210m − margin 200m = 590m"),
             "{text}"
         );
-        assert!(text.contains("  NUMA 0: pool 1000m"), "{text}");
+        assert!(
+            text.contains(
+                "  NUMA 0: pool 1000m − regular 210m − margin 200m = 590m (advertised 590m)\n"
+            ),
+            "{text}"
+        );
         assert!(
             text.contains(
                 "\n  ! pod default/mixed asks for topolet.io/reclaimed-cpu but is not batch"

@@ -32,7 +32,7 @@ use topolet_core::kube::events::{EventType, ObjectRef, Occurrence};
 use topolet_core::reclaimed::starvation::Fed;
 use topolet_core::reclaimed::{
     Advertiser, BatchStatus, Publish, ReclaimedSettings, ReclaimedStatus, Starvation, SuppressStep,
-    Suppressor, Terms, UsageWindow, ZoneTerms,
+    Suppressor, Terms, UsageWindow, ZoneAdvertisers, ZoneTerms,
 };
 
 /// The state without the Kubernetes API client: measured, shown, never advertised or enforced.
@@ -75,6 +75,8 @@ struct State {
     node_window: Option<UsageWindow>,
     zone_windows: BTreeMap<usize, UsageWindow>,
     advertiser: Option<Advertiser>,
+    /// The NodeResourceTopology zones' amounts, damped by the same rule.
+    zone_advertisers: Option<ZoneAdvertisers>,
     suppressor: Suppressor,
     starvation: Starvation,
     /// Batch pods whose eviction was asked (never asked twice).
@@ -262,6 +264,7 @@ impl ReclaimedLoop {
                     self.state.withdrawn = Some(why);
                     self.advertise(Advert::Amount(0));
                     self.state.advertiser = None;
+                    self.state.zone_advertisers = None;
                     self.state.suppressor.reset();
                     self.state.suppressor.step(0, 0, settings.grow_step_percent);
                     self.plugin.set_batch_budget(0);
@@ -361,6 +364,7 @@ impl ReclaimedLoop {
             || before.max_age != settings.max_age
         {
             self.state.advertiser = None;
+            self.state.zone_advertisers = None;
         }
     }
 
@@ -476,12 +480,25 @@ impl ReclaimedLoop {
                 ZoneTerms {
                     numa_node: *n,
                     terms: Terms::compute(cpus.len() as u64 * 1000, peak, settings.margin_percent),
+                    advertised_millis: None,
                 }
             })
             .collect();
         if self.advert.is_none() {
             // No API client: measured and shown, never advertised.
             return;
+        }
+        // The zones' amounts, damped like the Node's; the NodeResourceTopology publisher writes
+        // only these (`topolet_core::report::nrt::add_reclaimed`).
+        let published = self
+            .state
+            .zone_advertisers
+            .get_or_insert_with(|| {
+                ZoneAdvertisers::new(settings.min_change_percent, settings.max_age)
+            })
+            .publish(&self.state.zone_terms, now);
+        for z in &mut self.state.zone_terms {
+            z.advertised_millis = published.get(&z.numa_node).copied();
         }
         let advertiser = self
             .state
@@ -631,7 +648,10 @@ impl ReclaimedLoop {
         let mut zones: Vec<(String, u64)> = s
             .zone_terms
             .iter()
-            .map(|z| (z.numa_node.to_string(), z.terms.reclaimable_millis))
+            .map(|z| {
+                let amount = z.advertised_millis.unwrap_or(z.terms.reclaimable_millis);
+                (z.numa_node.to_string(), amount)
+            })
             .collect();
         if let Some(a) = advertised {
             zones.push(("node".to_string(), a));

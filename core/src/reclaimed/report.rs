@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::budget::Terms;
+use super::spill::Spill;
 
 /// The reclaimed-CPU section of the status report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -26,6 +27,13 @@ pub struct ReclaimedStatus {
     /// The regular usage of the last suppress interval (not smoothed), in milli-CPU.
     pub regular_now_millis: u64,
     pub batch: Vec<BatchStatus>,
+    /// The reserved CPUs' use over the last interval and what of it counted as regular use of
+    /// the pool ([`Spill`]).
+    #[serde(default)]
+    pub reserved: Spill,
+    /// The rule that decided it, in words ([`Spill::rule`]).
+    #[serde(default)]
+    pub reserved_rule: String,
     /// What needs an operator's eye, one line each: batch pods' cgroups that cannot be read,
     /// pods asking for the resource that are not batch (and why).
     #[serde(default)]

@@ -384,6 +384,8 @@ mod tests {
             batch_used_millis: 0,
             regular_now_millis: 0,
             batch: vec![],
+            reserved: Default::default(),
+            reserved_rule: String::new(),
             problems: vec![],
         };
         let before = content.clone();

@@ -93,6 +93,9 @@ fn render_reclaimed(out: &mut String, r: &topolet_core::reclaimed::ReclaimedStat
         "  node: {} (regular usage: {}, the window's peak or percentile)",
         r.node, r.usage
     );
+    if !r.reserved_rule.is_empty() {
+        let _ = writeln!(out, "  reserved CPUs: {} ({})", r.reserved, r.reserved_rule);
+    }
     for z in &r.zones {
         match z.advertised_millis {
             Some(a) => {
@@ -452,6 +455,13 @@ mod tests {
                 average_granted_millis: 250,
                 starved: true,
             }],
+            reserved: topolet_core::reclaimed::Spill::compute(
+                topolet_core::reclaimed::UsageSource::Cpus,
+                1000,
+                1000,
+                20,
+            ),
+            reserved_rule: topolet_core::reclaimed::spill::RULE_CPUS.into(),
             problems: vec!["pod default/mixed asks for topolet.io/reclaimed-cpu but is not batch: container \"b\" asks for both".into()],
         });
         let text = render_table(&s);

@@ -31,8 +31,8 @@ use topolet_core::eviction::duration::format_duration;
 use topolet_core::kube::events::{EventType, ObjectRef, Occurrence};
 use topolet_core::reclaimed::starvation::Fed;
 use topolet_core::reclaimed::{
-    Advertiser, BatchStatus, Publish, ReclaimedSettings, ReclaimedStatus, Starvation, SuppressStep,
-    Suppressor, Terms, UsageWindow, ZoneAdvertisers, ZoneTerms,
+    Advertiser, BatchStatus, Publish, ReclaimedSettings, ReclaimedStatus, Spill, Starvation,
+    SuppressStep, Suppressor, Terms, UsageWindow, ZoneAdvertisers, ZoneTerms,
 };
 
 /// The state without the Kubernetes API client: measured, shown, never advertised or enforced.
@@ -87,6 +87,8 @@ struct State {
     zone_terms: Vec<ZoneTerms>,
     regular_now: u64,
     batch_used: u64,
+    /// The reserved CPUs' terms of the last interval.
+    reserved: Spill,
     withdrawn: Option<String>,
     /// The Kubernetes API client is on (else: measured and shown only).
     api: bool,
@@ -281,7 +283,13 @@ impl ReclaimedLoop {
         let pool_millis = inputs.pool.len() as u64 * 1000;
         if let Some(before) = self.state.last_tick.as_ref() {
             let rates = sampler::rates(before, &reading, &inputs);
-            let (regular_now, _) = sampler::regular(&rates, settings.usage, &inputs.zones);
+            let regular_now = sampler::regular(
+                &rates,
+                settings.usage,
+                &inputs.zones,
+                settings.margin_percent,
+            )
+            .node;
             self.state.regular_now = regular_now;
             self.state.batch_used = rates.batch;
             // The peak of the last interval's readings: a rise cuts at once (it is the newest
@@ -456,7 +464,17 @@ impl ReclaimedLoop {
         now: Instant,
     ) {
         let rates = sampler::rates(before, after, inputs);
-        let (regular, zones) = sampler::regular(&rates, settings.usage, &inputs.zones);
+        let sampler::Regular {
+            node: regular,
+            zones,
+            spill,
+        } = sampler::regular(
+            &rates,
+            settings.usage,
+            &inputs.zones,
+            settings.margin_percent,
+        );
+        self.state.reserved = spill;
         let window = self
             .state
             .node_window
@@ -686,6 +704,8 @@ impl ReclaimedLoop {
             batch_used_millis: s.batch_used,
             regular_now_millis: s.regular_now,
             batch,
+            reserved: s.reserved,
+            reserved_rule: Spill::rule(settings.usage).to_string(),
             problems: s
                 .batch_failed
                 .iter()
@@ -710,6 +730,8 @@ fn off_report(settings: &ReclaimedSettings, state: &str) -> ReclaimedStatus {
         batch_used_millis: 0,
         regular_now_millis: 0,
         batch: Vec::new(),
+        reserved: Spill::default(),
+        reserved_rule: Spill::rule(settings.usage).to_string(),
         problems: Vec::new(),
     }
 }

@@ -111,6 +111,8 @@ pub struct ReclaimedInputs {
     pub pool: CpuSet,
     /// Exclusive CPUs held now.
     pub exclusive: CpuSet,
+    /// The reserved CPUs of the shared pool: regular pods run there too, batch pods never.
+    pub reserved: CpuSet,
     /// The pool's CPUs per NUMA node.
     pub zones: Vec<(usize, CpuSet)>,
     pub batch: Vec<BatchPodView>,
@@ -302,9 +304,14 @@ impl TopoletPlugin {
             .filter_map(|s| s.linux.as_ref().map(|l| l.cgroup_parent.clone()))
             .filter(|p| !p.is_empty())
             .collect();
+        let reserved = node
+            .placement
+            .shared_pool()
+            .intersection(node.placement.reserved());
         ReclaimedInputs {
             pool,
             exclusive,
+            reserved,
             zones,
             batch: pods.into_values().collect(),
             regular_pods,

@@ -47,6 +47,7 @@
 #   reclaimed_cut_ms  {"median","max","samples","from_request_median","suppress_interval_ms",
 #                     "interval_ms"}  regular usage steps up -> batch cpu.cfs_quota_us cut, and
 #                     reclaimed_cut_latency_metric topolet's own histogram (count, mean, buckets)
+#   reclaimed_goals   [{"name","value","bound","met"}]  each goal of issue 34 judged        [reclaimed]
 #   reclaimed_advertised {"exceeded_idle_samples","direction_flips","changes","min_up_move_millis",
 #                     "hysteresis_millis",...}  the Node's amount over a load step      [reclaimed]
 #   isolation         {"none"|"static"|"topolet": {"scenarios": {"normal"|"over_quota": {"late_p50_us",
@@ -852,6 +853,7 @@ print(json.dumps({
                          "suppress_interval_ms": d["suppress_interval_ms"], "interval_ms": d["interval_ms"]},
     "reclaimed_cut_latency_metric": d["cut_latency_metric"],
     "reclaimed_advertised": adv,
+    "reclaimed_goals": d.get("goals", []),
     "reclaimed_detail": {"windows": d["windows"], "advertised_timeline": d["advertised"]["timeline"]},
     "meta": {"reclaimed": {"seconds": int(sys.argv[2]), "windows_s": d["windows_s"]}}}))
 EOT
@@ -1049,6 +1051,10 @@ if "reclaimed_colocation" in out:
         f"longest {adv['exceeded_idle_longest_ms']:.0f} ms", "")
     row("Node amount moves / direction flips", f"{adv['changes']} / {adv['direction_flips']}",
         f"smallest rise {adv['min_up_move_millis']}m", f"hysteresis {adv['hysteresis_millis']}m")
+if out.get("reclaimed_goals"):
+    rows.append(("[reclaimed] goals (integration/src/colocation_goals.rs)", "value", "goal", "met"))
+    for g in out["reclaimed_goals"]:
+        row(g["name"], g["value"], g["bound"], "met" if g["met"] else "NOT MET")
 if "isolation" in out:
     iso = out["isolation"]
     cf, cs = iso["configs"], ("none", "static", "topolet")

@@ -33,6 +33,7 @@ pub mod admissions;
 pub mod books;
 pub mod churn;
 pub mod cluster;
+pub mod colocation_goals;
 pub mod cri;
 pub mod fixture;
 pub mod freeze;

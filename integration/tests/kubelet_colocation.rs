@@ -38,7 +38,7 @@ use topolet_integration::cluster::{ClusterOptions, KubeContainer, KubeNode, POD_
 use topolet_integration::manifests::res;
 use topolet_integration::observe::cgroup_dir;
 use topolet_integration::probe::{self, loadavg, median, read_trimmed, unix_ns, Probe};
-use topolet_integration::{topolet, wait};
+use topolet_integration::{colocation_goals, topolet, wait};
 
 const RES: &str = "topolet.io/reclaimed-cpu";
 const POOL: u64 = 1000;
@@ -613,7 +613,34 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
         s_sum["throughput_units_per_s"].as_f64().unwrap_or(0.0),
         s_sum["late_p99_us"].as_f64().unwrap_or(0.0),
     );
+    let num = |v: &Value| v.as_f64().unwrap_or(0.0);
+    let goals = colocation_goals::judge(&colocation_goals::Figures {
+        throughput_ratio: if tp > 0.0 {
+            num(&c_sum["throughput_units_per_s"]) / tp
+        } else {
+            0.0
+        },
+        late_p99_ratio: if lp > 0.0 {
+            num(&c_sum["late_p99_us"]) / lp
+        } else {
+            0.0
+        },
+        pool_busy_millis: num(&c_sum["pool_busy_millis"]),
+        pool_millis: POOL as f64,
+        node_busy_rise_millis: num(&c_sum["node_busy_millis"]) - num(&s_sum["node_busy_millis"]),
+        batch_millis: num(&c_sum["batch_millis"]),
+        cut_median_ms: median(&mut from_start.clone()),
+        cut_max_ms: from_start.iter().copied().fold(0.0, f64::max),
+        suppress_interval_ms: SUPPRESS_INTERVAL_MS as f64,
+        interval_ms: INTERVAL_MS as f64,
+        exceeded_idle_samples: adv["exceeded_idle_samples"].as_u64().unwrap_or(0),
+        advertised_samples: adv["samples"].as_u64().unwrap_or(0),
+    });
+    eprint!("[goals]\n{}", colocation_goals::render(&goals));
     let line = json!({
+        "goals": goals.iter().map(|g| json!({
+            "name": g.name, "value": g.value, "bound": g.bound, "met": g.met,
+        })).collect::<Vec<_>>(),
         "window_s": plan.window_s,
         "alternations": plan.alternations,
         "windows_s": r1(windows_s),

@@ -7,9 +7,12 @@
 //!   and what each container asked for;
 //! - [`budget`]: how much is reclaimable — the one formula, its terms, the smoothing window and
 //!   when a new amount is worth publishing;
+//! - [`spill`]: how regular use of the reserved CPUs (regular pods float over them, batch pods
+//!   never run there) counts against the pool;
 //! - [`suppress`]: how much CPU the batch containers may use right now (cut at once, grown back
 //!   in steps) and how it is split among them as CFS quotas;
 //! - [`starvation`]: which batch pods have been starved long enough to be evicted;
+//! - [`zones`]: the per-NUMA amounts of the NodeResourceTopology, damped by the Node's rule;
 //! - [`report`]: what `topolet status` shows of it.
 //!
 //! The peers' way, for comparison: koordinator computes `batch-cpu` from usage averaged over
@@ -22,12 +25,16 @@ pub mod batch;
 pub mod budget;
 pub mod report;
 pub mod settings;
+pub mod spill;
 pub mod starvation;
 pub mod suppress;
+pub mod zones;
 
 pub use batch::{batch_pod, BatchContainer, BatchPod, NotBatch};
 pub use budget::{Advertiser, Publish, Terms, UsageWindow};
 pub use report::{BatchStatus, ReclaimedStatus, ZoneTerms};
 pub use settings::{ReclaimedSettings, UsageSource, DEFAULT_RESOURCE_NAME};
+pub use spill::Spill;
 pub use starvation::{Due, Fed, Starvation, WANTED_PERCENT};
 pub use suppress::{distribute, quota_us, SuppressStep, Suppressor, MIN_GRANT_MILLIS};
+pub use zones::ZoneAdvertisers;

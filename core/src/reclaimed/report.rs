@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::budget::Terms;
+use super::spill::Spill;
 
 /// The reclaimed-CPU section of the status report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -26,6 +27,13 @@ pub struct ReclaimedStatus {
     /// The regular usage of the last suppress interval (not smoothed), in milli-CPU.
     pub regular_now_millis: u64,
     pub batch: Vec<BatchStatus>,
+    /// The reserved CPUs' use over the last interval and what of it counted as regular use of
+    /// the pool ([`Spill`]).
+    #[serde(default)]
+    pub reserved: Spill,
+    /// The rule that decided it, in words ([`Spill::rule`]).
+    #[serde(default)]
+    pub reserved_rule: String,
     /// What needs an operator's eye, one line each: batch pods' cgroups that cannot be read,
     /// pods asking for the resource that are not batch (and why).
     #[serde(default)]
@@ -37,6 +45,10 @@ pub struct ReclaimedStatus {
 pub struct ZoneTerms {
     pub numa_node: usize,
     pub terms: Terms,
+    /// The zone's amount last written to the NodeResourceTopology (damped like the Node's:
+    /// [`super::ZoneAdvertisers`]); `None` before the first.
+    #[serde(default)]
+    pub advertised_millis: Option<u64>,
 }
 
 /// One batch pod.

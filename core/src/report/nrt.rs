@@ -57,17 +57,21 @@ pub struct Zone {
     pub resources: Vec<ResourceInfo>,
 }
 
-/// Adds reclaimed CPU to each zone: capacity the zone's pool, allocatable and available what
-/// the formula leaves of it (milli-CPU, the extended resource's unit). Nothing while the feature
-/// is not on.
+/// Adds reclaimed CPU to each zone: capacity the zone's pool, allocatable and available the
+/// zone's advertised amount (milli-CPU, the extended resource's unit): the formula's, damped like
+/// the Node's (`crate::reclaimed::zones`), so a usage that moves a little does not rewrite the
+/// object. Nothing while the feature is not on, nor for a zone with no advertised amount yet.
 pub fn add_reclaimed(content: &mut NrtContent, report: &crate::reclaimed::ReclaimedStatus) {
     if report.state != "on" {
         return;
     }
     for z in &report.zones {
+        let Some(advertised) = z.advertised_millis else {
+            continue;
+        };
         let name = zone_name(z.numa_node);
         if let Some(zone) = content.zones.iter_mut().find(|zone| zone.name == name) {
-            let amount = z.terms.reclaimable_millis.to_string();
+            let amount = advertised.to_string();
             zone.resources.push(ResourceInfo {
                 name: report.resource.clone(),
                 capacity: z.terms.pool_millis.to_string(),
@@ -355,5 +359,57 @@ mod tests {
         assert_eq!(v["zones"][1]["type"], "Node");
         assert_eq!(v["zones"][1]["resources"][0]["available"], "0");
         assert_eq!(v["attributes"][1]["value"], "pod");
+    }
+
+    #[test]
+    fn reclaimed_zones_carry_the_advertised_amount_not_each_new_reading() {
+        use crate::reclaimed::{ReclaimedStatus, Terms, ZoneTerms};
+        let t = two_nodes();
+        let st = status_of(&t, "", "none", "pod");
+        let mut content = build(&t, &st, &Books::new(), 8);
+        let zone = |n, used, advertised| ZoneTerms {
+            numa_node: n,
+            terms: Terms::compute(2000, used, 20),
+            advertised_millis: advertised,
+        };
+        let mut report = ReclaimedStatus {
+            state: "on".into(),
+            resource: "topolet.io/reclaimed-cpu".into(),
+            usage: "cpus".into(),
+            node: Terms::default(),
+            // Zone 0's reading moved to 1500m; what was written stays 1400m.
+            zones: vec![zone(0, 100, Some(1400)), zone(1, 100, None)],
+            advertised_millis: None,
+            budget_millis: 0,
+            batch_used_millis: 0,
+            regular_now_millis: 0,
+            batch: vec![],
+            reserved: Default::default(),
+            reserved_rule: String::new(),
+            problems: vec![],
+        };
+        let before = content.clone();
+        add_reclaimed(&mut content, &report);
+        let reclaimed = |c: &NrtContent, z: usize| {
+            c.zones[z]
+                .resources
+                .iter()
+                .find(|r| r.name == "topolet.io/reclaimed-cpu")
+                .cloned()
+        };
+        let r0 = reclaimed(&content, 0).expect("zone 0 has the resource");
+        assert_eq!(
+            (
+                r0.capacity.as_str(),
+                r0.allocatable.as_str(),
+                r0.available.as_str()
+            ),
+            ("2000", "1400", "1400")
+        );
+        assert_eq!(reclaimed(&content, 1), None, "nothing advertised yet");
+        report.state = "withdrawn: usage readings fail".into();
+        let mut off = before.clone();
+        add_reclaimed(&mut off, &report);
+        assert_eq!(off, before);
     }
 }

@@ -93,8 +93,18 @@ fn render_reclaimed(out: &mut String, r: &topolet_core::reclaimed::ReclaimedStat
         "  node: {} (regular usage: {}, the window's peak or percentile)",
         r.node, r.usage
     );
+    if !r.reserved_rule.is_empty() {
+        let _ = writeln!(out, "  reserved CPUs: {} ({})", r.reserved, r.reserved_rule);
+    }
     for z in &r.zones {
-        let _ = writeln!(out, "  NUMA {}: {}", z.numa_node, z.terms);
+        match z.advertised_millis {
+            Some(a) => {
+                let _ = writeln!(out, "  NUMA {}: {} (advertised {a}m)", z.numa_node, z.terms);
+            }
+            None => {
+                let _ = writeln!(out, "  NUMA {}: {}", z.numa_node, z.terms);
+            }
+        }
     }
     let _ = writeln!(
         out,
@@ -431,6 +441,7 @@ mod tests {
             zones: vec![ZoneTerms {
                 numa_node: 0,
                 terms,
+                advertised_millis: Some(590),
             }],
             advertised_millis: Some(590),
             budget_millis: 600,
@@ -444,6 +455,13 @@ mod tests {
                 average_granted_millis: 250,
                 starved: true,
             }],
+            reserved: topolet_core::reclaimed::Spill::compute(
+                topolet_core::reclaimed::UsageSource::Cpus,
+                1000,
+                1000,
+                20,
+            ),
+            reserved_rule: topolet_core::reclaimed::spill::RULE_CPUS.into(),
             problems: vec!["pod default/mixed asks for topolet.io/reclaimed-cpu but is not batch: container \"b\" asks for both".into()],
         });
         let text = render_table(&s);
@@ -451,7 +469,12 @@ mod tests {
             text.contains("reclaimed CPU (topolet.io/reclaimed-cpu): on\n  node: pool 1000m − regular 210m − margin 200m = 590m"),
             "{text}"
         );
-        assert!(text.contains("  NUMA 0: pool 1000m"), "{text}");
+        assert!(
+            text.contains(
+                "  NUMA 0: pool 1000m − regular 210m − margin 200m = 590m (advertised 590m)\n"
+            ),
+            "{text}"
+        );
         assert!(
             text.contains(
                 "\n  ! pod default/mixed asks for topolet.io/reclaimed-cpu but is not batch"

@@ -31,8 +31,8 @@ use topolet_core::eviction::duration::format_duration;
 use topolet_core::kube::events::{EventType, ObjectRef, Occurrence};
 use topolet_core::reclaimed::starvation::Fed;
 use topolet_core::reclaimed::{
-    Advertiser, BatchStatus, Publish, ReclaimedSettings, ReclaimedStatus, Starvation, SuppressStep,
-    Suppressor, Terms, UsageWindow, ZoneTerms,
+    Advertiser, BatchStatus, Publish, ReclaimedSettings, ReclaimedStatus, Spill, Starvation,
+    SuppressStep, Suppressor, Terms, UsageWindow, ZoneAdvertisers, ZoneTerms,
 };
 
 /// The state without the Kubernetes API client: measured, shown, never advertised or enforced.
@@ -75,6 +75,8 @@ struct State {
     node_window: Option<UsageWindow>,
     zone_windows: BTreeMap<usize, UsageWindow>,
     advertiser: Option<Advertiser>,
+    /// The NodeResourceTopology zones' amounts, damped by the same rule.
+    zone_advertisers: Option<ZoneAdvertisers>,
     suppressor: Suppressor,
     starvation: Starvation,
     /// Batch pods whose eviction was asked (never asked twice).
@@ -85,6 +87,8 @@ struct State {
     zone_terms: Vec<ZoneTerms>,
     regular_now: u64,
     batch_used: u64,
+    /// The reserved CPUs' terms of the last interval.
+    reserved: Spill,
     withdrawn: Option<String>,
     /// The Kubernetes API client is on (else: measured and shown only).
     api: bool,
@@ -262,6 +266,7 @@ impl ReclaimedLoop {
                     self.state.withdrawn = Some(why);
                     self.advertise(Advert::Amount(0));
                     self.state.advertiser = None;
+                    self.state.zone_advertisers = None;
                     self.state.suppressor.reset();
                     self.state.suppressor.step(0, 0, settings.grow_step_percent);
                     self.plugin.set_batch_budget(0);
@@ -278,7 +283,13 @@ impl ReclaimedLoop {
         let pool_millis = inputs.pool.len() as u64 * 1000;
         if let Some(before) = self.state.last_tick.as_ref() {
             let rates = sampler::rates(before, &reading, &inputs);
-            let (regular_now, _) = sampler::regular(&rates, settings.usage, &inputs.zones);
+            let regular_now = sampler::regular(
+                &rates,
+                settings.usage,
+                &inputs.zones,
+                settings.margin_percent,
+            )
+            .node;
             self.state.regular_now = regular_now;
             self.state.batch_used = rates.batch;
             // The peak of the last interval's readings: a rise cuts at once (it is the newest
@@ -361,6 +372,7 @@ impl ReclaimedLoop {
             || before.max_age != settings.max_age
         {
             self.state.advertiser = None;
+            self.state.zone_advertisers = None;
         }
     }
 
@@ -452,7 +464,17 @@ impl ReclaimedLoop {
         now: Instant,
     ) {
         let rates = sampler::rates(before, after, inputs);
-        let (regular, zones) = sampler::regular(&rates, settings.usage, &inputs.zones);
+        let sampler::Regular {
+            node: regular,
+            zones,
+            spill,
+        } = sampler::regular(
+            &rates,
+            settings.usage,
+            &inputs.zones,
+            settings.margin_percent,
+        );
+        self.state.reserved = spill;
         let window = self
             .state
             .node_window
@@ -476,12 +498,25 @@ impl ReclaimedLoop {
                 ZoneTerms {
                     numa_node: *n,
                     terms: Terms::compute(cpus.len() as u64 * 1000, peak, settings.margin_percent),
+                    advertised_millis: None,
                 }
             })
             .collect();
         if self.advert.is_none() {
             // No API client: measured and shown, never advertised.
             return;
+        }
+        // The zones' amounts, damped like the Node's; the NodeResourceTopology publisher writes
+        // only these (`topolet_core::report::nrt::add_reclaimed`).
+        let published = self
+            .state
+            .zone_advertisers
+            .get_or_insert_with(|| {
+                ZoneAdvertisers::new(settings.min_change_percent, settings.max_age)
+            })
+            .publish(&self.state.zone_terms, now);
+        for z in &mut self.state.zone_terms {
+            z.advertised_millis = published.get(&z.numa_node).copied();
         }
         let advertiser = self
             .state
@@ -631,7 +666,10 @@ impl ReclaimedLoop {
         let mut zones: Vec<(String, u64)> = s
             .zone_terms
             .iter()
-            .map(|z| (z.numa_node.to_string(), z.terms.reclaimable_millis))
+            .map(|z| {
+                let amount = z.advertised_millis.unwrap_or(z.terms.reclaimable_millis);
+                (z.numa_node.to_string(), amount)
+            })
             .collect();
         if let Some(a) = advertised {
             zones.push(("node".to_string(), a));
@@ -666,6 +704,8 @@ impl ReclaimedLoop {
             batch_used_millis: s.batch_used,
             regular_now_millis: s.regular_now,
             batch,
+            reserved: s.reserved,
+            reserved_rule: Spill::rule(settings.usage).to_string(),
             problems: s
                 .batch_failed
                 .iter()
@@ -690,6 +730,8 @@ fn off_report(settings: &ReclaimedSettings, state: &str) -> ReclaimedStatus {
         batch_used_millis: 0,
         regular_now_millis: 0,
         batch: Vec::new(),
+        reserved: Spill::default(),
+        reserved_rule: Spill::rule(settings.usage).to_string(),
         problems: Vec::new(),
     }
 }

@@ -7,6 +7,10 @@
 //! - `pods`: the regular pods' cgroups, minus the busy time of the exclusive CPUs (their
 //!   exclusive containers' work is not on the pool).
 //!
+//! With `cpus`, the reserved CPUs' busy time beyond their capacity less the margin is added
+//! (regular pods float over them: `topolet_core::reclaimed::spill`), shared among the NUMA
+//! nodes in proportion to their pool CPUs; with `pods` their own time counts wherever it ran.
+//!
 //! Per NUMA node, `cpus` takes each node's busy time and the batch pods' time in proportion to
 //! it; `pods` splits the node's regular usage in proportion to each node's non-batch busy time
 //! (cgroup v2 has no per-CPU usage). The node's number is what the scheduler sees; the zones'
@@ -21,7 +25,7 @@ use crate::host::cpu_usage::{busy_millis, cgroup_usage_ns, read_proc_stat, CpuTi
 use crate::host::pod_cgroup::{CpuController, PodDir};
 use crate::nri::handlers::ReclaimedInputs;
 use topolet_core::machine::cpuset::CpuSet;
-use topolet_core::reclaimed::UsageSource;
+use topolet_core::reclaimed::{Spill, UsageSource};
 
 /// One reading.
 #[derive(Debug, Clone)]
@@ -105,6 +109,10 @@ pub struct Rates {
     pub zone_busy: BTreeMap<usize, u64>,
     /// Busy time of the exclusive CPUs.
     pub exclusive_busy: u64,
+    /// Busy time of the shared pool's reserved CPUs.
+    pub reserved_busy: u64,
+    /// How many reserved CPUs that is, × 1000.
+    pub reserved_millis: u64,
     /// The batch pods' CPU time.
     pub batch: u64,
     /// The regular pods' CPU time (`usage = "pods"`).
@@ -164,13 +172,53 @@ pub fn rates(before: &Reading, after: &Reading, inputs: &ReclaimedInputs) -> Rat
             .map(|(n, cpus)| (*n, busy(before, after, cpus)))
             .collect(),
         exclusive_busy: busy(before, after, &inputs.exclusive),
+        reserved_busy: busy(before, after, &inputs.reserved),
+        reserved_millis: inputs.reserved.len() as u64 * 1000,
         batch: cgroup_rate(&before.batch, &after.batch, ns),
         regular_pods: cgroup_rate(&before.regular, &after.regular, ns),
     }
 }
 
-/// Regular usage for the node and per NUMA node (see the module's doc).
+/// What [`regular`] found.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Regular {
+    pub node: u64,
+    pub zones: BTreeMap<usize, u64>,
+    /// The reserved CPUs' terms (what of their use was counted).
+    pub spill: Spill,
+}
+
+/// Regular usage for the node and per NUMA node (see the module's doc); `margin_percent` is the
+/// formula's, the reserved CPUs' headroom.
 pub fn regular(
+    rates: &Rates,
+    usage: UsageSource,
+    zone_cpus: &[(usize, CpuSet)],
+    margin_percent: u8,
+) -> Regular {
+    let spill = Spill::compute(
+        usage,
+        rates.reserved_millis,
+        rates.reserved_busy,
+        margin_percent,
+    );
+    let (node, mut zones) = pool_regular(rates, usage, zone_cpus);
+    let sizes: u64 = zone_cpus.iter().map(|(_, c)| c.len() as u64).sum();
+    if spill.spill_millis > 0 && sizes > 0 {
+        for (n, c) in zone_cpus {
+            let share = u128::from(spill.spill_millis) * c.len() as u128 / u128::from(sizes);
+            *zones.entry(*n).or_insert(0) += share as u64;
+        }
+    }
+    Regular {
+        node: node + spill.spill_millis,
+        zones,
+        spill,
+    }
+}
+
+/// The regular use of the pool's own CPUs.
+fn pool_regular(
     rates: &Rates,
     usage: UsageSource,
     zone_cpus: &[(usize, CpuSet)],
@@ -249,6 +297,7 @@ mod tests {
         ReclaimedInputs {
             pool: CpuSet::parse("1-3").unwrap(),
             exclusive: CpuSet::parse("0").unwrap(),
+            reserved: CpuSet::parse("4").unwrap(),
             zones: vec![
                 (0, CpuSet::parse("1").unwrap()),
                 (1, CpuSet::parse("2-3").unwrap()),
@@ -276,7 +325,7 @@ mod tests {
         assert_eq!(r.zone_busy, BTreeMap::from([(0, 500), (1, 1500)]));
         assert_eq!(r.exclusive_busy, 1000);
         assert_eq!(r.batch, 600);
-        let (node, zones) = regular(&r, UsageSource::Cpus, &inputs().zones);
+        let Regular { node, zones, .. } = regular(&r, UsageSource::Cpus, &inputs().zones, 20);
         assert_eq!(node, 1400);
         // The batch pod's 600 split 1:3 over the zones' busy time.
         assert_eq!(zones, BTreeMap::from([(0, 350), (1, 1050)]));
@@ -289,8 +338,9 @@ mod tests {
             exclusive_busy: 1000,
             batch: 0,
             regular_pods: 1600,
+            ..Default::default()
         };
-        let (node, zones) = regular(&r, UsageSource::Pods, &inputs().zones);
+        let Regular { node, zones, .. } = regular(&r, UsageSource::Pods, &inputs().zones, 20);
         assert_eq!(node, 600);
         assert_eq!(zones, BTreeMap::from([(0, 300), (1, 300)]));
         // Nothing busy: split by the zones' pool size (1 and 2 CPUs).
@@ -299,7 +349,7 @@ mod tests {
             zone_busy: BTreeMap::from([(0, 0), (1, 0)]),
             ..Default::default()
         };
-        let (_, zones) = regular(&idle, UsageSource::Pods, &inputs().zones);
+        let Regular { zones, .. } = regular(&idle, UsageSource::Pods, &inputs().zones, 20);
         assert_eq!(zones, BTreeMap::from([(0, 100), (1, 200)]));
     }
 
@@ -310,5 +360,29 @@ mod tests {
         let a = reading(t0, &[], &[("old", 0)]);
         let b = reading(t1, &[], &[("new", 400_000_000)]);
         assert_eq!(rates(&a, &b, &inputs()).batch, 0);
+    }
+
+    #[test]
+    fn a_regular_pod_on_the_reserved_cpu_counts_beyond_its_headroom() {
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_secs(1);
+        // The pool (CPUs 1-3) idle; a Burstable pod spins on reserved CPU 4 (100 % busy).
+        let a = reading(t0, &[(1, 0, 0), (2, 0, 0), (3, 0, 0), (4, 0, 0)], &[]);
+        let b = reading(
+            t1,
+            &[(1, 0, 100), (2, 0, 100), (3, 0, 100), (4, 100, 100)],
+            &[],
+        );
+        let r = rates(&a, &b, &inputs());
+        assert_eq!((r.reserved_busy, r.reserved_millis), (1000, 1000));
+        let cpus = regular(&r, UsageSource::Cpus, &inputs().zones, 20);
+        // 1000m busy − headroom 800m: 200m counted, shared 1:2 by the zones' pool CPUs.
+        assert_eq!(cpus.spill.spill_millis, 200);
+        assert_eq!(cpus.node, 200);
+        assert_eq!(cpus.zones, BTreeMap::from([(0, 66), (1, 133)]));
+        // The pods' own time already counts it: nothing added.
+        let pods = regular(&r, UsageSource::Pods, &inputs().zones, 20);
+        assert_eq!(pods.spill.spill_millis, 0);
+        assert_eq!(pods.node, 0);
     }
 }

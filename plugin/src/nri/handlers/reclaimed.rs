@@ -111,6 +111,8 @@ pub struct ReclaimedInputs {
     pub pool: CpuSet,
     /// Exclusive CPUs held now.
     pub exclusive: CpuSet,
+    /// The reserved CPUs of the shared pool: regular pods run there too, batch pods never.
+    pub reserved: CpuSet,
     /// The pool's CPUs per NUMA node.
     pub zones: Vec<(usize, CpuSet)>,
     pub batch: Vec<BatchPodView>,
@@ -302,9 +304,14 @@ impl TopoletPlugin {
             .filter_map(|s| s.linux.as_ref().map(|l| l.cgroup_parent.clone()))
             .filter(|p| !p.is_empty())
             .collect();
+        let reserved = node
+            .placement
+            .shared_pool()
+            .intersection(node.placement.reserved());
         ReclaimedInputs {
             pool,
             exclusive,
+            reserved,
             zones,
             batch: pods.into_values().collect(),
             regular_pods,
@@ -480,22 +487,27 @@ impl TopoletPlugin {
             .clone()
     }
 
-    /// Replaces the reclaimed-CPU report; when the zones' amounts changed, the
-    /// NodeResourceTopology publisher is woken.
+    /// Replaces the reclaimed-CPU report; when the zones' advertised amounts (or whether the
+    /// feature is on) changed, the NodeResourceTopology publisher is woken.
     pub fn set_reclaimed_report(&self, report: Option<topolet_core::reclaimed::ReclaimedStatus>) {
         let zones = |r: &Option<topolet_core::reclaimed::ReclaimedStatus>| {
             r.as_ref().map(|r| {
                 r.zones
                     .iter()
-                    .map(|z| (z.numa_node, z.terms.pool_millis, z.terms.reclaimable_millis))
+                    .map(|z| (z.numa_node, z.terms.pool_millis, z.advertised_millis))
                     .collect::<Vec<_>>()
             })
+        };
+        let state = |r: &Option<topolet_core::reclaimed::ReclaimedStatus>| {
+            r.as_ref().map(|r| r.state == "on")
         };
         let mut slot = self
             .reclaimed_report
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        let changed = zones(&slot) != zones(&report);
+        // The NodeResourceTopology follows the zones' advertised (damped) amounts, not every
+        // new reading: only those wake its publisher.
+        let changed = zones(&slot) != zones(&report) || state(&slot) != state(&report);
         *slot = report;
         drop(slot);
         if changed {

@@ -1,0 +1,136 @@
+//! The per-NUMA amounts of the NodeResourceTopology zones, damped like the Node's: each zone
+//! keeps its own [`Advertiser`], so a zone's amount is rewritten only when the one rule of
+//! [`Advertiser::decide`] says so (lower: at once; higher: past `min_change_percent` of the
+//! zone's pool; any: once the written one is older than `max_age`). Without it each interval's
+//! new per-NUMA amount was a full-object write of the NodeResourceTopology a second later.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use super::budget::{Advertiser, Publish};
+use super::report::ZoneTerms;
+
+/// One advertiser per NUMA node.
+#[derive(Debug, Clone)]
+pub struct ZoneAdvertisers {
+    min_change_percent: u8,
+    max_age: Duration,
+    zones: BTreeMap<usize, Advertiser>,
+}
+
+impl ZoneAdvertisers {
+    pub fn new(min_change_percent: u8, max_age: Duration) -> ZoneAdvertisers {
+        ZoneAdvertisers {
+            min_change_percent,
+            max_age,
+            zones: BTreeMap::new(),
+        }
+    }
+
+    /// Decides every zone of `zones` at `now` and records what is to be written; returns the
+    /// amount each zone publishes now (the new one, or the one written before). Zones no longer
+    /// listed are forgotten.
+    pub fn publish(&mut self, zones: &[ZoneTerms], now: Instant) -> BTreeMap<usize, u64> {
+        self.zones
+            .retain(|n, _| zones.iter().any(|z| z.numa_node == *n));
+        zones
+            .iter()
+            .map(|z| {
+                let (min, age) = (self.min_change_percent, self.max_age);
+                let a = self
+                    .zones
+                    .entry(z.numa_node)
+                    .or_insert_with(|| Advertiser::new(min, age));
+                let amount = z.terms.reclaimable_millis;
+                if let Publish::Now(v) = a.decide(amount, z.terms.pool_millis, now) {
+                    a.published(v, now);
+                }
+                (z.numa_node, a.last().unwrap_or(amount))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reclaimed::Terms;
+
+    fn zones(amounts: &[(usize, u64)]) -> Vec<ZoneTerms> {
+        amounts
+            .iter()
+            .map(|&(n, used)| ZoneTerms {
+                numa_node: n,
+                terms: Terms::compute(1000, used, 20),
+                advertised_millis: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_rise_below_min_change_is_not_written_one_above_is() {
+        let t0 = Instant::now();
+        let mut z = ZoneAdvertisers::new(10, Duration::from_secs(60));
+        // Regular 300m: 1000 − 300 − 200 = 500m on both zones.
+        assert_eq!(
+            z.publish(&zones(&[(0, 300), (1, 300)]), t0),
+            BTreeMap::from([(0, 500), (1, 500)])
+        );
+        let t1 = t0 + Duration::from_secs(1);
+        // Zone 0 rises by 100m (10 % of its pool: not more than it), zone 1 by 101m.
+        assert_eq!(
+            z.publish(&zones(&[(0, 200), (1, 199)]), t1),
+            BTreeMap::from([(0, 500), (1, 601)])
+        );
+    }
+
+    #[test]
+    fn a_drop_is_written_at_once() {
+        let t0 = Instant::now();
+        let mut z = ZoneAdvertisers::new(10, Duration::from_secs(60));
+        z.publish(&zones(&[(0, 300)]), t0);
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(
+            z.publish(&zones(&[(0, 301)]), t1),
+            BTreeMap::from([(0, 499)])
+        );
+    }
+
+    #[test]
+    fn max_age_forces_a_write_of_a_small_rise() {
+        let t0 = Instant::now();
+        let mut z = ZoneAdvertisers::new(10, Duration::from_secs(60));
+        z.publish(&zones(&[(0, 300)]), t0);
+        let before = t0 + Duration::from_secs(59);
+        assert_eq!(
+            z.publish(&zones(&[(0, 250)]), before),
+            BTreeMap::from([(0, 500)])
+        );
+        let aged = t0 + Duration::from_secs(60);
+        assert_eq!(
+            z.publish(&zones(&[(0, 250)]), aged),
+            BTreeMap::from([(0, 550)])
+        );
+        // The write at `aged` starts the age over.
+        assert_eq!(
+            z.publish(&zones(&[(0, 240)]), aged + Duration::from_secs(1)),
+            BTreeMap::from([(0, 550)])
+        );
+    }
+
+    #[test]
+    fn a_zone_that_leaves_starts_over_when_it_comes_back() {
+        let t0 = Instant::now();
+        let mut z = ZoneAdvertisers::new(10, Duration::from_secs(60));
+        z.publish(&zones(&[(0, 300), (1, 300)]), t0);
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(
+            z.publish(&zones(&[(0, 300)]), t1),
+            BTreeMap::from([(0, 500)])
+        );
+        assert_eq!(
+            z.publish(&zones(&[(0, 300), (1, 250)]), t1),
+            BTreeMap::from([(0, 500), (1, 550)])
+        );
+    }
+}

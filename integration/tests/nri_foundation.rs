@@ -270,3 +270,61 @@ fn parent_pid(pid: i32) -> anyhow::Result<i32> {
         .and_then(|v| v.trim().parse().ok())
         .with_context(|| format!("{p} has no PPid"))
 }
+
+/// One topolet per node: a second `topolet run` with the same state directory, beside a running
+/// one, refuses to start, names the running one's pid, and leaves it serving; once the first is
+/// gone, the node is free again.
+#[test]
+fn a_second_topolet_on_the_node_refuses_to_start_naming_the_first() -> anyhow::Result<()> {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let mut t = WithTopolet::start()?;
+    t.topolet.wait_synchronized(1)?;
+    let first = t.topolet.pid().context("topolet not running")?;
+    let log = t.work.join("second.log");
+    let mut second = Command::new(topolet::binary()?)
+        .arg("run")
+        .arg("--config")
+        .arg(t.topolet.config_path())
+        .arg("--log-file")
+        .arg(&log)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("spawning a second topolet")?;
+    let status = topolet_integration::wait::until(
+        "the second topolet to exit",
+        std::time::Duration::from_secs(30),
+        || second.try_wait().context("waiting for the second topolet"),
+    );
+    let status = match status {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = second.kill();
+            let _ = second.wait();
+            return Err(e.context("a second topolet kept running beside the first"));
+        }
+    };
+    let mut err = String::new();
+    if let Some(mut e) = second.stderr.take() {
+        e.read_to_string(&mut err)?;
+    }
+    let said = format!("{err}{}", logs::read_lossy(&log));
+    ensure!(
+        !status.success(),
+        "the second topolet exited {status}: {said}"
+    );
+    ensure!(
+        said.contains(&format!("held by another topolet (pid {first}")),
+        "the refusal names the running topolet (pid {first}): {said}"
+    );
+    // The first serves on: a container is still placed.
+    ensure!(t.topolet.pid() == Some(first), "the first topolet is gone");
+    t.topolet.wait_synchronized(1)?;
+    // Once it is gone, the node is free: a new topolet takes it (the harness's restart).
+    t.topolet.restart()?;
+    t.topolet.wait_synchronized(1)?;
+    Ok(())
+}

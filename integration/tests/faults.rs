@@ -640,7 +640,8 @@ fn full_disk_keeps_serving_and_the_state_catches_up() -> anyhow::Result<()> {
     let leftovers: Vec<_> = std::fs::read_dir(&config.state_dir)?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n != "assignments.json")
+        // The state file and the node lock (one topolet per node) belong there.
+        .filter(|n| n != "assignments.json" && n != topolet::state::lock::LOCK_FILE)
         .collect();
     ensure!(
         leftovers.is_empty(),

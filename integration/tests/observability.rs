@@ -44,7 +44,9 @@ fn http_get(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
         .with_context(|| format!("GET {path}: bad status line in {head:?}"))?;
     if path == "/metrics" && code == 200 {
         ensure!(
-            head.contains("Content-Type: text/plain; version=0.0.4"),
+            // Header names are case-insensitive (RFC 9110 5.1); hyper writes them lowercase.
+            head.to_ascii_lowercase()
+                .contains("content-type: text/plain; version=0.0.4"),
             "/metrics content type: {head}"
         );
     }

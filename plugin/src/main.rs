@@ -448,6 +448,32 @@ fn config_check(file: &Path, sysfs_root: &Path) -> anyhow::Result<()> {
 }
 
 /// `topolet withdraw`: see `topolet::cluster::withdraw`.
+/// The API credentials of the commands that need them (`probe`, `withdraw`): KUBECONFIG, else
+/// the in-cluster service account; an error without either.
+fn cli_credentials() -> anyhow::Result<topolet::cluster::client::Credentials> {
+    use topolet::cluster::client;
+    use topolet::config::{KubernetesConfig, KubernetesEnabled};
+    let config = KubernetesConfig {
+        enabled: KubernetesEnabled::On,
+        ..KubernetesConfig::default()
+    };
+    client::credentials(
+        &config,
+        std::env::var_os("KUBECONFIG").as_deref(),
+        client::in_cluster_available(),
+    )
+    .map_err(anyhow::Error::msg)?
+    .context("no Kubernetes credentials")
+}
+
+/// A one-thread runtime for a command's few API calls.
+fn cli_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
 /// The namespace of this pod's service account, when it runs in one.
 const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
@@ -458,18 +484,7 @@ fn probe(
     report_file: Option<&Path>,
 ) -> anyhow::Result<()> {
     use topolet::cluster::client;
-    use topolet::config::{KubernetesConfig, KubernetesEnabled};
-    let config = KubernetesConfig {
-        enabled: KubernetesEnabled::On,
-        ..KubernetesConfig::default()
-    };
-    let creds = client::credentials(
-        &config,
-        std::env::var_os("KUBECONFIG").as_deref(),
-        client::in_cluster_available(),
-    )
-    .map_err(anyhow::Error::msg)?
-    .context("no Kubernetes credentials")?;
+    let creds = cli_credentials()?;
     let namespace = match namespace {
         Some(n) => n,
         None => std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
@@ -478,10 +493,7 @@ fn probe(
                 format!("--namespace not given and {SERVICE_ACCOUNT_NAMESPACE} not readable")
             })?,
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = cli_runtime()?;
     let probes = runtime.block_on(async {
         let c = client::client(&creds).await?;
         target.namespace = namespace;
@@ -520,22 +532,8 @@ fn probe(
 
 fn withdraw(extended_resources: &[String]) -> anyhow::Result<()> {
     use topolet::cluster::client;
-    use topolet::config::{KubernetesConfig, KubernetesEnabled};
-    let config = KubernetesConfig {
-        enabled: KubernetesEnabled::On,
-        ..KubernetesConfig::default()
-    };
-    let creds = client::credentials(
-        &config,
-        std::env::var_os("KUBECONFIG").as_deref(),
-        client::in_cluster_available(),
-    )
-    .map_err(anyhow::Error::msg)?
-    .context("no Kubernetes credentials")?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let creds = cli_credentials()?;
+    let runtime = cli_runtime()?;
     let done = runtime.block_on(async {
         let c = client::client(&creds).await?;
         topolet::cluster::withdraw::withdraw(c, extended_resources).await

@@ -398,16 +398,30 @@ mod tests {
             .to_string()
     }
 
-    #[tokio::test]
-    async fn idle_clients_of_one_address_never_starve_another() {
+    /// Connection results counted by a test server, by label.
+    type Counts = Arc<Mutex<HashMap<&'static str, usize>>>;
+
+    /// An endpoint on a free loopback port serving [`route`] (16 connections, 4 per address).
+    async fn test_server() -> (
+        SocketAddr,
+        Arc<Admission>,
+        Counts,
+        tokio::task::JoinHandle<()>,
+    ) {
         let listener = bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let admission = Admission::new(16, 4);
-        let counts = Arc::new(Mutex::new(HashMap::<&'static str, usize>::new()));
+        let counts = Counts::default();
         let c = counts.clone();
         let count: Count = Arc::new(move |r| *c.lock().unwrap().entry(r).or_default() += 1);
         let answer: Answer = Arc::new(|m: &Method, p: &str| route(m, p, String::new, || Ok(())));
         let server = tokio::spawn(serve_with(listener, admission.clone(), answer, count));
+        (addr, admission, counts, server)
+    }
+
+    #[tokio::test]
+    async fn idle_clients_of_one_address_never_starve_another() {
+        let (addr, admission, counts, server) = test_server().await;
 
         // 40 connections from 127.0.0.2 that never send a byte.
         let mut idle = Vec::new();
@@ -449,14 +463,7 @@ mod tests {
     #[tokio::test]
     async fn a_client_that_sends_no_head_is_closed_after_the_header_timeout() {
         use tokio::io::AsyncReadExt;
-        let listener = bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let admission = Admission::new(16, 4);
-        let counts = Arc::new(Mutex::new(HashMap::<&'static str, usize>::new()));
-        let c = counts.clone();
-        let count: Count = Arc::new(move |r| *c.lock().unwrap().entry(r).or_default() += 1);
-        let answer: Answer = Arc::new(|m: &Method, p: &str| route(m, p, String::new, || Ok(())));
-        let server = tokio::spawn(serve_with(listener, admission.clone(), answer, count));
+        let (addr, admission, counts, server) = test_server().await;
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
         // The read ends when the server closes the connection at its header deadline (the
         // state waited on), and the slot is given back.

@@ -7,7 +7,11 @@
 //! - the resold CPUs ≥ 85 % busy while colocated, and the node's busy CPU rising by what the
 //!   batch pods got (their work is on idle CPU, not instead of the regular pods');
 //! - the suppress reaction: median within one `suppress_interval`, max within one `interval`;
-//! - the advertised amount never above the really idle CPU.
+//! - the advertised amount above the really idle CPU for no longer than the loop needs to see a
+//!   load step: one `interval` (its sample) plus one sample of the run. A rise of regular use
+//!   larger than the margin leaves the published amount above what is idle until the next
+//!   sample shows it; every stretch is reported, and the raw count of samples above idle beside
+//!   the goal.
 
 pub const THROUGHPUT_MIN_RATIO: f64 = 0.97;
 pub const LATE_P99_MAX_RATIO: f64 = 1.2;
@@ -30,6 +34,10 @@ pub struct Figures {
     pub suppress_interval_ms: f64,
     pub interval_ms: f64,
     pub exceeded_idle_samples: u64,
+    /// The longest stretch of samples above the idle CPU, from the sample before it.
+    pub exceeded_idle_longest_ms: f64,
+    /// The run's sampling period.
+    pub sample_ms: f64,
     pub advertised_samples: u64,
 }
 
@@ -98,13 +106,14 @@ pub fn judge(f: &Figures) -> Vec<Goal> {
             met: f.cut_max_ms <= f.interval_ms,
         },
         Goal {
-            name: "advertised amount above the really idle CPU",
+            name: "advertised above the really idle CPU, longest",
             value: format!(
-                "{} of {} samples",
-                f.exceeded_idle_samples, f.advertised_samples
+                "{:.0} ms ({} of {} samples)",
+                f.exceeded_idle_longest_ms, f.exceeded_idle_samples, f.advertised_samples
             ),
-            bound: "0".into(),
-            met: f.advertised_samples > 0 && f.exceeded_idle_samples == 0,
+            bound: format!("<= {} ms (interval + sample)", f.interval_ms + f.sample_ms),
+            met: f.advertised_samples > 0
+                && f.exceeded_idle_longest_ms <= f.interval_ms + f.sample_ms,
         },
     ]
 }
@@ -144,7 +153,9 @@ mod tests {
             cut_max_ms: 400.0,
             suppress_interval_ms: 100.0,
             interval_ms: 1000.0,
-            exceeded_idle_samples: 0,
+            exceeded_idle_samples: 3,
+            exceeded_idle_longest_ms: 800.0,
+            sample_ms: 200.0,
             advertised_samples: 100,
         }
     }
@@ -204,7 +215,7 @@ mod tests {
             (
                 6,
                 Figures {
-                    exceeded_idle_samples: 1,
+                    exceeded_idle_longest_ms: 1201.0,
                     ..good()
                 },
             ),

@@ -74,6 +74,8 @@ pub fn pod_running(name: &str, args: &str, dir: &Path, resources: Value) -> Valu
 /// A `colocation regular DIR` probe, driven through its request file in `dir`.
 pub struct Probe {
     pub dir: PathBuf,
+    /// The CPUs every request's threads are confined to (empty: the container's cpuset).
+    pub cpus: Vec<u32>,
     next_id: u64,
 }
 
@@ -81,6 +83,7 @@ impl Probe {
     pub fn new(dir: &Path) -> Probe {
         Probe {
             dir: dir.to_path_buf(),
+            cpus: Vec::new(),
             next_id: 0,
         }
     }
@@ -90,6 +93,9 @@ impl Probe {
         self.next_id += 1;
         let id = self.next_id;
         body["id"] = json!(id);
+        if !self.cpus.is_empty() && body.get("cpus").is_none() {
+            body["cpus"] = json!(self.cpus);
+        }
         let tmp = self.dir.join("req.tmp");
         std::fs::write(&tmp, body.to_string())
             .with_context(|| format!("writing {}", tmp.display()))?;

@@ -1,22 +1,30 @@
-//! Colocation on reclaimed CPU, side by side on a real kubelet v1.37, API server and the stock
-//! kube-scheduler: a regular Burstable pod (500m requested, no limit) and a batch pod asking for
-//! 600m of `topolet.io/reclaimed-cpu` share the pool (CPU 1; CPU 0 is reserved). Both run the
-//! probe of `hack/bench/colocation` (a static Go program, from a hostPath directory):
+//! Colocation on reclaimed CPU the way an operator runs it, on a real kubelet v1.37, API server
+//! and the stock kube-scheduler, with `[reclaimed]` at its defaults (`usage = "cpus"`: everything
+//! that is not batch on the pool's CPUs counts as regular use, this machine's own work included)
+//! but for the three keys [`reclaimed_toml`] names with the reason the test forces each. A regular
+//! Burstable pod (500m requested, no limit) and two batch pods asking for 300m of
+//! `topolet.io/reclaimed-cpu` each share the pool (CPU 1; CPU 0 is reserved). All run the probe
+//! of `hack/bench/colocation` (a static Go program, from a hostPath directory); the regular
+//! probe's threads are confined to the batch pods' CPUs (read from their cpuset), so it competes
+//! with them instead of escaping to the reserved CPU its own cpuset also allows:
 //!
 //! 1. **Windows.** The regular probe wakes every 1 ms tick (clock_nanosleep on an absolute time),
-//!    records how late it woke and does ~300 µs of CPU-bound work units; the batch probe spins
-//!    while the control file `hog` exists. Solo and colocated windows alternate (the order
+//!    records how late it woke and does ~300 µs of CPU-bound work units; its throughput is the
+//!    units over the window's wall time, so a late or missed tick is lost work. The batch probes
+//!    spin while the control file `hog` exists. Solo and colocated windows alternate (the order
 //!    flips every alternation, so drift and the shared machine's noise hit both alike); around
 //!    each window the test reads `/proc/stat` (the node's busy CPU, all CPUs and the pool's)
 //!    and both containers' `cpuacct.usage`.
-//! 2. **Suppress reaction.** With the batch probe spinning and the regular one idle, the regular
+//! 2. **Suppress reaction.** With the batch probes spinning and the regular one idle, the regular
 //!    probe starts two spinning threads (a step to the whole pool); the test polls the batch
-//!    container's `cpu.cfs_quota_us` every 5 ms from the moment it asks for the step, and the
+//!    containers' `cpu.cfs_quota_us` every 5 ms from the moment it asks for the step, and the
 //!    reaction is the time from the threads' start (the probe's own clock, CLOCK_REALTIME on
-//!    this host) to the first cut quota read. The step ends once the cut is seen; the quota
-//!    must grow back to the limit before the next repetition.
+//!    this host) to the first read where their sum is cut to half or less (the step takes the
+//!    whole pool; the machine's own work moves the budget by less). The step ends once the cut
+//!    is seen; the quotas must grow back before the next repetition.
 //! 3. **Advertised amount over a load step.** Every 200 ms: the Node's capacity, the `reclaimed`
-//!    section of `topolet status` and the regular container's own usage since the last sample;
+//!    section of `topolet status`, and the really idle CPU of the pool since the last sample (its
+//!    `/proc/stat` idle plus what the batch pods used: their CPU is for the taking);
 //!    the regular probe ticks, then spins until the Node's amount has fallen, then ticks again
 //!    until it is back up.
 //!
@@ -26,14 +34,15 @@
 //! after it. With `TOPOLET_BENCH_OUT=<file>` (hack/bench.sh part `reclaimed`) the windows are
 //! longer and more, and the figures are appended as one JSON line; `TOPOLET_COLOCATION_PROBE`
 //! names a prebuilt probe, else the test builds it with `go build` (`GO`, else `go` on PATH,
-//! else /usr/local/go/bin/go). `usage = "pods"` as in kubelet_reclaimed.rs: the work of
-//! whatever else runs on this shared machine never moves the amounts.
+//! else /usr/local/go/bin/go).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
 use serde_json::{json, Value};
+use topolet_core::machine::cpuset::CpuSet;
+use topolet_core::reclaimed::ReclaimedSettings;
 use topolet_integration::cluster::{ClusterOptions, KubeContainer, KubeNode, POD_TIMEOUT};
 use topolet_integration::manifests::res;
 use topolet_integration::observe::cgroup_dir;
@@ -41,24 +50,44 @@ use topolet_integration::probe::{self, loadavg, median, read_trimmed, unix_ns, P
 use topolet_integration::{colocation_goals, topolet, wait};
 
 const RES: &str = "topolet.io/reclaimed-cpu";
+/// The pool: CPU 1 (CPU 0 is reserved).
 const POOL: u64 = 1000;
-const MARGIN: u64 = 200;
-const BATCH_MILLIS: u64 = 600;
-/// The batch container's quota at its limit (period 100 ms).
-const BATCH_QUOTA: i64 = 60_000;
-const SUPPRESS_INTERVAL_MS: u64 = 100;
-const INTERVAL_MS: u64 = 1000;
-const MIN_CHANGE_PERCENT: u64 = 5;
+const RESERVED_CPU: u32 = 0;
+/// Each batch pod's request and limit: both fit the idle pool less the margin and this
+/// machine's own work on it.
+const BATCH_MILLIS: u64 = 300;
+const BATCHES: [&str; 2] = ["batch-a", "batch-b"];
 /// How long the amounts and quotas may take to follow a change (a deadline, not a claim).
 const FOLLOW: Duration = Duration::from_secs(60);
+/// The advertised run's sampling period.
+const SAMPLE_MS: u64 = 200;
 
+/// `[reclaimed]` at its defaults but for three keys the test stack forces:
+/// - `window = "3s"`, `max_age = "10s"`: the advertised run waits for the amount to fall and
+///   rise back after a load step; at the defaults (60 s, 300 s) each wait takes minutes, and the
+///   rule is the same at any length;
+/// - `starved_percent = 0`: the measurement needs both batch pods for the whole run, while its
+///   suppress steps cut them on purpose (starvation is kubelet_reclaimed.rs's subject).
 fn reclaimed_toml() -> String {
-    format!(
-        "[reclaimed]\nenabled = true\nusage = \"pods\"\ninterval = \"{INTERVAL_MS}ms\"\n\
-         suppress_interval = \"{SUPPRESS_INTERVAL_MS}ms\"\nwindow = \"3s\"\nmargin_percent = 20\n\
-         min_change_percent = {MIN_CHANGE_PERCENT}\nmax_age = \"10s\"\ngrow_step_percent = 10\n\
-         starved_percent = 0\nstarved_for = \"1h\"\n"
-    )
+    "[reclaimed]\nenabled = true\nwindow = \"3s\"\nmax_age = \"10s\"\nstarved_percent = 0\n".into()
+}
+
+/// The defaults the run uses, in milli-CPU and ms.
+struct Defaults {
+    margin: u64,
+    suppress_interval_ms: u64,
+    interval_ms: u64,
+    min_change_percent: u64,
+}
+
+fn defaults() -> Defaults {
+    let d = ReclaimedSettings::default();
+    Defaults {
+        margin: (POOL * u64::from(d.margin_percent)).div_ceil(100),
+        suppress_interval_ms: d.suppress_interval.as_millis() as u64,
+        interval_ms: d.interval.as_millis() as u64,
+        min_change_percent: u64::from(d.min_change_percent),
+    }
 }
 
 /// How much to measure: short in CI, the bench's figures with `TOPOLET_BENCH_OUT`.
@@ -183,6 +212,16 @@ fn r3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
+/// The batch containers' CPU time (ns), summed.
+fn batch_usage_ns(batches: &[KubeContainer]) -> anyhow::Result<u64> {
+    batches.iter().map(usage_ns).sum()
+}
+
+/// The batch containers' quotas, summed (µs per 100 ms period).
+fn batch_quota(batches: &[KubeContainer]) -> anyhow::Result<i64> {
+    batches.iter().map(quota).sum()
+}
+
 /// One measured window.
 struct Window {
     colocated: bool,
@@ -191,7 +230,7 @@ struct Window {
     pool_millis: f64,
     batch_millis: f64,
     regular_millis: f64,
-    /// The batch quota and topolet's batch budget when the window ended.
+    /// The batch quotas (summed) and topolet's batch budget when the window ended.
     quota_end: i64,
     budget_end: Option<u64>,
 }
@@ -200,7 +239,7 @@ fn measure_window(
     node: &KubeNode,
     probe: &mut Probe,
     regular: &KubeContainer,
-    batch: &KubeContainer,
+    batches: &[KubeContainer],
     colocated: bool,
     seconds: f64,
 ) -> anyhow::Result<Window> {
@@ -210,14 +249,14 @@ fn measure_window(
     probe.ticks(1.0)?;
     let (s0, b0, g0, t0) = (
         proc_stat()?,
-        usage_ns(batch)?,
+        batch_usage_ns(batches)?,
         usage_ns(regular)?,
         Instant::now(),
     );
     let result = probe.ticks(seconds)?;
     let (s1, b1, g1, el) = (
         proc_stat()?,
-        usage_ns(batch)?,
+        batch_usage_ns(batches)?,
         usage_ns(regular)?,
         t0.elapsed().as_secs_f64(),
     );
@@ -228,14 +267,16 @@ fn measure_window(
         batch_millis: b1.saturating_sub(b0) as f64 / 1e6 / el,
         regular_millis: g1.saturating_sub(g0) as f64 / 1e6 / el,
         result,
-        quota_end: quota(batch)?,
+        quota_end: batch_quota(batches)?,
         budget_end: node.t.topolet.status()?["reclaimed"]["budget_millis"].as_u64(),
     };
     eprintln!(
-        "[window] {}: throughput {:.0} units/s, late p50 {} us p99 {} us, missed {}; node {:.0}m, \
-         pool {:.0}m, batch {:.0}m, regular {:.0}m; at the end quota {} budget {:?}",
+        "[window] {}: throughput {:.0} units/s (work speed {:.0}), late p50 {} us p99 {} us, \
+         missed {}; node {:.0}m, pool {:.0}m, batch {:.0}m, regular {:.0}m; at the end quotas {} \
+         budget {:?}",
         if colocated { "colocated" } else { "solo" },
         w.result["throughput_units_per_s"].as_f64().unwrap_or(0.0),
+        w.result["work_units_per_s"].as_f64().unwrap_or(0.0),
         w.result["late_p50_us"],
         w.result["late_p99_us"],
         w.result["missed_ticks"],
@@ -259,6 +300,7 @@ fn summary(ws: &[&Window]) -> Value {
     json!({
         "windows": ws.len(),
         "throughput_units_per_s": r1(m(f("throughput_units_per_s"))),
+        "work_units_per_s": r1(m(f("work_units_per_s"))),
         "late_p50_us": r1(median(&mut f("late_p50_us"))),
         "late_p99_us": r1(median(&mut f("late_p99_us"))),
         "missed_ticks": f("missed_ticks").iter().sum::<f64>(),
@@ -270,21 +312,28 @@ fn summary(ws: &[&Window]) -> Value {
     })
 }
 
-/// The step's reaction: asks for two spinning threads, polls the batch quota every 5 ms from
-/// then on; returns (ms from the threads' start to the first cut quota read, ms from the
-/// request, the cut quota).
-fn one_step(probe: &mut Probe, batch: &KubeContainer) -> anyhow::Result<(f64, f64, i64)> {
+/// The step's reaction: asks for two spinning threads, polls the batch quotas every 5 ms from
+/// then on until their sum is cut to half of `before` or less; returns (ms from the threads'
+/// start to that read, ms from the request, the cut sum).
+fn one_step(
+    probe: &mut Probe,
+    batches: &[KubeContainer],
+    before: i64,
+) -> anyhow::Result<(f64, f64, i64)> {
     let asked = unix_ns();
     let id = probe.request("spin", 600.0, 2)?;
     let deadline = Instant::now() + FOLLOW;
     let (seen, q) = loop {
-        let q = quota(batch)?;
-        if q != BATCH_QUOTA {
+        let q = batch_quota(batches)?;
+        if q <= before / 2 {
             break (unix_ns(), q);
         }
         if Instant::now() >= deadline {
             probe.stop(id)?;
-            bail!("the batch quota stayed {BATCH_QUOTA} for {FOLLOW:?} after the step");
+            bail!(
+                "the batch quotas stayed above {} for {FOLLOW:?} after the step",
+                before / 2
+            );
         }
         std::thread::sleep(Duration::from_millis(5));
     };
@@ -297,12 +346,24 @@ fn one_step(probe: &mut Probe, batch: &KubeContainer) -> anyhow::Result<(f64, f6
     Ok(((seen - start) as f64 / 1e6, (seen - asked) as f64 / 1e6, q))
 }
 
-fn wait_quota_at_limit(batch: &KubeContainer, what: &str) -> anyhow::Result<()> {
-    wait::until_true(
-        &format!("the batch quota back to its limit ({what})"),
+/// Waits until the batch quotas (summed) are back to at least half their limits, and returns
+/// the sum: the budget has grown back from a cut (the machine's own work on the pool may keep
+/// it below the limits).
+fn wait_quotas_grown(batches: &[KubeContainer], what: &str) -> anyhow::Result<i64> {
+    let limits = batch_limit_quota() * batches.len() as i64;
+    wait::until(
+        &format!("the batch quotas back to half their limits or more ({what})"),
         FOLLOW,
-        || Ok(quota(batch)? == BATCH_QUOTA),
+        || {
+            let q = batch_quota(batches)?;
+            Ok((q >= limits / 2).then_some(q))
+        },
     )
+}
+
+/// One batch container's quota at its limit (period 100 ms).
+fn batch_limit_quota() -> i64 {
+    (BATCH_MILLIS * 100) as i64
 }
 
 /// One sample of the advertised run.
@@ -311,36 +372,48 @@ struct AdvSample {
     node: Option<u64>,
     status_advertised: Option<u64>,
     status_regular_peak: Option<u64>,
+    /// The pool's really idle CPU since the last sample: `/proc/stat` idle plus what the batch
+    /// pods used (theirs is for the taking).
+    idle_millis: f64,
     regular_measured: f64,
 }
 
-/// Samples every 200 ms until `done` says so (or FOLLOW runs out).
+/// Samples every [`SAMPLE_MS`] until `done` says so (or FOLLOW runs out).
 fn sample_until(
     node: &KubeNode,
     regular: &KubeContainer,
+    batches: &[KubeContainer],
     t0: Instant,
     out: &mut Vec<AdvSample>,
     mut done: impl FnMut(&[AdvSample]) -> anyhow::Result<bool>,
 ) -> anyhow::Result<()> {
     let deadline = Instant::now() + FOLLOW + POD_TIMEOUT;
-    let mut last = (Instant::now(), usage_ns(regular)?);
+    let mut last = (
+        Instant::now(),
+        usage_ns(regular)?,
+        batch_usage_ns(batches)?,
+        proc_stat()?,
+    );
     loop {
-        let next = last.0 + Duration::from_millis(200);
+        let next = last.0 + Duration::from_millis(SAMPLE_MS);
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
         let s = node.t.topolet.status()?;
         let r = &s["reclaimed"];
         let adv = advertised(node)?;
-        let u = usage_ns(regular)?;
+        let (u, b, st) = (usage_ns(regular)?, batch_usage_ns(batches)?, proc_stat()?);
         let now = Instant::now();
         let el = now.duration_since(last.0).as_secs_f64();
+        let pool_busy = busy_millis(&last.3, &st, "cpu1");
+        let batch = b.saturating_sub(last.2) as f64 / 1e6 / el;
         out.push(AdvSample {
             t_ms: now.duration_since(t0).as_secs_f64() * 1000.0,
             node: adv,
             status_advertised: r["advertised_millis"].as_u64(),
             status_regular_peak: r["node"]["regular_millis"].as_u64(),
+            idle_millis: (POOL as f64 - (pool_busy - batch).max(0.0)).max(0.0),
             regular_measured: u.saturating_sub(last.1) as f64 / 1e6 / el,
         });
-        last = (now, u);
+        last = (now, u, b, st);
         if done(out)? {
             return Ok(());
         }
@@ -352,7 +425,7 @@ fn sample_until(
 }
 
 /// The advertised run's figures: against the really idle pool at each sample, and its moves.
-fn advertised_figures(samples: &[AdvSample], step: (f64, f64)) -> Value {
+fn advertised_figures(samples: &[AdvSample], step: (f64, f64), d: &Defaults) -> Value {
     let mut exceeded = 0;
     let mut exceeded_strict = 0;
     let mut longest = 0.0f64;
@@ -360,19 +433,16 @@ fn advertised_figures(samples: &[AdvSample], step: (f64, f64)) -> Value {
     let mut min_headroom = f64::MAX;
     for s in samples {
         let Some(adv) = s.node else { continue };
-        // The regular pod runs on the reserved CPU too (the shared pool of non-exclusive
-        // containers includes it, as in the kubelet's static policy), so its usage may exceed
-        // the pool: nothing of the pool is idle then.
-        let idle = (POOL as f64 - s.regular_measured).max(0.0);
+        let idle = s.idle_millis;
         min_headroom = min_headroom.min(idle - adv as f64);
         if adv as f64 > idle {
             exceeded += 1;
-            let from = *run_from.get_or_insert(s.t_ms);
-            longest = longest.max(s.t_ms - from + 200.0);
+            let from = *run_from.get_or_insert(s.t_ms - SAMPLE_MS as f64);
+            longest = longest.max(s.t_ms - from);
         } else {
             run_from = None;
         }
-        if adv as f64 > idle - MARGIN as f64 {
+        if adv as f64 > idle - d.margin as f64 {
             exceeded_strict += 1;
         }
     }
@@ -395,7 +465,7 @@ fn advertised_figures(samples: &[AdvSample], step: (f64, f64)) -> Value {
     let min_up = moves.iter().filter(|m| **m > 0).min().copied();
     json!({
         "samples": samples.len(),
-        "period_ms": 200,
+        "period_ms": SAMPLE_MS,
         "step_ms": [r1(step.0), r1(step.1)],
         "exceeded_idle_samples": exceeded,
         "exceeded_idle_longest_ms": r1(longest),
@@ -404,10 +474,11 @@ fn advertised_figures(samples: &[AdvSample], step: (f64, f64)) -> Value {
         "changes": moves.len(),
         "direction_flips": flips,
         "min_up_move_millis": min_up,
-        "hysteresis_millis": POOL * MIN_CHANGE_PERCENT / 100,
+        "hysteresis_millis": POOL * d.min_change_percent / 100,
         "values": values,
         "timeline": samples.iter().map(|s| json!([
-            r1(s.t_ms), s.node, s.status_advertised, s.status_regular_peak, r1(s.regular_measured)
+            r1(s.t_ms), s.node, s.status_advertised, s.status_regular_peak, r1(s.idle_millis),
+            r1(s.regular_measured)
         ])).collect::<Vec<_>>(),
     })
 }
@@ -454,12 +525,14 @@ fn cut_latency_metric(text: &str) -> anyhow::Result<Value> {
     }))
 }
 
-/// The regular pod keeps its work beside a batch pod that takes the idle CPU, the batch quota is
-/// cut after a step of regular usage and restored after, and the advertised amount follows the
-/// step (figures with `TOPOLET_BENCH_OUT`).
+/// The regular pod keeps its work beside two batch pods that take the idle CPU, the batch quotas
+/// are cut after a step of regular usage and restored after, and the advertised amount follows
+/// the step (figures with `TOPOLET_BENCH_OUT`).
 #[test]
 fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyhow::Result<()> {
     let plan = Plan::from_env();
+    let d = defaults();
+    let both = 2 * BATCH_MILLIS;
     let mut node = KubeNode::start_with_api_config(
         &reclaimed_toml(),
         &ClusterOptions::default(),
@@ -468,8 +541,9 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
     let dir = node.cluster.dir().join("colocation");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     probe::binary(&dir)?;
-    wait::until_true("the idle pool less the margin advertised", FOLLOW, || {
-        Ok(advertised(&node)? == Some(POOL - MARGIN))
+    // The pool less the margin and this machine's own work on CPU 1 (usage = "cpus").
+    wait::until_true("room for both batch pods advertised", FOLLOW, || {
+        Ok(advertised(&node)?.is_some_and(|a| (both..=POOL - d.margin).contains(&a)))
     })?;
 
     node.cluster.create_pod(probe::pod_running(
@@ -480,24 +554,46 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
     ))?;
     let rp = node.cluster.wait_running("regular")?;
     let regular = node.cluster.container(&rp, "main")?;
-    // The regular pod's start is over: the amount is the idle pool's again, well above the
-    // batch pod's request when the scheduler and then the kubelet's admission look at it.
-    wait::until_true(
-        "the idle pool less the margin advertised again",
-        FOLLOW,
-        || Ok(advertised(&node)? == Some(POOL - MARGIN)),
-    )?;
+    // The regular pod's start is over: room for both batch pods again when the scheduler and
+    // then the kubelet's admission look at them.
+    wait::until_true("room for both batch pods advertised again", FOLLOW, || {
+        Ok(advertised(&node)?.is_some_and(|a| a >= both))
+    })?;
     let r = json!({"requests": {RES: BATCH_MILLIS.to_string()}, "limits": {RES: BATCH_MILLIS.to_string()}});
-    node.cluster.create_pod(probe::pod_running(
-        "batch",
-        &format!("batch {}", probe::MOUNT),
-        &dir,
-        r,
-    ))?;
-    let bp = node.cluster.wait_running("batch")?;
-    let batch = node.cluster.container(&bp, "main")?;
-    wait_quota_at_limit(&batch, "admitted")?;
+    for name in BATCHES {
+        node.cluster.create_pod(probe::pod_running(
+            name,
+            &format!("batch {}", probe::MOUNT),
+            &dir,
+            r.clone(),
+        ))?;
+    }
+    let mut batches = Vec::new();
+    for name in BATCHES {
+        let bp = node.cluster.wait_running(name)?;
+        batches.push(node.cluster.container(&bp, "main")?);
+    }
+    // Each batch container got a quota, and the CPUs the regular probe is confined to: theirs.
+    let mut cpus: Option<String> = None;
+    for b in &batches {
+        wait::until_true(&format!("a quota for {}", b.id), FOLLOW, || {
+            Ok((1..=batch_limit_quota()).contains(&quota(b)?))
+        })?;
+        let c = read_trimmed(&cgroup_dir("cpuset", &b.cgroup_parent, &b.id).join("cpuset.cpus"))?;
+        ensure!(
+            cpus.as_ref().is_none_or(|x| *x == c),
+            "the batch containers run on different CPUs: {cpus:?} and {c:?}"
+        );
+        cpus = Some(c);
+    }
+    let cpus = cpus.context("no batch container")?;
+    let set = CpuSet::parse(&cpus).with_context(|| format!("batch cpuset {cpus:?}"))?;
+    ensure!(
+        !set.is_empty() && !set.contains(RESERVED_CPU as usize),
+        "the batch containers' cpuset {cpus:?} is empty or holds the reserved CPU"
+    );
     let mut probe = Probe::new(&dir);
+    probe.cpus = set.iter().map(|c| c as u32).collect();
 
     // 1. Solo and colocated windows, alternating, the order flipping each time.
     let load_start = loadavg()?;
@@ -514,7 +610,7 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
                 &node,
                 &mut probe,
                 &regular,
-                &batch,
+                &batches,
                 colocated,
                 plan.window_s,
             )?);
@@ -550,19 +646,19 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
     let (tp_ratios, p99_ratios) = (paired("throughput_units_per_s"), paired("late_p99_us"));
     let (s_sum, c_sum) = (summary(&solo), summary(&coloc));
 
-    // 2. Suppress reaction: the regular pod steps up from idle, the batch pod spinning.
+    // 2. Suppress reaction: the regular pod steps up from idle, the batch pods spinning.
     set_hog(&dir, true)?;
     let mut reactions = Vec::new();
     for i in 0..plan.steps {
-        wait_quota_at_limit(&batch, &format!("before step {i}"))?;
-        let (from_start, from_ask, cut) = one_step(&mut probe, &batch)?;
+        let before = wait_quotas_grown(&batches, &format!("before step {i}"))?;
+        let (from_start, from_ask, cut) = one_step(&mut probe, &batches, before)?;
         ensure!(
-            (0..BATCH_QUOTA).contains(&cut),
-            "step {i}: the batch quota became {cut}, not a cut below {BATCH_QUOTA}"
+            (0..before).contains(&cut),
+            "step {i}: the batch quotas became {cut}, not a cut below {before}"
         );
-        eprintln!("[step {i}] quota {BATCH_QUOTA} -> {cut}: {from_start:.1} ms after the threads started ({from_ask:.1} ms after the request)");
+        eprintln!("[step {i}] quotas {before} -> {cut}: {from_start:.1} ms after the threads started ({from_ask:.1} ms after the request)");
         reactions.push((from_start, from_ask));
-        wait_quota_at_limit(&batch, &format!("after step {i}"))?;
+        wait_quotas_grown(&batches, &format!("after step {i}"))?;
     }
 
     // 3. The advertised amount over a load step: ticking, spinning until the Node's amount has
@@ -570,7 +666,7 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
     let t0 = Instant::now();
     let mut samples = Vec::new();
     let mut id = probe.request("ticks", 600.0, 1)?;
-    sample_until(&node, &regular, t0, &mut samples, |s| {
+    sample_until(&node, &regular, &batches, t0, &mut samples, |s| {
         Ok(s.len() >= plan.adv_before)
     })?;
     probe.stop(id)?;
@@ -578,7 +674,7 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
     let step_from = t0.elapsed().as_secs_f64() * 1000.0;
     id = probe.request("spin", 600.0, 2)?;
     let n_before = samples.len();
-    sample_until(&node, &regular, t0, &mut samples, |s| {
+    sample_until(&node, &regular, &batches, t0, &mut samples, |s| {
         // Fallen, or removed (0 is never written: a noisy peak before the step may have left
         // nothing).
         let fell = s[n_before..]
@@ -592,13 +688,13 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
     let step_to = t0.elapsed().as_secs_f64() * 1000.0;
     id = probe.request("ticks", 600.0, 1)?;
     let n_step = samples.len();
-    sample_until(&node, &regular, t0, &mut samples, |s| {
+    sample_until(&node, &regular, &batches, t0, &mut samples, |s| {
         let rose = s[n_step..].iter().any(|x| x.node.is_some_and(|v| v > low));
         Ok(rose && s.len() >= n_step + plan.adv_after)
     })?;
     probe.stop(id)?;
     set_hog(&dir, false)?;
-    let adv = advertised_figures(&samples, (step_from, step_to));
+    let adv = advertised_figures(&samples, (step_from, step_to), &d);
 
     let addr = node.t.topolet.wait_metrics_address()?;
     let metric = cut_latency_metric(&topolet::metrics_text(&addr)?)?;
@@ -631,9 +727,11 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
         batch_millis: num(&c_sum["batch_millis"]),
         cut_median_ms: median(&mut from_start.clone()),
         cut_max_ms: from_start.iter().copied().fold(0.0, f64::max),
-        suppress_interval_ms: SUPPRESS_INTERVAL_MS as f64,
-        interval_ms: INTERVAL_MS as f64,
+        suppress_interval_ms: d.suppress_interval_ms as f64,
+        interval_ms: d.interval_ms as f64,
         exceeded_idle_samples: adv["exceeded_idle_samples"].as_u64().unwrap_or(0),
+        exceeded_idle_longest_ms: num(&adv["exceeded_idle_longest_ms"]),
+        sample_ms: SAMPLE_MS as f64,
         advertised_samples: adv["samples"].as_u64().unwrap_or(0),
     });
     eprint!("[goals]\n{}", colocation_goals::render(&goals));
@@ -656,8 +754,13 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
         "late_p99_ratios_paired": p99_ratios.iter().map(|x| r3(*x)).collect::<Vec<_>>(),
         "node_busy_rise_millis": r1(c_sum["node_busy_millis"].as_f64().unwrap_or(0.0) - s_sum["node_busy_millis"].as_f64().unwrap_or(0.0)),
         "pool_busy_rise_millis": r1(c_sum["pool_busy_millis"].as_f64().unwrap_or(0.0) - s_sum["pool_busy_millis"].as_f64().unwrap_or(0.0)),
-        "suppress_interval_ms": SUPPRESS_INTERVAL_MS,
-        "interval_ms": INTERVAL_MS,
+        "config": reclaimed_toml(),
+        "batch_pods": BATCHES.len(),
+        "batch_millis_each": BATCH_MILLIS,
+        "regular_cpus": probe.cpus,
+        "margin_millis": d.margin,
+        "suppress_interval_ms": d.suppress_interval_ms,
+        "interval_ms": d.interval_ms,
         "cut_reaction_ms": from_start.iter().map(|x| r1(*x)).collect::<Vec<_>>(),
         "cut_reaction_median_ms": r1(median(&mut from_start)),
         "cut_reaction_max_ms": r1(from_start.iter().copied().fold(0.0, f64::max)),

@@ -11,6 +11,12 @@
 //	                         without sleeping. Either lasts S seconds or until DIR/stop-N exists.
 //	                         The answer is DIR/res-N.json (by rename), and for "spin" also
 //	                         DIR/ack-N.json as soon as the threads start (with their start time).
+//	                         "cpus" (optional, any mode but "isolation"): the CPUs every thread of
+//	                         the request runs on (sched_setaffinity), e.g. the batch pods' CPUs, so
+//	                         the regular pod competes with them instead of escaping to the
+//	                         reserved CPUs its cpuset also allows. A "ticks" result counts its
+//	                         throughput over the whole window's wall time: a late or missed tick
+//	                         is lost work ("work_units_per_s" is the speed of the work phases alone).
 //	                         "isolation" (hack/bench.sh part `isolation`,
 //	                         integration/tests/kubelet_isolation.rs): one thread wakes every 1 ms
 //	                         tick as "ticks" does, without work, and records every tick's lateness;
@@ -78,11 +84,33 @@ func sleepUntil(at int64) {
 	}
 }
 
+// pin confines the calling OS thread to cpus (sched_setaffinity on thread 0, i.e. itself); the
+// caller holds runtime.LockOSThread, so the goroutine stays on the pinned thread. Empty: no-op.
+func pin(cpus []int) error {
+	if len(cpus) == 0 {
+		return nil
+	}
+	var mask [16]uint64 // 1024 CPUs, the kernel's default cpumask size
+	for _, c := range cpus {
+		if c < 0 || c >= len(mask)*64 {
+			return fmt.Errorf("cpu %d out of range", c)
+		}
+		mask[c/64] |= 1 << (uint(c) % 64)
+	}
+	_, _, e := syscall.RawSyscall(syscall.SYS_SCHED_SETAFFINITY, 0, unsafe.Sizeof(mask),
+		uintptr(unsafe.Pointer(&mask[0])))
+	if e != 0 {
+		return fmt.Errorf("sched_setaffinity %v: %v", cpus, e)
+	}
+	return nil
+}
+
 type request struct {
 	ID      int     `json:"id"`
 	Mode    string  `json:"mode"`
 	Seconds float64 `json:"seconds"`
 	Threads int     `json:"threads"`
+	Cpus    []int   `json:"cpus"`
 	// "isolation" only.
 	BurstMs      float64 `json:"burst_ms"`
 	BurstEveryMs float64 `json:"burst_every_ms"`
@@ -99,11 +127,15 @@ type result struct {
 	Ticks        int     `json:"ticks"`
 	Missed       int     `json:"missed_ticks"`
 	WorkSeconds  float64 `json:"work_seconds"`
-	// Units per second of the work phases' wall time (the speed of the CPU-bound part).
+	// Units per second of the window's wall time: the work done, a missed tick's included.
 	Throughput float64 `json:"throughput_units_per_s"`
-	LateP50Us  float64 `json:"late_p50_us"`
-	LateP99Us  float64 `json:"late_p99_us"`
-	LateMaxUs  float64 `json:"late_max_us"`
+	// Units per second of the work phases' wall time (the speed of the CPU-bound part).
+	WorkSpeed float64 `json:"work_units_per_s"`
+	// The CPUs the request's threads were confined to (empty: the container's cpuset).
+	Cpus      []int   `json:"cpus,omitempty"`
+	LateP50Us float64 `json:"late_p50_us"`
+	LateP99Us float64 `json:"late_p99_us"`
+	LateMaxUs float64 `json:"late_max_us"`
 	// "isolation" only: every tick's lateness and every burst's wall time (ns).
 	LateNs      []int64 `json:"late_ns,omitempty"`
 	BurstWallNs []int64 `json:"burst_wall_ns,omitempty"`
@@ -169,9 +201,14 @@ func stopper(dir string, id int) (*atomic.Bool, func()) {
 func ticks(dir string, req request, perTick int) result {
 	stop, end0 := stopper(dir, req.ID)
 	defer end0()
+	// Locked and not unlocked: a pinned thread ends with this goroutine (the runtime exits a
+	// thread whose locked goroutine returns) instead of serving others on the pinned CPUs.
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	r := result{ID: req.ID, Mode: req.Mode, UnitsPerTick: perTick}
+	r := result{ID: req.ID, Mode: req.Mode, UnitsPerTick: perTick, Cpus: req.Cpus}
+	if err := pin(req.Cpus); err != nil {
+		fmt.Fprintln(os.Stderr, "ticks:", err)
+		return r
+	}
 	end := time.Now().Add(time.Duration(req.Seconds * float64(time.Second))).UnixNano()
 	next := (time.Now().UnixNano()/int64(tick) + 1) * int64(tick)
 	r.StartNs = next
@@ -198,7 +235,10 @@ func ticks(dir string, req request, perTick int) result {
 	sort.Slice(late, func(i, j int) bool { return late[i] < late[j] })
 	r.WorkSeconds = work.Seconds()
 	if work > 0 {
-		r.Throughput = float64(r.Units) / work.Seconds()
+		r.WorkSpeed = float64(r.Units) / work.Seconds()
+	}
+	if wall := r.EndNs - r.StartNs; wall > 0 {
+		r.Throughput = float64(r.Units) / (float64(wall) / 1e9)
 	}
 	r.LateP50Us, r.LateP99Us = quantile(late, 0.5), quantile(late, 0.99)
 	if len(late) > 0 {
@@ -305,7 +345,7 @@ func spinForever(threads int) {
 }
 
 func spin(dir string, req request) result {
-	r := result{ID: req.ID, Mode: req.Mode}
+	r := result{ID: req.ID, Mode: req.Mode, Cpus: req.Cpus}
 	d := time.Duration(req.Seconds * float64(time.Second))
 	var wg sync.WaitGroup
 	var units atomic.Uint64
@@ -317,6 +357,12 @@ func spin(dir string, req request) result {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// Locked for good: the pinned thread exits with the goroutine.
+			runtime.LockOSThread()
+			if err := pin(req.Cpus); err != nil {
+				fmt.Fprintln(os.Stderr, "spin:", err)
+				return
+			}
 			for !stop.Load() && time.Since(start) < d {
 				sink.Add(unit(uint64(k)))
 				units.Add(1)

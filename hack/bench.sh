@@ -43,7 +43,7 @@
 #                     "node_busy_millis","pool_busy_millis","batch_millis","regular_millis",...},
 #                     "throughput_ratio","late_p99_ratio" (colocated/solo; their paired medians),
 #                     "node_busy_rise_millis","loadavg_start","loadavg_end"}  a regular pod's work
-#                     alone and beside a batch pod on reclaimed CPU                       [reclaimed]
+#                     alone and beside two batch pods on reclaimed CPU                    [reclaimed]
 #   reclaimed_cut_ms  {"median","max","samples","from_request_median","suppress_interval_ms",
 #                     "interval_ms"}  regular usage steps up -> batch cpu.cfs_quota_us cut, and
 #                     reclaimed_cut_latency_metric topolet's own histogram (count, mean, buckets)
@@ -145,17 +145,21 @@
 # [reclaimed] integration/tests/kubelet_colocation.rs (a real kubelet KUBE_VERSION, API server and
 # kube-scheduler on containerd CONTAINERD_VERSION; its header has the method; run with TOPOLET_BIN =
 # the release topolet and TOPOLET_COLOCATION_PROBE = hack/bench/colocation built here) with
-# TOPOLET_BENCH_OUT set: 2 CPUs, CPU 0 reserved, the pool is CPU 1. A regular Burstable pod (500m,
-# no limit) wakes every 1 ms tick and does ~300 µs of work units (throughput = units per second of
-# its work phases' wall time; wake-up lateness p50/p99 per window); a batch pod (600m of
-# topolet.io/reclaimed-cpu) spins or not. 6 alternations of a 10 s solo and a 10 s colocated
+# TOPOLET_BENCH_OUT set: 2 CPUs, CPU 0 reserved, the pool is CPU 1; [reclaimed] at its defaults
+# (usage = "cpus") but window, max_age and starved_percent (the test names why). A regular
+# Burstable pod (500m, no limit), its threads confined to the batch pods' CPUs, wakes every 1 ms
+# tick and does ~300 µs of work units (throughput = units per second of the window's wall time,
+# so a late or missed tick is lost work; wake-up lateness p50/p99 per window); two batch pods
+# (300m of topolet.io/reclaimed-cpu each) spin or not. 6 alternations of a 10 s solo and a 10 s colocated
 # window (order flipping), each after a 1 s warm-up; /proc/stat around each window gives the
 # node's and the pool's busy CPU. Per condition: mean throughput, median of the windows' p99;
 # ratios colocated/solo, pooled and paired by alternation. Suppress: 7 steps of the regular pod
-# from idle to two spinning threads, the batch quota polled every 5 ms; reaction = the threads'
-# start to the first cut quota read. Advertised: the Node's capacity, `topolet status` and the
-# regular pod's own usage every 200 ms over ticking -> spinning -> ticking; a sample exceeds the
-# really idle pool when the Node's amount > pool - the regular usage measured since the last one.
+# from idle to two spinning threads, the batch quotas polled every 5 ms; reaction = the threads'
+# start to the first read of their sum cut to half or less. Advertised: the Node's capacity,
+# `topolet status` and the pool's /proc/stat every 200 ms over ticking -> spinning -> ticking; a
+# sample exceeds the really idle pool when the Node's amount > pool - (its busy CPU - the batch
+# pods' usage) since the last one; the goal bounds the longest such stretch by one interval plus
+# one sample (the loop sees a step at its next sample).
 # [isolation] integration/tests/kubelet_isolation.rs (its header has the method; run with
 # TOPOLET_BIN = the release topolet and TOPOLET_COLOCATION_PROBE = hack/bench/colocation built
 # here): three configurations, each a fresh stack and cluster per round, in rotating order over
@@ -1033,9 +1037,9 @@ if "reclaimed_colocation" in out:
     row("regular missed ticks / ticks", f"{so['missed_ticks']:.0f} / {so['ticks']:.0f}",
         f"{co['missed_ticks']:.0f} / {co['ticks']:.0f}", "")
     row("node CPU busy, both CPUs (milli-CPU)", so["node_busy_millis"], co["node_busy_millis"],
-        f"{rc['node_busy_rise_millis']:+.0f}m; the batch pod got {co['batch_millis']:.0f}m")
+        f"{rc['node_busy_rise_millis']:+.0f}m; the batch pods got {co['batch_millis']:.0f}m")
     row("pool CPU 1 busy (milli-CPU)", so["pool_busy_millis"], co["pool_busy_millis"], f"{rc['pool_busy_rise_millis']:+.0f}m")
-    row("regular pod / batch pod CPU (milli-CPU)", f"{so['regular_millis']:.0f} / {so['batch_millis']:.0f}",
+    row("regular pod / batch pods CPU (milli-CPU)", f"{so['regular_millis']:.0f} / {so['batch_millis']:.0f}",
         f"{co['regular_millis']:.0f} / {co['batch_millis']:.0f}", "")
     la0, la1 = rc["loadavg_start"], rc["loadavg_end"]
     row("load average 1/5/15 min, start / end", " ".join(f"{x:.2f}" for x in la0), " ".join(f"{x:.2f}" for x in la1), "")

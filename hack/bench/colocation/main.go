@@ -29,6 +29,9 @@
 //	colocation batch DIR     the batch pod's hog: spins one thread while DIR/hog exists, else
 //	                         checks every 20 ms.
 //	colocation spin THREADS  a neighbour: THREADS OS threads spinning until killed.
+//	colocation steps SEED    a regular pod's load that changes every few seconds (hack/api-cost.sh
+//	                         API_RECLAIMED=1): 2-8 s steps of 0-600 milli-CPU on two threads, a
+//	                         fixed sequence per SEED, until killed (steps.go).
 //
 // Times are Unix nanoseconds (CLOCK_REALTIME), so the test on the host compares them with its own.
 package main
@@ -427,7 +430,7 @@ func batch(dir string) {
 
 func main() {
 	usage := func() {
-		fmt.Fprintln(os.Stderr, "usage: colocation regular|batch DIR | colocation spin THREADS")
+		fmt.Fprintln(os.Stderr, "usage: colocation regular|batch DIR | colocation spin THREADS | colocation steps SEED")
 		os.Exit(2)
 	}
 	if len(os.Args) != 3 {
@@ -444,6 +447,12 @@ func main() {
 			usage()
 		}
 		spinForever(n)
+	case "steps":
+		seed, err := strconv.ParseUint(os.Args[2], 10, 64)
+		if err != nil {
+			usage()
+		}
+		steps(seed)
 	default:
 		usage()
 	}

@@ -77,7 +77,7 @@ impl Default for ReclaimedSettings {
             suppress_interval: Duration::from_millis(200),
             window: Duration::from_secs(60),
             percentile: 100,
-            margin_percent: 20,
+            margin_percent: 10,
             usage: UsageSource::Cpus,
             min_change_percent: 10,
             max_age: Duration::from_secs(300),

@@ -180,9 +180,10 @@ fn pod_cgroup_quota(cgroup_parent: &str) -> anyhow::Result<i64> {
     Ok(q.trim().parse()?)
 }
 
+/// The metrics port: below the ephemeral range, where nothing on the machine (another lane's
+/// stacks included) takes it between the upgrades' pod restarts.
 fn free_port() -> anyhow::Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").context("binding 127.0.0.1:0")?;
-    Ok(l.local_addr()?.port())
+    topolet_integration::paths::free_port()
 }
 
 fn vm_rss_kib(pid: i32) -> anyhow::Result<u64> {

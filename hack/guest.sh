@@ -71,8 +71,11 @@ say() { echo "guest.sh: $*" >&2; }
 
 WORK=""
 QEMU_PID=""
+# QEMU_PID is `timeout`'s (a process group of its own, which a signal to ours does not reach):
+# TERM makes it pass the signal to qemu and exit with it (a KILL follows after its --kill-after);
+# a KILL would end only `timeout` and leave qemu running.
 cleanup() {
-  if [[ -n "$QEMU_PID" ]]; then kill -9 "$QEMU_PID" 2>/dev/null || true; wait "$QEMU_PID" 2>/dev/null || true; fi
+  if [[ -n "$QEMU_PID" ]]; then kill -TERM "$QEMU_PID" 2>/dev/null || true; wait "$QEMU_PID" 2>/dev/null || true; fi
   [[ -z "$WORK" ]] || rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -182,11 +185,13 @@ shape_args() {
   local systemd="systemd.mask=serial-getty@ttyS0.service systemd.mask=getty@tty1.service systemd.show_status=0"
   case "$1" in
     smt2numa)
+      # shellcheck disable=SC2054 # -smp takes one comma-separated argument
       QEMU_ARGS=(-cpu Skylake-Server -m 3072 -smp 8,sockets=2,cores=2,threads=2
         -object memory-backend-ram,id=m0,size=1536M -object memory-backend-ram,id=m1,size=1536M
         -numa node,nodeid=0,cpus=0-3,memdev=m0 -numa node,nodeid=1,cpus=4-7,memdev=m1)
       APPEND="$common init=/sbin/topolet-guest-init" ;;
     snc4)
+      # shellcheck disable=SC2054 # -smp takes one comma-separated argument
       QEMU_ARGS=(-cpu Skylake-Server -m 3072 -smp 4,sockets=1,cores=4,threads=1
         -object memory-backend-ram,id=m0,size=1280M -object memory-backend-ram,id=m1,size=768M
         -object memory-backend-ram,id=m2,size=512M -object memory-backend-ram,id=m3,size=512M

@@ -6,31 +6,38 @@
 # Steps, each under a section header and ending in a "--- NAME: ok (Ns)" line; the first failure
 # stops the run with a non-zero exit. Nothing is skipped: a missing tool or dependency is a failure.
 # At its end, whether the run passed, failed or was stopped (an EXIT trap, which also stops the
-# background Kubernetes build), the script prints a table of the steps it ran: name, outcome (ok;
-# FAILED for the step that failed, the last one; stopped for a step a signal ended; skipped for
-# the guests under TEST_GUESTS=0) and seconds, and the run's total seconds.
+# background Kubernetes build and the lanes), the script prints a table of the steps it ran: name,
+# lane (`-` for a step of the script itself), outcome (ok; FAILED for the step that failed, the
+# last one; stopped for a step a signal or a failing lane ended; skipped for the guests under
+# TEST_GUESTS=0) and seconds, the wall time of the lanes side by side, and the run's total seconds.
 #   1. hack/install-deps.sh for every containerd line (default v2.4.2, v2.3.7 and v2.0.14)
 #   2. cargo fmt --all --check; hack/module-cycles.py (no module depends on one that depends back)
 #   3. clippy, inside the builds the tests need (`linted`, below): every target of the workspace
 #      but topolet-integration, then every target of topolet-integration, with -D warnings
 #   4. cargo test --workspace --exclude topolet-integration          (unit tests, no rebuild)
-#   5. hack/fuzz.sh                                                  (cargo-fuzz, FUZZ_SECONDS per target;
-#                                                                     installs cargo-fuzz, needs nightly)
-#   6. hack/validate-deploy.sh                                       (the Helm chart, deploy/ manifests
-#                                                                     rendered from it, unit, snippets;
-#                                                                     after step 9's install-kube join)
-#   7. hack/smoke-stack.sh                                           (the containerd test stack itself)
-#   8. the NRI suites (every integration/tests/*.rs but kubelet.rs, kubelet_*.rs) on the newest
-#      line, and the version-skew suites (SKEW_SUITES, below) on each older line:
-#      TOPOLET_CONTAINERD_VERSION=<v> cargo test -p topolet-integration --test ... -- --test-threads=1
-#   9. hack/install-kube.sh (started in the background after step 1, joined before step 7), then
-#      the kubelet suite (integration/tests/kubelet.rs and every kubelet_*.rs: a real kubelet,
-#      API server and scheduler, hack/kube-node.sh) on the newest line; kubelet_helm.rs installs
-#      topolet with the Helm chart from its image (hack/build-image.sh), and upgrades it to an
-#      image of a second build whose version string differs (TOPOLET_NEXT_BIN, built here first)
-#  10. hack/guest.sh test: the real-kernel suite in QEMU guests of every shape (SMT + 2 NUMA nodes
-#      with the cgroupfs driver; 4 SNC-like nodes with a memory-only one under systemd with the
-#      systemd driver; image built once and cached: README "Real kernels")
+#   5. the upgrade image's topolet (TOPOLET_NEXT_BIN, for kubelet_helm.rs: a second build whose
+#      version string differs), built before the integration build (build_next_bin, below)
+#   6. hack/install-kube.sh (started in the background after step 1, joined here), then
+#      hack/smoke-stack.sh                                           (the containerd test stack itself)
+#   7. two lanes side by side (README "CI's time"; `run_lanes`, below), each a process group with
+#      its own log ($TARGET_DIR/ci/lanes/<lane>.log: printed whole when the lane fails, its tail
+#      when it passes) and its own rows in the table:
+#      A: the kubelet suites (integration/tests/kubelet.rs and every kubelet_*.rs: a real kubelet,
+#         API server and scheduler, hack/kube-node.sh) on the newest line, but ALONE_SUITES;
+#         kubelet_helm.rs installs topolet with the Helm chart from its image (hack/build-image.sh)
+#         and upgrades it to the image of TOPOLET_NEXT_BIN
+#      B: the NRI suites (every other integration/tests/*.rs) on the newest line and the version-
+#         skew suites (SKEW_SUITES, below) on each older line, but ALONE_SUITES:
+#           TOPOLET_CONTAINERD_VERSION=<v> cargo test -p topolet-integration --test ... -- --test-threads=1
+#         then hack/guest.sh test (the real-kernel suite in QEMU guests of every shape: SMT + 2
+#         NUMA nodes with the cgroupfs driver; 4 SNC-like nodes with a memory-only one under
+#         systemd with the systemd driver; image built once and cached: README "Real kernels"),
+#         hack/validate-deploy.sh (the Helm chart, deploy/ manifests rendered from it, unit,
+#         snippets) and hack/fuzz.sh (cargo-fuzz, FUZZ_SECONDS per target; installs cargo-fuzz,
+#         needs nightly); the guests and the fuzzing under `nice`, so that the kubelet lane's work
+#         never waits behind them for a CPU
+#   8. ALONE_SUITES, one at a time, with nothing beside them: each judges a host-wide quantity
+#      (free memory and pids, /proc/stat) a neighbour lane would move
 #
 # Flakiness is not this script's job: hack/shake.sh runs chosen suites N times each, one test at a
 # time, under a CPU and I/O hog on every core, and prints each test's failure count (README
@@ -41,7 +48,7 @@
 #                              newest of them runs every NRI suite, the others SKEW_SUITES
 #   GO                         go binary for install-deps (default: go on PATH, else /usr/local/go/bin/go)
 #   FUZZ_SECONDS               seconds each fuzz target runs (default 20; see hack/fuzz.sh)
-#   TEST_GUESTS                0: skip step 10, the QEMU guests (default 1: run them)
+#   TEST_GUESTS                0: skip the QEMU guests of lane B (default 1: run them)
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -55,21 +62,25 @@ RUN_START=$SECONDS
 section() { printf '\n==================== %s ====================\n' "$*"; }
 die() { end_step FAILED; echo "test.sh: FAIL: $*" >&2; exit 1; }
 
-# The step table: each step of the run so far, in order, with its outcome and seconds.
+# The step table: each step of the run so far, in order, with its lane (`-`: the script's own),
+# outcome and seconds.
 STEP_NAMES=()
+STEP_LANES=()
 STEP_OUTCOMES=()
 STEP_SECONDS=()
 # The step running now ("" between steps) and when it began.
 CURRENT_STEP=""
 CURRENT_STEP_START=0
 
+# add_row NAME LANE OUTCOME SECONDS: a row of the table.
+add_row() { STEP_NAMES+=("$1") STEP_LANES+=("$2") STEP_OUTCOMES+=("$3") STEP_SECONDS+=("$4"); }
+
 # end_step OUTCOME: the running step (if any) ends with OUTCOME; it goes into the table.
 end_step() {
   [[ -n "$CURRENT_STEP" ]] || return 0
-  STEP_NAMES+=("$CURRENT_STEP")
-  STEP_OUTCOMES+=("$1")
-  STEP_SECONDS+=("$((SECONDS - CURRENT_STEP_START))")
+  add_row "$CURRENT_STEP" "${CURRENT_STEP_LANE:--}" "$1" "$((SECONDS - CURRENT_STEP_START))"
   CURRENT_STEP=""
+  CURRENT_STEP_LANE=""
 }
 
 # step NAME CMD...: run CMD under a header, report its time, fail the run naming NAME.
@@ -91,12 +102,12 @@ step_table() {
     ((${#STEP_NAMES[$i]} <= width)) || width=${#STEP_NAMES[$i]}
   done
   section "steps"
-  printf '%-*s  %-7s  %7s\n' "$width" step outcome seconds
+  printf '%-*s  %-4s  %-7s  %7s\n' "$width" step lane outcome seconds
   for i in "${!STEP_NAMES[@]}"; do
-    printf '%-*s  %-7s  %7s\n' "$width" "${STEP_NAMES[$i]}" "${STEP_OUTCOMES[$i]}" "${STEP_SECONDS[$i]}"
+    printf '%-*s  %-4s  %-7s  %7s\n' "$width" "${STEP_NAMES[$i]}" "${STEP_LANES[$i]}" "${STEP_OUTCOMES[$i]}" "${STEP_SECONDS[$i]}"
   done
   ((${#STEP_NAMES[@]})) || echo "(no step ran)"
-  printf '%-*s  %-7s  %7s\n' "$width" total "" "$((SECONDS - RUN_START))"
+  printf '%-*s  %-4s  %-7s  %7s\n' "$width" total "" "" "$((SECONDS - RUN_START))"
 }
 
 require_tools() {
@@ -144,50 +155,87 @@ linted() {
 # and migration): topolet's logic over interfaces that do not differ between the lines.
 SKEW_SUITES="nri_foundation qos_resources faults soak"
 
-# The NRI suites: every test target of integration/ except the kubelet suite (kubelet.rs and
-# kubelet_*.rs, run once, below). `nri_suites skew`: only SKEW_SUITES, each of which must exist.
-nri_suites() {
-  local f args=()
-  if [[ "${1:-all}" == skew ]]; then
-    for f in $SKEW_SUITES; do
-      [[ -f "$REPO_ROOT/integration/tests/$f.rs" ]] || die "SKEW_SUITES: no integration/tests/$f.rs"
-      args+=(--test "$f")
-    done
-  else
-    # and the crate's own unit tests (its helpers: metrics parsing, the nested cargo build)
-    args+=(--lib)
+# The suites that never run beside another lane (step 8): each judges a quantity of the whole
+# host that a neighbour lane's work moves, so beside one it would judge the neighbour:
+#   eviction, kubelet_eviction  `memory.available` and `pid.available` thresholds set relative to
+#                   what the node has free when the test starts (2 GiB and 300 tasks under it),
+#                   crossed by the test's own pod: a QEMU guest's 3 GiB, a burst of containers or
+#                   a fuzzer's RSS beside it would cross them first (or free memory that hides
+#                   the crossing), and nodefs/imagefs are this host's disk
+#   kubelet_colocation  reclaimed CPU at its defaults (`usage = "cpus"`: every process on the
+#                   pool's CPU counts as regular use, the neighbour lane's too), and it reads the
+#                   node's busy CPU from /proc/stat around each window
+# Every other real-stack suite was audited for what it shares with a neighbour: each stack has its
+# own scratch directory under <target>/it (containerd's root, state, sockets, NRI socket, runc
+# root, cgroup base /topolet-test-<hash of the directory>; the kubelet's root, pod logs, PKI, and
+# its listeners on ports below the ephemeral range, chosen free at start), nothing writes a sysctl
+# or drops caches, and their assertions wait on their own stack's state, not on the host's load
+# (kubelet_reclaimed counts regular use as `usage = "pods"` for this reason; kubelet_isolation's
+# assertions never depend on speed; the shake harness runs each under a CPU and I/O hog).
+ALONE_SUITES="eviction kubelet_eviction kubelet_colocation"
+
+is_kubelet_suite() { [[ "$1" == kubelet || "$1" == kubelet_* ]]; }
+is_alone() { [[ " $ALONE_SUITES " == *" $1 "* ]]; }
+
+# line_suites VERSION: the NRI suites VERSION runs: every integration/tests/*.rs but the kubelet
+# suites on the newest line, SKEW_SUITES (each of which must exist) on the others.
+line_suites() {
+  local f out=()
+  if [[ "$1" == "$(newest_line)" ]]; then
     for f in "$REPO_ROOT"/integration/tests/*.rs; do
       f="$(basename "$f" .rs)"
-      [[ "$f" == kubelet || "$f" == kubelet_* ]] || args+=(--test "$f")
+      is_kubelet_suite "$f" || out+=("$f")
+    done
+  else
+    for f in $SKEW_SUITES; do
+      [[ -f "$REPO_ROOT/integration/tests/$f.rs" ]] || { echo "SKEW_SUITES: no integration/tests/$f.rs" >&2; return 1; }
+      out+=("$f")
     done
   fi
-  echo "${args[@]}"
+  echo "${out[*]}"
 }
-# integration_line VERSION all|skew
-integration_line() {
-  local suites
-  # `step` runs this under `||`, where errexit is off: a bad SKEW_SUITES must stop it here.
-  suites="$(nri_suites "$2")" || return 1
-  echo "suites: $suites"
-  # shellcheck disable=SC2086
-  TOPOLET_CONTAINERD_VERSION="$1" linted cargo test -p topolet-integration $suites -- --test-threads=1
-}
-# The kubelet suites: kubelet.rs and every kubelet_*.rs.
-kubelet_suites() {
-  local f args=()
+# kubelet_suite_names: kubelet.rs and every kubelet_*.rs (run on the newest line only).
+kubelet_suite_names() {
+  local f out=()
   for f in "$REPO_ROOT"/integration/tests/kubelet*.rs; do
     f="$(basename "$f" .rs)"
-    [[ "$f" == kubelet || "$f" == kubelet_* ]] && args+=(--test "$f")
+    if is_kubelet_suite "$f"; then out+=("$f"); fi
   done
-  echo "${args[@]}"
+  echo "${out[*]}"
 }
-kubelet_suite() {
-  # shellcheck disable=SC2046
-  TOPOLET_CONTAINERD_VERSION="$1" linted cargo test -p topolet-integration $(kubelet_suites) -- --test-threads=1
+# pick beside|alone SUITE...: the suites that may run beside another lane, or those that may not.
+pick() {
+  local mode="$1" s out=(); shift
+  for s in "$@"; do
+    if is_alone "$s"; then [[ "$mode" == beside ]] || out+=("$s"); else [[ "$mode" == alone ]] || out+=("$s"); fi
+  done
+  echo "${out[*]}"
 }
+# check_suite_lists: every suite SKEW_SUITES and ALONE_SUITES name exists (before any lane starts).
+check_suite_lists() {
+  local s
+  for s in $SKEW_SUITES $ALONE_SUITES; do
+    [[ -f "$REPO_ROOT/integration/tests/$s.rs" ]] || die "SKEW_SUITES or ALONE_SUITES: no integration/tests/$s.rs"
+  done
+}
+
+# suites VERSION [--lib] SUITE...: those integration test targets (and with --lib the crate's own
+# unit tests: its helpers, metrics parsing, the nested cargo build) on containerd VERSION.
+suites() {
+  local version="$1" s args=(); shift
+  for s in "$@"; do
+    if [[ "$s" == --lib ]]; then args+=(--lib); else args+=(--test "$s"); fi
+  done
+  echo "suites: ${args[*]}"
+  TOPOLET_CONTAINERD_VERSION="$version" linted cargo test -p topolet-integration "${args[@]}" -- --test-threads=1
+}
+
 # The Helm suite upgrades topolet to an image of another build: the same source with another
-# version string (TOPOLET_VERSION, read at compile time). Only the topolet crate is rebuilt;
-# TOPOLET_BIN (copied aside before) stays the ordinary build.
+# version string (TOPOLET_VERSION, read at compile time by the topolet library). Only the topolet
+# crate is rebuilt; TOPOLET_BIN (copied aside before) stays the ordinary build. Built before the
+# integration build: that build compiles the library back without the version string once, and
+# links every integration test against it; built after it, the next `cargo test -p
+# topolet-integration` would compile the library again and link every test binary a second time.
 build_next_bin() {
   local version
   version="$("$TOPOLET_BIN" --version | awk '{print $2}')-next" || return 1
@@ -218,18 +266,222 @@ join_kube_install() {
   cat "$KUBE_LOG"
   return "$rc"
 }
+
+# ---------------------------------------------------------------- lanes
+#
+# Two lanes of real-stack suites run side by side (step 7): the kubelet suites spend most of
+# their time waiting on real intervals (the kubelet's sync loops, grace periods, pod starts), so
+# the other lane's work uses the CPUs meanwhile. Each lane runs in the background as a process
+# group of its own (its leader's pid in LANE_PIDS), its output in LANE_DIR/<lane>.log and its
+# rows, one per step (name, outcome, seconds, tab-separated), in LANE_DIR/<lane>.rows; a lane
+# stops at its first failing step. run_lanes waits for both: a lane that fails has its log
+# printed whole, the other is stopped (its process group TERMed: its running step is `stopped`),
+# and the run fails; a lane that passes has its log's tail printed. The EXIT trap stops the lanes
+# still running, and the stacks their killed tests left (stop_leftover_stacks).
+LANE_DIR=""
+LANE_PIDS=()
+LANE_NAMES=()
+
+# Inside a lane: the lane's name, its running step and when that began.
+LANE=""
+LANE_STEP=""
+LANE_STEP_START=0
+lane_row() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$LANE_DIR/$LANE.rows"; }
+# lane_step NAME CMD...: `step` inside a lane: the lane ends (exit 1) when CMD fails.
+lane_step() {
+  local name="$1" rc=0; shift
+  section "$name"
+  LANE_STEP="$name"
+  LANE_STEP_START=$SECONDS
+  "$@" || rc=$?
+  LANE_STEP=""
+  if ((rc != 0)); then
+    lane_row "$name" FAILED "$((SECONDS - LANE_STEP_START))"
+    echo "test.sh: lane $LANE: FAIL: $name (exit $rc)" >&2
+    exit 1
+  fi
+  lane_row "$name" ok "$((SECONDS - LANE_STEP_START))"
+  echo "--- $name: ok ($((SECONDS - LANE_STEP_START))s)"
+}
+# The lane's TERM (from stop_lanes): its running step ends as `stopped`. Its commands got the
+# same TERM (one process group); bash runs this once the one in the foreground has exited.
+lane_stopped() {
+  [[ -z "$LANE_STEP" ]] || lane_row "$LANE_STEP" stopped "$((SECONDS - LANE_STEP_START))"
+  LANE_STEP=""
+  exit 143
+}
+
+# Lane A: the kubelet suites that may run beside another lane, one step each (their times in
+# the table say how to balance the lanes).
+lane_a() {
+  local s newest all beside
+  newest="$(newest_line)"
+  read -ra all <<<"$(kubelet_suite_names)"
+  read -ra beside <<<"$(pick beside "${all[@]}")"
+  for s in "${beside[@]}"; do
+    lane_step "kubelet suite $s (containerd $newest)" suites "$newest" "$s"
+  done
+}
+# Lane B: the NRI suites of every line that may run beside another lane, then what needs no real
+# stack on the host: the guests, the deployment artifacts, the fuzzing. The guests and the fuzzing
+# are CPU-bound for minutes: under `nice` they take what lane A leaves and never delay it.
+lane_b() {
+  local v newest list all beside
+  newest="$(newest_line)"
+  for v in $VERSIONS; do
+    list="$(line_suites "$v")" || return 1
+    read -ra all <<<"$list"
+    read -ra beside <<<"$(pick beside "${all[@]}")"
+    ((${#beside[@]})) || continue
+    if [[ "$v" == "$newest" ]]; then
+      lane_step "integration tests (containerd $v, every NRI suite but ALONE_SUITES)" \
+        suites "$v" --lib "${beside[@]}"
+    else
+      lane_step "integration tests (containerd $v, SKEW_SUITES but ALONE_SUITES)" \
+        suites "$v" "${beside[@]}"
+    fi
+  done
+  if [[ "${TEST_GUESTS:-1}" == 0 ]]; then
+    section "real kernels (QEMU guests): skipped (TEST_GUESTS=0)"
+    lane_row "real kernels (QEMU guests)" skipped 0
+  else
+    lane_step "real kernels (QEMU guests)" \
+      linted env CONTAINERD_VERSION="$newest" nice -n 10 "$HACK_DIR/guest.sh" test
+  fi
+  lane_step "deployment artifacts" "$HACK_DIR/validate-deploy.sh"
+  lane_step "fuzzing" nice -n 10 "$HACK_DIR/fuzz.sh"
+}
+
+# run_lane NAME FUNCTION: the body of a lane's process group.
+run_lane() {
+  set +m
+  LANE="$1"
+  trap - EXIT
+  trap lane_stopped TERM INT HUP
+  "$2"
+}
+
+# start_lane NAME FUNCTION: FUNCTION as lane NAME, in the background, a process group of its own
+# (job control on while it is forked: `set -m`).
+start_lane() {
+  : >"$LANE_DIR/$1.rows"
+  set -m
+  run_lane "$1" "$2" >"$LANE_DIR/$1.log" 2>&1 &
+  set +m
+  LANE_PIDS+=("$!")
+  LANE_NAMES+=("$1")
+  echo "lane $1 ($2) runs in the background: process group $!, log $LANE_DIR/$1.log"
+}
+
+# lane_rows NAME: the lane's rows into the table.
+lane_rows() {
+  local name outcome secs
+  [[ -f "$LANE_DIR/$1.rows" ]] || return 0
+  while IFS=$'\t' read -r name outcome secs; do add_row "$name" "$1" "$outcome" "$secs"; done <"$LANE_DIR/$1.rows"
+}
+
+# stop_lanes: TERM every running lane's process group, wait for each.
+stop_lanes() {
+  local i
+  ((${#LANE_PIDS[@]})) || return 0
+  for i in "${!LANE_PIDS[@]}"; do
+    echo "test.sh: stopping lane ${LANE_NAMES[$i]} (process group ${LANE_PIDS[$i]})" >&2
+    kill -TERM -- "-${LANE_PIDS[$i]}" 2>/dev/null || true
+  done
+  for i in "${!LANE_PIDS[@]}"; do
+    wait "${LANE_PIDS[$i]}" 2>/dev/null || true
+    section "lane ${LANE_NAMES[$i]} stopped (last 20 lines of $LANE_DIR/${LANE_NAMES[$i]}.log)"
+    tail -n 20 "$LANE_DIR/${LANE_NAMES[$i]}.log"
+  done
+  LANE_PIDS=()
+  LANE_NAMES=()
+  stop_leftover_stacks
+}
+
+# stop_leftover_stacks: a test killed by a signal runs no destructor: the containerd stacks and
+# kube nodes it started (their daemons in sessions of their own: not in the lane's process
+# group) are stopped here, with whatever still runs from their directories (a pre-installed
+# topolet that containerd launched), and their scratch directories removed.
+stop_leftover_stacks() {
+  local d p
+  for d in "$TARGET_DIR"/it/k*/ "$TARGET_DIR"/it/s*/; do
+    [[ -d "$d" ]] || continue
+    d="${d%/}"
+    echo "test.sh: stopping what a stopped test left in $d" >&2
+    if [[ -f "$d/ports" ]]; then "$HACK_DIR/kube-node.sh" stop "$d" >&2 || true; fi
+    if [[ -f "$d/env" && ! -f "$d/ports" ]]; then "$HACK_DIR/containerd.sh" stop "$d" >&2 || true; fi
+    for p in /proc/[0-9]*; do
+      [[ "${p#/proc/}" != "$$" ]] || continue
+      if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$d/"; then kill -KILL "${p#/proc/}" 2>/dev/null || true; fi
+    done
+    rm -rf "$d" 2>/dev/null || echo "test.sh: cannot remove $d" >&2
+  done
+}
+
+# run_lanes: step 7. Returns 1 when a lane failed (after printing its log and stopping the other).
+run_lanes() {
+  LANE_DIR="$TARGET_DIR/ci/lanes"
+  rm -rf "$LANE_DIR"
+  mkdir -p "$LANE_DIR"
+  start_lane A lane_a
+  start_lane B lane_b
+  local pid rc i name failed=""
+  while ((${#LANE_PIDS[@]})); do
+    rc=0
+    wait -n -p pid "${LANE_PIDS[@]}" || rc=$?
+    for i in "${!LANE_PIDS[@]}"; do [[ "${LANE_PIDS[$i]}" != "$pid" ]] || break; done
+    name="${LANE_NAMES[$i]}"
+    unset 'LANE_PIDS[i]' 'LANE_NAMES[i]'
+    LANE_PIDS=("${LANE_PIDS[@]}") LANE_NAMES=("${LANE_NAMES[@]}")
+    if ((rc != 0)); then
+      section "lane $name FAILED (exit $rc): its log $LANE_DIR/$name.log, whole"
+      cat "$LANE_DIR/$name.log"
+      failed="$name"
+      break
+    fi
+    section "lane $name: ok (last 40 lines of $LANE_DIR/$name.log)"
+    tail -n 40 "$LANE_DIR/$name.log"
+  done
+  stop_lanes
+  for name in A B; do lane_rows "$name"; done
+  [[ -z "$failed" ]] || { echo "test.sh: lane $failed failed" >&2; return 1; }
+}
+
+# alone: step 8, ALONE_SUITES of every line, one at a time.
+run_alone_suites() {
+  local v s newest list all alone
+  newest="$(newest_line)"
+  for v in $VERSIONS; do
+    list="$(line_suites "$v")" || die "SKEW_SUITES of $v"
+    read -ra all <<<"$list"
+    read -ra alone <<<"$(pick alone "${all[@]}")"
+    for s in "${alone[@]}"; do
+      step "integration tests alone (containerd $v, $s)" suites "$v" "$s"
+    done
+  done
+  read -ra all <<<"$(kubelet_suite_names)"
+  read -ra alone <<<"$(pick alone "${all[@]}")"
+  for s in "${alone[@]}"; do
+    step "kubelet suite alone: $s (containerd $newest)" suites "$newest" "$s"
+  done
+}
+
 stop_background() { [[ -z "$KUBE_PID" ]] || kill -- "$KUBE_PID" 2>/dev/null || true; }
 
-# on_exit, the EXIT trap: stops the background build, then prints the step table. A step still
-# running here neither finished nor failed (a failure goes through die): a signal (TERM, HUP,
-# INT) ended the script during it. The script's exit status stays what it was (a signal's death
-# stays one: bash re-raises it after the trap). Only the script's own shell reports: a child
-# forked for a background job (install-kube.sh) and stopped before it ran its command still has
-# the trap.
+# on_exit, the EXIT trap: stops the background build and the lanes (their rows join the table),
+# then prints the step table. A step still running here neither finished nor failed (a failure
+# goes through die): a signal (TERM, HUP, INT) ended the script during it. The script's exit
+# status stays what it was (a signal's death stays one: bash re-raises it after the trap). Only
+# the script's own shell reports: a child forked for a background job (install-kube.sh, a lane)
+# and stopped before it ran its command still has the trap.
 on_exit() {
-  local rc=$?
+  local rc=$? name
   [[ "$BASHPID" == "$$" ]] || return 0
   stop_background
+  if ((${#LANE_PIDS[@]})); then
+    stop_lanes
+    for name in A B; do lane_rows "$name"; done
+  fi
   end_step stopped
   step_table
   exit "$rc"
@@ -239,6 +491,7 @@ main() {
   cd "$REPO_ROOT"
   trap on_exit EXIT
   require_tools
+  check_suite_lists
   local v
   for v in $VERSIONS; do step "install deps (containerd $v)" install_line "$v"; done
   step "start the Kubernetes stack build" start_kube_install
@@ -253,30 +506,14 @@ main() {
   export TOPOLET_BIN="$TARGET_DIR/ci/topolet"
   step "keep the topolet binary" install -D -m 0755 "$TARGET_DIR/debug/topolet" "$TOPOLET_BIN"
   step "unit tests" linted cargo test --workspace --exclude topolet-integration
+  step "the upgrade image's topolet (the Helm suite)" build_next_bin
   step "clippy + build (topolet-integration)" \
     linted cargo test -p topolet-integration --all-targets --no-run
-  step "fuzzing" "$HACK_DIR/fuzz.sh"
   step "install the Kubernetes stack (join)" join_kube_install
-  # After the join: the chart's checks use the helm it builds.
-  step "deployment artifacts" "$HACK_DIR/validate-deploy.sh"
   step "containerd stack smoke test" env SMOKE_VERSIONS="$VERSIONS" "$HACK_DIR/smoke-stack.sh"
-  local newest
-  newest="$(newest_line)"
-  for v in $VERSIONS; do
-    if [[ "$v" == "$newest" ]]; then
-      step "integration tests (containerd $v, every NRI suite)" integration_line "$v" all
-    else
-      step "integration tests (containerd $v, SKEW_SUITES)" integration_line "$v" skew
-    fi
-  done
-  step "the upgrade image's topolet (the Helm suite)" build_next_bin
-  step "kubelet suite (containerd $(newest_line))" kubelet_suite "$(newest_line)"
-  if [[ "${TEST_GUESTS:-1}" == 0 ]]; then
-    section "real kernels (QEMU guests): skipped (TEST_GUESTS=0)"
-    STEP_NAMES+=("real kernels (QEMU guests)") STEP_OUTCOMES+=(skipped) STEP_SECONDS+=(0)
-  else
-    step "real kernels (QEMU guests)" linted env CONTAINERD_VERSION="$(newest_line)" "$HACK_DIR/guest.sh" test
-  fi
+  CURRENT_STEP_LANE="A|B"
+  step "lanes A and B side by side (wall time)" run_lanes
+  run_alone_suites
   section "all tests passed in $((SECONDS - RUN_START))s"
 }
 

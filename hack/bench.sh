@@ -50,6 +50,9 @@
 #   reclaimed_goals   [{"name","value","bound","met"}]  each goal of issue 34 judged        [reclaimed]
 #   reclaimed_advertised {"exceeded_idle_samples","direction_flips","changes","min_up_move_millis",
 #                     "hysteresis_millis",...}  the Node's amount over a load step      [reclaimed]
+#   reclaimed_reserved {"amount_before_millis","amount_during_millis","spill_millis","rule"}  a
+#                     regular thread spinning on the reserved CPU lowers the amount   [reclaimed]
+#   reclaimed_config  {"toml","batch_pods","batch_millis_each","regular_cpus","margin_millis"}
 #   isolation         {"none"|"static"|"topolet": {"scenarios": {"normal"|"over_quota": {"late_p50_us",
 #                     "late_p99_us","late_p999_us","late_max_us","late_over_10ms","late_p99_us_windows",
 #                     "burst_p99_ms","nr_throttled","nr_periods","pod_nr_throttled",...}}, "cpuset","cpus_allowed",
@@ -857,6 +860,10 @@ print(json.dumps({
                          "suppress_interval_ms": d["suppress_interval_ms"], "interval_ms": d["interval_ms"]},
     "reclaimed_cut_latency_metric": d["cut_latency_metric"],
     "reclaimed_advertised": adv,
+    "reclaimed_reserved": d["reserved_step"],
+    "reclaimed_config": {"toml": d["config"], "batch_pods": d["batch_pods"],
+                         "batch_millis_each": d["batch_millis_each"], "regular_cpus": d["regular_cpus"],
+                         "margin_millis": d["margin_millis"]},
     "reclaimed_goals": d.get("goals", []),
     "reclaimed_detail": {"windows": d["windows"], "advertised_timeline": d["advertised"]["timeline"]},
     "meta": {"reclaimed": {"seconds": int(sys.argv[2]), "windows_s": d["windows_s"]}}}))
@@ -1055,6 +1062,9 @@ if "reclaimed_colocation" in out:
         f"longest {adv['exceeded_idle_longest_ms']:.0f} ms", "")
     row("Node amount moves / direction flips", f"{adv['changes']} / {adv['direction_flips']}",
         f"smallest rise {adv['min_up_move_millis']}m", f"hysteresis {adv['hysteresis_millis']}m")
+    rs = out["reclaimed_reserved"]
+    row("regular thread on the reserved CPU: Node amount (m)", f"{rs['amount_before_millis']} -> {rs['amount_during_millis']}",
+        f"spill counted {rs['spill_millis']}m", "")
 if out.get("reclaimed_goals"):
     rows.append(("[reclaimed] goals (integration/src/colocation_goals.rs)", "value", "goal", "met"))
     for g in out["reclaimed_goals"]:

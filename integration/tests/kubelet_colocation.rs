@@ -28,6 +28,12 @@
 //!    `/proc/stat` idle plus what the batch pods used: their CPU is for the taking);
 //!    the regular probe ticks, then spins until the Node's amount has fallen, then ticks again
 //!    until it is back up.
+//! 4. **Regular use of the reserved CPU.** The batch pods idle, the amount back up, the regular
+//!    probe spins one thread confined to the reserved CPU (its own cpuset allows it, as the
+//!    kubelet's shared pool does): the Node's amount must fall. Under `usage = "cpus"` through
+//!    the reserved CPU's busy time beyond its headroom (`topolet_core::reclaimed::spill`, the
+//!    `reserved` terms of `topolet status`, which must show it counted); under `usage = "pods"`
+//!    through the pod's own cgroup time, wherever it ran.
 //!
 //! The assertions are effects that never depend on speed: the batch pod ran (its cgroup usage
 //! grew) in the colocated windows, the regular pod's ticks all completed, the quota was cut
@@ -711,6 +717,40 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
     set_hog(&dir, false)?;
     let adv = advertised_figures(&samples, (step_from, step_to), &d);
 
+    // 4. Regular use of the reserved CPU: the amount back up with room for both batch pods,
+    // then one thread spinning on the reserved CPU only.
+    let calm = wait::until(
+        "the amount back up before the reserved step",
+        FOLLOW,
+        || Ok(advertised(&node)?.filter(|a| *a >= both)),
+    )?;
+    let id = probe.request_body(
+        json!({"mode": "spin", "seconds": 600.0, "threads": 1, "cpus": [RESERVED_CPU]}),
+    )?;
+    probe.wait("ack", id, POD_TIMEOUT)?;
+    let bench = plan.out.is_some();
+    let (during, spill) = wait::until(
+        "the Node's amount lowered by regular use of the reserved CPU",
+        FOLLOW,
+        || {
+            let s = node.t.topolet.status()?;
+            let spill = s["reclaimed"]["reserved"]["spill_millis"]
+                .as_u64()
+                .unwrap_or(0);
+            let now = advertised(&node)?.unwrap_or(0);
+            // usage = "cpus" (the bench): counted through the reserved CPU's spill.
+            Ok((now < calm && (!bench || spill > 0)).then_some((now, spill)))
+        },
+    )?;
+    let rule = node.t.topolet.status()?["reclaimed"]["reserved_rule"].clone();
+    probe.stop(id)?;
+    probe.wait("res", id, POD_TIMEOUT)?;
+    eprintln!("[reserved] amount {calm}m -> {during}m while a regular thread spun on CPU {RESERVED_CPU}; spill counted {spill}m; rule {rule}");
+    let reserved_step = json!({
+        "amount_before_millis": calm, "amount_during_millis": during,
+        "spill_millis": spill, "rule": rule,
+    });
+
     let addr = node.t.topolet.wait_metrics_address()?;
     let metric = cut_latency_metric(&topolet::metrics_text(&addr)?)?;
     ensure!(
@@ -782,6 +822,7 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
         "cut_reaction_from_request_median_ms": r1(median(&mut from_ask)),
         "cut_latency_metric": metric,
         "advertised": adv,
+        "reserved_step": reserved_step,
         "windows": windows.iter().map(|w| json!({
             "colocated": w.colocated, "probe": w.result, "node_busy_millis": r1(w.node_millis),
             "pool_busy_millis": r1(w.pool_millis), "batch_millis": r1(w.batch_millis),

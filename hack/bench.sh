@@ -5,6 +5,8 @@
 #        BENCH_PARTS="wire events" hack/bench.sh    (only those parts; wire and events need no root)
 #        BENCH_PARTS=isolation hack/bench.sh        (opt-in, not in the default list: ~6.5 min on 2
 #                                                    CPUs, six real kubelet clusters one after another)
+#        BENCH_PARTS=reclaimed_writes BENCH_BASE=4f76896~1 hack/bench.sh   (opt-in, needs a base: ~26
+#                                                    min, hack/api-cost.sh API_RECLAIMED=1)
 #        BENCH_BASE=main hack/bench.sh              (also topolet built at git revision main, as
 #                                                    plugin "base", interleaved with the working tree)
 #        BENCH_BASE_BIN=/a/topolet BENCH_TOPOLET_BIN=/b/topolet hack/bench.sh   (two binaries)
@@ -62,6 +64,9 @@
 #   pod_start_ms      {"none"|"topolet": {"median","p99","p10","p90","n"}}, pod_start_overhead_ms
 #                     {"topolet": {"median_diff","ci95_lo","ci95_hi"}} vs none: kubectl apply of N
 #                     pods to all Running through the kubelet                            [pod_start]
+#   reclaimed_writes  {topolet|base: {"node_writes","nrt_writes","topolet_total","kubelet_total"}}
+#                     requests per hour with reclaimed CPU on under a changing load; reclaimed_writes_detail
+#                     hack/api-cost.sh's JSON (per verb and resource, the amounts sampled) [reclaimed_writes]
 #   plus the raw figures each part measured (event_runs, create_start_detail, eviction_tests,
 #   reclaimed_detail, pod_start_detail) and meta.
 # A part left out by BENCH_PARTS leaves its keys out. PLUGIN is topolet, go_baseline and, with a base
@@ -182,10 +187,16 @@
 # Guaranteed 1-CPU, the others BestEffort and Burstable) to the last seen Running by a watch, then
 # deletes them. The blocks' times go through the CRI client's stats (hack/nri-latency `json`, as
 # [create_start]): median per condition, overhead = median(topolet) - median(none), 95% bootstrap.
+# [reclaimed_writes] hack/api-cost.sh with API_RECLAIMED=1 (its header has the method): one real
+# cluster with the API server's audit log, base and topolet in BENCH_RW_ROUNDS rounds of a
+# BENCH_RW_SECONDS window each (order flipping), `[reclaimed] enabled = true` at its defaults, a
+# regular Burstable pod running `colocation steps` (2-8 s steps of 0-600 milli-CPU, one fixed
+# sequence); topolet's Node writes (patches of nodes/status and nodes), NodeResourceTopology writes
+# (create, update, patch), all its requests and the kubelet's, per hour. Needs a base.
 #
 # Environment:
 #   BENCH_PARTS         parts to run (default "wire events load create_start eviction reclaimed pod_start";
-#                       isolation only when named)
+#                       isolation and reclaimed_writes only when named)
 #   BENCH_BASE          a git revision: topolet built at it (a detached worktree under the run's temp
 #                       dir, built into target/bench-base, the binary copied out, the worktree
 #                       removed) runs as plugin "base" beside the working tree's
@@ -212,7 +223,10 @@
 #   BENCH_ISO_ALTERNATIONS [isolation] normal/over_quota alternations per session (default 2)
 #   BENCH_PS_ROUNDS     [pod_start] rounds, one block per condition each (default 12)
 #   BENCH_PS_PODS       [pod_start] pods per block (default 10)
-#   CONTAINERD_VERSION / TOPOLET_CONTAINERD_VERSION  [create_start, eviction, reclaimed, isolation, pod_start] line (default as in
+#   BENCH_RW_ROUNDS     [reclaimed_writes] rounds, one window per binary each (default 2)
+#   BENCH_RW_SECONDS    [reclaimed_writes] seconds per window (default 300)
+#   CONTAINERD_VERSION / TOPOLET_CONTAINERD_VERSION  [create_start, eviction, reclaimed, isolation, pod_start,
+#                       reclaimed_writes] line (default as in
 #                       hack/lib/common.sh)
 #   GO                  go binary (default: go on PATH, else /usr/local/go/bin/go)
 #   GOPROXY             used only for Go modules missing from $TOPOLET_CACHE/go (default proxy.golang.org)
@@ -245,6 +259,8 @@ ISO_WINDOW_S="${BENCH_ISO_WINDOW_S:-8}"
 ISO_ALTERNATIONS="${BENCH_ISO_ALTERNATIONS:-2}"
 PS_ROUNDS="${BENCH_PS_ROUNDS:-12}"
 PS_PODS="${BENCH_PS_PODS:-10}"
+RW_ROUNDS="${BENCH_RW_ROUNDS:-2}"
+RW_SECONDS="${BENCH_RW_SECONDS:-300}"
 VERSION="${CONTAINERD_VERSION:-${TOPOLET_CONTAINERD_VERSION:-$DEFAULT_CONTAINERD_VERSION}}"
 TARGET_DIR="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
 OUT_DIR="$TARGET_DIR/bench"
@@ -254,12 +270,12 @@ say() { echo "bench: $*" >&2; }
 part() { [[ "$PARTS" == *" $1 "* ]]; }
 
 for p in $PARTS; do
-  case "$p" in wire | events | load | create_start | eviction | reclaimed | isolation | pod_start) ;;
-    *) die "BENCH_PARTS: unknown part $p (wire events load create_start eviction reclaimed isolation pod_start)" ;;
+  case "$p" in wire | events | load | create_start | eviction | reclaimed | isolation | pod_start | reclaimed_writes) ;;
+    *) die "BENCH_PARTS: unknown part $p (wire events load create_start eviction reclaimed isolation pod_start reclaimed_writes)" ;;
   esac
 done
 for v in ROUNDS N SYNC_REPEATS EVENT_CHURN EVENT_REPEATS LOAD_ROUNDS LOAD_N LOAD_EXCLUSIVE_EVERY CS_ROUNDS CS_BLOCK \
-  ISO_ROUNDS ISO_WINDOW_S ISO_ALTERNATIONS PS_ROUNDS PS_PODS; do
+  ISO_ROUNDS ISO_WINDOW_S ISO_ALTERNATIONS PS_ROUNDS PS_PODS RW_ROUNDS RW_SECONDS; do
   [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || die "BENCH_$v=${!v}: want a positive integer"
 done
 for n in $EVENT_LIVE; do [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "BENCH_EVENT_LIVE: $n is not a positive integer"; done
@@ -273,8 +289,11 @@ if part load; then
   [[ $EUID -eq 0 ]] || die "part load needs root (cgroups, overlay, FUSE)"
   [[ -e /dev/fuse ]] || die "part load needs /dev/fuse (hack/bench/slowfs)"
 fi
-if part create_start || part eviction || part reclaimed || part isolation || part pod_start; then
-  [[ $EUID -eq 0 ]] || die "parts create_start, eviction, reclaimed, isolation and pod_start need root (BENCH_PARTS=\"wire events\" runs without)"
+if part reclaimed_writes; then
+  [[ -n "$BASE$BASE_BIN" ]] || die "part reclaimed_writes compares two binaries: set BENCH_BASE or BENCH_BASE_BIN"
+fi
+if part create_start || part eviction || part reclaimed || part isolation || part pod_start || part reclaimed_writes; then
+  [[ $EUID -eq 0 ]] || die "parts create_start, eviction, reclaimed, isolation, pod_start and reclaimed_writes need root (BENCH_PARTS=\"wire events\" runs without)"
   validate_containerd_version "$VERSION" || exit 1
   [[ -x "$(containerd_bin_dir "$VERSION")/containerd" ]] || die "containerd $VERSION is not installed (run hack/install-deps.sh)"
 fi
@@ -384,7 +403,7 @@ if part isolation || part pod_start; then
   ISOLATION_TEST="$(test_executable kubelet_isolation)" || die "building integration/tests/kubelet_isolation.rs failed"
   [[ -x "$ISOLATION_TEST" ]] || die "no executable for integration/tests/kubelet_isolation.rs from cargo"
 fi
-if part reclaimed || part isolation; then
+if part reclaimed || part isolation || part reclaimed_writes; then
   go_build "$HACK_DIR/bench/colocation" "$COLOCATION_PROBE" || die "building hack/bench/colocation failed"
 fi
 
@@ -922,6 +941,23 @@ print(json.dumps({
 EOT
 fi
 
+if part reclaimed_writes; then
+  T=$SECONDS
+  say "[reclaimed_writes] hack/api-cost.sh API_RECLAIMED=1: base and topolet, $RW_ROUNDS x ${RW_SECONDS}s windows each"
+  API_RECLAIMED=1 API_ROUNDS="$RW_ROUNDS" API_SECONDS="$RW_SECONDS" API_PROBE="$COLOCATION_PROBE" \
+    API_BASE_BIN="${BIN[base]}" API_BIN="$TOPOLET" API_OUT="$WORK/reclaimed_writes.json" CONTAINERD_VERSION="$VERSION" \
+    "$HACK_DIR/api-cost.sh" >"$WORK/reclaimed_writes.md" 2>"$WORK/reclaimed_writes.log" ||
+    die "hack/api-cost.sh failed: $(tail -n 30 "$WORK/reclaimed_writes.log")"
+  python3 - "$WORK/reclaimed_writes.json" $((SECONDS - T)) "$RW_ROUNDS" "$RW_SECONDS" >"$WORK/parts/reclaimed_writes.json" <<'EOT'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(json.dumps({
+    "reclaimed_writes": {b: d[b]["summary"] for b in d},
+    "reclaimed_writes_detail": d,
+    "meta": {"reclaimed_writes": {"seconds": int(sys.argv[2]), "rounds": int(sys.argv[3]), "window_s": int(sys.argv[4])}}}))
+EOT
+fi
+
 mkdir -p "$OUT_DIR"
 python3 - "$WORK/parts" "$OUT_DIR/bench.json" "$(nproc)" $((SECONDS - T0)) <<'EOT'
 import glob, json, os, sys
@@ -1106,6 +1142,14 @@ if "pod_start_ms" in out:
         row(f"{k}, {ps[k]['n']} blocks (ms)", f"{ps[k]['median']:.1f}", f"{ps[k]['p10']:.1f} / {ps[k]['p90']:.1f}", extra)
     la0, la1 = det["loadavg_start"], det["loadavg_end"]
     row("load average 1/5/15 min, start / end", " ".join(f"{x:.2f}" for x in la0), " ".join(f"{x:.2f}" for x in la1), "")
+if "reclaimed_writes" in out:
+    rw, m = out["reclaimed_writes"], out["meta"]["reclaimed_writes"]
+    rows.append((f"[reclaimed_writes] per hour, {m['rounds']} x {m['window_s']} s per binary", "topolet", "base",
+                 "topolet/base"))
+    for k, name in (("node_writes", "Node writes (nodes/status, nodes)"),
+                    ("nrt_writes", "NodeResourceTopology writes"), ("topolet_total", "topolet: all requests"),
+                    ("kubelet_total", "kubelet: all requests")):
+        row(name, f"{rw['topolet'][k]:.0f}", f"{rw['base'][k]:.0f}", ratio(rw["topolet"][k], rw["base"][k]))
 ncol = max(len(r) for r in rows)
 rows = [r + ("",) * (ncol - len(r)) for r in rows]
 w = [max(len(r[i]) for r in rows) for i in range(ncol)]

@@ -14,7 +14,8 @@
 #      version and appVersion are the workspace's; the two-pool example
 #      (deploy/helm/topolet/examples/two-pools.yaml) renders one DaemonSet and ConfigMap per pool,
 #      the pools' node affinities exclude each other, and each pool's config.toml passes
-#      `topolet config check` on every sysfs fixture; the optional ServiceMonitor matches the
+#      `topolet config check` on every sysfs fixture; the uninstall hook's Job reads each pool's
+#      config.toml (its own read-only copy, one --config each); the optional ServiceMonitor matches the
 #      metrics Service; rbac.evictAs=self and the optional NetworkPolicy render as documented;
 #      bad values fail naming the value at fault.
 #   1. deploy/kubernetes/*.yaml against the Kubernetes OpenAPI schemas (strict: unknown fields are
@@ -156,7 +157,9 @@ docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
 out = sys.argv[2]
 os.makedirs(out, exist_ok=True)
 ds = {d["metadata"]["name"]: d for d in docs if d["kind"] == "DaemonSet"}
-cms = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ConfigMap"}
+def hook(d):
+    return "helm.sh/hook" in (d["metadata"].get("annotations") or {})
+cms = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ConfigMap" and not hook(d)}
 assert sorted(ds) == ["topolet", "topolet-latency"], sorted(ds)
 assert sorted(cms) == ["topolet-config", "topolet-latency-config"], sorted(cms)
 def expr(d):
@@ -175,6 +178,19 @@ for name, cm in cms.items():
     open(f"{out}/{name}.toml", "w").write(cm["data"]["config.toml"])
 a, b = (open(f"{out}/{n}.toml").read() for n in ("topolet-config", "topolet-latency-config"))
 assert a != b, "the two pools' configurations are the same"
+# The uninstall hook withdraws every configuration's [reclaimed] resource_name: its own copy of
+# each DaemonSet's config.toml (the release's ConfigMaps are gone when it runs), the same text,
+# mounted read-only, one --config each.
+(copy,) = [d for d in docs if d["kind"] == "ConfigMap" and hook(d)]
+assert copy["metadata"]["name"] == "topolet-withdraw", copy["metadata"]
+assert copy["data"] == {f"{n}.toml": cms[f"{n}-config"]["data"]["config.toml"] for n in ds}, sorted(copy["data"])
+(job,) = [d for d in docs if d["kind"] == "Job"]
+spec = job["spec"]["template"]["spec"]
+(c,) = spec["containers"]
+want = [a for n in ("topolet", "topolet-latency") for a in ("--config", f"/etc/topolet-withdraw/{n}.toml")]
+assert c["command"] == ["/usr/local/bin/topolet", "withdraw"] and c["args"] == want, (c["command"], c["args"])
+assert c["volumeMounts"] == [{"name": "configs", "mountPath": "/etc/topolet-withdraw", "readOnly": True}], c["volumeMounts"]
+assert spec["volumes"] == [{"name": "configs", "configMap": {"name": "topolet-withdraw"}}], spec["volumes"]
 PY
   python3 "$REPO_ROOT/hack/gen-sysfs-fixtures.py" --out "$tmp/sysfs" >/dev/null || die "hack/gen-sysfs-fixtures.py"
   for f in "$tmp"/pools/*.toml; do
@@ -183,7 +199,7 @@ PY
         die "$(basename "$f" .toml) of examples/two-pools.yaml does not fit fixture $fixture"
     done
   done
-  echo "chart: two node pools render two DaemonSets with exclusive affinities and valid configs"
+  echo "chart: two node pools render two DaemonSets with exclusive affinities and valid configs; the withdraw hook reads both"
 
   # The optional ServiceMonitor selects the metrics Service's pods and port.
   "$HELM" template topolet "$CHART" --namespace topolet-system --set metrics.serviceMonitor.enabled=true \

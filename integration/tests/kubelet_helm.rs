@@ -872,15 +872,19 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
     })?;
 
     // ---- One chart, two node pools: this node labelled into pool `latency`, whose config
-    // (pids limit 4096) is not the default's (none). The pool's DaemonSet runs here, the
-    // default one nowhere, and a new container gets the pool's value.
+    // (pids limit 4096, and a reclaimed-CPU resource name of its own) is not the default's
+    // (none). The pool's DaemonSet runs here, the default one nowhere, and a new container gets
+    // the pool's value. The uninstall's hook withdraws the pool's resource name.
     k.kubectl(&["label", "node", &node_name, "topolet.io/pool=latency"])?;
     let mut pools = values(&node, &a, metrics_port)?;
     ensure!(
-        default_config.contains("pids_limit = -1"),
-        "the chart's config sets no pids limit:\n{default_config}"
+        default_config.contains("pids_limit = -1") && !default_config.contains("[reclaimed]"),
+        "the chart's config sets no pids limit and no [reclaimed]:\n{default_config}"
     );
-    let pool_config = default_config.replace("pids_limit = -1", "pids_limit = 4096");
+    let pool_config = format!(
+        "{}\n[reclaimed]\nresource_name = \"{POOL_RESOURCE}\"\n",
+        default_config.replace("pids_limit = -1", "pids_limit = 4096")
+    );
     pools["nodePools"] = json!([{"name": "latency", "config": pool_config}]);
     let values_pools = work.join("values-pools.yaml");
     std::fs::write(&values_pools, pools.to_string())?;
@@ -922,10 +926,75 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
     k.wait_running("pooled")?;
     let (cg, _) = node.observe("pooled")?;
     assert_eq!(cg.pids_max, Some(4096), "the pool's configuration: {cg:?}");
+    // The Node holds the pool's resource and the default one, as a topolet that stopped without
+    // taking its amount back leaves them (killed, or its ClusterRoleBinding deleted first).
+    // Written once the pool's topolet has done its start-time withdrawal (the feature is off:
+    // a Node still listing its name is cleared once, and only at start), so that from here only
+    // the uninstall's hook removes them.
+    let metrics_at = format!("127.0.0.1:{metrics_port}");
+    wait::until_true(
+        "the pool's topolet's start-time withdrawal",
+        TIMEOUT,
+        || {
+            Ok(topolet::metric(
+                &metrics_at,
+                "topolet_reclaimed_cpu_publishes_total",
+                &[("result", "ok")],
+            )? >= 1.0)
+        },
+    )?;
+    let left = [POOL_RESOURCE, DEFAULT_RESOURCE];
+    let amounts: serde_json::Map<String, Value> =
+        left.iter().map(|r| (r.to_string(), json!("500"))).collect();
+    k.block_on(
+        kube::Api::<k8s_openapi::api::core::v1::Node>::all(k.client()).patch_status(
+            &node_name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                json!({"status": {"capacity": amounts, "allocatable": amounts}}),
+            ),
+        ),
+    )
+    .context("writing the reclaimed-CPU amounts on the Node")?;
+    let listed = || -> anyhow::Result<Vec<String>> {
+        let status = k.node()?.status.unwrap_or_default();
+        let (cap, alloc) = (
+            status.capacity.unwrap_or_default(),
+            status.allocatable.unwrap_or_default(),
+        );
+        Ok(left
+            .iter()
+            .flat_map(|r| {
+                [
+                    ("capacity", cap.contains_key(*r)),
+                    ("allocatable", alloc.contains_key(*r)),
+                ]
+                .into_iter()
+                .filter(|(_, has)| *has)
+                .map(move |(map, _)| format!("{map} {r}"))
+            })
+            .collect())
+    };
+    assert_eq!(
+        listed()?.len(),
+        4,
+        "both names in capacity and allocatable before the uninstall"
+    );
     helm.run(&["uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "5m"])?;
+    assert_eq!(
+        listed()?,
+        Vec::<String>::new(),
+        "the uninstall's hook withdrew the pool's resource name and the default one"
+    );
     k.kubectl(&["label", "node", &node_name, "topolet.io/pool-"])?;
     Ok(())
 }
+
+/// The reclaimed-CPU resource name the node pool's configuration sets (`[reclaimed]
+/// resource_name`), not the default.
+const POOL_RESOURCE: &str = "example.com/batch-cpu";
+/// The default name (`[reclaimed] resource_name` unset).
+const DEFAULT_RESOURCE: &str = "topolet.io/reclaimed-cpu";
 
 /// How long the flood of [`flood_while_probing`] lasts.
 const FLOOD: Duration = Duration::from_secs(30);

@@ -94,10 +94,14 @@ enum Command {
     /// pressure taints, reclaimed-CPU extended resource and NodeResourceTopology objects (at
     /// uninstall: the Helm chart's post-delete hook runs it). Credentials: KUBECONFIG, else the
     /// in-cluster service account.
+    #[command(after_help = WITHDRAW_HELP)]
     Withdraw {
-        /// The extended resource name(s) to remove ([reclaimed] resource_name).
-        #[arg(long, value_name = "NAME", default_value = topolet::cluster::withdraw::DEFAULT_EXTENDED_RESOURCE)]
+        /// An extended resource name to remove besides the default (repeatable).
+        #[arg(long, value_name = "NAME")]
         extended_resource: Vec<String>,
+        /// A node configuration whose [reclaimed] resource_name is removed too (repeatable).
+        #[arg(long, value_name = "FILE.toml")]
+        config: Vec<PathBuf>,
     },
     /// Check an installation: every topolet pod of a namespace matching a label selector is
     /// Running and answers on its HTTP endpoint, /readyz 200 (synchronized with the runtime) and
@@ -214,7 +218,10 @@ fn main() -> ExitCode {
             usage,
         } => rank(signal, &pods, &usage),
         Command::Conditions { config } => return conditions(config.as_deref()),
-        Command::Withdraw { extended_resource } => withdraw(&extended_resource),
+        Command::Withdraw {
+            extended_resource,
+            config,
+        } => withdraw(&extended_resource, &config),
         Command::Probe {
             namespace,
             selector,
@@ -276,7 +283,8 @@ Reload: on SIGHUP (systemctl reload topolet) and when the file changes (checked 
 file is validated as `config check` does. A valid one applies to containers created from then
 on; an invalid one, or one that would break running containers (e.g. cpu.policy none while
 containers hold exclusive cpus), is rejected and logged naming file and key, and the running one
-stays. [nri] and [state] need a restart.
+stays. The keys `config check` lists as read only at start ([nri], [state], [reclaimed]
+resource_name, ...) need a restart.
 
 Pre-installed mode: started by containerd with no arguments and NRI_PLUGIN_SOCKET set, topolet
 reads /etc/topolet/config.toml (defaults if absent) and logs to /var/log/topolet/topolet.log.
@@ -286,6 +294,18 @@ Log level: TOPOLET_LOG (tracing EnvFilter syntax, default info).
 Exit codes: 0 stopped by a signal or by containerd closing the connection; 1 failed (machine
 unreadable, NRI connection lost); 2 invalid configuration.";
 
+const WITHDRAW_HELP: &str = "Examples:
+  KUBECONFIG=~/.kube/config topolet withdraw
+  topolet withdraw --config /etc/topolet/config.toml --config pool-latency.toml
+
+The reclaimed-CPU extended resource is removed under the default name (topolet.io/reclaimed-cpu),
+every --extended-resource and the [reclaimed] resource_name of every --config, read as `topolet
+run` reads it. A configuration that cannot be read is reported naming the file and key after the
+others' names are withdrawn.
+
+Exit codes: 0 withdrawn; 1 the API could not be reached or refused a change; 2 a --config could
+not be read (everything else was withdrawn).";
+
 const CHECK_HELP: &str = "Examples:
   topolet config check /etc/topolet/config.toml
   topolet config check node.toml --sysfs-root plugin/tests/fixtures/sysfs/ci-host-captured
@@ -293,7 +313,9 @@ const CHECK_HELP: &str = "Examples:
 Checks syntax and every key (unknown keys are errors), then builds the policies against the
 machine: reserved cpus that do not exist, memory reserved on a missing NUMA node or above its
 capacity, PCI devices that do not exist, more NUMA nodes than the topology policy allows, cpu
-options that need policy static. Prints `FILE: ok` (and any warnings on stderr).
+options that need policy static. Prints `FILE: ok` (and any warnings on stderr), then a line
+naming the keys a running topolet reads only at start: a change to them needs a restart, a
+reload applies the rest.
 
 Exit codes: 0 valid; 1 the machine could not be read; 2 invalid, with one line naming the file,
 the key and the problem, e.g.
@@ -444,10 +466,15 @@ fn config_check(file: &Path, sysfs_root: &Path) -> anyhow::Result<()> {
         eprintln!("topolet: warning: {}: {w}", file.display());
     }
     println!("{}: ok", file.display());
+    // No running configuration to compare with here: which keys a reload would not apply.
+    println!(
+        "{}: {}",
+        file.display(),
+        topolet::config::reload::read_at_start_line()
+    );
     Ok(())
 }
 
-/// `topolet withdraw`: see `topolet::cluster::withdraw`.
 /// The API credentials of the commands that need them (`probe`, `withdraw`): KUBECONFIG, else
 /// the in-cluster service account; an error without either.
 fn cli_credentials() -> anyhow::Result<topolet::cluster::client::Credentials> {
@@ -530,16 +557,31 @@ fn probe(
     Ok(())
 }
 
-fn withdraw(extended_resources: &[String]) -> anyhow::Result<()> {
-    use topolet::cluster::client;
-    let creds = cli_credentials()?;
-    let runtime = cli_runtime()?;
-    let done = runtime.block_on(async {
-        let c = client::client(&creds).await?;
-        topolet::cluster::withdraw::withdraw(c, extended_resources).await
-    })?;
+/// `topolet withdraw`: see `topolet::cluster::withdraw`. A configuration that cannot be read
+/// does not stop the rest: every other name is withdrawn first, then the command fails naming the
+/// file and key (exit 2), since the name that file sets may still be on the nodes.
+fn withdraw(named: &[String], configs: &[PathBuf]) -> anyhow::Result<()> {
+    use topolet::cluster::{client, withdraw};
+    let (names, unreadable) = withdraw::resource_names(named, configs);
+    let done = cli_credentials().and_then(|creds| {
+        let done = cli_runtime()?.block_on(async {
+            let c = client::client(&creds).await?;
+            withdraw::withdraw(c, &names).await
+        })?;
+        Ok((creds, done))
+    });
+    let (creds, done) = match done {
+        Ok(d) => d,
+        Err(e) => {
+            // The unreadable configurations are said too: the next run needs them fixed.
+            for u in &unreadable {
+                eprintln!("topolet: {u}");
+            }
+            return Err(e);
+        }
+    };
     println!(
-        "withdrawn ({}): node conditions {:?}; taints {:?}; extended resources {:?}; \
+        "withdrawn ({}): node conditions {:?}; taints {:?}; extended resources {:?} (of {names:?}); \
          NodeResourceTopology objects {:?}",
         creds.describe(),
         done.conditions,
@@ -547,7 +589,17 @@ fn withdraw(extended_resources: &[String]) -> anyhow::Result<()> {
         done.extended_resources,
         done.nrt_objects
     );
-    Ok(())
+    let mut unreadable = unreadable.into_iter();
+    let Some(first) = unreadable.next() else {
+        return Ok(());
+    };
+    for e in unreadable {
+        eprintln!("topolet: {e}");
+    }
+    Err(anyhow::Error::new(first).context(format!(
+        "withdrew the extended resources {names:?}, but not the one a configuration that \
+         cannot be read may name (fix it and run again, or name it with --extended-resource)"
+    )))
 }
 
 fn run(

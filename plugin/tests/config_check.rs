@@ -45,7 +45,14 @@ fn a_fitting_config_is_ok() {
         &fixture("2s-snc2"),
     );
     assert_eq!(code, 0, "{err}");
-    assert_eq!(out, format!("{file}: ok\n"));
+    assert_eq!(
+        out,
+        format!(
+            "{file}: ok\n{file}: {}\n",
+            topolet::config::reload::read_at_start_line()
+        )
+    );
+    assert!(out.contains("[reclaimed] resource_name"), "{out}");
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! deploy/kubernetes/`): its node conditions (`Topolet*Pressure`, a strategic-merge delete by
 //! type, the kubelet's own conditions untouched), its pressure taints (`topolet.io/*-pressure`,
 //! other taints kept, written with the Node's resourceVersion), the reclaimed-CPU extended
-//! resource (`[reclaimed] resource_name`, removed from capacity and allocatable), and the
+//! resource (every name of [`resource_names`]: the default, and each configuration's `[reclaimed]
+//! resource_name`; removed from capacity and allocatable), and the
 //! NodeResourceTopology objects it wrote (those whose zones carry topolet's own attribute
 //! `topoletLargestFreeAlignedCPUs`: an object another writer keeps, NFD's topology-updater's, is
 //! left alone). Nothing running is touched. It runs after the release's objects are deleted:
@@ -14,6 +15,7 @@
 //! [`PERMISSIONS`], the hook's own ClusterRole (deploy/helm/topolet/templates/withdraw.yaml).
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 
 use anyhow::Context;
 use k8s_openapi::api::core::v1::Node;
@@ -23,11 +25,37 @@ use serde_json::{json, Value};
 
 use crate::cluster::nrt;
 use crate::cluster::permissions::Permission;
+use crate::config::{Config, ConfigError};
 use topolet_core::eviction::node_status::{all_taint_keys, condition_type};
 use topolet_core::eviction::signal::NodeCondition;
 
 /// The reclaimed-CPU extended resource's default name (`[reclaimed] resource_name`).
-pub const DEFAULT_EXTENDED_RESOURCE: &str = "topolet.io/reclaimed-cpu";
+pub const DEFAULT_EXTENDED_RESOURCE: &str =
+    topolet_core::reclaimed::settings::DEFAULT_RESOURCE_NAME;
+
+/// The extended resource names to withdraw: the default one (a node may hold it from a run
+/// before its configuration named another), each of `named` (`--extended-resource`), and the
+/// `[reclaimed] resource_name` of each configuration file of `configs` (`--config`), read by
+/// [`Config::load`], the parser `topolet run` reads it with, so that a file's default, its
+/// checks and its TOML are exactly the agent's. Sorted, each name once.
+///
+/// A file that cannot be read or does not parse is an error naming the file (and the key, where
+/// the parser names one), returned beside the names of the others: the caller withdraws what it
+/// could read and then fails, since the name that file sets may still be on the nodes.
+pub fn resource_names(named: &[String], configs: &[PathBuf]) -> (Vec<String>, Vec<ConfigError>) {
+    let mut names: BTreeSet<String> = BTreeSet::from([DEFAULT_EXTENDED_RESOURCE.to_string()]);
+    names.extend(named.iter().cloned());
+    let mut errors = Vec::new();
+    for path in configs {
+        match Config::load(path) {
+            Ok(c) => {
+                names.insert(c.reclaimed.resource_name);
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    (names.into_iter().collect(), errors)
+}
 
 /// The zone attribute only topolet writes (README "Kubernetes API": NodeResourceTopology).
 pub const TOPOLET_ZONE_ATTRIBUTE: &str = "topoletLargestFreeAlignedCPUs";
@@ -314,6 +342,73 @@ mod tests {
             }})
         );
         assert!(extended_resources_of(&node(&[], &[]), &names).is_empty());
+    }
+
+    #[test]
+    fn every_configuration_s_resource_name_is_withdrawn_with_the_default() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let write = |name: &str, text: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).expect("write");
+            p
+        };
+        let pool = write(
+            "pool.toml",
+            "[reclaimed]\nresource_name = \"example.com/batch-cpu\"\n",
+        );
+        let other = write(
+            "other.toml",
+            "[reclaimed]\nenabled = true\nresource_name = \"example.org/spare\"\n",
+        );
+        // No [reclaimed]: the default name, as `topolet run` would publish it.
+        let plain = write("plain.toml", "[qos]\npids_limit = 4096\n");
+        let (names, errors) = resource_names(
+            &["example.net/by-hand".to_string()],
+            &[pool.clone(), other, plain, pool],
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(
+            names,
+            [
+                "example.com/batch-cpu",
+                "example.net/by-hand",
+                "example.org/spare",
+                DEFAULT_EXTENDED_RESOURCE,
+            ]
+        );
+        // Nothing given: the default alone.
+        let (names, errors) = resource_names(&[], &[]);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(names, [DEFAULT_EXTENDED_RESOURCE]);
+    }
+
+    #[test]
+    fn a_configuration_that_cannot_be_read_is_named_and_the_others_still_count() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let good = dir.path().join("good.toml");
+        std::fs::write(
+            &good,
+            "[reclaimed]\nresource_name = \"example.com/batch-cpu\"\n",
+        )
+        .expect("write");
+        let bad_value = dir.path().join("bad-value.toml");
+        std::fs::write(&bad_value, "[reclaimed]\nresource_name = \"no-domain\"\n").expect("write");
+        let bad_type = dir.path().join("bad-type.toml");
+        std::fs::write(&bad_type, "[reclaimed]\nresource_name = 3\n").expect("write");
+        let missing = dir.path().join("missing.toml");
+        let (names, errors) = resource_names(
+            &[],
+            &[bad_value.clone(), good, bad_type.clone(), missing.clone()],
+        );
+        assert_eq!(names, ["example.com/batch-cpu", DEFAULT_EXTENDED_RESOURCE]);
+        let texts: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert_eq!(texts.len(), 3, "{texts:?}");
+        for (text, path) in texts.iter().zip([&bad_value, &bad_type, &missing]) {
+            assert!(text.starts_with(&path.display().to_string()), "{text}");
+        }
+        assert!(texts[0].contains("reclaimed.resource_name"), "{}", texts[0]);
+        assert!(texts[1].contains("resource_name"), "{}", texts[1]);
+        assert!(texts[2].contains("cannot read"), "{}", texts[2]);
     }
 
     #[test]

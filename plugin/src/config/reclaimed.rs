@@ -1,5 +1,6 @@
 //! `[reclaimed]` as written in TOML: reclaimed CPU (`topolet_core::reclaimed`), its keys,
-//! defaults and checks. Every key is applied by a reload, without restarting anything.
+//! defaults and checks. Every key but `resource_name` is applied by a reload, without restarting
+//! anything; `resource_name` is read at start (`crate::config::reload::READ_AT_START`).
 
 use std::time::Duration;
 

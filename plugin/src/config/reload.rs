@@ -14,10 +14,11 @@
 //! A changed file is parsed and validated exactly as `topolet config check` does, then the
 //! placement is migrated (`topolet_core::placement::migrate`): a valid configuration takes effect for containers
 //! created from then on; an invalid one, or one that would break running containers, is
-//! rejected and logged naming file and key, and the running configuration stays. `[nri]` and
-//! `[state]` are only read at start: a change there is logged as needing a restart and the rest
-//! of the file is applied. With the Kubernetes API client on, a rejected or refused file is
-//! also a Warning Event on the Node ([`REJECTED_REASON`], [`REFUSED_REASON`]). Every outcome is
+//! rejected and logged naming file and key, and the running configuration stays. The parts of
+//! [`READ_AT_START`] (`[nri]`, `[state]`, `[reclaimed] resource_name`, ...) are only read at
+//! start: a change there is logged as needing a restart and the rest of the file is applied.
+//! With the Kubernetes API client on, a rejected or refused file is also a Warning Event on the
+//! Node ([`REJECTED_REASON`], [`REFUSED_REASON`]). Every outcome is
 //! counted in `topolet_config_reloads_total` ([`trigger`], [`result`]).
 
 use std::path::{Path, PathBuf};
@@ -95,7 +96,7 @@ pub struct ReloadOutcome {
 /// A new file's content measured against the running configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
-    /// The configuration to migrate to (with the running `[nri]` and `[state]`).
+    /// The configuration to migrate to (with the running values of [`READ_AT_START`]).
     pub config: Config,
     /// Sections whose change needs a restart, with what changed.
     pub restart_needed: Vec<String>,
@@ -103,61 +104,134 @@ pub struct Candidate {
     pub changed: Vec<&'static str>,
 }
 
-/// Compares `new` with `running`: keeps the running `[nri]` and `[state]` (read only at start)
-/// and lists the sections that change.
-pub fn candidate(running: &Config, mut new: Config) -> Candidate {
+/// One part of the file a reload does not apply: it is read only at start.
+pub struct ReadAtStart {
+    /// The part as the log, `topolet config check` and the README name it.
+    pub key: &'static str,
+    /// The part's value in a configuration, as the log shows it beside the file's (`None`: too
+    /// large to show; the log names the part).
+    show: Option<fn(&Config) -> String>,
+    /// Puts the running value of the part into a configuration.
+    keep: fn(running: &Config, into: &mut Config),
+}
+
+/// The parts of the file a reload does not apply, read only at start: the sockets and the state
+/// directory (bound and locked at start), the endpoints, the eviction loop and the API client
+/// with its publishers (built at start), and the reclaimed-CPU resource's name (the Node's
+/// publisher and the pods' classification are bound to it). A change to one is logged as needing
+/// a restart of topolet and its running value kept; the rest of the file is applied. The one list
+/// of them: [`candidate`] keeps each, and `topolet config check` prints their keys
+/// ([`read_at_start_line`]).
+pub const READ_AT_START: &[ReadAtStart] = &[
+    ReadAtStart {
+        key: "[nri]",
+        show: Some(|c| {
+            format!(
+                "{} {}-{} drift_check_s {:?}",
+                c.nri.socket.display(),
+                c.nri.index.as_nri(),
+                c.nri.name,
+                c.nri.drift_check_s
+            )
+        }),
+        keep: |running, into| into.nri = running.nri.clone(),
+    },
+    ReadAtStart {
+        key: "[state]",
+        show: Some(|c| c.state.dir.display().to_string()),
+        keep: |running, into| into.state = running.state.clone(),
+    },
+    ReadAtStart {
+        key: "[admin]",
+        show: Some(|c| c.admin.socket.display().to_string()),
+        keep: |running, into| into.admin = running.admin.clone(),
+    },
+    ReadAtStart {
+        key: "[metrics]",
+        show: Some(|c| {
+            format!(
+                "enabled {} address {}",
+                c.metrics.enabled, c.metrics.address
+            )
+        }),
+        keep: |running, into| into.metrics = running.metrics.clone(),
+    },
+    ReadAtStart {
+        key: "[eviction]",
+        show: None,
+        keep: |running, into| into.eviction = running.eviction.clone(),
+    },
+    ReadAtStart {
+        key: "[kubernetes]",
+        show: None,
+        keep: |running, into| into.kubernetes = running.kubernetes.clone(),
+    },
+    ReadAtStart {
+        key: "[reclaimed] resource_name",
+        show: Some(|c| c.reclaimed.resource_name.clone()),
+        keep: |running, into| {
+            into.reclaimed.resource_name = running.reclaimed.resource_name.clone()
+        },
+    },
+];
+
+/// The line `topolet config check` prints for a valid file: the keys of [`READ_AT_START`].
+pub fn read_at_start_line() -> String {
+    let keys: Vec<&str> = READ_AT_START.iter().map(|p| p.key).collect();
+    format!(
+        "read only at start (a change needs a restart of topolet; a reload applies the rest): {}",
+        keys.join(", ")
+    )
+}
+
+/// The sections a reload applies; every other part of the file is in [`READ_AT_START`].
+const APPLIED: [&str; 6] = ["cpu", "topology", "memory", "devices", "qos", "reclaimed"];
+
+/// Compares `new` with `running`: keeps the running value of every part of [`READ_AT_START`]
+/// (read only at start) and lists the sections that change.
+pub fn candidate(running: &Config, new: Config) -> Candidate {
+    let mut kept = new.clone();
     let mut restart_needed = Vec::new();
-    if new.nri != running.nri {
-        restart_needed.push(format!(
-            "[nri] socket/name/index (running: {} {}-{}; file: {} {}-{})",
-            running.nri.socket.display(),
-            running.nri.index.as_nri(),
-            running.nri.name,
-            new.nri.socket.display(),
-            new.nri.index.as_nri(),
-            new.nri.name
-        ));
-        new.nri = running.nri.clone();
+    for part in READ_AT_START {
+        let before = kept.clone();
+        (part.keep)(running, &mut kept);
+        if kept != before {
+            restart_needed.push(match part.show {
+                Some(show) => format!(
+                    "{} (running: {}; file: {})",
+                    part.key,
+                    show(running),
+                    show(&new)
+                ),
+                None => format!("{} (read at start)", part.key),
+            });
+        }
     }
-    if new.state != running.state {
-        restart_needed.push(format!(
-            "[state] dir (running: {}; file: {})",
-            running.state.dir.display(),
-            new.state.dir.display()
-        ));
-        new.state = running.state.clone();
-    }
-    if new.reclaimed.resource_name != running.reclaimed.resource_name {
-        // The Node's publisher and the pods' classification are bound to the name at start.
-        restart_needed.push(format!(
-            "[reclaimed] resource_name (running: {}; file: {})",
-            running.reclaimed.resource_name, new.reclaimed.resource_name
-        ));
-        new.reclaimed.resource_name = running.reclaimed.resource_name.clone();
-    }
-    // Sections reload does not apply (read at start) keep their running values.
+    // Only the sections of APPLIED are taken from the file: a section added to `Config` and
+    // missing from both lists keeps its running value, and is named, rather than be applied
+    // by nothing.
     let mut applied = running.clone();
-    applied.cpu = new.cpu.clone();
-    applied.topology = new.topology.clone();
-    applied.memory = new.memory.clone();
-    applied.devices = new.devices.clone();
-    applied.qos = new.qos.clone();
-    applied.reclaimed = new.reclaimed.clone();
-    if applied != new {
-        restart_needed.push(
-            "sections other than [cpu] [topology] [memory] [devices] [qos] [reclaimed] (read at start)"
-                .into(),
-        );
+    applied.cpu = kept.cpu.clone();
+    applied.topology = kept.topology.clone();
+    applied.memory = kept.memory.clone();
+    applied.devices = kept.devices.clone();
+    applied.qos = kept.qos.clone();
+    applied.reclaimed = kept.reclaimed.clone();
+    if applied != kept {
+        restart_needed.push(format!(
+            "a section that is neither in [{}] nor read at start (kept as running)",
+            APPLIED.join("] [")
+        ));
     }
     let mut changed = Vec::new();
-    for (name, differs) in [
-        ("cpu", new.cpu != running.cpu),
-        ("topology", new.topology != running.topology),
-        ("memory", new.memory != running.memory),
-        ("devices", new.devices != running.devices),
-        ("qos", new.qos != running.qos),
-        ("reclaimed", new.reclaimed != running.reclaimed),
-    ] {
+    for (name, differs) in APPLIED.into_iter().zip([
+        applied.cpu != running.cpu,
+        applied.topology != running.topology,
+        applied.memory != running.memory,
+        applied.devices != running.devices,
+        applied.qos != running.qos,
+        applied.reclaimed != running.reclaimed,
+    ]) {
         if differs {
             changed.push(name);
         }
@@ -635,6 +709,68 @@ mod tests {
         assert_eq!(c.restart_needed.len(), 1, "{:?}", c.restart_needed);
         let same = candidate(&running, Config::default());
         assert!(same.changed.is_empty() && same.restart_needed.is_empty());
+    }
+
+    #[test]
+    fn each_part_read_at_start_is_kept_and_named_alone() {
+        // One change per part of READ_AT_START, in its order: a part added there without a case
+        // here fails.
+        let cases = [
+            ("[nri]", "[nri]\nindex = 10\n"),
+            ("[state]", "[state]\ndir = \"/elsewhere\"\n"),
+            ("[admin]", "[admin]\nsocket = \"/elsewhere/admin.sock\"\n"),
+            ("[metrics]", "[metrics]\naddress = \"127.0.0.1:9999\"\n"),
+            (
+                "[eviction]",
+                "[eviction]\npressure_transition_period = \"1m\"\n",
+            ),
+            ("[kubernetes]", "[kubernetes]\nenabled = \"off\"\n"),
+            (
+                "[reclaimed] resource_name",
+                "[reclaimed]\nresource_name = \"example.com/batch-cpu\"\n",
+            ),
+        ];
+        let keys: Vec<&str> = READ_AT_START.iter().map(|p| p.key).collect();
+        assert_eq!(keys, cases.map(|(k, _)| k));
+        let running = Config::default();
+        for (key, text) in cases {
+            let new = Config::parse(text, Path::new("/etc/topolet/config.toml")).unwrap();
+            assert_ne!(new, running, "{key}: the case changes nothing");
+            let c = candidate(&running, new);
+            assert_eq!(c.config, running, "{key}: the running value is kept");
+            assert!(c.changed.is_empty(), "{key}: {:?}", c.changed);
+            assert!(
+                c.restart_needed.len() == 1 && c.restart_needed[0].starts_with(key),
+                "{key}: {:?}",
+                c.restart_needed
+            );
+        }
+        // A part's values are shown where they fit in a line.
+        let c = candidate(
+            &running,
+            Config::parse(
+                "[reclaimed]\nresource_name = \"example.com/batch-cpu\"\n",
+                Path::new("/etc/topolet/config.toml"),
+            )
+            .unwrap(),
+        );
+        assert_eq!(
+            c.restart_needed,
+            ["[reclaimed] resource_name (running: topolet.io/reclaimed-cpu; file: example.com/batch-cpu)"]
+        );
+    }
+
+    #[test]
+    fn config_check_s_line_lists_every_part_read_at_start() {
+        let line = read_at_start_line();
+        assert_eq!(line.lines().count(), 1, "{line}");
+        assert!(
+            line.ends_with(
+                ": [nri], [state], [admin], [metrics], [eviction], [kubernetes], [reclaimed] resource_name"
+            ),
+            "{line}"
+        );
+        assert!(line.contains("restart"), "{line}");
     }
 
     #[test]

@@ -33,6 +33,13 @@ resources. A list of dicts, as JSON (templates can only return strings).
 {{- toJson $pools -}}
 {{- end }}
 
+{{/* A pool's node configuration as its ConfigMap holds it (`config` rendered with `tpl`): the one
+rendering of it, for the DaemonSets' ConfigMaps (configmap.yaml) and the uninstall hook's copy
+(withdraw.yaml). Takes (dict "root" $ "pool" <an entry of topolet.pools>). */}}
+{{- define "topolet.configText" -}}
+{{ tpl .pool.config .root }}
+{{- end }}
+
 {{/* The empty directory of topolet's own in the kubelet's root directory whose statvfs is the
 nodefs (hostPaths.nodefs). */}}
 {{- define "topolet.nodefsProbe" -}}

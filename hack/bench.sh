@@ -189,7 +189,8 @@
 # [create_start]): median per condition, overhead = median(topolet) - median(none), 95% bootstrap.
 # [reclaimed_writes] hack/api-cost.sh with API_RECLAIMED=1 (its header has the method): one real
 # cluster with the API server's audit log, base and topolet in BENCH_RW_ROUNDS rounds of a
-# BENCH_RW_SECONDS window each (order flipping), `[reclaimed] enabled = true` at its defaults, a
+# BENCH_RW_SECONDS window each (order flipping), `[reclaimed] enabled = true` at its defaults but
+# usage = "pods" (the host's other work would count with "cpus": api-cost.sh says why), a
 # regular Burstable pod running `colocation steps` (2-8 s steps of 0-600 milli-CPU, one fixed
 # sequence); topolet's Node writes (patches of nodes/status and nodes), NodeResourceTopology writes
 # (create, update, patch), all its requests and the kubelet's, per hour. Needs a base.

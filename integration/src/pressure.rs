@@ -59,8 +59,9 @@ pub const MEMORY_SCRIPT: &str = "dd if=/dev/zero bs=1500M count=1 2>/dev/null | 
 pub fn fs_available(path: &std::path::Path) -> anyhow::Result<u64> {
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
         .with_context(|| format!("{} has a NUL byte", path.display()))?;
-    // SAFETY: `st` is a valid out-parameter and `c` a NUL-terminated path for the call.
+    // SAFETY: `libc::statvfs` is plain old data (integers only): all-zero bytes are a valid value.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid out-parameter and `c` a NUL-terminated path for the call.
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
         return Err(std::io::Error::last_os_error())
             .with_context(|| format!("statvfs {}", path.display()));

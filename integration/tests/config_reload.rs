@@ -115,10 +115,8 @@ fn write_unnoticed(path: &Path, text: &str) -> anyhow::Result<()> {
 fn sighup(t: &Topolet) -> anyhow::Result<()> {
     let pid = t.pid().context("topolet is not running")? as libc::pid_t;
     // SAFETY: kill(2) on our own running child.
-    ensure!(
-        unsafe { libc::kill(pid, libc::SIGHUP) } == 0,
-        "kill -HUP {pid}"
-    );
+    let rc = unsafe { libc::kill(pid, libc::SIGHUP) };
+    ensure!(rc == 0, "kill -HUP {pid}");
     Ok(())
 }
 

@@ -1,6 +1,10 @@
 //! `topolet config check FILE --sysfs-root DIR` through the binary: a configuration that does not
 //! fit the machine exits 2 with one line naming the file, the key and the problem.
 
+// Test code throughout: clippy's `allow-unwrap-in-tests` (clippy.toml) covers the #[test]
+// functions, not the helpers they share here.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 use std::path::Path;
 use std::process::Command;
 

@@ -2,6 +2,10 @@
 //! eviction order as a JSON array of "namespace/name", and exit 2 naming the file and the entry on
 //! bad input. Also `topolet config check` naming the `[eviction]` key at fault.
 
+// Test code throughout: clippy's `allow-unwrap-in-tests` (clippy.toml) covers the #[test]
+// functions, not the helpers they share here.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 use std::io::{ErrorKind, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -10,6 +10,10 @@
 //! determinism, restart reconciliation reproduces the exclusive assignments, corrupted runtime
 //! views never double-grant and are reported.
 
+// Test code throughout: clippy's `allow-unwrap-in-tests` (clippy.toml) covers the #[test]
+// functions, not the helpers they share here.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;

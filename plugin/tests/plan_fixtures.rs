@@ -4,6 +4,10 @@
 //! host and the dual-socket machine, refusal messages, init-container hand-off, and the binary
 //! (`topolet plan`) on stdin YAML, a `kind: List`, a JSON array, malformed pods and a bad config.
 
+// Test code throughout: clippy's `allow-unwrap-in-tests` (clippy.toml) covers the #[test]
+// functions, not the helpers they share here.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 use std::io::{ErrorKind, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};

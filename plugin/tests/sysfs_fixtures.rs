@@ -3,6 +3,10 @@
 //! agreement with `SyntheticSpec` where the shapes coincide, and malformed trees built in temp
 //! dirs failing with the path named.
 
+// Test code throughout: clippy's `allow-unwrap-in-tests` (clippy.toml) covers the #[test]
+// functions, not the helpers they share here.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;

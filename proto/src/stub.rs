@@ -350,9 +350,10 @@ impl PartialOrd for ConnState {
 /// Adopts an inherited connected unix stream socket fd.
 fn adopt_socket_fd(fd: RawFd) -> Result<UnixStream, StubError> {
     let bad = |reason: String| StubError::InheritedFd { fd, reason };
-    // SAFETY: `fstat` only writes into the zeroed `stat` buffer we own; an invalid fd
-    // makes it fail with EBADF, which we report instead of adopting.
+    // SAFETY: `libc::stat` is plain old data (integers only): all-zero bytes are a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fstat` only writes into the `stat` buffer we own; an invalid fd makes it fail
+    // with EBADF, which we report instead of adopting.
     if unsafe { libc::fstat(fd, &mut st) } != 0 {
         return Err(bad(io::Error::last_os_error().to_string()));
     }

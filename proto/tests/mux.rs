@@ -1,5 +1,9 @@
 //! Mux round trips and frame shapes against a raw peer.
 
+// Test code throughout: clippy's `allow-unwrap-in-tests` (clippy.toml) covers the #[test]
+// functions, not the helpers they share here.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};

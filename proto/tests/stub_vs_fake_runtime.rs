@@ -1,6 +1,10 @@
 //! Stub against the fake runtime: register, configure mask per NRI version, sync,
 //! StateChange dispatch, Unimplemented status, unsolicited updates, reconnect.
 
+// Test code throughout: clippy's `allow-unwrap-in-tests` (clippy.toml) covers the #[test]
+// functions, not the helpers they share here.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

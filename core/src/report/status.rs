@@ -409,6 +409,8 @@ fn whole_cores(topology: &Topology, free: &CpuSet) -> CpuSet {
 /// A machine and a status input the table's tests (`topolet::introspection::status_table`,
 /// through feature `test-support`) share with these.
 #[cfg(any(test, feature = "test-support"))]
+// Test fixtures built from constant literals; compiled outside `cfg(test)` for the shell's tests.
+#[allow(clippy::unwrap_used)]
 pub mod fixtures {
     use super::*;
     use crate::machine::topology::SyntheticSpec;

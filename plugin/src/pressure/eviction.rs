@@ -251,8 +251,9 @@ fn pods_pressure(
 
 /// Process CPU time (user + system) so far.
 pub fn process_cpu_time() -> Duration {
-    // SAFETY: getrusage fills the zeroed struct; RUSAGE_SELF is always valid.
+    // SAFETY: `libc::rusage` is plain old data (integers only): all-zero bytes are a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct we own; RUSAGE_SELF is always valid.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
         return Duration::ZERO;
     }
@@ -1528,12 +1529,8 @@ mod tests {
         let _ = std::fs::remove_file(path);
         let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
         // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
-        assert_eq!(
-            unsafe { libc::mkfifo(c.as_ptr(), 0o600) },
-            0,
-            "mkfifo {}",
-            path.display()
-        );
+        let rc = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+        assert_eq!(rc, 0, "mkfifo {}", path.display());
     }
 
     /// A BestEffort pod and its container, as the kubelet has containerd send them.

@@ -324,8 +324,9 @@ pub fn fs_stats(path: &Path) -> Result<FsStats, SignalError> {
             source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
         }
     })?;
-    // SAFETY: `c` is a valid NUL-terminated path and `st` a properly sized out-parameter.
+    // SAFETY: `libc::statvfs` is plain old data (integers only): all-zero bytes are a valid value.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid NUL-terminated path and `st` a properly sized out-parameter.
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
         return Err(SignalError::Statvfs {
             path: p.to_path_buf(),

@@ -826,7 +826,11 @@ pub fn plan_input(data: &[u8]) {
     let topo = plan_topology();
     let mut config = Config::default();
     config.cpu.reserved_cpus = Some("0,48".into());
-    let out = match topolet_core::placement::plan::plan(topo, &config.placement().unwrap(), &pods) {
+    let placement = match config.placement() {
+        Ok(placement) => placement,
+        Err(e) => panic!("the default configuration with reserved CPUs 0,48 is invalid: {e}"),
+    };
+    let out = match topolet_core::placement::plan::plan(topo, &placement, &pods) {
         Ok(out) => out,
         Err(e) => panic!("plan failed for a valid configuration: {e}"),
     };

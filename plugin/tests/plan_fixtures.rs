@@ -595,9 +595,9 @@ fn binary_plans_yaml_a_list_and_a_json_array_from_stdin() {
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), want);
 
     // The same pods as a YAML sequence and as a JSON array.
-    let pods: Value = serde_yaml::from_str(CI_PODS).unwrap();
+    let pods: Value = serde_saphyr::from_str(CI_PODS).unwrap();
     let items = pods["items"].clone();
-    let (code, out, err) = plan_cli(Some(&cfg), &serde_yaml::to_string(&items).unwrap());
+    let (code, out, err) = plan_cli(Some(&cfg), &serde_saphyr::to_string(&items).unwrap());
     assert_eq!(code, 0, "{err}");
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), want);
     let (code, out, err) = plan_cli(Some(&cfg), &serde_json::to_string(&items).unwrap());

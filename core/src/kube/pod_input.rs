@@ -75,15 +75,12 @@ pub fn parse_pods(input: &str) -> Result<Vec<Pod>, PodInputError> {
     let docs: Vec<Value> = if trimmed.starts_with('{') || trimmed.starts_with('[') {
         vec![serde_json::from_str(trimmed).map_err(|e| PodInputError::Json(e.to_string()))?]
     } else {
-        let mut docs = Vec::new();
-        for de in serde_yaml::Deserializer::from_str(input) {
-            let v: Value = serde::Deserialize::deserialize(de)
-                .map_err(|e| PodInputError::Yaml(e.to_string()))?;
-            if !v.is_null() {
-                docs.push(v);
-            }
-        }
-        docs
+        // Every document of the stream; empty and null documents are skipped.
+        serde_saphyr::from_multiple::<Value>(input)
+            .map_err(|e| PodInputError::Yaml(e.to_string()))?
+            .into_iter()
+            .filter(|v| !v.is_null())
+            .collect()
     };
 
     let mut objects = Vec::new();

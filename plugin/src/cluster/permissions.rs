@@ -176,7 +176,7 @@ mod tests {
         struct Rules {
             rules: Vec<Rule>,
         }
-        let parsed: Rules = serde_yaml::from_str(rules).unwrap();
+        let parsed: Rules = serde_saphyr::from_str(rules).unwrap();
         let mut granted = Vec::new();
         for r in parsed.rules {
             for g in &r.api_groups {
@@ -201,8 +201,7 @@ mod tests {
         let text = std::fs::read_to_string(path).unwrap();
         let mut granted = Vec::new();
         let mut roles = 0;
-        for d in serde_yaml::Deserializer::from_str(&text) {
-            let doc = Doc::deserialize(d).unwrap();
+        for doc in serde_saphyr::from_multiple::<Doc>(&text).unwrap() {
             if doc.kind != "ClusterRole" || doc.metadata.name != "topolet" {
                 continue;
             }

@@ -17,7 +17,11 @@
 #   4. cargo test --workspace --exclude topolet-integration          (unit tests, no rebuild)
 #   5. the upgrade image's topolet (TOPOLET_NEXT_BIN, for kubelet_helm.rs: a second build whose
 #      version string differs), built before the integration build (build_next_bin, below)
-#   6. hack/install-kube.sh (started in the background after step 1, joined here), then
+#   6. the dependency policy: hack/deny.sh check (cargo-deny, offline: bans, licenses, sources of
+#      deny.toml; advisories need the network and are not checked), after the builds downloaded
+#      every crate; cargo-deny installed by `hack/deny.sh install`, started in the background
+#      after step 1 beside the Kubernetes build and joined here (a no-op once cached); then
+#      hack/install-kube.sh (started in the background after step 1, joined here), then
 #      hack/smoke-stack.sh                                           (the containerd test stack itself)
 #   7. two lanes side by side (README "CI's time"; `run_lanes`, below), each a process group with
 #      its own log ($TARGET_DIR/ci/lanes/<lane>.log: printed whole when the lane fails, its tail
@@ -466,7 +470,30 @@ run_alone_suites() {
   done
 }
 
-stop_background() { [[ -z "$KUBE_PID" ]] || kill -- "$KUBE_PID" 2>/dev/null || true; }
+# cargo-deny (hack/deny.sh install: about 5 minutes of cargo install on a cold cache, nothing
+# once cached) builds in the background from step 1 on, under `nice` so that the Rust steps come
+# first; the policy check joins it once the builds have downloaded every crate it reads.
+DENY_PID=""
+start_deny_install() {
+  DENY_LOG="$REPO_ROOT/.deps/logs/deny-install.out"
+  mkdir -p "$(dirname "$DENY_LOG")"
+  nice -n 10 "$HACK_DIR/deny.sh" install >"$DENY_LOG" 2>&1 &
+  DENY_PID=$!
+  echo "deny.sh install runs in the background (pid $DENY_PID, log $DENY_LOG)"
+}
+deny_check() {
+  local rc=0
+  wait "$DENY_PID" || rc=$?
+  DENY_PID=""
+  cat "$DENY_LOG"
+  ((rc == 0)) || return "$rc"
+  "$HACK_DIR/deny.sh" check
+}
+
+stop_background() {
+  [[ -z "$KUBE_PID" ]] || kill -- "$KUBE_PID" 2>/dev/null || true
+  [[ -z "$DENY_PID" ]] || kill -- "$DENY_PID" 2>/dev/null || true
+}
 
 # on_exit, the EXIT trap: stops the background build and the lanes (their rows join the table),
 # then prints the step table. A step still running here neither finished nor failed (a failure
@@ -495,6 +522,7 @@ main() {
   local v
   for v in $VERSIONS; do step "install deps (containerd $v)" install_line "$v"; done
   step "start the Kubernetes stack build" start_kube_install
+  step "start the cargo-deny build" start_deny_install
   step "cargo fmt" cargo fmt --all --check
   step "module cycles" python3 "$HACK_DIR/module-cycles.py"
   step "clippy + build (workspace)" \
@@ -509,6 +537,7 @@ main() {
   step "the upgrade image's topolet (the Helm suite)" build_next_bin
   step "clippy + build (topolet-integration)" \
     linted cargo test -p topolet-integration --all-targets --no-run
+  step "dependency policy (cargo deny, offline)" deny_check
   step "install the Kubernetes stack (join)" join_kube_install
   step "containerd stack smoke test" env SMOKE_VERSIONS="$VERSIONS" "$HACK_DIR/smoke-stack.sh"
   CURRENT_STEP_LANE="A|B"

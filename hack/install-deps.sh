@@ -11,7 +11,7 @@
 #                                              without it fails them all; needs gcc, libc6-dev,
 #                                              libseccomp-dev, pkg-config)
 # apt-installs what is missing (busybox-static for the images, gcc, libc6-dev, libseccomp-dev,
-# pkg-config), then builds the offline OCI image tarballs (hack/build-images.sh).
+# pkg-config; shellcheck for hack/test.sh's check of the scripts), then builds the offline OCI image tarballs (hack/build-images.sh).
 #
 # Where things go. The binaries and Go's caches live outside the clone (CI clones afresh every
 # run), so a second run on this machine builds nothing:
@@ -167,7 +167,7 @@ main() {
   mkdir -p "$DEPS/bin" "$DEPS/logs" "$TOPOLET_CACHE"
   local start=$SECONDS
   CHANGED=0
-  apt_ensure busybox-static gcc libc6-dev libseccomp-dev pkg-config
+  apt_ensure busybox-static gcc libc6-dev libseccomp-dev pkg-config shellcheck
   find_go
   # One install at a time per cache: a second run waits, then finds the binaries built.
   exec 9>"$TOPOLET_CACHE/install-deps.lock"

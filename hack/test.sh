@@ -11,7 +11,8 @@
 # last one; stopped for a step a signal or a failing lane ended; skipped for the guests under
 # TEST_GUESTS=0) and seconds, the wall time of the lanes side by side, and the run's total seconds.
 #   1. hack/install-deps.sh for every containerd line (default v2.4.2, v2.3.7 and v2.0.14)
-#   2. cargo fmt --all --check; hack/module-cycles.py (no module depends on one that depends back)
+#   2. cargo fmt --all --check; hack/module-cycles.py (no module depends on one that depends back);
+#      every shell script under hack/, .ci/ and deploy/ through shellcheck (`shell_scripts`, below)
 #   3. clippy, inside the builds the tests need (`linted`, below): every target of the workspace
 #      but topolet-integration, then every target of topolet-integration, with -D warnings
 #   4. cargo test --workspace --exclude topolet-integration          (unit tests, no rebuild)
@@ -490,6 +491,24 @@ deny_check() {
   "$HACK_DIR/deny.sh" check
 }
 
+# shell_scripts: every shell script under hack/, .ci/ and deploy/: a *.sh file, or a file whose
+# first line is a sh or bash shebang (.ci/run). Relative to the repository's root.
+shell_scripts() {
+  local f
+  while IFS= read -r -d '' f; do
+    if [[ "$f" == *.sh ]] || head -n1 "$f" | grep -qE '^#!.*[/ ](ba)?sh( |$)'; then echo "$f"; fi
+  done < <(cd "$REPO_ROOT" && find hack .ci deploy -type f -print0 | sort -z)
+}
+# check_scripts: shellcheck (Debian's package, apt-installed by hack/install-deps.sh) over them,
+# following each `source` (-x) as its `# shellcheck source=` directive names it.
+check_scripts() {
+  local scripts
+  mapfile -t scripts < <(shell_scripts)
+  ((${#scripts[@]})) || { echo "no shell script found" >&2; return 1; }
+  echo "shellcheck $(shellcheck --version | sed -n 's/^version: //p'): ${#scripts[@]} scripts"
+  (cd "$REPO_ROOT" && shellcheck -x "${scripts[@]}")
+}
+
 stop_background() {
   [[ -z "$KUBE_PID" ]] || kill -- "$KUBE_PID" 2>/dev/null || true
   [[ -z "$DENY_PID" ]] || kill -- "$DENY_PID" 2>/dev/null || true
@@ -525,6 +544,7 @@ main() {
   step "start the cargo-deny build" start_deny_install
   step "cargo fmt" cargo fmt --all --check
   step "module cycles" python3 "$HACK_DIR/module-cycles.py"
+  step "shellcheck" check_scripts
   step "clippy + build (workspace)" \
     linted cargo test --workspace --exclude topolet-integration --all-targets --no-run
   # That build made the topolet binary too (the plugin's own tests run it): one binary for every

@@ -13,6 +13,8 @@
 # The compiled-in repository path of the suite (REPO_ROOT of the host) is made a symlink to
 # /payload/repo (hack/ and .deps/ with containerd, runc, crictl, the test images).
 set -u
+# Written by hack/guest.sh (make_payload) for each boot; not in the repository.
+# shellcheck source=/dev/null
 . /payload/env
 KIND="$1"
 
@@ -25,7 +27,9 @@ poweroff_now() {
 
 if [ "$KIND" = plain ]; then
   mount -t cgroup2 cgroup2 /sys/fs/cgroup
-  for c in $(cat /sys/fs/cgroup/cgroup.controllers); do echo "+$c" >/sys/fs/cgroup/cgroup.subtree_control; done
+  # cgroup.controllers is one line of space-separated names (Documentation/admin-guide/cgroup-v2.rst).
+  read -r controllers </sys/fs/cgroup/cgroup.controllers
+  for c in $controllers; do echo "+$c" >/sys/fs/cgroup/cgroup.subtree_control; done
   mount -t tmpfs -o mode=755 tmpfs /run
   mount -t tmpfs -o mode=1777 tmpfs /tmp
   mkdir -p /dev/pts /dev/shm

@@ -48,8 +48,8 @@ REPO="${TOPOLET_IMAGE_REPO:-localhost/topolet}"
 SOURCE_URL="https://github.com/topolet/topolet"
 WORK=""
 
-die() { echo "build-image: error: $*" >&2; exit 1; }
-say() { echo "build-image: $*" >&2; }
+LOG_NAME=build-image
+SAY_TO_STDERR=1
 
 oci_arch() {
   case "$(uname -m)" in

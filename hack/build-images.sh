@@ -32,8 +32,9 @@ BUSYBOX="${BUSYBOX:-/bin/busybox}"
 QUIET=0
 FORCE=0
 
-die() { echo "build-images: error: $*" >&2; exit 1; }
-say() { ((QUIET)) || echo "build-images: $*"; }
+LOG_NAME=build-images
+# say, silent under --quiet.
+say() { ((QUIET)) || echo "$LOG_NAME: $*"; }
 
 parse_args() {
   local a

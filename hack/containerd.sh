@@ -68,9 +68,6 @@ CRICTL_TIMEOUT="${CRICTL_TIMEOUT:-10}"
   { echo "containerd.sh: error: CONTAINERD_CGROUP_DRIVER=$CGROUP_DRIVER is neither cgroupfs nor systemd" >&2; exit 1; }
 K8S_NS=k8s.io
 
-die() { echo "containerd.sh: error: $*" >&2; exit 1; }
-warn() { echo "containerd.sh: warning: $*" >&2; }
-
 usage() { die "usage: containerd.sh start|stop|restart DIR"; }
 
 # ---------------------------------------------------------------- paths and naming

@@ -34,8 +34,7 @@ KDIR="$DIR/kube"
 TOPOLET="$REPO_ROOT/target/debug/topolet"
 ADMIN_SOCKET="$DIR/admin/admin.sock"
 
-die() { echo "demo: error: $*" >&2; exit 1; }
-say() { echo "demo: $*"; }
+LOG_NAME=demo
 
 kubectl_() { KUBECACHEDIR="$KDIR/kubectl-cache" "$DEPS/bin/kubectl" --kubeconfig "$KDIR/admin.kubeconfig" "$@"; }
 # helm with its cache, configuration and data under .stack-demo (nothing in ~).

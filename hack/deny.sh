@@ -27,9 +27,6 @@ CARGO_DENY_VERSION="${CARGO_DENY_VERSION:-0.20.2}"
 CARGO_ROOT="$TOPOLET_CACHE/cargo-deny-$CARGO_DENY_VERSION"
 CARGO_DENY="$DEPS/cargo/bin/cargo-deny"
 
-die() { echo "deny.sh: error: $*" >&2; exit 1; }
-say() { echo "deny.sh: $*"; }
-
 install_cargo_deny() {
   local cached="$CARGO_ROOT/bin/cargo-deny"
   command -v cargo >/dev/null || die "cargo not found on PATH"

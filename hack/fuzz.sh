@@ -55,9 +55,6 @@ BUILD_DIR="${FUZZ_BUILD_DIR:-}"
 CARGO_ROOT="$TOPOLET_CACHE/cargo-fuzz-$CARGO_FUZZ_VERSION"
 CARGO_FUZZ="$DEPS/cargo/bin/cargo-fuzz"
 
-die() { echo "fuzz.sh: error: $*" >&2; exit 1; }
-say() { echo "fuzz.sh: $*"; }
-
 [[ "$FUZZ_SECONDS" =~ ^[1-9][0-9]*$ ]] || die "FUZZ_SECONDS=$FUZZ_SECONDS is not a positive number of seconds"
 [[ "$FUZZ_JOBS" =~ ^[1-9][0-9]*$ ]] || die "FUZZ_JOBS=$FUZZ_JOBS is not a positive number of jobs"
 TARGETS="${*:-$ALL_TARGETS}"

@@ -66,8 +66,7 @@ MIRROR=http://deb.debian.org/debian
 # What the guest's root filesystem holds (besides mmdebstrap's minbase).
 PACKAGES="linux-image-cloud-amd64 initramfs-tools systemd-sysv udev dbus iproute2 kmod procps util-linux mount numactl libseccomp2"
 
-die() { echo "guest.sh: error: $*" >&2; exit 1; }
-say() { echo "guest.sh: $*" >&2; }
+SAY_TO_STDERR=1
 
 WORK=""
 QEMU_PID=""

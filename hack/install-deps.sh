@@ -52,8 +52,7 @@ CONTAINERD_VERSION="${CONTAINERD_VERSION:-$DEFAULT_CONTAINERD_VERSION}"
 CRICTL_VERSION="${CRICTL_VERSION:-v1.34.0}"
 RUNC_VERSION="${RUNC_VERSION:-v1.3.6}"
 
-die() { echo "install-deps: error: $*" >&2; exit 1; }
-say() { echo "install-deps: $*"; }
+LOG_NAME=install-deps
 
 validate_versions() {
   validate_containerd_version "$CONTAINERD_VERSION" || exit 1

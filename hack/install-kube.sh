@@ -31,8 +31,7 @@ source "$HACK_DIR/lib/common.sh"
 
 CNI_PLUGINS_VERSION=v1.9.0
 
-die() { echo "install-kube: error: $*" >&2; exit 1; }
-say() { echo "install-kube: $*"; }
+LOG_NAME=install-kube
 
 GO="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
 [[ -x "$GO" ]] || die "go not found (set GO=/path/to/go or put go on PATH)"

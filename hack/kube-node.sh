@@ -84,8 +84,6 @@ MAX_PODS="${KUBE_MAX_PODS:-110}"
 WITH_CONTROLLERS="${KUBE_WITH_CONTROLLERS:-0}"
 BIN="$DEPS/bin"
 
-die() { echo "kube-node.sh: error: $*" >&2; exit 1; }
-say() { echo "kube-node.sh: $*"; }
 usage() { die "usage: kube-node.sh start|stop|restart-kubelet|stop-apiserver|start-apiserver DIR"; }
 
 set_paths() {

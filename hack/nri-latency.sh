@@ -35,8 +35,8 @@ ROUNDS="${LATENCY_ROUNDS:-10}"
 BLOCK="${LATENCY_BLOCK:-25}"
 VERSION="${CONTAINERD_VERSION:-${TOPOLET_CONTAINERD_VERSION:-$DEFAULT_CONTAINERD_VERSION}}"
 
-die() { echo "nri-latency: error: $*" >&2; exit 1; }
-say() { echo "nri-latency: $*" >&2; }
+LOG_NAME=nri-latency
+SAY_TO_STDERR=1
 
 [[ $EUID -eq 0 ]] || die "must run as root"
 WORK="$(mktemp -d /tmp/topolet-lat.XXXXXX)"

@@ -84,9 +84,6 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=hack/lib/common.sh
 source "$HACK_DIR/lib/common.sh"
 
-die() { echo "shake.sh: error: $*" >&2; exit 1; }
-say() { echo "shake.sh: $*"; }
-
 SHAKE_SUITES="${SHAKE_SUITES:-nri_handlers faults soak qos_resources}"
 SHAKE_RUNS="${SHAKE_RUNS:-5}"
 SHAKE_TESTS="${SHAKE_TESTS:-}"

@@ -27,8 +27,8 @@ SMOKE_VERSIONS="${SMOKE_VERSIONS:-$SUPPORTED_CONTAINERD_VERSIONS}"
 WORK="$(mktemp -d "${SMOKE_TMP:-/tmp}/topolet-smoke.XXXXXX")"
 STARTED_DIRS=()
 
-die() { echo "smoke-stack: FAIL: $*" >&2; exit 1; }
-say() { echo "smoke-stack: $*"; }
+LOG_NAME=smoke-stack
+DIE_LABEL=FAIL
 
 cleanup() {
   local rc=$? d

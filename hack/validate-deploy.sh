@@ -45,7 +45,7 @@ CHART="$DEPLOY/helm/topolet"
 HELM="${HELM:-$DEPS/bin/helm}"
 TMP_DIR=""
 
-die() { echo "validate-deploy.sh: FAIL: $*" >&2; exit 1; }
+DIE_LABEL=FAIL
 
 install_validator() {
   local have=""

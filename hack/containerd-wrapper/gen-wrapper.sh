@@ -18,7 +18,7 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=hack/lib/common.sh
 source "$HACK_DIR/lib/common.sh"
 
-die() { echo "gen-wrapper: error: $*" >&2; exit 1; }
+LOG_NAME=gen-wrapper
 
 (($# == 1)) || die "usage: gen-wrapper.sh VERSION"
 VERSION="$1"

@@ -20,7 +20,7 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=hack/lib/common.sh
 source "$HACK_DIR/lib/common.sh"
 
-die() { echo "gen-wrapper: error: $*" >&2; exit 1; }
+LOG_NAME=gen-wrapper
 
 GO="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
 [[ -x "$GO" ]] || die "go not found (set GO)"

@@ -3,7 +3,7 @@
 # Defines: REPO_ROOT, DEPS (<repo>/.deps), DEFAULT_CONTAINERD_VERSION, SUPPORTED_CONTAINERD_VERSIONS,
 #          PAUSE_IMAGE, TEST_IMAGE, PAUSE_TAR, TEST_TAR, TOPOLET_CACHE, KUBE_GO_CACHE, KUBE_VERSION,
 #          ETCD_VERSION, HELM_VERSION, and functions containerd_bin_dir VERSION, validate_containerd_version VERSION,
-#          go_cache_env CMD..., apt_ensure PKG... (callers define die and say).
+#          go_cache_env CMD..., apt_ensure PKG..., and the scripts' messages: die, say, warn.
 # Environment: none (callers read CONTAINERD_VERSION themselves).
 # shellcheck shell=bash
 # shellcheck disable=SC2034  # constants used by the scripts that source this file
@@ -33,6 +33,21 @@ ETCD_VERSION=v3.7.0
 # deploy/helm/topolet.
 HELM_VERSION=v4.3.2
 
+# The scripts' messages, each line prefixed with LOG_NAME (the sourcing script's file name unless
+# it sets LOG_NAME itself, e.g. LOG_NAME=install-deps):
+#   die MESSAGE   "LOG_NAME: DIE_LABEL: MESSAGE" on stderr, then exit 1 (DIE_LABEL: "error", or
+#                 what the script sets, e.g. FAIL)
+#   say MESSAGE   "LOG_NAME: MESSAGE" on stdout, or on stderr with SAY_TO_STDERR=1 (the scripts
+#                 whose stdout is their result: key=value lines, a table)
+#   warn MESSAGE  "LOG_NAME: warning: MESSAGE" on stderr
+# A script that needs more (hack/test.sh's die ends its step first) defines its own after sourcing.
+LOG_NAME="$(basename "${BASH_SOURCE[-1]}")"
+DIE_LABEL=error
+SAY_TO_STDERR=0
+die() { echo "$LOG_NAME: $DIE_LABEL: $*" >&2; exit 1; }
+say() { if ((SAY_TO_STDERR)); then echo "$LOG_NAME: $*" >&2; else echo "$LOG_NAME: $*"; fi; }
+warn() { echo "$LOG_NAME: warning: $*" >&2; }
+
 # containerd_bin_dir VERSION: where the scripts find containerd, its shim and ctr for VERSION
 # (install-deps links them there from $TOPOLET_CACHE/containerd-VERSION/bin).
 containerd_bin_dir() { echo "$DEPS/containerd-$1/bin"; }
@@ -59,7 +74,7 @@ validate_containerd_version() {
 }
 
 # apt_ensure PKG...: apt-get install the named packages that are not installed yet (log in
-# $DEPS/logs/apt.log; on failure an apt-get update and one retry). Uses the caller's die and say.
+# $DEPS/logs/apt.log; on failure an apt-get update and one retry).
 apt_ensure() {
   local missing=() pkg
   for pkg in "$@"; do

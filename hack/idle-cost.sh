@@ -25,9 +25,10 @@
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO_ROOT="$(cd "$HACK_DIR/.." && pwd)"
-die() { echo "idle-cost: error: $*" >&2; exit 1; }
-say() { echo "idle-cost: $*" >&2; }
+# shellcheck source=hack/lib/common.sh
+source "$HACK_DIR/lib/common.sh"
+LOG_NAME=idle-cost
+SAY_TO_STDERR=1
 
 [[ $EUID -eq 0 ]] || die "needs root (containerd, cgroups)"
 declare -A BIN=([base]="${IDLE_BASE_BIN:-}" [topolet]="${IDLE_BIN:-}")

@@ -201,11 +201,6 @@ impl Cluster {
         self.dir.path()
     }
 
-    /// The kubelet's log so far.
-    pub fn kubelet_log(&self) -> String {
-        crate::logs::read_lossy(&self.dir().join("kubelet.log"))
-    }
-
     /// Runs `kubectl ARGS` as the admin; returns stdout, fails with stderr.
     pub fn kubectl(&self, args: &[&str]) -> anyhow::Result<String> {
         let out = Command::new(paths::repo_root().join(".deps/bin/kubectl"))

@@ -221,17 +221,6 @@ impl Helm {
         Ok(String::from_utf8_lossy(&o.stdout).into_owned())
     }
 
-    /// `helm ARGS` expected to fail: its stderr.
-    pub fn run_failing(&self, args: &[&str]) -> anyhow::Result<String> {
-        let o = self.command(args).output().context("running helm")?;
-        ensure!(
-            !o.status.success(),
-            "helm {} succeeded; it must fail",
-            args.join(" ")
-        );
-        Ok(String::from_utf8_lossy(&o.stderr).into_owned())
-    }
-
     fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(&self.bin);
         cmd.args(args)

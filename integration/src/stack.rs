@@ -191,13 +191,6 @@ impl Stack {
         self.dir().join("containerd.log")
     }
 
-    /// The whole containerd log so far.
-    pub fn containerd_log(&self) -> anyhow::Result<String> {
-        let p = self.containerd_log_path();
-        let bytes = std::fs::read(&p).with_context(|| format!("reading {}", p.display()))?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
-    }
-
     /// Current length of containerd's log: pass it to [`Stack::wait_containerd_log`].
     pub fn containerd_log_mark(&self) -> usize {
         crate::logs::mark(&self.containerd_log_path())

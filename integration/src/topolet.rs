@@ -312,7 +312,8 @@ impl Topolet {
         strip_ansi(&text)
     }
 
-    /// Current length of the log: pass it to [`Topolet::wait_for_log`] to only see later lines.
+    /// Current length of the log: pass it to [`Topolet::lines`] or [`Topolet::logged`] to only see
+    /// later lines.
     pub fn log_mark(&self) -> usize {
         read_lossy(&self.log_path).len()
     }
@@ -323,26 +324,6 @@ impl Topolet {
 
     pub fn config_path(&self) -> &Path {
         &self.config_path
-    }
-
-    /// Waits until a log line after byte `after` contains `pattern`; returns that line. Fails
-    /// early if the process exited.
-    pub fn wait_for_log(
-        &mut self,
-        pattern: &str,
-        after: usize,
-        timeout: Duration,
-    ) -> anyhow::Result<String> {
-        let r = wait::until(&format!("topolet log line {pattern:?}"), timeout, || {
-            if let Some(l) = find_line(&read_lossy(&self.log_path), after, pattern) {
-                return Ok(Some(l));
-            }
-            if !self.is_running() {
-                bail!("topolet exited");
-            }
-            Ok(None)
-        });
-        r.with_context(|| format!("topolet log:\n{}", tail(&self.log(), 40)))
     }
 
     /// Every log line after byte `after` containing `pattern`.

@@ -388,11 +388,6 @@ impl PluginConn {
         self.updates.try_lock().ok()?.try_recv().ok()
     }
 
-    /// Trunk state.
-    pub fn trunk_state(&self) -> TrunkState {
-        self.mux.state()
-    }
-
     /// Resolves when the plugin side closed the connection.
     pub fn closed(&self) -> impl Future<Output = TrunkState> + Send + 'static {
         self.mux.closed()

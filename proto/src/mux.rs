@@ -208,11 +208,6 @@ impl Mux {
         self.shared.state()
     }
 
-    /// A receiver that observes trunk state changes.
-    pub fn watch_state(&self) -> watch::Receiver<TrunkState> {
-        self.shared.state_tx.subscribe()
-    }
-
     /// Resolves when the trunk is no longer open; returns the final state.
     pub fn closed(&self) -> impl Future<Output = TrunkState> + Send + 'static {
         let mut rx = self.shared.state_tx.subscribe();

@@ -364,11 +364,6 @@ impl Topology {
         self.cpus.get(&id)
     }
 
-    /// All CPUs in ascending id order.
-    pub fn cpu_infos(&self) -> impl Iterator<Item = &CpuInfo> {
-        self.cpus.values()
-    }
-
     /// Socket ids (kernel `physical_package_id`), ascending.
     pub fn socket_ids(&self) -> impl Iterator<Item = usize> + '_ {
         self.sockets.keys().copied()

@@ -263,19 +263,6 @@ pub fn process_cpu_time() -> Duration {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
-/// Thread CPU time (user + system) of the calling thread.
-pub fn thread_cpu_time() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid out-parameter.
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
 /// Log lines for signals that could not be read; counts them.
 fn log_observe_errors(node: &NodeStats, stats: &EvictionStats) {
     let mut errs: Vec<(&str, String)> = Vec::new();

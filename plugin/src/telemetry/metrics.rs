@@ -455,12 +455,6 @@ impl Metrics {
         *self.lock().pod_truth.fallbacks.entry(reason).or_default() += 1;
     }
 
-    /// Fallbacks for `reason` so far (tests).
-    pub fn admission_fallbacks(&self, reason: &str) -> u64 {
-        let f = self.lock();
-        f.pod_truth.fallbacks.get(reason).copied().unwrap_or(0)
-    }
-
     /// The drift check compared one running container with what its process may use.
     pub fn drift_check(&self) {
         self.lock().drift_checks += 1;

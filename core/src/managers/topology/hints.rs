@@ -17,7 +17,7 @@
 //! picked with a total order equal to the kubelet's comparison (see [`candidate_key`]). Because the
 //! order is total, the answer does not depend on provider or hint order, which the kubelet only
 //! gets by accident of map iteration.
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
 /// NUMA node ids usable in a mask: `0..MAX_NUMA_ID`.
@@ -85,10 +85,6 @@ impl NumaMask {
     /// Ascending node ids.
     pub fn ids(self) -> impl Iterator<Item = usize> {
         (0..MAX_NUMA_ID).filter(move |i| self.0 & (1 << i) != 0)
-    }
-
-    pub fn to_set(self) -> BTreeSet<usize> {
-        self.ids().collect()
     }
 
     /// The kubelet's `IsNarrowerThan`: fewer nodes, or as many nodes with lower ids.

@@ -31,6 +31,9 @@
 #   FUZZ_JOBS           targets fuzzed at once (default: the number of CPUs)
 #   FUZZ_TOOLCHAIN      rustup toolchain for the build (default nightly)
 #   CARGO_FUZZ_VERSION  cargo-fuzz to install (default 0.13.2)
+#   FUZZ_BUILD_ONLY     1: install cargo-fuzz and build every target, then stop (hack/test.sh runs
+#                       this in the background from its start, so that the fuzzing step finds the
+#                       build done)
 #   TOPOLET_CACHE       the cache directory (hack/lib/common.sh)
 set -euo pipefail
 
@@ -101,6 +104,7 @@ main() {
   (cd "$FUZZ_DIR" && rustup run "$FUZZ_TOOLCHAIN" "$CARGO_FUZZ" build --sanitizer none --debug-assertions --codegen-units 16 \
     --target-dir "$BUILD_DIR")
   say "build: $((SECONDS - start))s"
+  [[ "${FUZZ_BUILD_ONLY:-0}" != 1 ]] || return 0
 
   # The targets run FUZZ_JOBS at a time (default: one per CPU; each libFuzzer process is one
   # thread), each for FUZZ_SECONDS on a CPU of its own; their stats are read once all are done.

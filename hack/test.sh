@@ -39,8 +39,9 @@
 #         systemd with the systemd driver; image built once and cached: README "Real kernels"),
 #         hack/validate-deploy.sh (the Helm chart, deploy/ manifests rendered from it, unit,
 #         snippets) and hack/fuzz.sh (cargo-fuzz, FUZZ_SECONDS per target; installs cargo-fuzz,
-#         needs nightly); the guests and the fuzzing under `nice`, so that the kubelet lane's work
-#         never waits behind them for a CPU
+#         needs nightly; its build started in the background after step 1 under `nice -n 19`,
+#         `start_fuzz_build` below, and joined here); the guests and the fuzzing under `nice`, so
+#         that the kubelet lane's work never waits behind them for a CPU
 #   8. ALONE_SUITES, one at a time, with nothing beside them: each judges a host-wide quantity
 #      (free memory and pids, /proc/stat) a neighbour lane would move
 #
@@ -354,7 +355,7 @@ lane_b() {
       linted env CONTAINERD_VERSION="$newest" nice -n 10 "$HACK_DIR/guest.sh" test
   fi
   lane_step "deployment artifacts" "$HACK_DIR/validate-deploy.sh"
-  lane_step "fuzzing" nice -n 10 "$HACK_DIR/fuzz.sh"
+  lane_step "fuzzing" fuzz_after_build
 }
 
 # run_lane NAME FUNCTION: the body of a lane's process group.
@@ -509,9 +510,41 @@ check_scripts() {
   (cd "$REPO_ROOT" && shellcheck -x "${scripts[@]}")
 }
 
+# The fuzz world (a nightly, instrumented build of every dependency: about 16 minutes on a cold
+# cache, a few minutes for topolet's own crates once cached) builds in the background from step
+# 1 on, under `nice -n 19`: it takes only what every other step leaves (the kubelet lane mostly
+# waits on the kubelet's loops), so that lane B's fuzzing step finds it built instead of
+# building it there, at the end of the longest lane. A session of its own (setsid), so that
+# stopping it stops its cargo too. The fuzzing step (in lane B, a process that is not its
+# parent) waits for it to exit, prints its log and runs hack/fuzz.sh, whose own build is then a
+# no-op (or, if the background build failed, fails again in the step, with its error).
+FUZZ_BUILD_PID=""
+start_fuzz_build() {
+  FUZZ_BUILD_LOG="$REPO_ROOT/.deps/logs/fuzz-build.out"
+  mkdir -p "$(dirname "$FUZZ_BUILD_LOG")"
+  setsid nice -n 19 env FUZZ_BUILD_ONLY=1 "$HACK_DIR/fuzz.sh" >"$FUZZ_BUILD_LOG" 2>&1 &
+  FUZZ_BUILD_PID=$!
+  echo "fuzz.sh's build runs in the background (pid $FUZZ_BUILD_PID, log $FUZZ_BUILD_LOG)"
+}
+# alive PID: PID runs (a zombie, exited but not yet reaped by the main shell, does not).
+alive() {
+  local state
+  state="$(cut -d')' -f2 "/proc/$1/stat" 2>/dev/null)" || return 1
+  [[ -n "$state" && "$state" != " Z"* ]]
+}
+fuzz_after_build() {
+  if [[ -n "$FUZZ_BUILD_PID" ]]; then
+    while alive "$FUZZ_BUILD_PID"; do sleep 1; done
+    echo "--- the background build's log ($FUZZ_BUILD_LOG):"
+    cat "$FUZZ_BUILD_LOG"
+  fi
+  nice -n 10 "$HACK_DIR/fuzz.sh"
+}
+
 stop_background() {
   [[ -z "$KUBE_PID" ]] || kill -- "$KUBE_PID" 2>/dev/null || true
   [[ -z "$DENY_PID" ]] || kill -- "$DENY_PID" 2>/dev/null || true
+  [[ -z "$FUZZ_BUILD_PID" ]] || kill -- "-$FUZZ_BUILD_PID" 2>/dev/null || true
 }
 
 # on_exit, the EXIT trap: stops the background build and the lanes (their rows join the table),
@@ -542,6 +575,7 @@ main() {
   for v in $VERSIONS; do step "install deps (containerd $v)" install_line "$v"; done
   step "start the Kubernetes stack build" start_kube_install
   step "start the cargo-deny build" start_deny_install
+  step "start the fuzz build" start_fuzz_build
   step "cargo fmt" cargo fmt --all --check
   step "module cycles" python3 "$HACK_DIR/module-cycles.py"
   step "shellcheck" check_scripts

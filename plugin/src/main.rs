@@ -391,7 +391,7 @@ fn conditions(config: Option<&Path>) -> ExitCode {
         nodefs: eviction.nodefs_path.clone(),
         imagefs: eviction.imagefs_path.clone(),
     };
-    let observations = topolet::pressure::eviction::observations(&sources.observe())
+    let observations = topolet::pressure::observation::observations(&sources.observe())
         .into_iter()
         .map(|(signal, o)| {
             (

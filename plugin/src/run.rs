@@ -139,7 +139,7 @@ async fn serve(
             name.clone(),
             plugin.metrics().clone(),
         );
-        let (evictor, _) = crate::pressure::eviction::build_evictor(
+        let (evictor, _) = crate::pressure::wiring::build_evictor(
             &eviction,
             Some((&k.client, &k.eviction_client)),
         )

@@ -1,14 +1,26 @@
-//! Node-pressure eviction, the I/O half: the [`eviction`] loop (observe, ask the core, act),
-//! the kernel's [`signals`] and [`psi`], what the API knows of the node's pods ([`pod_facts`]),
-//! the eviction [`actions`], node-level [`reclaim`] before a disk eviction, and the [`cri`]
-//! client the `cri` action, disk usage and reclaim use.
+//! Node-pressure eviction, the I/O half: the [`eviction`] loop (observe, ask the core, act) and
+//! its parts: how it is built ([`wiring`]), observation on the blocking pool ([`blocking`]), the
+//! signals as the core compares them ([`observation`]), the pods' usage ([`measure`]), one
+//! eviction ([`evict_one`]), node-level reclaim before it ([`reclaim_node`]), the process's CPU
+//! time ([`cpu_time`]) and the interval's pressure for `topolet status` ([`status_report`]).
+//! Beside them: the kernel's [`signals`] and [`psi`], what the API knows of the node's pods
+//! ([`pod_facts`]), the eviction [`actions`], node-level [`reclaim`] before a disk eviction, and
+//! the [`cri`] client the `cri` action, disk usage and reclaim use.
 pub mod actions;
+pub mod blocking;
+pub mod cpu_time;
 pub mod cri;
+pub mod evict_one;
 pub mod eviction;
+pub mod measure;
+pub mod observation;
 pub mod pod_facts;
 pub mod psi;
 pub mod reclaim;
+pub mod reclaim_node;
 pub mod signals;
+pub mod status_report;
+pub mod wiring;
 
 use std::path::PathBuf;
 use std::sync::Mutex;

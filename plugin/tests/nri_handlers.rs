@@ -1824,7 +1824,7 @@ async fn refusals_say_what_the_kubelets_admission_would() {
 /// holding the handler.
 #[tokio::test]
 async fn refusals_and_grants_are_handed_to_the_event_queue_without_waiting() {
-    use topolet::cluster::client::{EventSink, Message};
+    use topolet::cluster::recorder::{EventSink, Message};
     use topolet_core::kube::events::{EventType, ObjectRef};
     let env = Env::new();
     let plugin = Arc::new(TopoletPlugin::new(env.config(), two_cpu()).expect("plugin"));

@@ -35,8 +35,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::cluster::client::EventSink;
 use crate::cluster::node_status::{NodeReport, ReportSender};
+use crate::cluster::recorder::EventSink;
 use crate::nri::handlers::{ManagedPod, TopoletPlugin};
 use crate::pressure::actions::Evictor;
 use crate::pressure::blocking::off_runtime;

@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::cluster::client::EventSink;
 use crate::cluster::extended_resource::Advert;
+use crate::cluster::recorder::EventSink;
 use crate::host::pod_cgroup::CpuController;
 use crate::nri::handlers::{ReclaimedInputs, TopoletPlugin};
 use crate::pressure::actions::{EvictPod, Evicted, Evictor};

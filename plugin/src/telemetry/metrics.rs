@@ -354,7 +354,7 @@ impl Metrics {
         self.lock().conditions.insert(condition.to_string(), active);
     }
 
-    /// An Event occurrence's outcome (`crate::cluster::client`): `created`, `patched`,
+    /// An Event occurrence's outcome (`crate::cluster::recorder`): `created`, `patched`,
     /// `rate_limited`, `dropped_queue_full`, `failed`.
     pub fn kube_event(&self, result: &'static str) {
         *self.lock().kube_events.entry(result).or_default() += 1;

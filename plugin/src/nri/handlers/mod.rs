@@ -78,8 +78,8 @@ use topolet_nri::stub::ConnectionStatus;
 use topolet_nri::updater::ContainerUpdater;
 use topolet_nri::ContainerFields;
 
-use crate::cluster::client::EventSink;
 use crate::cluster::pod_directory::PodDirectory;
+use crate::cluster::recorder::EventSink;
 use crate::config::effective::EffectiveConfig;
 use crate::config::Config;
 use crate::host::pod_cgroup;
@@ -139,7 +139,7 @@ pub struct TopoletPlugin {
     /// The pod cgroup writer, started at its first use.
     pod_cgroups: OnceLock<pod_cgroup::Writer>,
     metrics: Arc<Metrics>,
-    /// Events on pods (`crate::cluster::client`), when the API client is on: a non-blocking hand-off.
+    /// Events on pods (`crate::cluster::recorder`), when the API client is on: a non-blocking hand-off.
     events: OnceLock<EventSink>,
     /// Signalled whenever the placement's books may have changed (`crate::cluster::nrt` publishes them):
     /// never blocks, coalesces.

@@ -18,11 +18,7 @@
 #   4. cargo test --workspace --exclude topolet-integration          (unit tests, no rebuild)
 #   5. the upgrade image's topolet (TOPOLET_NEXT_BIN, for kubelet_helm.rs: a second build whose
 #      version string differs), built before the integration build (build_next_bin, below)
-#   6. the dependency policy: hack/deny.sh check (cargo-deny, offline: bans, licenses, sources of
-#      deny.toml; advisories need the network and are not checked), after the builds downloaded
-#      every crate; cargo-deny installed by `hack/deny.sh install`, started in the background
-#      after step 1 beside the Kubernetes build and joined here (a no-op once cached); then
-#      hack/install-kube.sh (started in the background after step 1, joined here), then
+#   6. hack/install-kube.sh (started in the background after step 1, joined here), then
 #      hack/smoke-stack.sh                                           (the containerd test stack itself)
 #   7. two lanes side by side (README "CI's time"; `run_lanes`, below), each a process group with
 #      its own log ($TARGET_DIR/ci/lanes/<lane>.log: printed whole when the lane fails, its tail
@@ -30,7 +26,10 @@
 #      A: the kubelet suites (integration/tests/kubelet.rs and every kubelet_*.rs: a real kubelet,
 #         API server and scheduler, hack/kube-node.sh) on the newest line, but ALONE_SUITES;
 #         kubelet_helm.rs installs topolet with the Helm chart from its image (hack/build-image.sh)
-#         and upgrades it to the image of TOPOLET_NEXT_BIN
+#         and upgrades it to the image of TOPOLET_NEXT_BIN; then the dependency policy:
+#         hack/deny.sh check (cargo-deny, offline: bans, licenses, sources of deny.toml; advisories
+#         need the network and are not checked), cargo-deny installed by `hack/deny.sh install`,
+#         started in the background after step 1 (`start_deny_install`, below) and joined here
 #      B: the NRI suites (every other integration/tests/*.rs) on the newest line and the version-
 #         skew suites (SKEW_SUITES, below) on each older line, but ALONE_SUITES:
 #           TOPOLET_CONTAINERD_VERSION=<v> cargo test -p topolet-integration --test ... -- --test-threads=1
@@ -327,6 +326,7 @@ lane_a() {
   for s in "${beside[@]}"; do
     lane_step "kubelet suite $s (containerd $newest)" suites "$newest" "$s"
   done
+  lane_step "dependency policy (cargo deny, offline)" deny_check
 }
 # Lane B: the NRI suites of every line that may run beside another lane, then what needs no real
 # stack on the host: the guests, the deployment artifacts, the fuzzing. The guests and the fuzzing
@@ -479,17 +479,21 @@ DENY_PID=""
 start_deny_install() {
   DENY_LOG="$REPO_ROOT/.deps/logs/deny-install.out"
   mkdir -p "$(dirname "$DENY_LOG")"
-  nice -n 10 "$HACK_DIR/deny.sh" install >"$DENY_LOG" 2>&1 &
+  setsid nice -n 10 "$HACK_DIR/deny.sh" install >"$DENY_LOG" 2>&1 &
   DENY_PID=$!
   echo "deny.sh install runs in the background (pid $DENY_PID, log $DENY_LOG)"
 }
+# deny_check, lane A's last step (a process that is not the install's parent): waits for the
+# background install to exit, prints its log, installs (a no-op once installed; if the background
+# install failed, it fails again here, with its error) and checks. In lane A rather than before
+# the lanes: a cold install outlasts the Rust builds, and the kubelet lane mostly waits.
 deny_check() {
-  local rc=0
-  wait "$DENY_PID" || rc=$?
-  DENY_PID=""
-  cat "$DENY_LOG"
-  ((rc == 0)) || return "$rc"
-  "$HACK_DIR/deny.sh" check
+  if [[ -n "$DENY_PID" ]]; then
+    while alive "$DENY_PID"; do sleep 1; done
+    echo "--- the background install's log ($DENY_LOG):"
+    cat "$DENY_LOG"
+  fi
+  "$HACK_DIR/deny.sh" install && "$HACK_DIR/deny.sh" check
 }
 
 # shell_scripts: every shell script under hack/, .ci/ and deploy/: a *.sh file, or a file whose
@@ -543,7 +547,7 @@ fuzz_after_build() {
 
 stop_background() {
   [[ -z "$KUBE_PID" ]] || kill -- "$KUBE_PID" 2>/dev/null || true
-  [[ -z "$DENY_PID" ]] || kill -- "$DENY_PID" 2>/dev/null || true
+  [[ -z "$DENY_PID" ]] || kill -- "-$DENY_PID" 2>/dev/null || true
   [[ -z "$FUZZ_BUILD_PID" ]] || kill -- "-$FUZZ_BUILD_PID" 2>/dev/null || true
 }
 
@@ -591,7 +595,6 @@ main() {
   step "the upgrade image's topolet (the Helm suite)" build_next_bin
   step "clippy + build (topolet-integration)" \
     linted cargo test -p topolet-integration --all-targets --no-run
-  step "dependency policy (cargo deny, offline)" deny_check
   step "install the Kubernetes stack (join)" join_kube_install
   step "containerd stack smoke test" env SMOKE_VERSIONS="$VERSIONS" "$HACK_DIR/smoke-stack.sh"
   CURRENT_STEP_LANE="A|B"

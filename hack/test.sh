@@ -29,7 +29,7 @@
 #         and upgrades it to the image of TOPOLET_NEXT_BIN; then the dependency policy:
 #         hack/deny.sh check (cargo-deny, offline: bans, licenses, sources of deny.toml; advisories
 #         need the network and are not checked), cargo-deny installed by `hack/deny.sh install`,
-#         started in the background after step 1 (`start_deny_install`, below) and joined here
+#         started in the background after step 6 (`start_deny_install`, below) and joined here
 #      B: the NRI suites (every other integration/tests/*.rs) on the newest line and the version-
 #         skew suites (SKEW_SUITES, below) on each older line, but ALONE_SUITES:
 #           TOPOLET_CONTAINERD_VERSION=<v> cargo test -p topolet-integration --test ... -- --test-threads=1
@@ -38,7 +38,7 @@
 #         systemd with the systemd driver; image built once and cached: README "Real kernels"),
 #         hack/validate-deploy.sh (the Helm chart, deploy/ manifests rendered from it, unit,
 #         snippets) and hack/fuzz.sh (cargo-fuzz, FUZZ_SECONDS per target; installs cargo-fuzz,
-#         needs nightly; its build started in the background after step 1 under `nice -n 19`,
+#         needs nightly; its build started in the background after step 6 under `nice -n 19`,
 #         `start_fuzz_build` below, and joined here); the guests and the fuzzing under `nice`, so
 #         that the kubelet lane's work never waits behind them for a CPU
 #   8. ALONE_SUITES, one at a time, with nothing beside them: each judges a host-wide quantity
@@ -473,8 +473,8 @@ run_alone_suites() {
 }
 
 # cargo-deny (hack/deny.sh install: about 5 minutes of cargo install on a cold cache, nothing
-# once cached) builds in the background from step 1 on, under `nice` so that the Rust steps come
-# first; the policy check joins it once the builds have downloaded every crate it reads.
+# once cached) builds in the background while the lanes run, under `nice`; the policy check, lane
+# A's last step, joins it (the builds before the lanes downloaded every crate it reads).
 DENY_PID=""
 start_deny_install() {
   DENY_LOG="$REPO_ROOT/.deps/logs/deny-install.out"
@@ -515,8 +515,8 @@ check_scripts() {
 }
 
 # The fuzz world (a nightly, instrumented build of every dependency: about 16 minutes on a cold
-# cache, a few minutes for topolet's own crates once cached) builds in the background from step
-# 1 on, under `nice -n 19`: it takes only what every other step leaves (the kubelet lane mostly
+# cache, a few minutes for topolet's own crates once cached) builds in the background while the
+# lanes run, under `nice -n 19`: it takes only what the lanes leave (the kubelet lane mostly
 # waits on the kubelet's loops), so that lane B's fuzzing step finds it built instead of
 # building it there, at the end of the longest lane. A session of its own (setsid), so that
 # stopping it stops its cargo too. The fuzzing step (in lane B, a process that is not its
@@ -578,8 +578,6 @@ main() {
   local v
   for v in $VERSIONS; do step "install deps (containerd $v)" install_line "$v"; done
   step "start the Kubernetes stack build" start_kube_install
-  step "start the cargo-deny build" start_deny_install
-  step "start the fuzz build" start_fuzz_build
   step "cargo fmt" cargo fmt --all --check
   step "module cycles" python3 "$HACK_DIR/module-cycles.py"
   step "shellcheck" check_scripts
@@ -597,6 +595,11 @@ main() {
     linted cargo test -p topolet-integration --all-targets --no-run
   step "install the Kubernetes stack (join)" join_kube_install
   step "containerd stack smoke test" env SMOKE_VERSIONS="$VERSIONS" "$HACK_DIR/smoke-stack.sh"
+  # Started here, not with the Kubernetes build: the steps before are CPU-bound on both CPUs
+  # (a warm run's workspace build took 435 s with the fuzz build beside it, against 205 s in the
+  # run before, which had none), while the lanes mostly wait on the subjects' loops.
+  step "start the cargo-deny build" start_deny_install
+  step "start the fuzz build" start_fuzz_build
   CURRENT_STEP_LANE="A|B"
   step "lanes A and B side by side (wall time)" run_lanes
   run_alone_suites

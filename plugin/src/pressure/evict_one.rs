@@ -317,10 +317,10 @@ mod tests {
     use crate::pressure::actions::EvictError;
     use crate::pressure::eviction::PodSource;
     use crate::pressure::signals::SignalSources;
+    use crate::pressure::test_pods::pod;
     use async_trait::async_trait;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
-    use topolet_core::kube::qos::QosClass;
 
     struct Pods(Vec<ManagedPod>);
 
@@ -355,22 +355,6 @@ mod tests {
                 disruption_target: true,
                 gone: false,
             })
-        }
-    }
-
-    fn pod(i: usize) -> ManagedPod {
-        ManagedPod {
-            sandbox_id: format!("sb{i}"),
-            cgroup_parent: format!("/kubepods/besteffort/pod{i}"),
-            qos: QosClass::BestEffort,
-            pod: Pod {
-                namespace: "ns".into(),
-                name: format!("p{i}"),
-                uid: format!("u{i}"),
-                ..Default::default()
-            },
-            container_ids: Vec::new(),
-            batch: false,
         }
     }
 

@@ -157,24 +157,7 @@ pub(super) fn usage_by_pod(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use topolet_core::kube::pod::Pod;
-    use topolet_core::kube::qos::QosClass;
-
-    fn pod(i: usize) -> ManagedPod {
-        ManagedPod {
-            sandbox_id: format!("sb{i}"),
-            cgroup_parent: format!("/kubepods/besteffort/pod{i}"),
-            qos: QosClass::BestEffort,
-            pod: Pod {
-                namespace: "ns".into(),
-                name: format!("p{i}"),
-                uid: format!("u{i}"),
-                ..Default::default()
-            },
-            container_ids: Vec::new(),
-            batch: false,
-        }
-    }
+    use crate::pressure::test_pods::pod;
 
     #[tokio::test]
     async fn log_directories_learnt_once_are_measured_and_forgotten_with_their_container() {

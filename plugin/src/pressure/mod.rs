@@ -20,6 +20,8 @@ pub mod reclaim;
 pub mod reclaim_node;
 pub mod signals;
 pub mod status_report;
+#[cfg(test)]
+mod test_pods;
 pub mod wiring;
 
 use std::path::PathBuf;

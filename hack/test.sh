@@ -488,11 +488,7 @@ start_deny_install() {
 # install failed, it fails again here, with its error) and checks. In lane A rather than before
 # the lanes: a cold install outlasts the Rust builds, and the kubelet lane mostly waits.
 deny_check() {
-  if [[ -n "$DENY_PID" ]]; then
-    while alive "$DENY_PID"; do sleep 1; done
-    echo "--- the background install's log ($DENY_LOG):"
-    cat "$DENY_LOG"
-  fi
+  join_background "$DENY_PID" "${DENY_LOG:-}"
   "$HACK_DIR/deny.sh" install && "$HACK_DIR/deny.sh" check
 }
 
@@ -536,12 +532,16 @@ alive() {
   state="$(cut -d')' -f2 "/proc/$1/stat" 2>/dev/null)" || return 1
   [[ -n "$state" && "$state" != " Z"* ]]
 }
+# join_background PID LOG: waits for a background build started by this script (PID, empty when
+# none was started) from a process that is not its parent (a lane), then prints its log.
+join_background() {
+  [[ -n "$1" ]] || return 0
+  while alive "$1"; do sleep 1; done
+  echo "--- the background build's log ($2):"
+  cat "$2"
+}
 fuzz_after_build() {
-  if [[ -n "$FUZZ_BUILD_PID" ]]; then
-    while alive "$FUZZ_BUILD_PID"; do sleep 1; done
-    echo "--- the background build's log ($FUZZ_BUILD_LOG):"
-    cat "$FUZZ_BUILD_LOG"
-  fi
+  join_background "$FUZZ_BUILD_PID" "${FUZZ_BUILD_LOG:-}"
   nice -n 10 "$HACK_DIR/fuzz.sh"
 }
 

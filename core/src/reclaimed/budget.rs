@@ -16,6 +16,9 @@
 //! ("pool 1000m − regular 210m − margin 200m = 590m"). [`Advertiser`] decides when a new amount
 //! goes to the Node: a lower one at once (the scheduler must not place batch pods on CPU that is
 //! no longer idle), a higher one only past a hysteresis or when the published one is old.
+//! [`overrun`] lowers it between two samples: when the published amount is more than what is
+//! really idle by the fast readings (the regular pods rose by more than the margin), the loop
+//! need not wait for the interval's sample to say so.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -59,6 +62,16 @@ impl std::fmt::Display for Terms {
     }
 }
 
+/// The lower amount to publish at once when `published` is more than the pool's really idle CPU
+/// by the fast readings (`now`: the formula over the mean of the suppress loop's readings of the
+/// last interval, a rolling interval average: one busy 100 ms reading moves it by a tenth): `pool − regular < published`, the regular pods having risen by more than the
+/// margin since the amount was computed. `None` while the published amount is still idle CPU:
+/// a rise within the margin is what the margin is for, and the interval's sample decides.
+pub fn overrun(published: u64, now: Terms) -> Option<u64> {
+    let idle = now.pool_millis.saturating_sub(now.regular_millis);
+    (published > idle).then_some(now.reclaimable_millis)
+}
+
 /// One sample per interval over a sliding window; the percentile of what it holds.
 #[derive(Debug, Clone)]
 pub struct UsageWindow {
@@ -97,6 +110,12 @@ impl UsageWindow {
         let p = usize::from(percentile.clamp(1, 100));
         let rank = (p * values.len()).div_ceil(100).max(1);
         values.get(rank - 1).copied()
+    }
+
+    /// The mean of the window's samples, rounded down; `None` before the first sample.
+    pub fn mean(&self) -> Option<u64> {
+        let n = self.samples.len() as u64;
+        (n > 0).then(|| self.samples.iter().map(|(_, v)| *v).sum::<u64>() / n)
     }
 
     pub fn len(&self) -> usize {
@@ -192,6 +211,32 @@ mod tests {
         assert_eq!(Terms::compute(1000, 900, 20).reclaimable_millis, 0);
         assert_eq!(Terms::compute(1000, 5000, 0).reclaimable_millis, 0);
         assert_eq!(Terms::compute(0, 0, 20).reclaimable_millis, 0);
+    }
+
+    #[test]
+    fn an_amount_above_the_idle_cpu_is_lowered_at_once_and_one_within_the_margin_is_not() {
+        // Published 700m of a 1000m pool (regular 200m, margin 100m): regular at 250m is within
+        // the margin (750m idle), regular at 400m leaves 600m idle, less than the 700m published.
+        assert_eq!(overrun(700, Terms::compute(1000, 250, 10)), None);
+        assert_eq!(overrun(700, Terms::compute(1000, 300, 10)), None);
+        assert_eq!(overrun(700, Terms::compute(1000, 400, 10)), Some(500));
+        // The whole pool taken: withdrawn (0: the key is removed).
+        assert_eq!(overrun(700, Terms::compute(1000, 1000, 10)), Some(0));
+        // Nothing published is never above anything.
+        assert_eq!(overrun(0, Terms::compute(1000, 1000, 10)), None);
+    }
+
+    #[test]
+    fn the_mean_is_of_the_samples_in_the_window() {
+        let t0 = Instant::now();
+        let mut w = UsageWindow::new(Duration::from_secs(1));
+        assert_eq!(w.mean(), None);
+        w.push(t0, 100);
+        w.push(t0 + Duration::from_millis(100), 1000);
+        assert_eq!(w.mean(), Some(550));
+        // The first sample is older than the window at 1.05 s, the second is not.
+        w.push(t0 + Duration::from_millis(1050), 400);
+        assert_eq!(w.mean(), Some(700));
     }
 
     #[test]

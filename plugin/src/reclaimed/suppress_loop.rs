@@ -29,8 +29,8 @@ use topolet_core::eviction::duration::format_duration;
 use topolet_core::kube::events::{EventType, ObjectRef, Occurrence};
 use topolet_core::reclaimed::starvation::Fed;
 use topolet_core::reclaimed::{
-    Advertiser, BatchStatus, Publish, ReclaimedSettings, ReclaimedStatus, Spill, Starvation,
-    SuppressStep, Suppressor, Terms, UsageWindow, ZoneAdvertisers, ZoneTerms,
+    overrun, Advertiser, BatchStatus, Publish, ReclaimedSettings, ReclaimedStatus, Spill,
+    Starvation, SuppressStep, Suppressor, Terms, UsageWindow, ZoneAdvertisers, ZoneTerms,
 };
 
 /// The state without the Kubernetes API client: measured, shown, never advertised or enforced.
@@ -92,6 +92,10 @@ struct State {
     api: bool,
     /// The suppress steps' readings over the last interval.
     recent: Option<UsageWindow>,
+    /// The regular use that lowered the Node's amount between two samples (`overrun`): the
+    /// next interval's sample counts at least this much, so the amount does not rise back
+    /// because that sample's average began before the rise.
+    overrun_regular: Option<u64>,
     /// Batch pods whose cgroup the last reading could not read: (`namespace/name`, error).
     batch_failed: Vec<(String, String)>,
     /// Batch pods whose unreadable cgroup was logged (once each until it reads again).
@@ -248,6 +252,7 @@ impl ReclaimedLoop {
             self.state.node_window = Some(UsageWindow::new(settings.window));
             self.state.zone_windows.clear();
             self.state.recent = None;
+            self.state.overrun_regular = None;
             self.state.last_tick = None;
             self.state.last_interval = None;
         }
@@ -302,6 +307,13 @@ impl ReclaimedLoop {
             let recent_peak = recent.percentile(100).unwrap_or(regular_now);
             let target = Terms::compute(pool_millis, recent_peak, settings.margin_percent)
                 .reclaimable_millis;
+            // The Node's amount follows the rolling mean, not the peak: a lone busy reading
+            // is what the margin absorbs, a sustained rise is not.
+            let rolling = recent.mean().unwrap_or(regular_now);
+            self.lower_at_once(
+                Terms::compute(pool_millis, rolling, settings.margin_percent),
+                now,
+            );
             let step = self
                 .state
                 .suppressor
@@ -452,6 +464,28 @@ impl ReclaimedLoop {
         Ok(reading)
     }
 
+    /// Publishes a lower amount between two samples when the published one is more than what
+    /// is really idle by the suppress readings (`topolet_core::reclaimed::overrun`): the Node
+    /// then says so within a suppress interval of a load step, not an `interval` or two later.
+    /// The Node's amount only: the NodeResourceTopology zones follow at the interval's sample.
+    fn lower_at_once(&mut self, fast: Terms, now: Instant) {
+        if self.advert.is_none() {
+            return;
+        }
+        let Some(advertiser) = self.state.advertiser.as_mut() else {
+            return;
+        };
+        let Some(v) = advertiser.last().and_then(|last| overrun(last, fast)) else {
+            return;
+        };
+        advertiser.published(v, now);
+        let regular = self.state.overrun_regular.get_or_insert(0);
+        *regular = (*regular).max(fast.regular_millis);
+        self.state.node_terms = fast;
+        tracing::debug!(terms = %fast, "reclaimed CPU advertised lower at once: the published amount was above the idle CPU");
+        self.advertise(Advert::Amount(v));
+    }
+
     /// One interval's sample: the windows, the formula, and the amount to advertise.
     fn sample_interval(
         &mut self,
@@ -473,6 +507,8 @@ impl ReclaimedLoop {
             settings.margin_percent,
         );
         self.state.reserved = spill;
+        // At least what lowered the amount at once since the last sample.
+        let regular = regular.max(self.state.overrun_regular.take().unwrap_or(0));
         let window = self
             .state
             .node_window

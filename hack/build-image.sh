@@ -23,7 +23,7 @@
 #                     .created (the commit's date), .title, .source, .licenses
 #   config Labels     the same (shown by `crictl inspecti`)
 # <version> is what the binary reports (`topolet --version`), so a build with another version
-# string (TOPOLET_VERSION=... at compile time, plugin/src/lib.rs) is another tag.
+# string (TOPOLET_VERSION=... at compile time, plugin/src/main.rs) is another tag.
 #
 # Prints, on its last lines: the tarball's path, its size, the image name and the manifest digest
 # (`key=value`, for scripts and the Helm suite: integration/src/helm.rs).

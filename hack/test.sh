@@ -236,11 +236,11 @@ suites() {
 }
 
 # The Helm suite upgrades topolet to an image of another build: the same source with another
-# version string (TOPOLET_VERSION, read at compile time by the topolet library). Only the topolet
-# crate is rebuilt; TOPOLET_BIN (copied aside before) stays the ordinary build. Built before the
-# integration build: that build compiles the library back without the version string once, and
-# links every integration test against it; built after it, the next `cargo test -p
-# topolet-integration` would compile the library again and link every test binary a second time.
+# version string (TOPOLET_VERSION, read at compile time by the binary's crate, plugin/src/main.rs,
+# and handed to the library at start). Only main.rs is recompiled and the binary linked again;
+# the library and every test linked against it stay as they are. TOPOLET_BIN (copied aside
+# before) stays the ordinary build; the ordinary binary is built back right after, so that
+# target/debug/topolet is never the upgrade build when a later step or a developer runs it.
 build_next_bin() {
   local version
   version="$("$TOPOLET_BIN" --version | awk '{print $2}')-next" || return 1
@@ -248,6 +248,7 @@ build_next_bin() {
   export TOPOLET_NEXT_BIN="$TARGET_DIR/ci/topolet-next"
   install -D -m 0755 "$TARGET_DIR/debug/topolet" "$TOPOLET_NEXT_BIN" || return 1
   "$TOPOLET_NEXT_BIN" --version | grep -qF -- "$version" || { echo "built topolet is not $version" >&2; return 1; }
+  linted cargo build -p topolet --bin topolet || return 1
   echo "upgrade binary: $TOPOLET_NEXT_BIN ($version)"
 }
 # shellcheck disable=SC2086 # VERSIONS is a list: one line per version

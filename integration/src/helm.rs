@@ -131,7 +131,7 @@ pub fn import_image(stack: &Stack, image: &Image) -> anyhow::Result<()> {
 }
 
 /// The topolet binary of the upgrade image: the same source built with another version string
-/// (`TOPOLET_VERSION`, read at compile time by `topolet::VERSION`). `TOPOLET_NEXT_BIN` when set
+/// (`TOPOLET_VERSION`, read at compile time by the binary's crate, plugin/src/main.rs). `TOPOLET_NEXT_BIN` when set
 /// (hack/test.sh builds it once); else built here into `target/helm/topolet-next`, and the
 /// ordinary binary built again after it, so that `target/debug/topolet` is what it was.
 pub fn upgrade_binary(version: &str) -> anyhow::Result<PathBuf> {

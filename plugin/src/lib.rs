@@ -27,10 +27,19 @@ pub mod run;
 pub mod state;
 pub mod telemetry;
 
-/// The version this build reports (`topolet --version`, `topolet status`, `topolet_build_info`,
-/// the image's tag: hack/build-image.sh): the crate's, unless the build sets `TOPOLET_VERSION`
-/// (a packager's suffix; the Helm suite's upgrade image is such a build).
-pub const VERSION: &str = match option_env!("TOPOLET_VERSION") {
-    Some(v) => v,
-    None => env!("CARGO_PKG_VERSION"),
-};
+/// The version this process reports (`topolet status`, `topolet_build_info`): what the binary
+/// set at start ([`set_version`]: its build's `TOPOLET_VERSION`, a packager's suffix, else the
+/// crate's version; the image's tag, hack/build-image.sh), the crate's version until then.
+/// Resolved in the binary (plugin/src/main.rs), not here: a build that changes only the version
+/// string recompiles the binary's crate, never this library and what links it (hack/test.sh's
+/// upgrade binary for the Helm suite).
+pub fn version() -> &'static str {
+    VERSION.get().copied().unwrap_or(env!("CARGO_PKG_VERSION"))
+}
+
+/// Sets what [`version`] says, once; a later call is ignored (the first value stays).
+pub fn set_version(v: &'static str) {
+    let _ = VERSION.set(v);
+}
+
+static VERSION: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();

@@ -10,6 +10,15 @@ use clap::{Parser, Subcommand};
 use topolet::config::Config;
 use topolet::telemetry::logging::LogFormat;
 
+/// The version this build reports (`topolet --version`, and through [`topolet::set_version`]
+/// `topolet status` and `topolet_build_info`): the crate's, unless the build sets
+/// `TOPOLET_VERSION` (a packager's suffix; the Helm suite's upgrade image is such a build).
+/// Read here, not in the library, so that such a build recompiles only this file.
+const VERSION: &str = match option_env!("TOPOLET_VERSION") {
+    Some(v) => v,
+    None => env!("CARGO_PKG_VERSION"),
+};
+
 /// Exit codes (documented in `topolet --help`).
 const EXIT_FAILURE: u8 = 1;
 const EXIT_USAGE: u8 = 2;
@@ -19,7 +28,7 @@ const EXIT_UNREACHABLE: u8 = 3;
 #[derive(Parser)]
 #[command(
     name = "topolet",
-    version = topolet::VERSION,
+    version = VERSION,
     about = "Kubelet-grade, topology-aware resource management for containerd, as an NRI plugin",
     after_help = "Exit codes: 0 success; 1 the command failed (the message says why); 2 bad usage or invalid configuration; 3 (status) the running plugin could not be reached."
 )]
@@ -169,6 +178,7 @@ enum ConfigCommand {
 }
 
 fn main() -> ExitCode {
+    topolet::set_version(VERSION);
     let cli = Cli::parse();
     let command = match cli.command {
         Some(c) => c,

@@ -57,7 +57,7 @@ pub fn status(
     let mut report = status::build(
         plugin.topology(),
         StatusInput {
-            version: crate::VERSION.to_string(),
+            version: crate::version().to_string(),
             policies,
             snapshot,
             nri: nri_status(conn.as_ref()),

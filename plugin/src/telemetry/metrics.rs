@@ -643,7 +643,7 @@ impl Metrics {
         );
         w.sample(
             "topolet_build_info",
-            &[("version", crate::VERSION.to_string())],
+            &[("version", crate::version().to_string())],
             1.0,
         );
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # hack/bench/cpu-idle-probe.py — does cgroup cpu.idle help a regular pod's wake-ups against a
-# batch pod (README "Reclaimed CPU", "Kernel levers")? Builds a kubepods-shaped tree under the
+# batch pod (docs/src/reclaimed-cpu.md, "Kernel levers")? Builds a kubepods-shaped tree under the
 # cgroup v1 cpu controller (besteffort shares 2 / pod shares 2 with a spinner; burstable shares
 # 1024 / pod shares 512 with a 1 ms wake-up probe), both pinned to CPU 1, and alternates cpu.idle
 # off, on the batch pod's cgroup, and on the besteffort QoS cgroup; prints the probe's lateness

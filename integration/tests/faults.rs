@@ -456,7 +456,7 @@ fn unreadable_sysfs_refuses_to_start_and_containerd_carries_on() -> anyhow::Resu
         let (code, stderr) = run_with_sysfs(&config_path, &root, &log)?;
         ensure!(
             code == Some(1),
-            "{kind}: topolet exited with {code:?}, want 1 (README: the command failed); stderr: {stderr}"
+            "{kind}: topolet exited with {code:?}, want 1 (docs/src/exit-codes.md: the command failed); stderr: {stderr}"
         );
         let named = root.join(if *kind == "dir-is-a-file" {
             "devices/system/cpu/cpu1/topology"

@@ -400,7 +400,7 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
     eprintln!("[helm] topolet pod {pod_a}, container {ctr_a}, pid {pid_a}");
     // topolet status inside the pod: the same binary, through the container (crictl exec:
     // what `kubectl exec` asks the kubelet for; this node has no address the API server could
-    // reach the kubelet on, see README "Installing with Helm").
+    // reach the kubelet on, see docs/src/install.md, "With Helm").
     let inside = node.stack.cri().exec(
         &ctr_a,
         &[

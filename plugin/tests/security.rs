@@ -1,4 +1,4 @@
-//! Security properties (README "Installing, upgrading, uninstalling" and "Observability"):
+//! Security properties (docs/src/install.md and docs/src/observability.md):
 //!
 //! - the admin socket is created 0600 in a root-only directory, whatever the umask, and an
 //!   existing directory anyone may write to is refused; a non-root user cannot reach it;

@@ -14,7 +14,7 @@
 //! - processes: more first.
 //!
 //! Where this differs from the kubelet, on purpose (Guaranteed and node-critical pods go last:
-//! README "Node-pressure eviction"), pods are first split into three tiers, and the kubelet's order applies inside each:
+//! docs/src/eviction.md), pods are first split into three tiers, and the kubelet's order applies inside each:
 //! 1. every pod that is neither critical nor Guaranteed;
 //! 2. Guaranteed pods. The kubelet has no QoS key: a Guaranteed pod's working set cannot exceed
 //!    its request (= limit), so under memory pressure it already sorts among the pods below their

@@ -80,7 +80,7 @@ pub enum Need {
 /// [`Need::All`] for an inode signal. With the kubelet's image GC beside topolet (`gc`) and the
 /// filesystem at or above its high threshold, at least what that GC would free (down to its low
 /// threshold): topolet's reclaim then leaves the kubelet's GC, which starts only above its high
-/// threshold, nothing to do right after it (see README "Node-level reclaim").
+/// threshold, nothing to do right after it (see docs/src/eviction.md, "Node-level reclaim").
 pub fn need(
     threshold: &Threshold,
     available: i64,

@@ -57,7 +57,7 @@ pub fn resource_names(named: &[String], configs: &[PathBuf]) -> (Vec<String>, Ve
     (names.into_iter().collect(), errors)
 }
 
-/// The zone attribute only topolet writes (README "Kubernetes API": NodeResourceTopology).
+/// The zone attribute only topolet writes (docs/src/kubernetes-api.md: NodeResourceTopology).
 pub const TOPOLET_ZONE_ATTRIBUTE: &str = "topoletLargestFreeAlignedCPUs";
 
 /// What `topolet withdraw` needs, and why (the chart's hook ClusterRole grants exactly these; a

@@ -106,7 +106,7 @@ pub struct Candidate {
 
 /// One part of the file a reload does not apply: it is read only at start.
 pub struct ReadAtStart {
-    /// The part as the log, `topolet config check` and the README name it.
+    /// The part as the log, `topolet config check` and the manual name it.
     pub key: &'static str,
     /// The part's value in a configuration, as the log shows it beside the file's (`None`: too
     /// large to show; the log names the part).

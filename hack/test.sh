@@ -29,18 +29,20 @@
 #         and upgrades it to the image of TOPOLET_NEXT_BIN; then the dependency policy:
 #         hack/deny.sh check (cargo-deny, offline: bans, licenses, sources of deny.toml; advisories
 #         need the network and are not checked), cargo-deny installed by `hack/deny.sh install`,
-#         started in the background after step 6 (`start_deny_install`, below) and joined here
+#         started in the background after step 6 (`start_deny_install`, below) and joined here;
+#         then hack/validate-deploy.sh (the Helm chart, deploy/ manifests rendered from it, unit,
+#         snippets) and hack/fuzz.sh (cargo-fuzz, FUZZ_SECONDS per target; installs cargo-fuzz,
+#         needs nightly; its build started in the background after step 6 under `nice -n 19`,
+#         `start_fuzz_build` below, and joined here), the fuzzing under `nice`, so that no
+#         real-stack step waits behind it for a CPU. In lane A, not B: with both in lane B, the
+#         warm step table had lane A at 941 s and B at 1,150 s (moved: about 1,044 s and 1,047 s)
 #      B: the NRI suites (every other integration/tests/*.rs) on the newest line and the version-
 #         skew suites (SKEW_SUITES, below) on each older line, but ALONE_SUITES:
 #           TOPOLET_CONTAINERD_VERSION=<v> cargo test -p topolet-integration --test ... -- --test-threads=1
 #         then hack/guest.sh test (the real-kernel suite in QEMU guests of every shape: SMT + 2
 #         NUMA nodes with the cgroupfs driver; 4 SNC-like nodes with a memory-only one under
 #         systemd with the systemd driver; image built once and cached: README "Real kernels"),
-#         hack/validate-deploy.sh (the Helm chart, deploy/ manifests rendered from it, unit,
-#         snippets) and hack/fuzz.sh (cargo-fuzz, FUZZ_SECONDS per target; installs cargo-fuzz,
-#         needs nightly; its build started in the background after step 6 under `nice -n 19`,
-#         `start_fuzz_build` below, and joined here); the guests and the fuzzing under `nice`, so
-#         that the kubelet lane's work never waits behind them for a CPU
+#         under `nice`, so that the kubelet lane's work never waits behind it for a CPU
 #   8. ALONE_SUITES, one at a time, with nothing beside them: each judges a host-wide quantity
 #      (free memory and pids, /proc/stat) a neighbour lane would move
 #
@@ -318,7 +320,8 @@ lane_stopped() {
 }
 
 # Lane A: the kubelet suites that may run beside another lane, one step each (their times in
-# the table say how to balance the lanes).
+# the table say how to balance the lanes), then what needs no real stack: the dependency policy,
+# the deployment artifacts, the fuzzing.
 lane_a() {
   local s newest all beside
   newest="$(newest_line)"
@@ -328,10 +331,11 @@ lane_a() {
     lane_step "kubelet suite $s (containerd $newest)" suites "$newest" "$s"
   done
   lane_step "dependency policy (cargo deny, offline)" deny_check
+  lane_step "deployment artifacts" "$HACK_DIR/validate-deploy.sh"
+  lane_step "fuzzing" fuzz_after_build
 }
-# Lane B: the NRI suites of every line that may run beside another lane, then what needs no real
-# stack on the host: the guests, the deployment artifacts, the fuzzing. The guests and the fuzzing
-# are CPU-bound for minutes: under `nice` they take what lane A leaves and never delay it.
+# Lane B: the NRI suites of every line that may run beside another lane, then the guests, CPU-
+# bound for minutes: under `nice` they take what lane A leaves and never delay it.
 lane_b() {
   local v newest list all beside
   newest="$(newest_line)"
@@ -355,8 +359,6 @@ lane_b() {
     lane_step "real kernels (QEMU guests)" \
       linted env CONTAINERD_VERSION="$newest" nice -n 10 "$HACK_DIR/guest.sh" test
   fi
-  lane_step "deployment artifacts" "$HACK_DIR/validate-deploy.sh"
-  lane_step "fuzzing" fuzz_after_build
 }
 
 # run_lane NAME FUNCTION: the body of a lane's process group.

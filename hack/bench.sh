@@ -7,6 +7,7 @@
 #                                                    CPUs, six real kubelet clusters one after another)
 #        BENCH_PARTS=reclaimed_writes BENCH_BASE=4f76896~1 hack/bench.sh   (opt-in, needs a base: ~26
 #                                                    min, hack/api-cost.sh API_RECLAIMED=1)
+#        BENCH_PARTS=sched_ancestor hack/bench.sh   (opt-in: ~2 min, plain cgroups, no Kubernetes)
 #        BENCH_BASE=main hack/bench.sh              (also topolet built at git revision main, as
 #                                                    plugin "base", interleaved with the working tree)
 #        BENCH_BASE_BIN=/a/topolet BENCH_TOPOLET_BIN=/b/topolet hack/bench.sh   (two binaries)
@@ -55,6 +56,10 @@
 #   reclaimed_reserved {"amount_before_millis","amount_during_millis","spill_millis","rule"}  a
 #                     regular thread spinning on the reserved CPU lowers the amount   [reclaimed]
 #   reclaimed_config  {"toml","batch_pods","batch_millis_each","regular_cpus","margin_millis"}
+#   sched_ancestor    [{"condition","n","p50_us","p99_us","max_us","p99_ratio","reference"}]  a
+#                     regular task's wake-up lateness beside a batch hog placed as the kubelet
+#                     places a BestEffort pod, with and without a task outside kubepods, under
+#                     each scheduler lever                                               [sched_ancestor]
 #   isolation         {"none"|"static"|"topolet": {"scenarios": {"normal"|"over_quota": {"late_p50_us",
 #                     "late_p99_us","late_p999_us","late_max_us","late_over_10ms","late_p99_us_windows",
 #                     "burst_p99_ms","nr_throttled","nr_periods","pod_nr_throttled",...}}, "cpuset","cpus_allowed",
@@ -181,6 +186,14 @@
 # container's (and pod's) cpu.stat nr_throttled over the windows, its cpuset and Cpus_allowed, and
 # from 5 ms samples of every neighbour thread's Cpus_allowed_list and last CPU (/proc/<tid>/stat
 # field 39): until when after the probe's start a neighbour was allowed on / ran on its CPU.
+# [sched_ancestor] hack/bench/sched-ancestor (its header has the method): no Kubernetes, no topolet;
+# cgroups shaped like the kubelet's (kubepods 1024, burstable 512, besteffort 2 shares) plus a
+# `system` cgroup beside kubepods, every process on one CPU (BENCH_SA_CPU): a regular task ticking
+# every 1 ms with 300 us of work, a batch hog (2 threads, 60 ms quota per 100 ms) and a daemon
+# (400 us busy per 1 ms) in the conditions solo / batch / batch with cpu.idle on its pod / batch
+# with a 100 ms or a 0.1 ms slice / batch outside kubepods / solo and batch without the daemon,
+# BENCH_SA_ROUNDS rounds of BENCH_SA_SECONDS per condition in rotating order, lateness pooled.
+# It tells the kernel's part of [reclaimed]'s wake-up figure from the stack's.
 # [pod_start] integration/tests/kubelet_isolation.rs's pod start test: one cluster (kubelet none)
 # with topolet stopped (none) or running (topolet), BENCH_PS_ROUNDS rounds of one block per
 # condition in rotating order; a block times `kubectl apply -f` of BENCH_PS_PODS pods (one
@@ -226,6 +239,9 @@
 #   BENCH_PS_PODS       [pod_start] pods per block (default 10)
 #   BENCH_RW_ROUNDS     [reclaimed_writes] rounds, one window per binary each (default 2)
 #   BENCH_RW_SECONDS    [reclaimed_writes] seconds per window (default 300)
+#   BENCH_SA_ROUNDS     [sched_ancestor] rounds over every condition (default 3)
+#   BENCH_SA_SECONDS    [sched_ancestor] seconds per condition and round (default 5)
+#   BENCH_SA_CPU        [sched_ancestor] the CPU every process shares (default: the last one)
 #   CONTAINERD_VERSION / TOPOLET_CONTAINERD_VERSION  [create_start, eviction, reclaimed, isolation, pod_start,
 #                       reclaimed_writes] line (default as in
 #                       hack/lib/common.sh)
@@ -262,6 +278,9 @@ PS_ROUNDS="${BENCH_PS_ROUNDS:-12}"
 PS_PODS="${BENCH_PS_PODS:-10}"
 RW_ROUNDS="${BENCH_RW_ROUNDS:-2}"
 RW_SECONDS="${BENCH_RW_SECONDS:-300}"
+SA_ROUNDS="${BENCH_SA_ROUNDS:-3}"
+SA_SECONDS="${BENCH_SA_SECONDS:-5}"
+SA_CPU="${BENCH_SA_CPU:-$(($(nproc) - 1))}"
 VERSION="${CONTAINERD_VERSION:-${TOPOLET_CONTAINERD_VERSION:-$DEFAULT_CONTAINERD_VERSION}}"
 TARGET_DIR="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
 OUT_DIR="$TARGET_DIR/bench"
@@ -271,12 +290,12 @@ say() { echo "bench: $*" >&2; }
 part() { [[ "$PARTS" == *" $1 "* ]]; }
 
 for p in $PARTS; do
-  case "$p" in wire | events | load | create_start | eviction | reclaimed | isolation | pod_start | reclaimed_writes) ;;
-    *) die "BENCH_PARTS: unknown part $p (wire events load create_start eviction reclaimed isolation pod_start reclaimed_writes)" ;;
+  case "$p" in wire | events | load | create_start | eviction | reclaimed | isolation | pod_start | reclaimed_writes | sched_ancestor) ;;
+    *) die "BENCH_PARTS: unknown part $p (wire events load create_start eviction reclaimed isolation pod_start reclaimed_writes sched_ancestor)" ;;
   esac
 done
 for v in ROUNDS N SYNC_REPEATS EVENT_CHURN EVENT_REPEATS LOAD_ROUNDS LOAD_N LOAD_EXCLUSIVE_EVERY CS_ROUNDS CS_BLOCK \
-  ISO_ROUNDS ISO_WINDOW_S ISO_ALTERNATIONS PS_ROUNDS PS_PODS RW_ROUNDS RW_SECONDS; do
+  ISO_ROUNDS ISO_WINDOW_S ISO_ALTERNATIONS PS_ROUNDS PS_PODS RW_ROUNDS RW_SECONDS SA_ROUNDS SA_SECONDS; do
   [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || die "BENCH_$v=${!v}: want a positive integer"
 done
 for n in $EVENT_LIVE; do [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "BENCH_EVENT_LIVE: $n is not a positive integer"; done
@@ -289,6 +308,10 @@ fi
 if part load; then
   [[ $EUID -eq 0 ]] || die "part load needs root (cgroups, overlay, FUSE)"
   [[ -e /dev/fuse ]] || die "part load needs /dev/fuse (hack/bench/slowfs)"
+fi
+if part sched_ancestor; then
+  [[ $EUID -eq 0 ]] || die "part sched_ancestor needs root (cgroups)"
+  [[ "$SA_CPU" =~ ^[0-9]+$ ]] || die "BENCH_SA_CPU=$SA_CPU: want a CPU number"
 fi
 if part reclaimed_writes; then
   [[ -n "$BASE$BASE_BIN" ]] || die "part reclaimed_writes compares two binaries: set BENCH_BASE or BENCH_BASE_BIN"
@@ -371,6 +394,10 @@ if part create_start || part pod_start; then
 fi
 SLOWFS="$WORK/slowfs"
 if part load; then go_build "$HACK_DIR/bench/slowfs" "$SLOWFS" || die "building hack/bench/slowfs failed"; fi
+SCHED_ANCESTOR="$WORK/sched-ancestor"
+if part sched_ancestor; then
+  go_build "$HACK_DIR/bench/sched-ancestor" "$SCHED_ANCESTOR" || die "building hack/bench/sched-ancestor failed"
+fi
 EVICTION_TEST=""
 if part eviction; then
   # Built now, with everything else, and run as a binary later: one snapshot of the tree for the run.
@@ -909,6 +936,23 @@ print(json.dumps({"isolation": d, "meta": {"isolation": {"seconds": int(sys.argv
 EOT
 fi
 
+if part sched_ancestor; then
+  T=$SECONDS
+  say "[sched_ancestor] hack/bench/sched-ancestor: CPU $SA_CPU, $SA_ROUNDS rounds x 8 conditions x $SA_SECONDS s"
+  "$SCHED_ANCESTOR" -cpu "$SA_CPU" -rounds "$SA_ROUNDS" -seconds "$SA_SECONDS" >"$WORK/sched-ancestor.jsonl" \
+    2>"$WORK/sched-ancestor.log" || die "sched-ancestor failed: $(tail -n 20 "$WORK/sched-ancestor.log")"
+  python3 - "$WORK/sched-ancestor.jsonl" $((SECONDS - T)) "$SA_ROUNDS" "$SA_SECONDS" "$SA_CPU" \
+    >"$WORK/parts/sched_ancestor.json" <<'EOT'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+if len(rows) != 8:
+    sys.exit(f"bench: sched_ancestor: {sys.argv[1]} has {len(rows)} rows, want 8")
+print(json.dumps({"sched_ancestor": rows,
+                  "meta": {"sched_ancestor": {"seconds": int(sys.argv[2]), "rounds": int(sys.argv[3]),
+                                              "window_s": float(sys.argv[4]), "cpu": int(sys.argv[5])}}}))
+EOT
+fi
+
 if part pod_start; then
   T=$SECONDS
   say "[pod_start] integration/tests/kubelet_isolation.rs: kubectl apply of $PS_PODS pods, $PS_ROUNDS rounds, with and without topolet"
@@ -1106,6 +1150,13 @@ if out.get("reclaimed_goals"):
     rows.append(("[reclaimed] goals (integration/src/colocation_goals.rs)", "value", "goal", "met"))
     for g in out["reclaimed_goals"]:
         row(g["name"], g["value"], g["bound"], "met" if g["met"] else "NOT MET")
+if "sched_ancestor" in out:
+    m = out["meta"]["sched_ancestor"]
+    rows.append((f"[sched_ancestor] plain cgroups, CPU {m['cpu']}, {m['rounds']} x {m['window_s']:g} s per condition",
+                 "p50 (us)", "p99 (us)", "max (us)", "p99 ratio"))
+    for r in out["sched_ancestor"]:
+        row(r["condition"], f"{r['p50_us']:.0f}", f"{r['p99_us']:.0f}", f"{r['max_us']:.0f}",
+            f"{r['p99_ratio']:.2f}x {r['reference']}" if "p99_ratio" in r else "")
 if "isolation" in out:
     iso = out["isolation"]
     cf, cs = iso["configs"], ("none", "static", "topolet")

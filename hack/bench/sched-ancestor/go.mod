@@ -1,0 +1,3 @@
+module topolet.invalid/hack/bench/sched-ancestor
+
+go 1.24.0

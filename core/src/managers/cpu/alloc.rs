@@ -23,13 +23,36 @@
 //!    cores can hold the request, whole free cores are taken first wherever they are, then the
 //!    remainder, when that splits fewer cores: the kubelet's takeFullCores comes before any
 //!    partial core, whatever made the others busy (another container or the reservation).
+//! 4. **Packing floor** (the default packed mode; not with `distribute_cpus_across_cores`, which
+//!    spreads on purpose, nor `prefer_align_cpus_by_uncorecache`, where the kubelet itself puts
+//!    the L3 group before whole cores): the result must be as packed as `n` CPUs of the free set
+//!    can be, i.e. hold `min(n / threads per core, whole free cores)` whole cores and touch the
+//!    fewest cores in all (those whole cores, then the fewest others the rest fits in, largest
+//!    first). Steps 1–3 choose NUMA nodes and sockets first; where that costs whole cores or
+//!    touches more cores (e.g. four threads per core, both sockets fragmented: one socket's
+//!    whole core plus threads of its partly used cores, against one whole core of each socket),
+//!    the whole cores are placed by steps 1–3 over the whole free cores only, and the rest goes
+//!    to the fewest other cores, preferring the NUMA nodes and sockets already used.
+//!
+//! The floor mirrors the kubelet's packed rule, `takeByTopologyNUMAPacked` in
+//! `pkg/kubelet/cm/cpumanager/cpu_assignment.go`: whole NUMA nodes and sockets
+//! (`takeFullFirstLevel`/`takeFullSecondLevel`), then whole cores (`takeFullCores`: as many as
+//! the request holds), then single threads (`takeRemainingCPUs`, cores with the fewest free
+//! threads first within the tightest socket/NUMA node). That rule takes the same number of whole
+//! cores as the floor and can only touch as many cores or more, so topolet is at least as packed
+//! as the kubelet on every machine whose cores have equal thread counts; the property test
+//! `at_least_as_packed_as_the_kubelet` checks this against a reference model of those functions
+//! (`kubelet_packed`, test-only) over generated machines with up to four threads per core. On
+//! machines whose cores differ in thread count the kubelet's `CPUsPerCore` is an average and
+//! there is no floor: steps 1–3 alone.
 //!
 //! Compared with the kubelet: its sorters also visit the group with the fewest free CPUs first
 //! (ascending free count, then id), so on an unfragmented machine both pick the same CPUs (see the
 //! transcribed table in the tests). The difference is that the kubelet *fills* groups in that
 //! order, so a request that fits in one socket/NUMA node/L3 group can still be split across the
 //! most-used ones (it only avoids this when the Topology Manager passes an affinity), whereas
-//! step 2 keeps such a request inside one group, and step 3 never spans more groups than needed.
+//! step 2 keeps such a request inside one group, and step 3 never spans more groups than needed
+//! (unless step 4 needs another group's whole cores or fuller cores).
 //!
 //! # Options
 //! - `full_pcpus_only`: only whole free cores are candidates; a request that is not a multiple of
@@ -318,7 +341,140 @@ fn take_packed(idx: &CpuIndex, free: &CpuSet, n: usize, opts: &AllocOptions) -> 
     let levels = idx.levels(opts);
     let mut out = CpuSet::new();
     fill(idx, &levels, free, n, 0, opts, &mut out);
-    out
+    if opts.distribute_cpus_across_cores || opts.prefer_align_cpus_by_uncorecache {
+        return out;
+    }
+    let Some(floor) = packing_floor(idx, free, n) else {
+        return out;
+    };
+    if packing_of(idx, &out) == floor {
+        return out;
+    }
+    match take_cores_packed(idx, &levels, free, n, floor.whole, opts) {
+        Some(packed) if packed.len() == n => packed,
+        _ => out,
+    }
+}
+
+/// How packed a set of CPUs is: the cores it holds a CPU of, and the cores it holds whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Packing {
+    touched: usize,
+    whole: usize,
+}
+
+fn packing_of(idx: &CpuIndex, cpus: &CpuSet) -> Packing {
+    let counts = idx.cores.counts(cpus);
+    Packing {
+        touched: counts.iter().filter(|&&c| c > 0).count(),
+        whole: counts
+            .iter()
+            .enumerate()
+            .filter(|&(g, &c)| c > 0 && c == idx.cores.sizes[g])
+            .count(),
+    }
+}
+
+/// The most packed any `n` CPUs of `free` can be (step 4 of the module docs): as many whole free
+/// cores as the request holds (`whole`, what the kubelet's `takeFullCores` takes), and the
+/// fewest cores in all (`touched`: those, then the fewest other cores the rest fits in, largest
+/// first). `None` when the cores differ in thread count (hybrid CPUs, offline threads: the
+/// kubelet's `CPUsPerCore` is then an average and there is no such rule to match).
+fn packing_floor(idx: &CpuIndex, free: &CpuSet, n: usize) -> Option<Packing> {
+    let tpc = idx.threads_per_core.max(1);
+    if idx.cores.sizes.iter().any(|&s| s != tpc) {
+        return None;
+    }
+    let counts = idx.cores.counts(free);
+    let whole_free = counts.iter().filter(|&&c| c == tpc).count();
+    let whole = (n / tpc).min(whole_free);
+    // The other cores, largest first (whole ones left over included: their count is tpc).
+    let mut rest: Vec<usize> = counts.iter().copied().filter(|&c| c > 0).collect();
+    rest.sort_unstable_by(|a, b| b.cmp(a));
+    let mut left = n - whole * tpc;
+    let mut touched = whole;
+    for c in rest.into_iter().skip(whole) {
+        if left == 0 {
+            break;
+        }
+        left = left.saturating_sub(c);
+        touched += 1;
+    }
+    Some(Packing { touched, whole })
+}
+
+/// `n` CPUs of `free` as packed as [`packing_floor`] says they can be: `whole` whole free cores,
+/// placed as [`fill`] places them (fewest sockets/NUMA nodes, best fit), then the rest in the
+/// fewest other cores, each pick the one that keeps that count, preferring cores of the NUMA
+/// nodes and sockets already used, then the fullest fit (fewest free threads, leaving larger
+/// cores whole), then the tightest NUMA node, then the lowest id.
+fn take_cores_packed(
+    idx: &CpuIndex,
+    levels: &[LevelKind],
+    free: &CpuSet,
+    n: usize,
+    whole: usize,
+    opts: &AllocOptions,
+) -> Option<CpuSet> {
+    let tpc = idx.threads_per_core.max(1);
+    let mut out = CpuSet::new();
+    let whole_cores = idx.whole_cores(free);
+    fill(idx, levels, &whole_cores, whole * tpc, 0, opts, &mut out);
+    let left = free.difference(&out);
+    let mut need = n.checked_sub(out.len())?;
+    let counts = idx.cores.counts(&left);
+    let numa_free = idx.numa.counts(&left);
+    let mut pool: Vec<usize> = (0..counts.len()).filter(|&g| counts[g] > 0).collect();
+    while need > 0 && !pool.is_empty() {
+        // Cores still needed, `k` (largest first); a pick must keep that count: its free
+        // threads plus the `k - 1` largest counts of the other cores hold the rest.
+        let mut by_size: Vec<usize> = pool.iter().map(|&g| counts[g]).collect();
+        by_size.sort_unstable_by(|a, b| b.cmp(a));
+        let (mut k, mut acc) = (0, 0);
+        while acc < need && k < by_size.len() {
+            acc += by_size[k];
+            k += 1;
+        }
+        let top = |j: usize| -> usize { by_size.iter().take(j).sum() };
+        let (top_k, top_k1) = (top(k), top(k.saturating_sub(1)));
+        let largest_others = |g: usize| -> usize {
+            // Removing one instance of `counts[g]`: it was among the k - 1 largest, or not.
+            match k.checked_sub(2).and_then(|i| by_size.get(i)) {
+                Some(&kth) if counts[g] >= kth => top_k - counts[g],
+                _ => top_k1,
+            }
+        };
+        let used_numa = idx.numa.counts(&out);
+        let used_socket = idx.sockets.counts(&out);
+        let first_cpu = |g: usize| idx.cores.groups[g].first().unwrap_or(0);
+        let key = |g: usize| {
+            let cpu = first_cpu(g);
+            let numa = idx.numa.group(cpu).unwrap_or(0);
+            let socket = idx.sockets.group(cpu).unwrap_or(0);
+            (
+                used_numa.get(numa).copied().unwrap_or(0) == 0,
+                used_socket.get(socket).copied().unwrap_or(0) == 0,
+                counts[g],
+                numa_free.get(numa).copied().unwrap_or(0),
+                idx.cores.ids[g],
+                g,
+            )
+        };
+        let Some(g) = pool
+            .iter()
+            .copied()
+            .filter(|&g| counts[g] + largest_others(g) >= need)
+            .min_by_key(|&g| key(g))
+        else {
+            break;
+        };
+        let sub = left.intersection(&idx.cores.groups[g]);
+        let m = need.min(sub.len());
+        out.extend_from(&sub.lowest(m));
+        need -= m;
+        pool.retain(|&o| o != g);
+    }
+    (need == 0).then_some(out)
 }
 
 /// Adds `n` CPUs of `scope` (which holds at least `n`) to `out`, descending from `levels[depth]`.
@@ -1271,6 +1427,28 @@ mod tests {
         assert!(got.is_subset(&socket0), "{got}");
     }
 
+    /// Issue 36 item 6: four threads per core, both sockets fragmented the same way (one whole
+    /// free core, one with three free threads, one with one). Eight CPUs fit either socket, as
+    /// one whole core and threads of two partly used ones (three cores, two shared); the
+    /// kubelet's takeFullCores takes the two whole cores, one in each socket, and so does
+    /// topolet (two cores, none shared).
+    #[test]
+    fn whole_cores_of_two_fragmented_sockets_beat_one_socket_s_split_cores() {
+        // cpu = thread * 6 + core; socket 0 holds cores 0-2, socket 1 cores 3-5.
+        let t = uncore(2, 1, 1, 3, 4);
+        let used = set("19,8,14,20,22,11,17,23");
+        let avail = t.cpus().difference(&used);
+        let got = take_by_topology(&t, &avail, 8, &packed()).unwrap();
+        assert_eq!(got, set("0,6,12,18,3,9,15,21"));
+        assert_eq!(shared_cores(&t, &got), 0);
+        let kube = kubelet_packed::take_by_topology_numa_packed(&t, &avail, 8);
+        assert_eq!(kube, Some(got));
+        // Seven: still both whole cores' worth less one thread, in two cores (the kubelet: one
+        // whole core and three threads of partly used cores, three cores).
+        let got = take_by_topology(&t, &avail, 7, &packed()).unwrap();
+        assert_eq!(touched_and_whole(&t, &got), (2, 1), "{got}");
+    }
+
     const QUAD_SOCKET0: [usize; 72] = [
         0, 109, 169, 229, 50, 110, 170, 230, 1, 13, 25, 38, 2, 14, 26, 39, 9, 21, 33, 46, 10, 22,
         34, 47, 57, 117, 177, 237, 58, 118, 178, 238, 71, 131, 191, 251, 72, 132, 192, 252, 79,
@@ -1345,6 +1523,108 @@ mod tests {
         }
     }
 
+    /// The reference model reproduces the kubelet's own expectations (the cases above that
+    /// transcribe `cpu_assignment_test.go` and `policy_static_test.go`).
+    #[test]
+    fn kubelet_model_reproduces_upstream_cases() {
+        let kube = |t: &Topology, avail: &str, n: usize, want: &str| {
+            let got = kubelet_packed::take_by_topology_numa_packed(t, &set(avail), n);
+            assert_eq!(got, Some(set(want)), "avail {avail} n {n}");
+        };
+        let s = single_socket_ht();
+        assert_eq!(
+            kubelet_packed::take_by_topology_numa_packed(&s, &set("0,2,4,6"), 5),
+            None
+        );
+        kube(&s, "0-7", 1, "0");
+        kube(&s, "1,3,5-7", 1, "6");
+        kube(&s, "0-7", 2, "0,4");
+        kube(&s, "0-7", 8, "0-7");
+        kube(&s, "0-3,6", 2, "2,6");
+        let d = dual_socket_ht();
+        kube(&d, "0-11", 6, "0,2,4,6,8,10");
+        kube(&d, "1-5,7-11", 1, "2");
+        kube(&d, "0-11", 8, "0,6,2,8,4,10,1,7");
+        let m = dual_socket_multi_numa_ht();
+        kube(&m, "0-79", 40, "0-19,40-59");
+        kube(&m, "0-79", 20, "0-9,40-49");
+        kube(&m, "10-39,50-79", 20, "10-19,50-59");
+        kube(&m, "0-79", 60, "0-29,40-69");
+        kube(&m, "1-39,41-79", 60, "10-39,50-79");
+        kube(&m, "0-79", 64, "0-29,40-69,30,31,70,71");
+        kube(
+            &quad_socket_four_way_ht(),
+            "1-2,9,11-13,23,25,35,38,48,51,53-54,61,113,173,233",
+            12,
+            "1,11,13,23,25,35,38,48,53,113,173,233",
+        );
+    }
+
+    /// Cores `got` holds a CPU of, and cores it holds every thread of.
+    fn touched_and_whole(t: &Topology, got: &CpuSet) -> (usize, usize) {
+        let touched = t.cores().iter().filter(|c| !c.is_disjoint(got)).count();
+        let whole = t.cores().iter().filter(|c| c.is_subset(got)).count();
+        (touched, whole)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config {
+            cases: PACKED_CASES,
+            rng_seed: proptest::test_runner::RngSeed::Fixed(36),
+            failure_persistence: None,
+            ..proptest::test_runner::Config::default()
+        })]
+
+        /// At least as packed as the kubelet: on a generated machine (1–2 sockets, 1–2 NUMA
+        /// nodes per socket, 1–5 cores per node, 1–4 threads per core) with some CPUs already
+        /// taken, for any request the free CPUs can hold, the packed allocation
+        /// - touches no more cores (cores holding at least one of its CPUs) than the kubelet's
+        ///   `takeByTopologyNUMAPacked` ([`kubelet_packed`]), and
+        /// - takes at least as many whole cores (every thread of the core, all of them free
+        ///   before) as it does.
+        ///
+        /// (Equal counts, not equal sets: which sockets, nodes and cores is topolet's own choice.)
+        #[test]
+        fn at_least_as_packed_as_the_kubelet(
+            sockets in 1usize..=2,
+            numa_per_socket in 1usize..=2,
+            cores_per_numa in 1usize..=5,
+            threads_per_core in 1usize..=4,
+            taken in proptest::collection::vec(proptest::bool::weighted(0.35), 80),
+            pick in 0usize..80,
+        ) {
+            let spec = SyntheticSpec {
+                sockets,
+                numa_per_socket,
+                l3_per_numa: 1,
+                cores_per_l3: cores_per_numa,
+                threads_per_core,
+                memory_per_node: 1 << 30,
+            };
+            let t = spec.build();
+            let avail: CpuSet = t.cpus().iter().filter(|&c| !taken[c]).collect();
+            proptest::prop_assume!(!avail.is_empty());
+            let n = 1 + pick % avail.len();
+            let got = take_by_topology(&t, &avail, n, &packed()).map_err(|e| {
+                proptest::test_runner::TestCaseError::fail(e.to_string())
+            })?;
+            let kube = kubelet_packed::take_by_topology_numa_packed(&t, &avail, n)
+                .ok_or_else(|| proptest::test_runner::TestCaseError::fail("kubelet model failed"))?;
+            proptest::prop_assert_eq!(got.len(), n);
+            proptest::prop_assert!(got.is_subset(&avail));
+            let (touched, whole) = touched_and_whole(&t, &got);
+            let (k_touched, k_whole) = touched_and_whole(&t, &kube);
+            proptest::prop_assert!(
+                touched <= k_touched && whole >= k_whole,
+                "{:?} avail {} n {}: topolet {} ({} cores, {} whole), kubelet {} ({} cores, {} whole)",
+                spec, avail, n, got, touched, whole, kube, k_touched, k_whole
+            );
+        }
+    }
+
+    /// Cases of [`at_least_as_packed_as_the_kubelet`] (fixed seed: the same machines every run).
+    const PACKED_CASES: u32 = 2048;
+
     #[test]
     fn never_leaves_available() {
         let t = uncore(2, 2, 2, 3, 2);
@@ -1370,5 +1650,248 @@ mod tests {
                 assert!(got.is_subset(&avail));
             }
         }
+    }
+}
+
+/// A reference model of the kubelet's packed rule, for the property test below: a restatement,
+/// over a [`Topology`], of `takeByTopologyNUMAPacked` in `pkg/kubelet/cm/cpumanager/
+/// cpu_assignment.go` (without the uncore-cache step and the spread sorting strategy), its
+/// functions named after the upstream ones. Independent of [`fill`] and [`CpuIndex`].
+#[cfg(test)]
+mod kubelet_packed {
+    use crate::machine::cpuset::CpuSet;
+    use crate::machine::topology::Topology;
+
+    /// `cpuAccumulator`: `details` are the CPUs still available, `result` those taken.
+    struct CpuAccumulator<'a> {
+        topo: &'a Topology,
+        details: CpuSet,
+        num_cpus_needed: usize,
+        result: CpuSet,
+        /// `topo.NumSockets >= topo.NumNUMANodes` (`numaFirst`, else `socketsFirst`).
+        numa_first: bool,
+    }
+
+    impl CpuAccumulator<'_> {
+        fn cpus_per_core(&self) -> usize {
+            self.topo.num_cpus() / self.topo.num_cores().max(1)
+        }
+
+        fn cpus_per_socket(&self) -> usize {
+            self.topo.num_cpus() / self.topo.socket_ids().count().max(1)
+        }
+
+        fn cpus_in_socket(&self, s: usize) -> CpuSet {
+            self.details.intersection(&self.topo.socket_cpus(s))
+        }
+
+        fn cpus_in_numa(&self, n: usize) -> CpuSet {
+            self.details.intersection(&self.topo.numa_cpus(n))
+        }
+
+        fn cpus_in_core(&self, c: usize) -> CpuSet {
+            self.details.intersection(self.topo.core_cpus(c))
+        }
+
+        fn take(&mut self, cpus: &CpuSet) {
+            self.result.extend_from(cpus);
+            self.details.remove_all(cpus);
+            self.num_cpus_needed -= cpus.len();
+        }
+
+        fn needs_at_least(&self, n: usize) -> bool {
+            self.num_cpus_needed >= n
+        }
+
+        fn is_satisfied(&self) -> bool {
+            self.num_cpus_needed < 1
+        }
+
+        /// `sort`: ascending available CPUs, then id.
+        fn sort(ids: &mut [usize], available: impl Fn(usize) -> usize) {
+            ids.sort_by_key(|&id| (available(id), id));
+        }
+
+        /// Sockets (ids) holding an available CPU of `cpus`.
+        fn sockets_in(&self, cpus: &CpuSet) -> Vec<usize> {
+            let free = self.details.intersection(cpus);
+            self.topo
+                .socket_ids()
+                .filter(|&s| !free.intersection(&self.topo.socket_cpus(s)).is_empty())
+                .collect()
+        }
+
+        fn numas_in(&self, cpus: &CpuSet) -> Vec<usize> {
+            let free = self.details.intersection(cpus);
+            self.topo
+                .numa_ids()
+                .filter(|&n| !free.intersection(&self.topo.numa_cpus(n)).is_empty())
+                .collect()
+        }
+
+        fn cores_in(&self, cpus: &CpuSet) -> Vec<usize> {
+            let free = self.details.intersection(cpus);
+            (0..self.topo.num_cores())
+                .filter(|&c| !free.intersection(self.topo.core_cpus(c)).is_empty())
+                .collect()
+        }
+
+        fn sort_available_numa_nodes(&self) -> Vec<usize> {
+            if self.numa_first {
+                let mut numas = self.numas_in(self.topo.cpus());
+                Self::sort(&mut numas, |n| self.cpus_in_numa(n).len());
+                return numas;
+            }
+            let mut out = Vec::new();
+            for s in self.sort_available_sockets() {
+                let mut numas = self.numas_in(&self.topo.socket_cpus(s));
+                Self::sort(&mut numas, |n| self.cpus_in_numa(n).len());
+                out.extend(numas);
+            }
+            out
+        }
+
+        fn sort_available_sockets(&self) -> Vec<usize> {
+            if !self.numa_first {
+                let mut sockets = self.sockets_in(self.topo.cpus());
+                Self::sort(&mut sockets, |s| self.cpus_in_socket(s).len());
+                return sockets;
+            }
+            let mut out = Vec::new();
+            for n in self.sort_available_numa_nodes() {
+                let mut sockets = self.sockets_in(&self.topo.numa_cpus(n));
+                Self::sort(&mut sockets, |s| self.cpus_in_socket(s).len());
+                out.extend(sockets);
+            }
+            out
+        }
+
+        fn sort_available_cores(&self) -> Vec<usize> {
+            let mut out = Vec::new();
+            if self.numa_first {
+                for s in self.sort_available_sockets() {
+                    let mut cores = self.cores_in(&self.topo.socket_cpus(s));
+                    Self::sort(&mut cores, |c| self.cpus_in_core(c).len());
+                    out.extend(cores);
+                }
+            } else {
+                for n in self.sort_available_numa_nodes() {
+                    let mut cores = self.cores_in(&self.topo.numa_cpus(n));
+                    Self::sort(&mut cores, |c| self.cpus_in_core(c).len());
+                    out.extend(cores);
+                }
+            }
+            out
+        }
+
+        fn free_numa_nodes(&self) -> Vec<usize> {
+            self.sort_available_numa_nodes()
+                .into_iter()
+                .filter(|&n| self.cpus_in_numa(n).len() == self.topo.numa_cpus(n).len())
+                .collect()
+        }
+
+        fn free_sockets(&self) -> Vec<usize> {
+            self.sort_available_sockets()
+                .into_iter()
+                .filter(|&s| self.cpus_in_socket(s).len() == self.cpus_per_socket())
+                .collect()
+        }
+
+        fn free_cores(&self) -> Vec<usize> {
+            self.sort_available_cores()
+                .into_iter()
+                .filter(|&c| self.cpus_in_core(c).len() == self.cpus_per_core())
+                .collect()
+        }
+
+        fn take_full_numa_nodes(&mut self) {
+            for n in self.free_numa_nodes() {
+                let cpus = self.topo.numa_cpus(n);
+                if self.needs_at_least(cpus.len()) {
+                    self.take(&cpus);
+                }
+            }
+        }
+
+        fn take_full_sockets(&mut self) {
+            for s in self.free_sockets() {
+                let cpus = self.topo.socket_cpus(s);
+                if self.needs_at_least(cpus.len()) {
+                    self.take(&cpus);
+                }
+            }
+        }
+
+        fn take_full_cores(&mut self) {
+            for c in self.free_cores() {
+                let cpus = self.topo.core_cpus(c).clone();
+                if self.needs_at_least(cpus.len()) {
+                    self.take(&cpus);
+                }
+            }
+        }
+
+        /// `sortAvailableCPUsPacked`: the cores in `sortAvailableCores` order, each core's
+        /// CPUs ascending.
+        fn sort_available_cpus_packed(&self) -> Vec<usize> {
+            self.sort_available_cores()
+                .into_iter()
+                .flat_map(|c| self.cpus_in_core(c).iter().collect::<Vec<_>>())
+                .collect()
+        }
+
+        fn take_remaining_cpus(&mut self) {
+            for cpu in self.sort_available_cpus_packed() {
+                self.take(&std::iter::once(cpu).collect());
+                if self.is_satisfied() {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// `takeByTopologyNUMAPacked`; `None` when `available` holds fewer than `n` CPUs.
+    pub fn take_by_topology_numa_packed(
+        topo: &Topology,
+        available: &CpuSet,
+        n: usize,
+    ) -> Option<CpuSet> {
+        let mut acc = CpuAccumulator {
+            topo,
+            details: available.intersection(topo.cpus()),
+            num_cpus_needed: n,
+            result: CpuSet::new(),
+            numa_first: topo.socket_ids().count() >= topo.numa_ids().count(),
+        };
+        if acc.is_satisfied() {
+            return Some(acc.result);
+        }
+        if acc.num_cpus_needed > acc.details.len() {
+            return None;
+        }
+        // takeFullFirstLevel, takeFullSecondLevel.
+        if acc.numa_first {
+            acc.take_full_numa_nodes();
+            if acc.is_satisfied() {
+                return Some(acc.result);
+            }
+            acc.take_full_sockets();
+        } else {
+            acc.take_full_sockets();
+            if acc.is_satisfied() {
+                return Some(acc.result);
+            }
+            acc.take_full_numa_nodes();
+        }
+        if acc.is_satisfied() {
+            return Some(acc.result);
+        }
+        acc.take_full_cores();
+        if acc.is_satisfied() {
+            return Some(acc.result);
+        }
+        acc.take_remaining_cpus();
+        acc.is_satisfied().then_some(acc.result)
     }
 }

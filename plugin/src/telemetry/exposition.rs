@@ -18,6 +18,35 @@ pub fn format_float(v: f64) -> String {
     }
 }
 
+/// A metric family's type, as its `# TYPE` line names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+impl Kind {
+    /// The name the `# TYPE` line uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        }
+    }
+}
+
+/// One metric family as the exposition declares it: name, type, the names of its labels (a
+/// histogram's `le` aside) and help text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Family {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub labels: &'static [&'static str],
+    pub help: &'static str,
+}
+
 /// Writes one exposition: `# HELP`/`# TYPE` lines and samples, labels escaped as the format
 /// requires.
 #[derive(Default)]
@@ -31,8 +60,10 @@ impl Writer {
         self.out
     }
 
-    pub fn family(&mut self, name: &str, kind: &str, help: &str) {
-        let help = help.replace('\\', "\\\\").replace('\n', "\\n");
+    /// The family's `# HELP` and `# TYPE` lines.
+    pub fn header(&mut self, family: &Family) {
+        let help = family.help.replace('\\', "\\\\").replace('\n', "\\n");
+        let (name, kind) = (family.name, family.kind.as_str());
         let _ = writeln!(self.out, "# HELP {name} {help}");
         let _ = writeln!(self.out, "# TYPE {name} {kind}");
     }
@@ -60,13 +91,9 @@ impl Writer {
         let _ = writeln!(self.out, " {}", format_float(value));
     }
 
-    pub fn gauge(&mut self, name: &str, help: &str, value: f64) {
-        self.family(name, "gauge", help);
-        self.sample_slice(name, &[], value);
-    }
-
-    pub fn counter(&mut self, name: &str, help: &str, value: f64) {
-        self.family(name, "counter", help);
-        self.sample_slice(name, &[], value);
+    /// A family of one sample without labels (a gauge or a counter).
+    pub fn single(&mut self, family: &Family, value: f64) {
+        self.header(family);
+        self.sample_slice(family.name, &[], value);
     }
 }

@@ -16,7 +16,8 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::telemetry::exposition::{format_float, Writer};
+use crate::telemetry::exposition::{format_float, Family, Writer};
+use crate::telemetry::family;
 
 /// Upper bounds (seconds) of the NRI event latency buckets: 2.5µs to 2.5s. Most events take
 /// tens of µs, so the low end is fine-grained (roughly 1-1.5-2-3-4-5 steps up to 100µs) for a
@@ -636,24 +637,16 @@ impl Metrics {
         };
         let mut w = Writer::default();
 
-        w.family(
-            "topolet_build_info",
-            "gauge",
-            "topolet's version (always 1).",
-        );
+        w.header(&family::BUILD_INFO);
         w.sample(
-            "topolet_build_info",
+            family::BUILD_INFO.name,
             &[("version", crate::version().to_string())],
             1.0,
         );
 
-        w.family(
-            "topolet_nri_event_duration_seconds",
-            "histogram",
-            "Time topolet took to handle one NRI event, lock wait included.",
-        );
+        w.header(&family::NRI_EVENT_DURATION_SECONDS);
         for (event, h) in &f.event_duration {
-            let name = "topolet_nri_event_duration_seconds";
+            let name = family::NRI_EVENT_DURATION_SECONDS.name;
             let mut cumulative = 0;
             for (i, le) in EVENT_BUCKETS.iter().enumerate() {
                 cumulative += h.buckets[i];
@@ -676,203 +669,126 @@ impl Metrics {
             );
         }
 
-        w.family(
-            "topolet_admissions_total",
-            "counter",
-            "Containers admitted, by QoS class and by whether they got exclusive CPUs.",
-        );
+        w.header(&family::ADMISSIONS_TOTAL);
         for ((qos, cpus), n) in &f.admissions {
             w.sample(
-                "topolet_admissions_total",
+                family::ADMISSIONS_TOTAL.name,
                 &[("qos", qos.clone()), ("cpus", cpus.to_string())],
                 *n as f64,
             );
         }
-        w.family(
-            "topolet_refusals_total",
-            "counter",
-            "Containers refused (creation failed, or resize rejected), by operation and reason.",
-        );
+        w.header(&family::REFUSALS_TOTAL);
         for ((op, reason), n) in &f.refusals {
             w.sample(
-                "topolet_refusals_total",
+                family::REFUSALS_TOTAL.name,
                 &[("operation", op.to_string()), ("reason", reason.clone())],
                 *n as f64,
             );
         }
 
-        w.family(
-            "topolet_refusal_logs_suppressed_total",
-            "counter",
-            "Refusals not logged because they repeated the container's last logged one (the kubelet retries a refused resize every second), by operation.",
-        );
+        w.header(&family::REFUSAL_LOGS_SUPPRESSED_TOTAL);
         for (op, n) in &f.refusal_logs_suppressed {
             w.sample(
-                "topolet_refusal_logs_suppressed_total",
+                family::REFUSAL_LOGS_SUPPRESSED_TOTAL.name,
                 &[("operation", op.to_string())],
                 *n as f64,
             );
         }
 
-        w.gauge(
-            "topolet_shared_pool_cpus",
-            "CPUs in the shared pool.",
-            gauges.shared_pool_cpus as f64,
-        );
-        w.gauge(
-            "topolet_reserved_cpus",
-            "CPUs reserved for system daemons.",
-            gauges.reserved_cpus as f64,
-        );
-        w.family(
-            "topolet_exclusive_cpus",
-            "gauge",
-            "CPUs held exclusively by containers, per NUMA node.",
-        );
+        w.single(&family::SHARED_POOL_CPUS, gauges.shared_pool_cpus as f64);
+        w.single(&family::RESERVED_CPUS, gauges.reserved_cpus as f64);
+        w.header(&family::EXCLUSIVE_CPUS);
         for (node, n) in &gauges.exclusive_cpus {
             w.sample(
-                "topolet_exclusive_cpus",
+                family::EXCLUSIVE_CPUS.name,
                 &[("numa_node", node.to_string())],
                 *n as f64,
             );
         }
-        w.family(
-            "topolet_free_exclusive_cpus",
-            "gauge",
-            "CPUs still free for exclusive allocation, per NUMA node.",
-        );
+        w.header(&family::FREE_EXCLUSIVE_CPUS);
         for (node, n) in &gauges.free_cpus {
             w.sample(
-                "topolet_free_exclusive_cpus",
+                family::FREE_EXCLUSIVE_CPUS.name,
                 &[("numa_node", node.to_string())],
                 *n as f64,
             );
         }
-        w.gauge(
-            "topolet_managed_containers",
-            "Containers topolet manages.",
+        w.single(
+            &family::MANAGED_CONTAINERS,
             gauges.managed_containers as f64,
         );
 
-        w.counter(
-            "topolet_nri_connects_total",
-            "Successful registrations with the runtime.",
-            gauges.nri_connects as f64,
-        );
-        w.counter(
-            "topolet_nri_reconnects_total",
-            "Successful registrations after the first.",
-            gauges.nri_reconnects as f64,
-        );
-        w.gauge(
-            "topolet_nri_synchronized",
-            "1 when the NRI connection is synchronized and events flow.",
+        w.single(&family::NRI_CONNECTS_TOTAL, gauges.nri_connects as f64);
+        w.single(&family::NRI_RECONNECTS_TOTAL, gauges.nri_reconnects as f64);
+        w.single(
+            &family::NRI_SYNCHRONIZED,
             if gauges.nri_synchronized { 1.0 } else { 0.0 },
         );
 
-        w.family(
-            "topolet_state_file_writes_total",
-            "counter",
-            "State-file writes, by result (ok, error).",
-        );
+        w.header(&family::STATE_FILE_WRITES_TOTAL);
         for (result, n) in &f.state_writes {
             w.sample(
-                "topolet_state_file_writes_total",
+                family::STATE_FILE_WRITES_TOTAL.name,
                 &[("result", result.to_string())],
                 *n as f64,
             );
         }
 
-        w.family(
-            "topolet_state_file_pending",
-            "gauge",
-            "1 while the newest assignments are not yet in the state file (written off the event path; retried every second after a failure).",
-        );
+        w.header(&family::STATE_FILE_PENDING);
         w.sample(
-            "topolet_state_file_pending",
+            family::STATE_FILE_PENDING.name,
             &[],
             if f.state_pending { 1.0 } else { 0.0 },
         );
 
-        w.family(
-            "topolet_pod_cgroup_writes_total",
-            "counter",
-            "Writes of pod cgroups' CPU quota and shares (exclusive pods, refused resizes), by result (ok, error).",
-        );
+        w.header(&family::POD_CGROUP_WRITES_TOTAL);
         for (result, n) in &f.pod_cgroup_writes {
             w.sample(
-                "topolet_pod_cgroup_writes_total",
+                family::POD_CGROUP_WRITES_TOTAL.name,
                 &[("result", result.to_string())],
                 *n as f64,
             );
         }
 
-        w.family(
-            "topolet_evictions_total",
-            "counter",
-            "Pods evicted by the eviction loop, by signal.",
-        );
+        w.header(&family::EVICTIONS_TOTAL);
         for (signal, n) in &f.evictions {
             w.sample(
-                "topolet_evictions_total",
+                family::EVICTIONS_TOTAL.name,
                 &[("signal", signal.clone())],
                 *n as f64,
             );
         }
-        w.family(
-            "topolet_node_reclaim_total",
-            "counter",
-            "Node-level reclaims (dead containers, unused images) before evicting for a disk signal, by signal and result: relieved (no pod evicted), deferred (dead containers removed, their space freed by the runtime asynchronously: no pod evicted this interval), not_enough (a pod is evicted after it), dry_run (nothing removed).",
-        );
+        w.header(&family::NODE_RECLAIM_TOTAL);
         for (signal, c) in &f.node_reclaim {
             for (result, n) in &c.runs {
                 w.sample(
-                    "topolet_node_reclaim_total",
+                    family::NODE_RECLAIM_TOTAL.name,
                     &[("signal", signal.clone()), ("result", result.to_string())],
                     *n as f64,
                 );
             }
         }
-        for (name, help, get) in [
+        for (family, get) in [
             (
-                "topolet_node_reclaim_images_total",
-                "Unused images removed by node-level reclaim, by signal.",
+                &family::NODE_RECLAIM_IMAGES_TOTAL,
                 (|c: &NodeReclaimCounts| c.images) as fn(&NodeReclaimCounts) -> u64,
             ),
-            (
-                "topolet_node_reclaim_image_bytes_total",
-                "Bytes of the unused images node-level reclaim removed (their sizes as the runtime lists them), by signal.",
-                |c| c.image_bytes,
-            ),
-            (
-                "topolet_node_reclaim_containers_total",
-                "Dead containers removed by node-level reclaim, by signal.",
-                |c| c.containers,
-            ),
-            (
-                "topolet_node_reclaim_sandboxes_total",
-                "Dead pod sandboxes removed by node-level reclaim, by signal.",
-                |c| c.sandboxes,
-            ),
-            (
-                "topolet_node_reclaim_observed_bytes_total",
-                "Growth of the signal's available bytes from before node-level reclaim to the observation after it, by signal.",
-                |c| c.observed_bytes,
-            ),
+            (&family::NODE_RECLAIM_IMAGE_BYTES_TOTAL, |c| c.image_bytes),
+            (&family::NODE_RECLAIM_CONTAINERS_TOTAL, |c| c.containers),
+            (&family::NODE_RECLAIM_SANDBOXES_TOTAL, |c| c.sandboxes),
+            (&family::NODE_RECLAIM_OBSERVED_BYTES_TOTAL, |c| {
+                c.observed_bytes
+            }),
         ] {
-            w.family(name, "counter", help);
+            w.header(family);
             for (signal, c) in &f.node_reclaim {
-                w.sample(name, &[("signal", signal.clone())], get(c) as f64);
+                w.sample(family.name, &[("signal", signal.clone())], get(c) as f64);
             }
         }
-        w.family(
-            "topolet_eviction_attempts_total",
-            "counter",
-            "Eviction attempts by action (dry-run, cri, api) and result: evicted, already_gone, pdb_refused (a PodDisruptionBudget allows no disruption; the next candidate is tried), error.",
-        );
+        w.header(&family::EVICTION_ATTEMPTS_TOTAL);
         for ((action, result), n) in &f.eviction_results {
             w.sample(
-                "topolet_eviction_attempts_total",
+                family::EVICTION_ATTEMPTS_TOTAL.name,
                 &[
                     ("action", action.to_string()),
                     ("result", result.to_string()),
@@ -880,14 +796,10 @@ impl Metrics {
                 *n as f64,
             );
         }
-        w.family(
-            "topolet_node_status_patches_total",
-            "counter",
-            "Patches of this Node by topolet: target conditions (TopoletMemoryPressure, ... on nodes/status) or taints, result ok or error.",
-        );
+        w.header(&family::NODE_STATUS_PATCHES_TOTAL);
         for ((target, result), n) in &f.node_status_patches {
             w.sample(
-                "topolet_node_status_patches_total",
+                family::NODE_STATUS_PATCHES_TOTAL.name,
                 &[
                     ("target", target.to_string()),
                     ("result", result.to_string()),
@@ -895,145 +807,96 @@ impl Metrics {
                 *n as f64,
             );
         }
-        w.family(
-            "topolet_eviction_signal_value",
-            "gauge",
-            "Last observed eviction signal value (bytes for memory and filesystem space, a count for inodes and PIDs).",
-        );
+        w.header(&family::EVICTION_SIGNAL_VALUE);
         for (signal, v) in &f.signals {
             w.sample(
-                "topolet_eviction_signal_value",
+                family::EVICTION_SIGNAL_VALUE.name,
                 &[("signal", signal.clone())],
                 *v,
             );
         }
-        w.family(
-            "topolet_eviction_threshold",
-            "gauge",
-            "Eviction threshold per signal and kind (hard, soft), in the signal's unit.",
-        );
+        w.header(&family::EVICTION_THRESHOLD);
         for ((signal, kind), v) in &f.thresholds {
             w.sample(
-                "topolet_eviction_threshold",
+                family::EVICTION_THRESHOLD.name,
                 &[("signal", signal.clone()), ("kind", kind.clone())],
                 *v,
             );
         }
-        w.family(
-            "topolet_node_condition",
-            "gauge",
-            "1 while a node pressure condition is set (MemoryPressure, DiskPressure, PIDPressure).",
-        );
+        w.header(&family::NODE_CONDITION);
         for (cond, on) in &f.conditions {
             w.sample(
-                "topolet_node_condition",
+                family::NODE_CONDITION.name,
                 &[("condition", cond.clone())],
                 if *on { 1.0 } else { 0.0 },
             );
         }
         render_pressure(&mut w, &f.node_pressure, &f.pod_pressure);
 
-        w.gauge(
-            "topolet_kube_client_enabled",
-            "1 when topolet's Kubernetes API client is on ([kubernetes]).",
+        w.single(
+            &family::KUBE_CLIENT_ENABLED,
             if f.kube_client { 1.0 } else { 0.0 },
         );
-        w.family(
-            "topolet_kube_events_total",
-            "counter",
-            "Event occurrences (refusals, exclusive grants) by outcome: created, patched (a repeat counted into its Event), rate_limited (per-pod spam filter), dropped_queue_full, failed (given up after API errors).",
-        );
+        w.header(&family::KUBE_EVENTS_TOTAL);
         for (result, n) in &f.kube_events {
             w.sample(
-                "topolet_kube_events_total",
+                family::KUBE_EVENTS_TOTAL.name,
                 &[("result", result.to_string())],
                 *n as f64,
             );
         }
-        w.family(
-            "topolet_kube_api_errors_total",
-            "counter",
-            "Failed Kubernetes API requests, by operation and HTTP code (connection: no answer).",
-        );
+        w.header(&family::KUBE_API_ERRORS_TOTAL);
         for ((op, code), n) in &f.kube_api_errors {
             w.sample(
-                "topolet_kube_api_errors_total",
+                family::KUBE_API_ERRORS_TOTAL.name,
                 &[("operation", op.to_string()), ("code", code.clone())],
                 *n as f64,
             );
         }
-        w.family(
-            "topolet_nrt_writes_total",
-            "counter",
-            "Writes of this node's NodeResourceTopology object, by result: created, updated.",
-        );
+        w.header(&family::NRT_WRITES_TOTAL);
         for (result, n) in &f.nrt_writes {
             w.sample(
-                "topolet_nrt_writes_total",
+                family::NRT_WRITES_TOTAL.name,
                 &[("result", result.to_string())],
                 *n as f64,
             );
         }
-        w.family(
-            "topolet_http_connections_total",
-            "counter",
-            "Connections to the metrics and health endpoint, by result: served; busy and peer_limit (answered 503 at once: the endpoint, or that client address, had its maximum of connections open); timeout (the request head or the answer took too long); error.",
-        );
+        w.header(&family::HTTP_CONNECTIONS_TOTAL);
         for (result, n) in &f.http_connections {
             w.sample(
-                "topolet_http_connections_total",
+                family::HTTP_CONNECTIONS_TOTAL.name,
                 &[("result", result.to_string())],
                 *n as f64,
             );
         }
         render_pod_truth(&mut w, &f.pod_truth);
         render_reclaimed(&mut w, &f.reclaimed);
-        w.family(
-            "topolet_drift_checks_total",
-            "counter",
-            "Running containers the drift check compared with what their process may use (/proc/<pid>/status), in lulls.",
-        );
-        w.sample("topolet_drift_checks_total", &[], f.drift_checks as f64);
-        w.family(
-            "topolet_drift_repairs_total",
-            "counter",
-            "Containers found off their target (cpus: may run outside their cpuset; mems: other memory nodes) and sent their target again.",
-        );
+        w.header(&family::DRIFT_CHECKS_TOTAL);
+        w.sample(family::DRIFT_CHECKS_TOTAL.name, &[], f.drift_checks as f64);
+        w.header(&family::DRIFT_REPAIRS_TOTAL);
         for (field, n) in &f.drift_repairs {
             w.sample(
-                "topolet_drift_repairs_total",
+                family::DRIFT_REPAIRS_TOTAL.name,
                 &[("field", field.to_string())],
                 *n as f64,
             );
         }
-        w.family(
-            "topolet_exclusive_breach_seconds_total",
-            "counter",
-            "Seconds containers ran, or could have run, on CPUs another container holds exclusively: a runtime that had not applied their new cpuset yet (summed over containers).",
-        );
+        w.header(&family::EXCLUSIVE_BREACH_SECONDS_TOTAL);
         w.sample(
-            "topolet_exclusive_breach_seconds_total",
+            family::EXCLUSIVE_BREACH_SECONDS_TOTAL.name,
             &[],
             f.breach_seconds,
         );
-        w.family(
-            "topolet_exclusive_breach_containers",
-            "gauge",
-            "Live containers whose cpuset, as the runtime last applied it, overlaps CPUs another container holds exclusively.",
-        );
+        w.header(&family::EXCLUSIVE_BREACH_CONTAINERS);
         w.sample(
-            "topolet_exclusive_breach_containers",
+            family::EXCLUSIVE_BREACH_CONTAINERS.name,
             &[],
             f.breaching as f64,
         );
-        w.family(
-            "topolet_config_reloads_total",
-            "counter",
-            "Configuration reloads by trigger (sighup, file_change) and result: applied, unchanged (valid, nothing to change), rejected (unreadable, does not parse or does not fit the machine), refused (would break a running container).",
-        );
+        w.header(&family::CONFIG_RELOADS_TOTAL);
         for ((trigger, result), n) in &f.config_reloads {
             w.sample(
-                "topolet_config_reloads_total",
+                family::CONFIG_RELOADS_TOTAL.name,
                 &[
                     ("trigger", trigger.to_string()),
                     ("result", result.to_string()),
@@ -1046,14 +909,10 @@ impl Metrics {
 }
 
 fn render_pressure(w: &mut Writer, node: &[StallLine], pods: &BTreeMap<String, Vec<StallLine>>) {
-    w.family(
-        "topolet_pressure_stall_seconds_total",
-        "counter",
-        "The node's pressure stall time (PSI, /proc/pressure) by resource (cpu, memory, io) and kind (some: a task stalled, full: all stalled); informational, no eviction acts on it.",
-    );
+    w.header(&family::PRESSURE_STALL_SECONDS_TOTAL);
     for s in node {
         w.sample(
-            "topolet_pressure_stall_seconds_total",
+            family::PRESSURE_STALL_SECONDS_TOTAL.name,
             &[
                 ("resource", s.resource.to_string()),
                 ("kind", s.kind.to_string()),
@@ -1061,14 +920,10 @@ fn render_pressure(w: &mut Writer, node: &[StallLine], pods: &BTreeMap<String, V
             s.total_us as f64 / 1e6,
         );
     }
-    w.family(
-        "topolet_pressure_stall_avg10_ratio",
-        "gauge",
-        "The node's share of the last 10 s stalled (PSI avg10 / 100), by resource and kind.",
-    );
+    w.header(&family::PRESSURE_STALL_AVG10_RATIO);
     for s in node {
         w.sample(
-            "topolet_pressure_stall_avg10_ratio",
+            family::PRESSURE_STALL_AVG10_RATIO.name,
             &[
                 ("resource", s.resource.to_string()),
                 ("kind", s.kind.to_string()),
@@ -1076,15 +931,11 @@ fn render_pressure(w: &mut Writer, node: &[StallLine], pods: &BTreeMap<String, V
             s.avg10 / 100.0,
         );
     }
-    w.family(
-        "topolet_pod_pressure_stall_seconds_total",
-        "counter",
-        "A managed pod cgroup's pressure stall time (cgroup v2 *.pressure) by pod uid, resource and kind.",
-    );
+    w.header(&family::POD_PRESSURE_STALL_SECONDS_TOTAL);
     for (uid, lines) in pods {
         for s in lines {
             w.sample(
-                "topolet_pod_pressure_stall_seconds_total",
+                family::POD_PRESSURE_STALL_SECONDS_TOTAL.name,
                 &[
                     ("pod_uid", uid.clone()),
                     ("resource", s.resource.to_string()),
@@ -1097,59 +948,35 @@ fn render_pressure(w: &mut Writer, node: &[StallLine], pods: &BTreeMap<String, V
 }
 
 fn render_reclaimed(w: &mut Writer, r: &ReclaimedFamilies) {
-    w.family(
-        "topolet_reclaimed_cpu_advertised_millicpu",
-        "gauge",
-        "Reclaimed CPU offered to batch pods, as last handed to the Node (zone=node) and the NodeResourceTopology (zone=NUMA node id).",
-    );
+    w.header(&family::RECLAIMED_CPU_ADVERTISED_MILLICPU);
     for (zone, v) in &r.advertised {
         w.sample(
-            "topolet_reclaimed_cpu_advertised_millicpu",
+            family::RECLAIMED_CPU_ADVERTISED_MILLICPU.name,
             &[("zone", zone.clone())],
             *v as f64,
         );
     }
-    let gauges: [(&str, &str, u64); 3] = [
-        (
-            "topolet_reclaimed_cpu_batch_used_millicpu",
-            "CPU the batch pods used over the last suppress interval.",
-            r.batch_used,
-        ),
-        (
-            "topolet_reclaimed_cpu_budget_millicpu",
-            "CPU the batch pods may use now (the suppress loop's budget, split into their CFS quotas).",
-            r.budget,
-        ),
-        (
-            "topolet_reclaimed_cpu_suppressed_millicpu",
-            "How far the batch pods' grants are below their limits now.",
-            r.suppressed,
-        ),
+    let gauges: [(&Family, u64); 3] = [
+        (&family::RECLAIMED_CPU_BATCH_USED_MILLICPU, r.batch_used),
+        (&family::RECLAIMED_CPU_BUDGET_MILLICPU, r.budget),
+        (&family::RECLAIMED_CPU_SUPPRESSED_MILLICPU, r.suppressed),
     ];
-    for (name, help, v) in gauges {
-        w.family(name, "gauge", help);
+    for (family, v) in gauges {
+        w.header(family);
         if r.on {
-            w.sample(name, &[], v as f64);
+            w.sample(family.name, &[], v as f64);
         }
     }
-    w.family(
-        "topolet_reclaimed_cpu_reactions_total",
-        "counter",
-        "Changes of the batch budget: cut (at once, the regular pods' usage rose) and grow (one step back).",
-    );
+    w.header(&family::RECLAIMED_CPU_REACTIONS_TOTAL);
     for (kind, n) in &r.reactions {
         w.sample(
-            "topolet_reclaimed_cpu_reactions_total",
+            family::RECLAIMED_CPU_REACTIONS_TOTAL.name,
             &[("kind", kind.to_string())],
             *n as f64,
         );
     }
-    let name = "topolet_reclaimed_cpu_cut_latency_seconds";
-    w.family(
-        name,
-        "histogram",
-        "From the usage reading that showed the regular pods' rise to the cut quotas handed to the runtime.",
-    );
+    let name = family::RECLAIMED_CPU_CUT_LATENCY_SECONDS.name;
+    w.header(&family::RECLAIMED_CPU_CUT_LATENCY_SECONDS);
     if r.cut_latency.count > 0 {
         let mut cumulative = 0;
         for (i, le) in EVENT_BUCKETS.iter().enumerate() {
@@ -1168,43 +995,27 @@ fn render_reclaimed(w: &mut Writer, r: &ReclaimedFamilies) {
         w.sample(&format!("{name}_sum"), &[], r.cut_latency.sum);
         w.sample(&format!("{name}_count"), &[], r.cut_latency.count as f64);
     }
-    for (family, help, map) in [
-        (
-            "topolet_reclaimed_cpu_evictions_total",
-            "Batch pods evicted because they stayed starved (granted under [reclaimed] starved_percent of their request for starved_for), by result.",
-            &r.evictions,
-        ),
-        (
-            "topolet_reclaimed_cpu_publishes_total",
-            "Writes of the reclaimed-CPU extended resource on the Node, by result.",
-            &r.publishes,
-        ),
+    for (family, map) in [
+        (&family::RECLAIMED_CPU_EVICTIONS_TOTAL, &r.evictions),
+        (&family::RECLAIMED_CPU_PUBLISHES_TOTAL, &r.publishes),
     ] {
-        w.family(family, "counter", help);
+        w.header(family);
         for (result, n) in map {
-            w.sample(family, &[("result", result.to_string())], *n as f64);
+            w.sample(family.name, &[("result", result.to_string())], *n as f64);
         }
     }
-    let family = "topolet_reclaimed_cpu_cgroup_errors_total";
-    w.family(
-        family,
-        "counter",
-        "Batch pods' cgroups that could not be read (op read: the batch use is then unknown) or batch containers' freezers not written (op freeze).",
-    );
+    let family = &family::RECLAIMED_CPU_CGROUP_ERRORS_TOTAL;
+    w.header(family);
     for (op, n) in &r.cgroup_errors {
-        w.sample(family, &[("op", op.to_string())], *n as f64);
+        w.sample(family.name, &[("op", op.to_string())], *n as f64);
     }
 }
 
 fn render_pod_truth(w: &mut Writer, p: &PodTruth) {
-    w.family(
-        "topolet_admission_decisions_total",
-        "counter",
-        "Admissions by operation and by the source of the pod's facts: api (the pod watch's spec) or inversion (cgroup values).",
-    );
+    w.header(&family::ADMISSION_DECISIONS_TOTAL);
     for ((op, source), n) in &p.decisions {
         w.sample(
-            "topolet_admission_decisions_total",
+            family::ADMISSION_DECISIONS_TOTAL.name,
             &[
                 ("operation", op.to_string()),
                 ("source", source.to_string()),
@@ -1212,98 +1023,182 @@ fn render_pod_truth(w: &mut Writer, p: &PodTruth) {
             *n as f64,
         );
     }
-    w.family(
-        "topolet_admission_fallbacks_total",
-        "counter",
-        "Admissions decided by the inversion instead of the API, by reason (api_off, not_synced, static_pod, not_found, no_such_container, invalid_spec).",
-    );
+    w.header(&family::ADMISSION_FALLBACKS_TOTAL);
     for (reason, n) in &p.fallbacks {
         w.sample(
-            "topolet_admission_fallbacks_total",
+            family::ADMISSION_FALLBACKS_TOTAL.name,
             &[("reason", reason.to_string())],
             *n as f64,
         );
     }
-    w.family(
-        "topolet_admission_source_disagreements_total",
-        "counter",
-        "API-decided containers whose inversion disagreed on a fact both sources know (class, exclusive cpus, cpu request or limit, memory limit or request).",
-    );
+    w.header(&family::ADMISSION_SOURCE_DISAGREEMENTS_TOTAL);
     w.sample(
-        "topolet_admission_source_disagreements_total",
+        family::ADMISSION_SOURCE_DISAGREEMENTS_TOTAL.name,
         &[],
         p.disagreements as f64,
     );
-    w.family(
-        "topolet_kube_pod_waits_total",
-        "counter",
-        "Bounded waits of CreateContainer for a pod the watch had not delivered yet, by result (found, timeout).",
-    );
+    w.header(&family::KUBE_POD_WAITS_TOTAL);
     for (result, n) in &p.waits {
         w.sample(
-            "topolet_kube_pod_waits_total",
+            family::KUBE_POD_WAITS_TOTAL.name,
             &[("result", result.to_string())],
             *n as f64,
         );
     }
-    w.family(
-        "topolet_kube_pod_watch_errors_total",
-        "counter",
-        "Errors of the watch of this node's pods (each followed by a back-off and a new watch from the last resourceVersion).",
-    );
+    w.header(&family::KUBE_POD_WATCH_ERRORS_TOTAL);
     w.sample(
-        "topolet_kube_pod_watch_errors_total",
+        family::KUBE_POD_WATCH_ERRORS_TOTAL.name,
         &[],
         p.watch_errors as f64,
     );
-    w.family(
-        "topolet_kube_pod_watch_restarts_total",
-        "counter",
-        "Restarts of the pod watch after an error (a new watch from the last resourceVersion, or a list if it has none).",
-    );
+    w.header(&family::KUBE_POD_WATCH_RESTARTS_TOTAL);
     w.sample(
-        "topolet_kube_pod_watch_restarts_total",
+        family::KUBE_POD_WATCH_RESTARTS_TOTAL.name,
         &[],
         p.watch_restarts as f64,
     );
-    w.family(
-        "topolet_kube_pod_watch_relists_total",
-        "counter",
-        "Lists of the pod watch after the first, because the server no longer had its resourceVersion (410 Gone).",
-    );
+    w.header(&family::KUBE_POD_WATCH_RELISTS_TOTAL);
     w.sample(
-        "topolet_kube_pod_watch_relists_total",
+        family::KUBE_POD_WATCH_RELISTS_TOTAL.name,
         &[],
         p.watch_relists as f64,
     );
-    w.family(
-        "topolet_kube_pod_watch_requests_total",
-        "counter",
-        "Requests of the pod watch to the API server, by verb (list, watch).",
-    );
+    w.header(&family::KUBE_POD_WATCH_REQUESTS_TOTAL);
     for verb in ["list", "watch"] {
         w.sample(
-            "topolet_kube_pod_watch_requests_total",
+            family::KUBE_POD_WATCH_REQUESTS_TOTAL.name,
             &[("verb", verb.to_string())],
             p.watch_requests.get(verb).copied().unwrap_or(0) as f64,
         );
     }
-    w.gauge(
-        "topolet_kube_pod_store_synced",
-        "1 while the pod watch's store is synced (listed, and no error since).",
+    w.single(
+        &family::KUBE_POD_STORE_SYNCED,
         if p.synced { 1.0 } else { 0.0 },
     );
-    w.gauge(
-        "topolet_kube_pod_store_pods",
-        "Pods of this node in the pod watch's store.",
-        p.pods as f64,
-    );
+    w.single(&family::KUBE_POD_STORE_PODS, p.pods as f64);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use topolet_testkit::metrics_text::*;
+
+    /// The families a scrape shows are exactly the catalogue's, once each, and each family's
+    /// samples carry exactly the labels the catalogue declares (with every recorder called once).
+    #[test]
+    fn a_scrape_is_the_catalogue() {
+        use crate::telemetry::family::CATALOGUE;
+        let declared: Vec<&str> = {
+            let mut v: Vec<&str> = CATALOGUE.iter().map(|f| f.name).collect();
+            v.sort_unstable();
+            v
+        };
+        let text = Metrics::new().render(&Gauges::default());
+        let mut typed: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split(' ').next())
+            .collect();
+        typed.sort_unstable();
+        assert_eq!(
+            typed, declared,
+            "families in a scrape against the catalogue"
+        );
+
+        let m = Metrics::new();
+        m.observe_event(event::CREATE_CONTAINER, Duration::from_micros(50));
+        m.admitted("guaranteed", true);
+        m.refused("create", "InsufficientExclusiveCPUs");
+        m.state_write(true);
+        m.state_pending(true);
+        m.pod_cgroup_write(true);
+        m.refusal_log_suppressed("update");
+        m.eviction("memory.available");
+        m.set_signal("memory.available", 1.0);
+        m.set_threshold("memory.available", "hard", Some(2.0));
+        let line = StallLine {
+            resource: "cpu",
+            kind: "some",
+            avg10: 1.0,
+            avg60: 1.0,
+            avg300: 1.0,
+            total_us: 5,
+        };
+        m.set_pressure(
+            vec![line],
+            BTreeMap::from([("uid-1".to_string(), vec![line])]),
+        );
+        m.set_condition("MemoryPressure", true);
+        m.kube_event("created");
+        m.kube_api_error("event", "500");
+        m.nrt_write("created");
+        m.eviction_result("api", "evicted");
+        m.node_reclaim(
+            "nodefs.available",
+            "relieved",
+            NodeReclaimCounts {
+                images: 1,
+                ..NodeReclaimCounts::default()
+            },
+        );
+        m.node_status_patch("conditions", "ok");
+        m.set_kube_client(true);
+        m.admission_source("create", "api");
+        m.admission_fallback("not_synced");
+        m.drift_check();
+        m.drift_repair("cpus");
+        m.exclusive_breach(Duration::from_secs(1), 1);
+        m.config_reload("sighup", "applied");
+        m.admission_disagreement();
+        m.pod_wait("found");
+        m.pod_watch_request("list");
+        m.pod_watch_relist();
+        m.pod_watch_error();
+        m.pod_watch_restart();
+        m.set_pod_store(true, 1);
+        m.reclaimed_publish("ok");
+        m.set_reclaimed(&[("node".to_string(), 100)], 1, 2, 3);
+        m.reclaimed_reaction("cut", Some(Duration::from_millis(1)));
+        m.http_connection("served");
+        m.reclaimed_eviction("evicted");
+        m.reclaimed_cgroup_error("read");
+        let gauges = Gauges {
+            exclusive_cpus: BTreeMap::from([(0, 1)]),
+            free_cpus: BTreeMap::from([(0, 1)]),
+            ..Gauges::default()
+        };
+        let samples = parse_exposition(&m.render(&gauges)).unwrap();
+        for family in CATALOGUE {
+            let mut seen: Vec<Vec<&str>> = samples
+                .iter()
+                .filter(|s| {
+                    s.name == family.name
+                        || ["_bucket", "_sum", "_count"]
+                            .iter()
+                            .any(|suffix| s.name == format!("{}{suffix}", family.name))
+                })
+                .map(|s| {
+                    let mut labels: Vec<&str> = s
+                        .labels
+                        .keys()
+                        .map(String::as_str)
+                        .filter(|l| *l != "le")
+                        .collect();
+                    labels.sort_unstable();
+                    labels
+                })
+                .collect();
+            seen.dedup();
+            let mut want: Vec<&str> = family.labels.to_vec();
+            want.sort_unstable();
+            assert_eq!(
+                seen,
+                vec![want],
+                "{}: label sets of its samples",
+                family.name
+            );
+        }
+    }
 
     #[test]
     fn empty_registry_is_valid_and_has_no_fake_samples() {

@@ -16,6 +16,8 @@
 //! - [`introspection`]: the status report, the admin socket, the HTTP endpoint, the table.
 //! - [`telemetry`]: metrics, log output, the refusal log.
 //! - [`run`]: `topolet run`, composing all of the above.
+//!
+//! `reference` (test builds only) generates the manual's reference pages from the code.
 pub mod cluster;
 pub mod config;
 pub mod host;
@@ -23,6 +25,8 @@ pub mod introspection;
 pub mod nri;
 pub mod pressure;
 pub mod reclaimed;
+#[cfg(test)]
+mod reference;
 pub mod run;
 pub mod state;
 pub mod telemetry;

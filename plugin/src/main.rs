@@ -19,18 +19,38 @@ const VERSION: &str = match option_env!("TOPOLET_VERSION") {
     None => env!("CARGO_PKG_VERSION"),
 };
 
-/// Exit codes (documented in `topolet --help`).
+/// Exit codes (documented in `topolet --help` and the generated reference, from [`EXIT_CODES`]).
 const EXIT_FAILURE: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 /// `topolet status` could not reach the running plugin.
 const EXIT_UNREACHABLE: u8 = 3;
+
+/// Every exit code with its meaning: `--help`'s last line and `docs/src/reference/cli.md`.
+const EXIT_CODES: [(u8, &str); 4] = [
+    (0, "success"),
+    (EXIT_FAILURE, "the command failed (the message says why)"),
+    (EXIT_USAGE, "bad usage or invalid configuration"),
+    (
+        EXIT_UNREACHABLE,
+        "(status) the running plugin could not be reached",
+    ),
+];
+
+/// `--help`'s last line: [`EXIT_CODES`].
+fn exit_codes_help() -> String {
+    let codes: Vec<String> = EXIT_CODES
+        .iter()
+        .map(|(code, meaning)| format!("{code} {meaning}"))
+        .collect();
+    format!("Exit codes: {}.", codes.join("; "))
+}
 
 #[derive(Parser)]
 #[command(
     name = "topolet",
     version = VERSION,
     about = "Kubelet-grade, topology-aware resource management for containerd, as an NRI plugin",
-    after_help = "Exit codes: 0 success; 1 the command failed (the message says why); 2 bad usage or invalid configuration; 3 (status) the running plugin could not be reached."
+    after_help = exit_codes_help()
 )]
 struct Cli {
     #[command(subcommand)]
@@ -688,4 +708,66 @@ fn rank(
     let order = topolet_core::eviction::rank_keys(signal, &pods, &usage);
     println!("{}", serde_json::to_string(&order)?);
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(dead_code)]
+#[path = "reference/page.rs"]
+mod page;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// `docs/src/reference/cli.md`: every subcommand's `--help`, and [`EXIT_CODES`].
+    fn cli_reference() -> String {
+        fn walk(cmd: &clap::Command, out: &mut String) {
+            let name = cmd.get_bin_name().unwrap_or(cmd.get_name()).to_string();
+            let help = cmd.clone().render_long_help().to_string();
+            let lines: Vec<&str> = help.trim_end().lines().map(str::trim_end).collect();
+            out.push_str(&format!(
+                "\n## `{name}`\n\n```text\n{}\n```\n",
+                lines.join("\n")
+            ));
+            for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+                walk(sub, out);
+            }
+        }
+        let mut out = format!(
+            "# Command line\n\n{}\n\n\
+             The `topolet` binary's subcommands, each as its `--help` prints it (see \
+             [Commands](../commands.md) for what they are for), and its exit codes \
+             ([Exit codes](../exit-codes.md)). Started by containerd as a pre-installed NRI \
+             plugin (no arguments, `{ENV}` set), it runs `topolet run` with \
+             `{PREINSTALLED_CONFIG}` when that file exists and logs to `{PREINSTALLED_LOG}`.\n\n\
+             ## Exit codes\n\n| code | meaning |\n|---|---|\n",
+            page::GENERATED,
+            ENV = topolet_nri::config::ENV_PLUGIN_SOCKET,
+        );
+        for (code, meaning) in EXIT_CODES {
+            out.push_str(&format!("| {code} | {} |\n", page::cell(meaning)));
+        }
+        out.push_str(
+            "\n`topolet conditions` speaks node-problem-detector's protocol instead: 0 OK, 1 \
+             under pressure, 2 unknown.\n",
+        );
+        let mut cmd = Cli::command();
+        cmd.build();
+        walk(&cmd, &mut out);
+        out
+    }
+
+    #[test]
+    fn cli_reference_is_current() {
+        page::check_or_bless("cli.md", &cli_reference());
+    }
+
+    #[test]
+    fn help_names_every_exit_code() {
+        let help = Cli::command().render_long_help().to_string();
+        for (code, meaning) in EXIT_CODES {
+            assert!(help.contains(&format!("{code} {meaning}")), "{help}");
+        }
+    }
 }

@@ -468,6 +468,8 @@ oom_score_adj_floor = 0
             "kubeconfig",
             "node_name",
             "evict_as",
+            "pod_wait_ms",
+            "watch_timeout_s",
             "resource_name",
             "suppress_interval",
             "window",

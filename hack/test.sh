@@ -12,7 +12,8 @@
 # TEST_GUESTS=0) and seconds, the wall time of the lanes side by side, and the run's total seconds.
 #   1. hack/install-deps.sh for every containerd line (default v2.4.2, v2.3.7 and v2.0.14)
 #   2. cargo fmt --all --check; hack/module-cycles.py (no module depends on one that depends back);
-#      every shell script under hack/, .ci/ and deploy/ through shellcheck (`shell_scripts`, below)
+#      every shell script under hack/, .ci/ and deploy/ through shellcheck (`shell_scripts`, below);
+#      hack/docs.sh links (every relative link of README.md and the manual, docs/src, resolves)
 #   3. clippy, inside the builds the tests need (`linted`, below): every target of the workspace
 #      but topolet-integration, then every target of topolet-integration, with -D warnings
 #   4. cargo test --workspace --exclude topolet-integration          (unit tests, no rebuild)
@@ -20,7 +21,7 @@
 #      version string differs), built before the integration build (build_next_bin, below)
 #   6. hack/install-kube.sh (started in the background after step 1, joined here), then
 #      hack/smoke-stack.sh                                           (the containerd test stack itself)
-#   7. two lanes side by side (README "CI's time"; `run_lanes`, below), each a process group with
+#   7. two lanes side by side (docs/src/ci-time.md; `run_lanes`, below), each a process group with
 #      its own log ($TARGET_DIR/ci/lanes/<lane>.log: printed whole when the lane fails, its tail
 #      when it passes) and its own rows in the table:
 #      A: the kubelet suites (integration/tests/kubelet.rs and every kubelet_*.rs: a real kubelet,
@@ -41,14 +42,14 @@
 #           TOPOLET_CONTAINERD_VERSION=<v> cargo test -p topolet-integration --test ... -- --test-threads=1
 #         then hack/guest.sh test (the real-kernel suite in QEMU guests of every shape: SMT + 2
 #         NUMA nodes with the cgroupfs driver; 4 SNC-like nodes with a memory-only one under
-#         systemd with the systemd driver; image built once and cached: README "Real kernels"),
+#         systemd with the systemd driver; image built once and cached: docs/src/real-kernels.md),
 #         under `nice`, so that the kubelet lane's work never waits behind it for a CPU
 #   8. ALONE_SUITES, one at a time, with nothing beside them: each judges a host-wide quantity
 #      (free memory and pids, /proc/stat) a neighbour lane would move
 #
 # Flakiness is not this script's job: hack/shake.sh runs chosen suites N times each, one test at a
-# time, under a CPU and I/O hog on every core, and prints each test's failure count (README
-# "Shaking tests under load").
+# time, under a CPU and I/O hog on every core, and prints each test's failure count
+# (docs/src/shaking.md).
 #
 # Environment:
 #   TEST_CONTAINERD_VERSIONS   lines to install and test (default "v2.4.2 v2.3.7 v2.0.14"); the
@@ -584,6 +585,7 @@ main() {
   step "cargo fmt" cargo fmt --all --check
   step "module cycles" python3 "$HACK_DIR/module-cycles.py"
   step "shellcheck" check_scripts
+  step "docs links" "$HACK_DIR/docs.sh" links
   step "clippy + build (workspace)" \
     linted cargo test --workspace --exclude topolet-integration --all-targets --no-run
   # That build made the topolet binary too (the plugin's own tests run it): one binary for every

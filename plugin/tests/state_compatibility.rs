@@ -13,6 +13,7 @@ use topolet::state::NodeState;
 use topolet_core::kube::container_key::ContainerKey;
 use topolet_core::machine::cpuset::CpuSet;
 use topolet_core::managers::memory::policy::{MemoryAssignment, MemoryResource};
+use topolet_core::managers::observed_devices::{DeviceSource, ObservedDevice};
 use topolet_core::managers::topology::hints::NumaMask;
 use topolet_core::placement::assignments::{Assignment, Assignments};
 
@@ -41,6 +42,7 @@ fn format_1_content() -> NodeState {
                     affinity: Some(numa(&[0])),
                     memory: None,
                     devices: None,
+                    observed_devices: None,
                 },
                 Assignment {
                     pod_uid: "9b2d7c3e-1f4a-4e8b-b6c2-7d5e9a1f0c22".into(),
@@ -55,6 +57,7 @@ fn format_1_content() -> NodeState {
                         "example.com/nic".to_string(),
                         vec!["vf-3".to_string()],
                     )])),
+                    observed_devices: None,
                 },
             ],
         },
@@ -81,11 +84,39 @@ fn the_state_file_of_format_1_loads() {
     assert_eq!(loaded, format_1_content());
 }
 
+/// What `assignments-v2.json` holds: format 1's content, the exclusive container given a GPU
+/// device node on NUMA node 0 (format 2: `observed_devices`).
+fn format_2_content() -> NodeState {
+    let mut state = format_1_content();
+    state.assignments.containers[0].observed_devices = Some(vec![ObservedDevice {
+        source: DeviceSource::DeviceNode,
+        id: "/dev/nvidia0".into(),
+        numa: Some(0),
+    }]);
+    state
+}
+
+#[test]
+fn the_state_file_of_format_2_loads() {
+    let path = fixture("assignments-v2.json");
+    // Written once, by the build that introduced format 2; never rewritten.
+    if std::env::var_os("TOPOLET_WRITE_STATE_FIXTURE").is_some() && !path.exists() {
+        file::save(&path, &format_2_content()).expect("writing the fixture");
+    }
+    let loaded: NodeState = match file::load(&path) {
+        Ok(Some(s)) => s,
+        Ok(None) => panic!("{} is missing", path.display()),
+        Err(e) => panic!("this build no longer loads format 2: {e}"),
+    };
+    assert_eq!(loaded, format_2_content());
+}
+
 #[test]
 fn a_newer_format_is_refused_naming_the_file_and_both_versions() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("assignments.json");
-    let current = std::fs::read(fixture("assignments-v1.json")).expect("fixture");
+    let current =
+        std::fs::read(fixture(&format!("assignments-v{}.json", file::VERSION))).expect("fixture");
     let newer = String::from_utf8(current).expect("utf-8").replacen(
         &format!("\"version\":{}", file::VERSION),
         &format!("\"version\":{}", file::VERSION + 1),

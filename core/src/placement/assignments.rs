@@ -1,5 +1,6 @@
 //! `Assignments`: everything topolet persists — what each container holds (exclusive CPUs,
-//! pinned memory, devices, its NUMA affinity). Free capacity is never stored: it is derived from
+//! pinned memory, `[devices]`' devices, its NUMA affinity, the devices it was really given and
+//! that pulled it to their NUMA nodes). Free capacity is never stored: it is derived from
 //! the topology and these assignments.
 
 use std::collections::BTreeMap;
@@ -9,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::kube::container_key::ContainerKey;
 use crate::machine::cpuset::CpuSet;
 use crate::managers::memory::policy::MemoryAssignment;
+use crate::managers::observed_devices::ObservedDevice;
 use crate::managers::topology::hints::NumaMask;
 
 /// The persisted assignments, one entry per container holding anything, ordered by key.
@@ -36,6 +38,10 @@ pub struct Assignment {
     /// Devices by extended resource name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub devices: Option<BTreeMap<String, Vec<String>>>,
+    /// The devices the container was really given (its device set, with each one's source and
+    /// NUMA node: `crate::managers::observed_devices`). New in state format 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_devices: Option<Vec<ObservedDevice>>,
 }
 
 impl Assignment {
@@ -51,6 +57,7 @@ impl Assignment {
             affinity: None,
             memory: None,
             devices: None,
+            observed_devices: None,
         }
     }
 }
@@ -69,6 +76,7 @@ impl Assignments {
         affinity: &BTreeMap<ContainerKey, NumaMask>,
         memory: &BTreeMap<ContainerKey, MemoryAssignment>,
         devices: &BTreeMap<ContainerKey, BTreeMap<String, Vec<String>>>,
+        observed: &BTreeMap<ContainerKey, Vec<ObservedDevice>>,
     ) -> Assignments {
         let mut by_key: BTreeMap<&ContainerKey, Assignment> = BTreeMap::new();
         for (k, v) in cpus {
@@ -92,6 +100,12 @@ impl Assignments {
                 .or_insert_with(|| Assignment::empty(k))
                 .devices = Some(v.clone());
         }
+        for (k, v) in observed {
+            by_key
+                .entry(k)
+                .or_insert_with(|| Assignment::empty(k))
+                .observed_devices = Some(v.clone());
+        }
         Assignments {
             containers: by_key.into_values().collect(),
         }
@@ -113,6 +127,14 @@ mod tests {
                 k.clone(),
                 BTreeMap::from([("example.com/nic".to_string(), vec!["0000:3b:00.0".into()])]),
             )]),
+            &BTreeMap::from([(
+                k.clone(),
+                vec![ObservedDevice {
+                    source: crate::managers::observed_devices::DeviceSource::DeviceNode,
+                    id: "/dev/nvidia0".into(),
+                    numa: Some(1),
+                }],
+            )]),
         );
         let text = serde_json::to_string(&a).unwrap();
         let back: Assignments = serde_json::from_str(&text).unwrap();
@@ -120,6 +142,12 @@ mod tests {
         assert_eq!(
             back.get(&k).unwrap().cpus.as_ref().unwrap().to_string(),
             "2-3"
+        );
+        assert!(
+            text.contains(
+                r#""observed_devices":[{"source":"device-node","id":"/dev/nvidia0","numa":1}]"#
+            ),
+            "{text}"
         );
         assert!(serde_json::from_str::<Assignments>(r#"{"containers":[],"x":1}"#).is_err());
     }

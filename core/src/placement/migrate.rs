@@ -131,6 +131,9 @@ impl Placement {
             if let Some(affinity) = a.affinity {
                 next.affinity.insert(key.clone(), affinity);
             }
+            if let Some(observed) = &a.observed_devices {
+                next.observed.insert(key.clone(), observed.clone());
+            }
         }
         if !broken.is_empty() {
             let refusals = broken

@@ -2,7 +2,9 @@
 //! device provider and the topology manager together, and turns one container's admission into
 //! its cgroup values ([`ContainerResources`]).
 //!
-//! For each container: QoS class → exclusive-CPU eligibility → hints from every provider →
+//! For each container: QoS class → exclusive-CPU eligibility → hints from every provider (the
+//! CPUs, the memory, `[devices]`, and the devices the container was really given:
+//! `crate::managers::observed_devices`) →
 //! merge under the topology policy (container or pod scope) → admit or refuse → allocate each
 //! provider with the merged affinity (all or nothing) → cpuset, mems, shares, quota, memory
 //! limit, oom_score_adj, pids limit. The kubelet does the same across `cpumanager`,
@@ -24,6 +26,7 @@ use crate::machine::topology::Topology;
 use crate::managers::cpu::policy::{ContainerRole, CpuPolicy, CpuPolicyName};
 use crate::managers::devices::DeviceHints;
 use crate::managers::memory::policy::{binary_quantity, MemoryPolicy, MemoryRequest};
+use crate::managers::observed_devices::{self, ObservedDevice, DEVICES_RESOURCE};
 use crate::managers::topology::hints::{NumaMask, ProviderHints};
 use crate::managers::topology::manager::{ResourceAmounts, Scope, TopologyManager};
 use crate::placement::assignments::Assignments;
@@ -68,8 +71,12 @@ pub struct ContainerResources {
     pub memory_limit: Option<u64>,
     pub oom_score_adj: i32,
     pub pids_limit: Option<i64>,
-    /// PCI addresses of the devices allocated to the container.
+    /// PCI addresses of the devices allocated to the container (`[devices]`).
     pub devices: Vec<String>,
+    /// The devices the container was really given (its device set,
+    /// `crate::managers::observed_devices`), whose NUMA nodes were its hints.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub observed_devices: Vec<ObservedDevice>,
     /// Why the container got what it got, for logs.
     pub reason: String,
 }
@@ -81,6 +88,7 @@ pub(crate) struct Grant {
     pub mems: Option<NumaMask>,
     pub affinity: Option<NumaMask>,
     pub devices: Vec<String>,
+    pub observed: Vec<ObservedDevice>,
     pub reason: String,
 }
 
@@ -104,6 +112,8 @@ pub struct Placement {
     shared_mems_follow_cpus: bool,
     /// Merged affinity per container (an assignment: persisted).
     pub(crate) affinity: BTreeMap<ContainerKey, NumaMask>,
+    /// The device set each admitted container was given (an assignment: persisted).
+    pub(crate) observed: BTreeMap<ContainerKey, Vec<ObservedDevice>>,
     /// Pod-scope affinity per pod uid, decided at the pod's first admission.
     pub(crate) pod_affinity: BTreeMap<String, Option<NumaMask>>,
     /// Assignments loaded from the state file, used by `reconcile` to break ties.
@@ -134,6 +144,7 @@ impl Placement {
                 },
                 shared_mems_follow_cpus: settings.shared_pool_mems_follow_cpus,
                 affinity: BTreeMap::new(),
+                observed: BTreeMap::new(),
                 pod_affinity: BTreeMap::new(),
                 saved: Assignments::default(),
             },
@@ -204,6 +215,16 @@ impl Placement {
         NumaMask::from_ids(self.topology.numa_nodes_of(cpus)).unwrap_or_default()
     }
 
+    /// The device set of every admitted container given devices.
+    pub fn observed_devices(&self) -> &BTreeMap<ContainerKey, Vec<ObservedDevice>> {
+        &self.observed
+    }
+
+    /// The topology manager's merged NUMA affinity of `key`, when it chose one.
+    pub fn affinity_of(&self, key: &ContainerKey) -> Option<NumaMask> {
+        self.affinity.get(key).copied()
+    }
+
     /// Exclusive CPUs by container.
     pub fn exclusive(&self) -> &BTreeMap<ContainerKey, CpuSet> {
         self.cpu.assignments()
@@ -216,6 +237,7 @@ impl Placement {
             &self.affinity,
             self.memory.assignments(),
             self.devices.assignments(),
+            &self.observed,
         )
     }
 
@@ -255,7 +277,20 @@ impl Placement {
     /// Admits one container: hints, merge, allocation, cgroup values. Nothing changes when it
     /// is refused; the [`Refusal`] says why in every form the shell reports it.
     pub fn admit(&mut self, who: Candidate<'_>, floor: i32) -> Result<ContainerResources, Refusal> {
-        let subject = Subject::of(who)?;
+        self.admit_with_devices(who, &[], floor)
+    }
+
+    /// [`Placement::admit`] of a container that was given `devices` (its device set,
+    /// `crate::managers::observed_devices::device_set`): their NUMA nodes are hints of the
+    /// topology manager, and the assignment records them.
+    pub fn admit_with_devices(
+        &mut self,
+        who: Candidate<'_>,
+        devices: &[ObservedDevice],
+        floor: i32,
+    ) -> Result<ContainerResources, Refusal> {
+        let mut subject = Subject::of(who)?;
+        subject.devices = devices;
         self.admit_subject(&subject, floor)
             .map_err(|e| self.refusal(&subject, e, false))
     }
@@ -274,7 +309,7 @@ impl Placement {
         let affinity = match self.tm.scope() {
             Scope::Container => {
                 let subject = format!("container {}/{}", s.pod_key, c.name);
-                self.admit_hint(&subject, &key, None, n_cpus, &mem, &c.requests)?
+                self.admit_hint(&subject, &key, None, n_cpus, &mem, &c.requests, s.devices)?
             }
             Scope::Pod => match self.pod_affinity.get(s.pod_uid) {
                 Some(a) => *a,
@@ -289,6 +324,7 @@ impl Placement {
                         self.exclusive_cpus(class, &total),
                         &memory_request(class, &total),
                         &total,
+                        s.devices,
                     )?;
                     self.pod_affinity.insert(s.pod_uid.to_string(), a);
                     a
@@ -296,7 +332,11 @@ impl Placement {
             },
         };
         let grant = self.allocate(&key, role, n_cpus, &mem, &c.requests.extended, affinity)?;
+        if !s.devices.is_empty() {
+            self.observed.insert(key.clone(), s.devices.to_vec());
+        }
         let grant = Grant {
+            observed: s.devices.to_vec(),
             reason: match &grant.exclusive {
                 Some(set) => format!("{class} with {} integer cpus: exclusive", set.len()),
                 None => self.shared_reason(class, c),
@@ -354,6 +394,7 @@ impl Placement {
             mems,
             affinity,
             devices,
+            observed: Vec::new(),
             reason: String::new(),
         })
     }
@@ -393,6 +434,10 @@ impl Placement {
 
     /// Gathers hints for `key` (or for pod `pod_uid` in pod scope) and asks the topology
     /// manager; the merged affinity, or the refusal naming the policy, request and free capacity.
+    /// `observed` is the container's device set: in pod scope the pod's affinity is decided at
+    /// its first admitted container, from that container's devices (NRI shows no other
+    /// container's devices before it is created).
+    #[allow(clippy::too_many_arguments)]
     fn admit_hint(
         &self,
         subject: &str,
@@ -401,6 +446,7 @@ impl Placement {
         n_cpus: Option<usize>,
         mem: &MemoryRequest,
         requests: &ResourceList,
+        observed: &[ObservedDevice],
     ) -> Result<Option<NumaMask>, PlacementError> {
         if !self.tm.wants_hints() {
             return Ok(None);
@@ -416,11 +462,16 @@ impl Placement {
         let devices = self
             .devices
             .hints(pod_uid.is_none().then_some(key), &requests.extended);
-        let providers = [cpu, memory, devices];
+        let nodes: Vec<usize> = self.topology.numa_ids().collect();
+        let given = observed_devices::hints(observed, &nodes);
+        let providers = [cpu, memory, devices, given];
         if providers.iter().all(ProviderHints::is_empty) {
             return Ok(None);
         }
-        let amounts = amounts(n_cpus, mem, &requests.extended);
+        let mut amounts = amounts(n_cpus, mem, &requests.extended);
+        if !observed.is_empty() {
+            amounts.insert(DEVICES_RESOURCE.into(), observed.len() as u64);
+        }
         Ok(self
             .tm
             .admit(subject, &amounts, &providers, || self.free_per_node())?)
@@ -469,6 +520,7 @@ impl Placement {
             ),
             pids_limit: self.qos.pids_limit,
             devices: grant.devices,
+            observed_devices: grant.observed,
             reason: grant.reason,
         }
     }
@@ -478,9 +530,10 @@ impl Placement {
         let cpu = self.cpu.release(key).is_some();
         let mem = self.memory.release(key).is_some();
         let dev = self.devices.release(key).is_some();
+        let observed = self.observed.remove(key).is_some();
         // The affinity is an assignment too (persisted): dropping it is a change to persist.
         let affinity = self.affinity.remove(key).is_some();
-        cpu || mem || dev || affinity
+        cpu || mem || dev || affinity || observed
     }
 
     /// Returns every container's resources of pod `uid`; true if any were held.
@@ -491,6 +544,7 @@ impl Placement {
             .chain(container_key::of_pod(&self.affinity, uid).map(|(k, _)| k))
             .chain(container_key::of_pod(self.memory.assignments(), uid).map(|(k, _)| k))
             .chain(container_key::of_pod(self.devices.assignments(), uid).map(|(k, _)| k))
+            .chain(container_key::of_pod(&self.observed, uid).map(|(k, _)| k))
             .cloned()
             .collect();
         self.release_keys(uid, keys)
@@ -536,6 +590,7 @@ impl Placement {
                     mems: self.memory.assignment(&key).map(|a| a.nodes),
                     affinity: self.affinity.get(&key).copied(),
                     devices: Vec::new(),
+                    observed: self.observed.get(&key).cloned().unwrap_or_default(),
                     reason: format!("{class} resized to {n} exclusive cpus"),
                 };
                 Ok(self.resources(s, grant, floor))
@@ -553,6 +608,7 @@ impl Placement {
                     mems: None,
                     affinity: None,
                     devices: Vec::new(),
+                    observed: self.observed.get(&key).cloned().unwrap_or_default(),
                     reason: format!("{class} no longer qualifies for exclusive cpus: shared pool"),
                 };
                 Ok(self.resources(s, grant, floor))
@@ -582,6 +638,8 @@ pub(crate) struct Subject<'a> {
     pub(super) container: &'a Container,
     /// The whole spec, when the source has one.
     pod: Option<&'a Pod>,
+    /// The devices the container was given (its device set; empty when unknown).
+    pub(super) devices: &'a [ObservedDevice],
 }
 
 impl<'a> Subject<'a> {
@@ -614,6 +672,7 @@ impl<'a> Subject<'a> {
             role,
             container,
             pod: Some(pod),
+            devices: &[],
         })
     }
 
@@ -625,6 +684,7 @@ impl<'a> Subject<'a> {
             role: c.role_or_app(),
             container: &c.container,
             pod: None,
+            devices: &[],
         }
     }
 
@@ -685,6 +745,10 @@ pub(super) fn amounts(
     }
     out
 }
+
+#[cfg(test)]
+#[path = "pipeline_device_tests.rs"]
+mod device_tests;
 
 #[cfg(test)]
 pub(super) mod tests {

@@ -14,7 +14,8 @@
 //! the containers' ids (the kubelet's CPU manager likewise restores its checkpoint before it
 //! admits anything new: `pkg/kubelet/cm/cpumanager/state/state_checkpoint.go`).
 //!
-//! Pinned memory, devices and the NUMA affinity are restored from the saved assignment of a
+//! Pinned memory, devices (`[devices]`'s and the observed device set) and the NUMA affinity are
+//! restored from the saved assignment of a
 //! container kept in 1 or 2, and of every shared container that had them (a fractional
 //! Guaranteed container's pinned memory), when still consistent. Assignments of containers that no longer run are dropped, so nothing
 //! leaks however events were lost. Shared containers get the shared pool as it ends up.
@@ -182,11 +183,18 @@ impl Placement {
                 self.devices.restore(key, d).ok().map(|()| list)
             })
             .unwrap_or_default();
+        let observed = entry
+            .and_then(|a| a.observed_devices.clone())
+            .unwrap_or_default();
+        if !observed.is_empty() {
+            self.observed.insert(key.clone(), observed.clone());
+        }
         Grant {
             exclusive: cpus.cloned(),
             mems,
             affinity,
             devices,
+            observed,
             reason: reason.to_string(),
         }
     }

@@ -226,7 +226,9 @@ impl Placement {
     /// The refusal of `s`, worded as the kubelet's own admission would: its reason first, then
     /// what was asked and what each NUMA node has free, e.g. `TopologyAffinityError: container
     /// main of pod default/p asks 2 exclusive CPUs; free per NUMA node: node0 1, node1 1;
-    /// topology manager policy single-numa-node cannot align them`. Built right after the
+    /// topology manager policy single-numa-node cannot align them`; a container given devices
+    /// has them listed before the last clause (`; devices given: /dev/nvidia0 (device-node, numa
+    /// 1)`). Built right after the
     /// refusal: nothing changed, so the free capacity is what refused it.
     pub(super) fn refusal(&self, s: &Subject<'_>, err: PlacementError, resize: bool) -> Refusal {
         let message = self.refusal_message(s, &err, resize);
@@ -287,6 +289,11 @@ impl Placement {
             if resize { " (in-place resize)" } else { "" },
             per_node.join(", ")
         );
+        if !s.devices.is_empty() {
+            let given: Vec<String> = s.devices.iter().map(ToString::to_string).collect();
+            out.push_str("; devices given: ");
+            out.push_str(&given.join(", "));
+        }
         if let Some(d) = err.detail() {
             out.push_str("; ");
             out.push_str(&d);

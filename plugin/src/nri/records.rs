@@ -844,6 +844,7 @@ mod tests {
             oom_score_adj: 1000,
             pids_limit: None,
             devices: Vec::new(),
+            observed_devices: Vec::new(),
             reason: String::new(),
         }
     }

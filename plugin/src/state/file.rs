@@ -3,7 +3,7 @@
 //! corrupt or foreign file is recognised and reported instead of trusted.
 //!
 //! Format: one header line of JSON
-//! `{"format":"topolet-state","version":1,"length":N,"crc32":"xxxxxxxx"}` followed by exactly `N`
+//! `{"format":"topolet-state","version":2,"length":N,"crc32":"xxxxxxxx"}` followed by exactly `N`
 //! bytes of JSON payload whose CRC-32 (IEEE) is `crc32`. Writes go to a temporary file in the same
 //! directory (mode 0600), which is fsynced, renamed over the target, and the directory fsynced. A
 //! missing state directory is created 0700.
@@ -25,8 +25,12 @@ use serde::{Deserialize, Serialize};
 
 /// Identifies our files; anything else is "foreign".
 pub const FORMAT: &str = "topolet-state";
-/// The payload schema version this build writes and reads.
-pub const VERSION: u32 = 1;
+/// The payload schema version this build writes (and the newest it reads). Version 2 added each
+/// assignment's `observed_devices`; a version-1 payload is a version-2 one without them, read as
+/// is (and written back as version 2 at the next save).
+pub const VERSION: u32 = 2;
+/// The oldest payload schema version this build reads.
+pub const OLDEST_READ: u32 = 1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateFileError {
@@ -42,7 +46,7 @@ pub enum StateFileError {
     Foreign { path: PathBuf, reason: String },
     #[error(
         "{path}: state file version {found} is not supported: this build reads version \
-         {VERSION}{}",
+         {VERSION} and the earlier ones from {OLDEST_READ}{}",
         if *found > VERSION { " (the file was written by a newer topolet: after a rollback, \
          the assignments are rebuilt from the running containers at Synchronize)" } else { "" }
     )]
@@ -165,7 +169,7 @@ fn decode<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> Result<T, StateFile
     if header.format != FORMAT {
         return Err(foreign(format!("format is {:?}", header.format)));
     }
-    if header.version != VERSION {
+    if !(OLDEST_READ..=VERSION).contains(&header.version) {
         return Err(StateFileError::Version {
             path: path.to_path_buf(),
             found: header.version,

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::kube::container_key::ContainerKey;
 use crate::machine::cpuset::CpuSet;
 use crate::machine::topology::Topology;
+use crate::managers::observed_devices::ObservedDevice;
 use crate::managers::topology::hints::NumaMask;
 use crate::managers::topology::manager::FreePerNode;
 
@@ -41,6 +42,25 @@ pub struct Snapshot {
     /// Containers that may run on CPUs another holds exclusively (`crate::placement::breach`), as the shell
     /// dated them.
     pub breaches: Vec<BreachStatus>,
+    /// Containers given devices (their device set, as held by the placement).
+    pub devices: Vec<DevicesInput>,
+}
+
+/// One container's device set, as held by the placement, and where it was placed.
+#[derive(Debug, Clone)]
+pub struct DevicesInput {
+    pub key: ContainerKey,
+    /// `namespace/pod`, when the container is known from NRI.
+    pub pod_ref: Option<String>,
+    /// containerd's container id, when known.
+    pub id: Option<String>,
+    pub devices: Vec<ObservedDevice>,
+    /// The topology manager's merged NUMA affinity, when it chose one.
+    pub affinity: Option<NumaMask>,
+    /// Its exclusive CPUs, if any.
+    pub cpus: Option<CpuSet>,
+    /// Its `cpuset.mems`, when known.
+    pub mems: Option<NumaMask>,
 }
 
 /// One container's exclusive CPUs, as held by the placement.
@@ -85,6 +105,28 @@ pub struct Status {
     /// Reclaimed CPU (`crate::reclaimed`): `None` until its loop has reported.
     #[serde(default)]
     pub reclaimed: Option<crate::reclaimed::ReclaimedStatus>,
+    /// Containers given devices, ordered by name: which devices, from which source, on which
+    /// NUMA nodes, and where that pulled the container's CPUs and memory.
+    #[serde(default)]
+    pub devices: Vec<ContainerDevices>,
+}
+
+/// A container given devices (`crate::managers::observed_devices`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerDevices {
+    /// `namespace/pod/container`, or `pod-uid/container` for a container NRI has not shown us.
+    pub name: String,
+    pub id: Option<String>,
+    /// Each device with its source and NUMA node.
+    pub devices: Vec<ObservedDevice>,
+    /// The NUMA nodes of its devices (those with locality), ascending.
+    pub device_numa_nodes: Vec<usize>,
+    /// The merged NUMA affinity its CPUs and memory were placed with (list syntax), if any.
+    pub numa_affinity: Option<String>,
+    /// Its exclusive CPUs, if any.
+    pub cpus: Option<CpuSet>,
+    /// `cpuset.mems` (list syntax), when known.
+    pub mems: Option<String>,
 }
 
 /// A container in breach: its cpuset, as the runtime last applied it, overlaps CPUs another
@@ -366,6 +408,26 @@ pub fn build(topology: &Topology, input: StatusInput) -> Status {
             .then_with(|| a.cpus.first().cmp(&b.cpus.first()))
     });
 
+    let mut devices: Vec<ContainerDevices> = snap
+        .devices
+        .iter()
+        .map(|d| ContainerDevices {
+            name: match &d.pod_ref {
+                Some(p) => format!("{p}/{}", d.key.container),
+                None => format!("{}/{}", d.key.pod_uid, d.key.container),
+            },
+            id: d.id.clone(),
+            device_numa_nodes: crate::managers::observed_devices::nodes_of(&d.devices, &node_ids)
+                .into_iter()
+                .collect(),
+            devices: d.devices.clone(),
+            numa_affinity: d.affinity.map(|m| m.to_string()),
+            cpus: d.cpus.clone(),
+            mems: d.mems.map(|m| m.to_string()),
+        })
+        .collect();
+    devices.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.id.cmp(&b.id)));
+
     Status {
         version: input.version,
         policies: input.policies,
@@ -385,6 +447,7 @@ pub fn build(topology: &Topology, input: StatusInput) -> Status {
         admissions: snap.admissions.clone(),
         breaches: snap.breaches.clone(),
         reclaimed: None,
+        devices,
     }
 }
 

@@ -309,6 +309,8 @@ pub fn render_table(s: &Status) -> String {
     }
     out.push('\n');
 
+    render_devices(&mut out, &s.devices);
+
     // One line per container that may run on another's exclusive CPUs, while it lasts.
     for b in &s.breaches {
         let _ = writeln!(
@@ -398,6 +400,58 @@ pub fn render_table(s: &Status) -> String {
         let _ = writeln!(out, "metrics: http://{a}/metrics");
     }
     out
+}
+
+/// Containers given devices: which devices, from which source, on which NUMA nodes, and where
+/// that pulled their CPUs and memory (nothing when no container holds devices).
+fn render_devices(out: &mut String, devices: &[topolet_core::report::status::ContainerDevices]) {
+    if devices.is_empty() {
+        return;
+    }
+    let rows: Vec<Vec<String>> = devices
+        .iter()
+        .map(|c| {
+            let each: Vec<String> = c
+                .devices
+                .iter()
+                .map(|d| match d.numa {
+                    Some(n) => format!("{} (numa {n})", d.id),
+                    None => format!("{} (no numa)", d.id),
+                })
+                .collect();
+            let mut sources: Vec<&str> = c.devices.iter().map(|d| d.source.as_str()).collect();
+            sources.sort_unstable();
+            sources.dedup();
+            vec![
+                c.name.clone(),
+                each.join(", "),
+                sources.join(","),
+                list(&c.device_numa_nodes),
+                c.numa_affinity.clone().unwrap_or_else(|| "-".into()),
+                c.cpus
+                    .as_ref()
+                    .map(set_count)
+                    .unwrap_or_else(|| "shared".into()),
+                c.mems
+                    .clone()
+                    .filter(|m| !m.is_empty())
+                    .unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &[
+            "DEVICE CONTAINER",
+            "DEVICES",
+            "SOURCE",
+            "DEVICE NUMA",
+            "PULLED TO",
+            "CPUS",
+            "MEMS",
+        ],
+        &rows,
+    ));
+    out.push('\n');
 }
 
 /// A container id as `crictl` shows it: its first 13 characters.
@@ -610,6 +664,59 @@ mod tests {
         let text = render_table(&build(&t, inp));
         assert!(
             text.contains("BREACH: default/bu/app (0123456789abc) may run on CPU 1,9 held exclusively by default/web-0/app, since 2025-01-02T03:04:05Z (70.5 s)"),
+            "{text}"
+        );
+    }
+
+    /// A container given devices gets a row: each device with its NUMA node, the source, and
+    /// where its CPUs and memory were pulled to; nothing is printed when none has devices.
+    #[test]
+    fn a_container_given_devices_gets_a_row() {
+        use topolet_core::kube::container_key::ContainerKey;
+        use topolet_core::managers::observed_devices::{DeviceSource, ObservedDevice};
+        use topolet_core::managers::topology::hints::NumaMask;
+        let t = machine();
+        let mut inp = input(&t);
+        let text = render_table(&build(&t, inp.clone()));
+        assert!(!text.contains("DEVICE CONTAINER"), "{text}");
+        let dev = |id: &str, numa| ObservedDevice {
+            source: DeviceSource::DeviceNode,
+            id: id.into(),
+            numa,
+        };
+        inp.snapshot.devices = vec![topolet_core::report::status::DevicesInput {
+            key: ContainerKey::new("uid-gpu", "train"),
+            pod_ref: Some("ml/gpu-0".into()),
+            id: Some("fedcba9876543210".into()),
+            devices: vec![dev("/dev/nvidia1", Some(1)), dev("/dev/nvidiactl", None)],
+            affinity: NumaMask::single(1),
+            cpus: Some(topolet_core::report::status::fixtures::set("4-5")),
+            mems: NumaMask::single(1),
+        }];
+        let status = build(&t, inp);
+        assert_eq!(status.devices[0].device_numa_nodes, vec![1]);
+        let text = render_table(&status);
+        let header = text
+            .lines()
+            .position(|l| l.starts_with("DEVICE CONTAINER"))
+            .expect("the devices table");
+        let row = text.lines().nth(header + 1).expect("a row");
+        let cells: Vec<&str> = row
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        assert_eq!(
+            cells,
+            vec![
+                "ml/gpu-0/train",
+                "/dev/nvidia1 (numa 1), /dev/nvidiactl (no numa)",
+                "device-node",
+                "1",
+                "1",
+                "4-5 (2)",
+                "1"
+            ],
             "{text}"
         );
     }

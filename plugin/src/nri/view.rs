@@ -152,6 +152,47 @@ pub fn pod_qos(pod: &api::PodSandbox) -> Result<inverse::CgroupParentInfo, Ignor
     })
 }
 
+/// The device nodes NRI lists for a container (`linux.devices`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceNodes {
+    /// The nodes, in NRI's order.
+    Listed(Vec<crate::host::device_numa::DeviceNode>),
+    /// The container's device cgroup allows every device (a privileged container, which is
+    /// given every device node of the host): its nodes say nothing of the devices it was
+    /// allocated, and give no hints (the kubelet's device manager never counts them either).
+    Every,
+}
+
+/// The container's device nodes (see [`DeviceNodes`]).
+pub fn device_nodes(ctr: &api::Container) -> DeviceNodes {
+    let Some(linux) = ctr.linux.as_ref() else {
+        return DeviceNodes::Listed(Vec::new());
+    };
+    let allows_every = linux.resources.as_ref().is_some_and(|r| {
+        r.devices.iter().any(|rule| {
+            rule.allow
+                && matches!(rule.type_.as_str(), "" | "a")
+                && rule.major.is_none()
+                && rule.minor.is_none()
+        })
+    });
+    if allows_every {
+        return DeviceNodes::Every;
+    }
+    DeviceNodes::Listed(
+        linux
+            .devices
+            .iter()
+            .map(|d| crate::host::device_numa::DeviceNode {
+                path: d.path.clone(),
+                kind: d.type_.clone(),
+                major: d.major,
+                minor: d.minor,
+            })
+            .collect(),
+    )
+}
+
 /// Reads the container's current cgroup values; a cpuset that does not parse is an error
 /// naming the container and the field.
 pub fn current_resources(ctr: &api::Container) -> Result<CurrentResources, BadField> {
@@ -360,6 +401,60 @@ pub(crate) mod tests {
     }
 
     const GIB: u64 = 1 << 30;
+
+    /// A container's device nodes are listed; a container whose device cgroup allows every
+    /// device (privileged) is said to use every device, whatever nodes it lists.
+    #[test]
+    fn device_nodes_and_the_privileged_case() {
+        let mut c = container("app", 2048, 200_000, 1 << 30, -997);
+        assert_eq!(device_nodes(&c), DeviceNodes::Listed(Vec::new()));
+        let linux = c.linux.mut_or_insert_default();
+        linux.devices.push(api::LinuxDevice {
+            path: "/dev/nvidia0".into(),
+            type_: "c".into(),
+            major: 195,
+            minor: 0,
+            ..Default::default()
+        });
+        let resources = linux.resources.mut_or_insert_default();
+        resources.devices.push(api::LinuxDeviceCgroup {
+            allow: false,
+            access: "rwm".into(),
+            ..Default::default()
+        });
+        resources.devices.push(api::LinuxDeviceCgroup {
+            allow: true,
+            type_: "c".into(),
+            major: protobuf::MessageField::some(api::OptionalInt64 {
+                value: 195,
+                ..Default::default()
+            }),
+            minor: protobuf::MessageField::some(api::OptionalInt64 {
+                value: 0,
+                ..Default::default()
+            }),
+            access: "rw".into(),
+            ..Default::default()
+        });
+        let listed = crate::host::device_numa::DeviceNode {
+            path: "/dev/nvidia0".into(),
+            kind: "c".into(),
+            major: 195,
+            minor: 0,
+        };
+        assert_eq!(device_nodes(&c), DeviceNodes::Listed(vec![listed]));
+        let resources = c
+            .linux
+            .mut_or_insert_default()
+            .resources
+            .mut_or_insert_default();
+        resources.devices.push(api::LinuxDeviceCgroup {
+            allow: true,
+            access: "rwm".into(),
+            ..Default::default()
+        });
+        assert_eq!(device_nodes(&c), DeviceNodes::Every);
+    }
 
     #[test]
     fn guaranteed_integer_cpu_container() {

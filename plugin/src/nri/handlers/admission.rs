@@ -7,9 +7,11 @@ use topolet_nri::plugin::{PluginError, PluginResult};
 
 use super::{reclaimed, TopoletPlugin};
 use crate::cluster::pod_directory::Lookup;
+use crate::host::device_numa;
 use crate::nri::adjust;
 use crate::nri::records::{Decided, Record};
-use crate::nri::view::{self, ContainerView, NoView};
+use crate::nri::view::{self, ContainerView, DeviceNodes, NoView};
+use topolet_core::managers::observed_devices::{self, ObservedDevice};
 use topolet_core::placement::admission_input::{self, AdmissionInput, Fallback};
 
 impl TopoletPlugin {
@@ -62,6 +64,27 @@ impl TopoletPlugin {
         }
     }
 
+    /// The devices `ctr` was given (its device set): its device nodes resolved through sysfs to
+    /// the NUMA nodes of the PCI devices behind them (`crate::host::device_numa`). A node that
+    /// cannot be resolved is logged and gives no hint; it never refuses the container. Reads
+    /// sysfs: called before the plugin's lock.
+    fn given_devices(&self, ctr: &api::Container, view: &ContainerView) -> Vec<ObservedDevice> {
+        let nodes = match view::device_nodes(ctr) {
+            DeviceNodes::Listed(nodes) if nodes.is_empty() => return Vec::new(),
+            DeviceNodes::Listed(nodes) => nodes,
+            DeviceNodes::Every => {
+                tracing::debug!(pod = %view.pod_ref, container = %ctr.name, "the container may use every device (privileged): its device nodes give no numa hints");
+                return Vec::new();
+            }
+        };
+        let numa: Vec<usize> = self.topology.numa_ids().collect();
+        let resolved = device_numa::resolve(&self.sysfs_root, &nodes, &numa);
+        for e in &resolved.errors {
+            tracing::warn!(pod = %view.pod_ref, container = %ctr.name, error = %e, "the numa node of a device node is unknown; that device gives no hint");
+        }
+        observed_devices::device_set(resolved.devices)
+    }
+
     /// CreateContainer: admits the container, or refuses it naming the reason; the reply carries
     /// its adjustment and the queued updates of the others.
     pub(super) async fn on_create_container(
@@ -93,7 +116,8 @@ impl TopoletPlugin {
             }
             return Ok(api::CreateContainerResponse::default());
         }
-        // Before the lock: this may wait (bounded) for the pod watch.
+        // Before the lock: this may wait (bounded) for the pod watch, and reads sysfs.
+        let devices = self.given_devices(ctr, &view);
         let input = self.admission_input(pod, &view).await;
         let source = input.source();
         self.metrics.admission_source("create", source.as_str());
@@ -127,12 +151,16 @@ impl TopoletPlugin {
             }
         }
         let floor = node.oom_floor.unwrap_or(0);
-        let mut decision = match node.placement.admit(input.candidate(), floor) {
-            Ok(d) => d,
-            Err(refusal) => {
-                return Err(self.refused(&mut node, "create", source, &view, &refusal));
-            }
-        };
+        let mut decision =
+            match node
+                .placement
+                .admit_with_devices(input.candidate(), &devices, floor)
+            {
+                Ok(d) => d,
+                Err(refusal) => {
+                    return Err(self.refused(&mut node, "create", source, &view, &refusal));
+                }
+            };
         let batch = match &input {
             AdmissionInput::Api { pod, which } if reclaimed.enabled && !decision.exclusive => {
                 reclaimed::admit_batch(
@@ -164,6 +192,7 @@ impl TopoletPlugin {
             oom_score_adj = decision.oom_score_adj,
             batch,
             cpu_quota = decision.cpu_quota,
+            devices = ?decision.observed_devices.iter().map(ToString::to_string).collect::<Vec<_>>(),
             "container placed"
         );
         let exclusive = decision.exclusive;
@@ -177,7 +206,8 @@ impl TopoletPlugin {
         let holds = exclusive
             || decision.memory_pinned
             || decision.numa_affinity.is_some()
-            || !decision.devices.is_empty();
+            || !decision.devices.is_empty()
+            || !decision.observed_devices.is_empty();
         let uid = view.key.pod_uid.clone();
         node.records
             .insert(&ctr.id, Record::created(view, decided, decision));

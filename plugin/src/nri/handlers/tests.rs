@@ -17,6 +17,7 @@ use crate::nri::outbox::QUIET;
 use crate::nri::records::{Decided, DriftProbe, Lifecycle, Record};
 use crate::nri::view::tests::{container, sandbox, with_cpuset};
 use crate::nri::{adjust, view};
+use topolet_core::kube::container_key::ContainerKey;
 use topolet_core::machine::cpuset::CpuSet;
 use topolet_core::machine::topology::SyntheticSpec;
 use topolet_core::managers::topology::hints::NumaMask;
@@ -636,4 +637,63 @@ async fn a_panic_holding_the_node_lock_is_checked_and_the_plugin_serves_on() {
     assert!(!f.plugin.node.is_poisoned());
     assert_eq!(f.plugin.quiet_lock().placement.exclusive().len(), 2);
     after_panic(&f.plugin.quiet_lock()).expect("invariants hold");
+}
+
+/// A container's device node on NUMA node 1 (a sysfs tree of a GPU there) pulls its exclusive
+/// CPUs to node 1, the assignment records it for status, and a device node whose sysfs entry
+/// cannot be resolved gives no hint and refuses nothing.
+#[tokio::test]
+async fn a_device_node_pulls_exclusive_cpus_to_its_numa_node() {
+    let f = fixture(|_| {});
+    let sys = f.dir.path().join("sys");
+    let gpu = "devices/pci0000:80/0000:80:01.0/0000:81:00.0";
+    std::fs::create_dir_all(sys.join(gpu).join("drm/card1")).expect("mkdir");
+    std::fs::write(sys.join(gpu).join("numa_node"), "1\n").expect("write");
+    std::fs::create_dir_all(sys.join("dev/char")).expect("mkdir");
+    std::os::unix::fs::symlink(format!("../../{gpu}/drm/card1"), sys.join("dev/char/226:1"))
+        .expect("link");
+    let with_devices = |(sb, mut c): (api::PodSandbox, api::Container), nodes: &[(&str, i64)]| {
+        let linux = c.linux.mut_or_insert_default();
+        for (path, minor) in nodes {
+            linux.devices.push(api::LinuxDevice {
+                path: path.to_string(),
+                type_: "c".into(),
+                major: 226,
+                minor: *minor,
+                ..Default::default()
+            });
+        }
+        (sb, c)
+    };
+    configure(&f.plugin).await;
+    let gpu_pod = with_devices(guaranteed("u1", "train", 2), &[("/dev/dri/card1", 1)]);
+    create(&f.plugin, &gpu_pod).await.expect("placed");
+    let key = ContainerKey::new("u1", "train");
+    let (cpus, held) = {
+        let node = f.plugin.quiet_lock();
+        let held = node.placement.assignments().get(&key).cloned();
+        (node.placement.exclusive().get(&key).cloned(), held)
+    };
+    let cpus = cpus.expect("exclusive");
+    assert_eq!(cpus.to_string(), "2,6", "node 1's first core");
+    let devices = held.and_then(|h| h.observed_devices).expect("recorded");
+    assert_eq!(devices.len(), 1);
+    assert_eq!(
+        (devices[0].id.as_str(), devices[0].numa),
+        ("/dev/dri/card1", Some(1))
+    );
+    let (snapshot, _) = f.plugin.snapshot();
+    assert_eq!(snapshot.devices.len(), 1);
+    assert_eq!(snapshot.devices[0].affinity, NumaMask::single(1));
+    // No sysfs entry for 226:9: no hint, placed as without devices (node 0's free core).
+    let lost = with_devices(guaranteed("u2", "train", 2), &[("/dev/dri/card9", 9)]);
+    create(&f.plugin, &lost).await.expect("placed anyway");
+    let node = f.plugin.quiet_lock();
+    let cpus = node
+        .placement
+        .exclusive()
+        .get(&ContainerKey::new("u2", "train"))
+        .cloned()
+        .expect("exclusive");
+    assert_eq!(cpus.to_string(), "1,5");
 }

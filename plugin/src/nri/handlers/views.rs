@@ -17,7 +17,7 @@ use topolet_core::machine::cpuset::CpuSet;
 use topolet_core::machine::topology::Topology;
 use topolet_core::managers::topology::hints::NumaMask;
 use topolet_core::placement::admission_input::AdmissionRecord;
-use topolet_core::report::status::{ExclusiveInput, Policies, Snapshot};
+use topolet_core::report::status::{DevicesInput, ExclusiveInput, Policies, Snapshot};
 
 /// A Kubernetes pod topolet manages, as NRI described it (for the eviction loop).
 #[derive(Debug, Clone)]
@@ -183,6 +183,22 @@ impl TopoletPlugin {
                 }
             })
             .collect();
+        let devices = p
+            .observed_devices()
+            .iter()
+            .map(|(key, devices)| {
+                let k = known.get(key);
+                DevicesInput {
+                    key: key.clone(),
+                    pod_ref: k.map(|k| k.1.to_string()),
+                    id: k.map(|k| k.0.to_string()),
+                    devices: devices.clone(),
+                    affinity: p.affinity_of(key),
+                    cpus: p.exclusive().get(key).cloned(),
+                    mems: k.and_then(|k| k.2),
+                }
+            })
+            .collect();
         let mut snapshot = Snapshot {
             reserved: p.reserved().clone(),
             shared: p.shared_pool(),
@@ -194,6 +210,7 @@ impl TopoletPlugin {
             left_alone: node.records.left_alone().len(),
             admissions: admission_records(&node),
             breaches: TopoletPlugin::breach_report(&node, Instant::now(), SystemTime::now()),
+            devices,
         };
         drop(node);
         // Ordered outside the lock.

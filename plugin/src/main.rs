@@ -94,6 +94,11 @@ enum Command {
         /// Pods as JSON or YAML: one Pod, a List of Pods, or an array; `-` reads stdin.
         #[arg(long, value_name = "FILE")]
         pods: PathBuf,
+        /// The devices each container was given, with their NUMA nodes: a JSON object mapping
+        /// "namespace/pod/container" to [{"id": "/dev/nvidia1", "numa": 1}, …] ("numa" left out:
+        /// no locality). Their nodes are topology hints, as a container's device nodes are.
+        #[arg(long, value_name = "DEVICES.json")]
+        devices: Option<PathBuf>,
     },
     /// Eviction order under one signal's pressure, as the kubelet ranks pods: prints a JSON
     /// array of "namespace/name", first evicted first.
@@ -234,7 +239,8 @@ fn main() -> ExitCode {
             sysfs_root,
             config,
             pods,
-        } => plan(&sysfs_root, config.as_deref(), &pods),
+            devices,
+        } => plan(&sysfs_root, config.as_deref(), &pods, devices.as_deref()),
         Command::Config {
             command: ConfigCommand::Check { file, sysfs_root },
         } => config_check(&file, &sysfs_root),
@@ -466,7 +472,12 @@ fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
     }
 }
 
-fn plan(sysfs_root: &Path, config: Option<&Path>, pods: &Path) -> anyhow::Result<()> {
+fn plan(
+    sysfs_root: &Path,
+    config: Option<&Path>,
+    pods: &Path,
+    devices: Option<&Path>,
+) -> anyhow::Result<()> {
     let config = load_config(config)?;
     let text = if pods == Path::new("-") {
         let mut s = String::new();
@@ -480,7 +491,21 @@ fn plan(sysfs_root: &Path, config: Option<&Path>, pods: &Path) -> anyhow::Result
     let topology = topolet::host::sysfs::discover(sysfs_root)?;
     let pods = topolet_core::kube::pod_input::parse_pods(&text)
         .with_context(|| format!("{}", pods.display()))?;
-    let out = topolet_core::placement::plan::plan(&topology, &config.placement()?, &pods)?;
+    let devices = match devices {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("{}: cannot read", path.display()))?;
+            topolet_core::placement::plan::parse_plan_devices(&text)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+        }
+        None => Default::default(),
+    };
+    let out = topolet_core::placement::plan::plan_with_devices(
+        &topology,
+        &config.placement()?,
+        &pods,
+        &devices,
+    )?;
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
 }

@@ -4,15 +4,59 @@
 //! Containers on the shared pool are reported with the shared pool as it stands after every pod
 //! has been admitted (topolet keeps shared containers on the current pool as exclusive grants
 //! come and go). Refused containers are reported with `admitted: false` and the error.
+//!
+//! The devices each container was given ([`PlanDevices`], `topolet plan --devices`) are its
+//! device set (`crate::managers::observed_devices`), as a node's device nodes would give it:
+//! their NUMA nodes are topology hints, as at a real admission.
 
-use serde::Serialize;
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 
 use crate::kube::pod::{ContainerRef, Pod};
 use crate::kube::qos;
 use crate::machine::topology::Topology;
+use crate::managers::observed_devices::{self, DeviceSource, ObservedDevice};
 use crate::managers::topology::hints::NumaMask;
 use crate::placement::settings::PlacementSettings;
-use crate::placement::{Placement, PlacementError};
+use crate::placement::{Candidate, Placement, PlacementError};
+
+/// The devices given to the plan's containers: `namespace/pod/container` → devices.
+pub type PlanDevices = BTreeMap<String, Vec<ObservedDevice>>;
+
+/// One device of `--devices`: `{"id": "/dev/nvidia1", "numa": 1}`; `source` defaults to
+/// `device-node`, `numa` to none (no locality).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanDevice {
+    id: String,
+    #[serde(default)]
+    numa: Option<usize>,
+    #[serde(default)]
+    source: Option<DeviceSource>,
+}
+
+/// Parses `topolet plan --devices`: a JSON object mapping `namespace/pod/container` to a list of
+/// devices (see [`PlanDevice`]). Errors name what is wrong.
+pub fn parse_plan_devices(text: &str) -> Result<PlanDevices, String> {
+    let raw: BTreeMap<String, Vec<PlanDevice>> =
+        serde_json::from_str(text).map_err(|e| format!("devices: {e}"))?;
+    let mut out = PlanDevices::new();
+    for (container, list) in raw {
+        if container.split('/').count() != 3 || container.split('/').any(str::is_empty) {
+            return Err(format!(
+                "devices: {container:?}: expected namespace/pod/container"
+            ));
+        }
+        let set = observed_devices::device_set(list.into_iter().map(|d| ObservedDevice {
+            source: d.source.unwrap_or(DeviceSource::DeviceNode),
+            id: d.id,
+            numa: d.numa,
+        }));
+        out.insert(container, set);
+    }
+    Ok(out)
+}
 
 /// One container's line in the plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -37,6 +81,9 @@ pub struct PlannedContainer {
     pub pids_limit: Option<i64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<String>,
+    /// The devices the container was given (`--devices`), when any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub observed_devices: Vec<ObservedDevice>,
 }
 
 /// Which of a container's values follow the shared pool.
@@ -68,15 +115,33 @@ pub fn plan(
     settings: &PlacementSettings,
     pods: &[Pod],
 ) -> Result<PlanOutput, PlacementError> {
+    plan_with_devices(topology, settings, pods, &PlanDevices::new())
+}
+
+/// [`plan`] with the devices each container was given.
+pub fn plan_with_devices(
+    topology: &Topology,
+    settings: &PlacementSettings,
+    pods: &[Pod],
+    devices: &PlanDevices,
+) -> Result<PlanOutput, PlacementError> {
     let (mut placement, _warnings) = Placement::new(topology, settings)?;
     let floor = settings.oom_score_adj_floor.unwrap_or(-1000);
     let mut rows: Vec<(PlannedContainer, OnShared)> = Vec::new();
     for pod in pods {
         let class = qos::class(pod);
-        for (which, result) in placement.admit_pod(pod, floor) {
+        let refs = (0..pod.init_containers.len())
+            .map(ContainerRef::Init)
+            .chain((0..pod.containers.len()).map(ContainerRef::App));
+        for which in refs {
             let Some(c) = pod.container(which) else {
                 continue;
             };
+            let given = devices
+                .get(&format!("{}/{}", pod.key(), c.name))
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let result = placement.admit_with_devices(Candidate::Pod { pod, which }, given, floor);
             let mut row = PlannedContainer {
                 pod: pod.key(),
                 container: c.name.clone(),
@@ -95,6 +160,7 @@ pub fn plan(
                 oom_score_adj: None,
                 pids_limit: None,
                 devices: Vec::new(),
+                observed_devices: Vec::new(),
             };
             let on_shared = match result {
                 Ok(r) => {
@@ -109,6 +175,7 @@ pub fn plan(
                     row.oom_score_adj = Some(r.oom_score_adj);
                     row.pids_limit = r.pids_limit;
                     row.devices = r.devices;
+                    row.observed_devices = r.observed_devices;
                     OnShared {
                         cpus: !r.exclusive,
                         mems: !r.exclusive && !r.memory_pinned,
@@ -143,4 +210,61 @@ pub fn plan(
             shared,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::topology::SyntheticSpec;
+    use crate::managers::topology::hints::TopologyPolicy;
+    use crate::placement::pipeline::tests::{guaranteed, pod};
+
+    #[test]
+    fn devices_pull_the_plan_s_containers_to_their_node() {
+        let topology = SyntheticSpec {
+            sockets: 2,
+            numa_per_socket: 1,
+            l3_per_numa: 1,
+            cores_per_l3: 4,
+            threads_per_core: 1,
+            memory_per_node: 8 << 30,
+        }
+        .build();
+        let mut settings = PlacementSettings::default();
+        settings.cpu.policy = crate::managers::cpu::policy::CpuPolicyName::Static;
+        settings.cpu.reserved_cpus = Some(crate::machine::cpuset::CpuSet::from_iter([0]));
+        settings.topology.policy = TopologyPolicy::SingleNumaNode;
+        let pods = [
+            pod("gpu", vec![], vec![guaranteed("train", 2, 0)]),
+            pod("split", vec![], vec![guaranteed("train", 2, 0)]),
+        ];
+        let devices = parse_plan_devices(
+            r#"{"ns/gpu/train": [{"id": "/dev/nvidia1", "numa": 1}, {"id": "/dev/nvidiactl"}],
+                "ns/split/train": [{"id": "/dev/nvidia0", "numa": 0}, {"id": "/dev/nvidia1", "numa": 1}]}"#,
+        )
+        .expect("valid");
+        let out = plan_with_devices(&topology, &settings, &pods, &devices).expect("plan");
+        let gpu = &out.containers[0];
+        assert_eq!(gpu.cpuset.as_deref(), Some("4-5"), "{gpu:?}");
+        assert_eq!(gpu.numa_affinity.as_deref(), Some("1"));
+        assert_eq!(gpu.observed_devices.len(), 2);
+        let split = &out.containers[1];
+        assert!(!split.admitted, "{split:?}");
+        assert!(
+            split
+                .error
+                .as_deref()
+                .unwrap_or("")
+                .contains("single-numa-node"),
+            "{split:?}"
+        );
+        for bad in [
+            "[]",
+            r#"{"gpu/train": []}"#,
+            r#"{"ns/gpu/train": [{"id": "/dev/x", "numa": -1}]}"#,
+            r#"{"ns/gpu/train": [{"id": "/dev/x", "node": 1}]}"#,
+        ] {
+            assert!(parse_plan_devices(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -645,3 +645,73 @@ fn binary_rejects_an_unknown_config_key_with_exit_2() {
         "{err}"
     );
 }
+
+/// `--devices`: a container given a device on NUMA node 1 of the dual-socket machine gets its
+/// exclusive CPUs there; under `single-numa-node`, devices on both nodes refuse it in the
+/// topology manager's words; a malformed devices file names itself.
+#[test]
+fn binary_plans_with_devices_pulling_cpus_to_their_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("node.toml");
+    std::fs::write(
+        &cfg,
+        "[cpu]\nreserved_cpus = \"0,48\"\n[topology]\npolicy = \"single-numa-node\"\n",
+    )
+    .unwrap();
+    let devices = dir.path().join("devices.json");
+    std::fs::write(
+        &devices,
+        r#"{"t/gpu/c": [{"id": "/dev/nvidia1", "numa": 1}],
+            "t/split/c": [{"id": "/dev/nvidia0", "numa": 0}, {"id": "/dev/nvidia1", "numa": 1}]}"#,
+    )
+    .unwrap();
+    let root = fixture("2s-24c-ht");
+    let pods = format!(
+        "{}{}",
+        pod_yaml("gpu", &[], &[("c", "4")]),
+        pod_yaml("split", &[], &[("c", "2")])
+    );
+    let args = |devices: &Path| {
+        vec![
+            "plan".to_string(),
+            "--sysfs-root".into(),
+            root.to_str().unwrap().into(),
+            "--config".into(),
+            cfg.to_str().unwrap().into(),
+            "--devices".into(),
+            devices.to_str().unwrap().into(),
+            "--pods".into(),
+            "-".into(),
+        ]
+    };
+    let argv = args(&devices);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let (code, out, err) = topolet(&argv, &pods);
+    assert_eq!(code, 0, "{err}");
+    let got: Value = serde_json::from_str(&out).unwrap();
+    let topo = discover(&root).unwrap();
+    let gpu = &got["containers"][0];
+    assert_eq!(gpu["numa_affinity"], "1", "{gpu}");
+    let cpus = CpuSet::parse(gpu["cpuset"].as_str().unwrap()).unwrap();
+    assert_eq!(cpus.len(), 4);
+    assert!(cpus.is_subset(&topo.numa_cpus(1)), "{cpus}");
+    assert_eq!(gpu["observed_devices"][0]["id"], "/dev/nvidia1");
+    assert_eq!(gpu["observed_devices"][0]["source"], "device-node");
+    let split = &got["containers"][1];
+    assert_eq!(split["admitted"], false, "{split}");
+    assert!(
+        split["error"]
+            .as_str()
+            .unwrap()
+            .contains("policy single-numa-node"),
+        "{split}"
+    );
+
+    std::fs::write(&devices, r#"{"gpu": []}"#).unwrap();
+    let (code, _, err) = topolet(&argv, &pods);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("devices.json") && err.contains("namespace/pod/container"),
+        "{err}"
+    );
+}

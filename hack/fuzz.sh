@@ -9,6 +9,7 @@
 #   config_toml   the TOML configuration (topolet::config) and the placement built from it
 #   sysfs_tree    CPU lists and topolet::host::sysfs discovery over a fuzzed sysfs tree
 #   plan_input    topolet plan: the JSON/YAML pod parser and the placement pipeline
+#   device_numa   a PCI device's numa_node content, read for a container's device node (topolet::host::device_numa)
 #
 # Steps: installs cargo-fuzz $CARGO_FUZZ_VERSION into $TOPOLET_CACHE/cargo-fuzz-<version> (outside
 # the clone, so a fresh CI clone reuses it; idempotent, `cargo install --locked`, used only if its
@@ -45,7 +46,7 @@ FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
 FUZZ_JOBS="${FUZZ_JOBS:-$(nproc)}"
 FUZZ_TOOLCHAIN="${FUZZ_TOOLCHAIN:-nightly}"
 CARGO_FUZZ_VERSION="${CARGO_FUZZ_VERSION:-0.13.2}"
-ALL_TARGETS="mux_frames nri_messages config_toml sysfs_tree plan_input"
+ALL_TARGETS="mux_frames nri_messages config_toml sysfs_tree plan_input device_numa"
 
 FUZZ_DIR="$REPO_ROOT/fuzz"
 OUT_DIR="$REPO_ROOT/target/fuzz"

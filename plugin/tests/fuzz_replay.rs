@@ -83,6 +83,11 @@ fn plan_input_corpus() {
     replay("plan_input", fuzz::plan_input);
 }
 
+#[test]
+fn device_numa_corpus() {
+    replay("device_numa", fuzz::device_numa);
+}
+
 // ------------------------------------------------------------------------------------------------
 // Generated seeds
 

@@ -23,6 +23,10 @@
 //!   tree, accepted trees have exactly the CPUs of `cpu/online`.
 //! - [`plan_input`]: `parse_pods` on JSON/YAML text, then `topolet_core::placement::plan::plan` on the 2-socket
 //!   fixture machine; placement invariants hold on every plan.
+//! - [`device_numa`]: the bytes as a PCI device's `numa_node`, through
+//!   `topolet::host::device_numa::parse_numa_node` and `resolve` of a device node under it on a
+//!   2-node machine: one device or one error, a node only when the text names one of the
+//!   machine's, errors naming the device node and the file.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -901,3 +905,73 @@ pub fn plan_input(data: &[u8]) {
 
 /// Messages shaped like the kubelet's through containerd, from the test kit's kubelet simulator.
 pub use topolet_testkit::kubelet::nri as shapes;
+
+/// The device tree of [`device_numa`]: a GPU (`0000:3b:00.0`) with a char device `226:1` under it.
+fn device_numa_tree() -> &'static Mutex<PathBuf> {
+    static TREE: OnceLock<Mutex<PathBuf>> = OnceLock::new();
+    TREE.get_or_init(|| {
+        let dir = scratch_dir("device-numa");
+        let gpu = dir.join("devices/pci0000:00/0000:00:01.0/0000:3b:00.0");
+        std::fs::create_dir_all(gpu.join("drm/card1")).expect("device tree dir");
+        std::fs::create_dir_all(dir.join("dev/char")).expect("device tree dir");
+        std::os::unix::fs::symlink(
+            "../../devices/pci0000:00/0000:00:01.0/0000:3b:00.0/drm/card1",
+            dir.join("dev/char/226:1"),
+        )
+        .expect("device tree link");
+        Mutex::new(dir)
+    })
+}
+
+/// Input: the content of the GPU's `numa_node`. `parse_numa_node` agrees with an integer parse
+/// of the text; `resolve` of `/dev/dri/card1` on a machine with nodes 0 and 1 gives exactly one
+/// device or one error, its node one of the machine's and the one the text names, its error
+/// naming the device node and the `numa_node` file.
+pub fn device_numa(data: &[u8]) {
+    use topolet::host::device_numa::{parse_numa_node, resolve, DeviceNode};
+    let text = String::from_utf8_lossy(data);
+    let number = text.trim().parse::<i64>().ok();
+    match parse_numa_node(&text) {
+        Ok(Some(n)) => assert_eq!(number, i64::try_from(n).ok(), "{text:?} read as node {n}"),
+        Ok(None) => assert_eq!(number, Some(-1), "{text:?} read as no locality"),
+        Err(reason) => assert!(
+            number.is_none_or(|n| n < -1),
+            "{text:?} refused ({reason}) though it is a node id or -1"
+        ),
+    }
+    let dir = device_numa_tree().lock().unwrap_or_else(|p| p.into_inner());
+    let file = dir.join("devices/pci0000:00/0000:00:01.0/0000:3b:00.0/numa_node");
+    std::fs::write(&file, data).expect("numa_node");
+    let card = DeviceNode {
+        path: "/dev/dri/card1".into(),
+        kind: "c".into(),
+        major: 226,
+        minor: 1,
+    };
+    let got = resolve(&dir, &[card], &[0, 1]);
+    assert_eq!(got.devices.len() + got.errors.len(), 1, "{got:?}");
+    // The file is read up to one page: what it says beyond is not the property's business.
+    let whole = data.len() <= 4096;
+    if let Some(d) = got.devices.first() {
+        assert_eq!(d.id, "/dev/dri/card1");
+        if let Some(n) = d.numa {
+            assert!(n <= 1, "node {n} is not one of the machine's");
+        }
+        if whole {
+            assert_eq!(parse_numa_node(&text), Ok(d.numa), "{text:?}");
+        }
+    }
+    if let Some(e) = got.errors.first() {
+        let msg = e.to_string();
+        assert!(
+            msg.contains("/dev/dri/card1") && msg.contains("numa_node"),
+            "{msg}"
+        );
+        if whole {
+            assert!(
+                !matches!(parse_numa_node(&text), Ok(None) | Ok(Some(0 | 1))),
+                "{text:?} refused: {msg}"
+            );
+        }
+    }
+}

@@ -21,6 +21,10 @@
 //! they are left out of the rule instead, so a device without locality never refuses a
 //! container. A node id that is not one of the machine's nodes is treated as no locality too (the
 //! shell validates ids against the topology and reports a bad one before it gets here).
+//!
+//! The pipeline (`crate::placement::pipeline`) asks for these hints only for a container with
+//! something to align (exclusive CPUs or memory the memory manager pins): a shared container is
+//! never refused for devices it already holds.
 
 use std::collections::BTreeSet;
 use std::fmt;

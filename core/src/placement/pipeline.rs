@@ -462,6 +462,11 @@ impl Placement {
         let devices = self
             .devices
             .hints(pod_uid.is_none().then_some(key), &requests.extended);
+        // The devices a container was given pull what can follow them: its exclusive CPUs and
+        // its pinned memory. A container with neither has nothing to align, and is never
+        // refused for devices it already holds.
+        let aligns = !cpu.is_empty() || !memory.is_empty();
+        let observed = if aligns { observed } else { &[] };
         let nodes: Vec<usize> = self.topology.numa_ids().collect();
         let given = observed_devices::hints(observed, &nodes);
         let providers = [cpu, memory, devices, given];

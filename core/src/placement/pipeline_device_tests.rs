@@ -164,3 +164,20 @@ fn a_restart_restores_the_device_set_from_the_state_file() {
     assert_eq!(out.targets[0].observed_devices, devices.to_vec());
     assert_eq!(after.assignments(), saved);
 }
+
+/// A container with nothing to align (no exclusive CPUs, no pinned memory) is never refused for
+/// the devices it holds: they give it no hint, and are recorded all the same.
+#[test]
+fn a_shared_container_is_not_refused_for_its_devices() {
+    let (mut p, _) =
+        Placement::new(&two_nodes(), &settings(TopologyPolicy::SingleNumaNode)).unwrap();
+    let mut web = pod("web", vec![], vec![guaranteed("app", 1, 0)]);
+    // Burstable: a CPU request, no limits.
+    web.containers[0].limits = Default::default();
+    let devices = [gpu("/dev/nvidia0", Some(0)), gpu("/dev/nvidia1", Some(1))];
+    let got = p
+        .admit_with_devices(Candidate::app(&web), &devices, -1000)
+        .unwrap();
+    assert!(!got.exclusive && got.numa_affinity.is_none(), "{got:?}");
+    assert_eq!(got.observed_devices, devices.to_vec());
+}

@@ -5,6 +5,9 @@
 #   hack/kube-node.sh start DIR            etcd -> kube-apiserver -> kube-scheduler -> kubelet, all under
 #                                          DIR, against the running containerd stack KUBE_CONTAINERD_DIR;
 #                                          returns when the node is Ready (fails with the log tails)
+#   hack/kube-node.sh start-control DIR    the control plane only: etcd -> kube-apiserver, topolet's
+#                                          CRD and RBAC, DIR/env; no containerd, scheduler or kubelet
+#                                          (hack/fleet.sh: Node objects and pods are its own)
 #   hack/kube-node.sh stop DIR             stop the kubelet, scheduler, API server and etcd; leaves no
 #                                          process, mount or listener (the pods' containers and cgroups
 #                                          belong to the containerd stack: hack/containerd.sh stop)
@@ -84,7 +87,7 @@ MAX_PODS="${KUBE_MAX_PODS:-110}"
 WITH_CONTROLLERS="${KUBE_WITH_CONTROLLERS:-0}"
 BIN="$DEPS/bin"
 
-usage() { die "usage: kube-node.sh start|stop|restart-kubelet|stop-apiserver|start-apiserver DIR"; }
+usage() { die "usage: kube-node.sh start|start-control|stop|restart-kubelet|stop-apiserver|start-apiserver DIR"; }
 
 set_paths() {
   mkdir -p "$1"
@@ -574,8 +577,16 @@ load_start_env() {
   export KUBE_CONTAINERD_DIR
 }
 
+# require_binaries [control]: what `start` runs, or with `control` what `start-control` runs.
 require_binaries() {
   local b
+  if [[ "${1:-}" == control ]]; then
+    for b in etcd kube-apiserver kubectl; do
+      [[ -x "$BIN/$b" ]] || die "$BIN/$b is missing: run hack/install-kube.sh"
+    done
+    command -v openssl >/dev/null || die "openssl not found"
+    return 0
+  fi
   for b in etcd kube-apiserver kube-scheduler kubelet kubectl $([[ "$WITH_CONTROLLERS" != 1 ]] || echo kube-controller-manager); do
     [[ -x "$BIN/$b" ]] || die "$BIN/$b is missing: run hack/install-kube.sh"
   done
@@ -613,6 +624,29 @@ cmd_start() {
   write_env
   start_kubelet
   say "node $NODE_NAME Ready in $((SECONDS - start))s (API https://127.0.0.1:$API_PORT, KUBECONFIG=$DIR/admin.kubeconfig)"
+}
+
+# The control plane alone (KUBE_AUDIT applies): no containerd stack, so no cgroup root
+# (KUBE_CGROUP_ROOT is empty in DIR/env), and KUBE_NODE_NAME names no Node.
+cmd_start_control() {
+  require_binaries control
+  if component_pid kube-apiserver >/dev/null || component_pid etcd >/dev/null; then
+    die "a control plane already runs in $DIR; stop it first"
+  fi
+  local start=$SECONDS
+  KUBE_CONTAINERD_DIR="" WITH_CONTROLLERS=0
+  save_start_env
+  choose_ports
+  make_pki
+  make_tokens
+  kubeconfig "$DIR/admin.kubeconfig" admin "$ADMIN_TOKEN"
+  kubeconfig "$DIR/topolet.kubeconfig" topolet "$TOPOLET_TOKEN"
+  start_etcd
+  start_apiserver
+  apply_topolet_rbac
+  CGROUP_ROOT=""
+  write_env
+  say "control plane up in $((SECONDS - start))s (API https://127.0.0.1:$API_PORT, KUBECONFIG=$DIR/admin.kubeconfig)"
 }
 
 cmd_stop() {
@@ -656,6 +690,7 @@ main() {
   set_paths "$2"
   case "$cmd" in
     start) cmd_start ;;
+    start-control) cmd_start_control ;;
     stop) cmd_stop ;;
     restart-kubelet) cmd_restart_kubelet ;;
     stop-apiserver) stop_component kube-apiserver ;;

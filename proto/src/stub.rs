@@ -217,6 +217,34 @@ impl<P: Plugin> Stub<P> {
         }
     }
 
+    /// Whether the runtime configured this session before it ended during registration (the
+    /// Configure handler queues its event before its reply goes out): the session's events so
+    /// far are applied to the status, and the session counts as a connection (the runtime
+    /// registered us: it configures only a registered plugin), as one whose RegisterPlugin reply
+    /// arrived in time does.
+    fn configured_before_close(&self, nrx: &mut mpsc::UnboundedReceiver<SessionEvent>) -> bool {
+        let mut configured = None;
+        while let Ok(ev) = nrx.try_recv() {
+            if let SessionEvent::Configured(info, mask) = ev {
+                configured = Some((info, mask));
+            }
+        }
+        let Some((info, mask)) = configured else {
+            return false;
+        };
+        self.status_tx.send_modify(|st| {
+            st.state = ConnState::Configured;
+            st.runtime = Some(info);
+            st.events = mask;
+            st.connects += 1;
+            if st.connects > 1 {
+                st.reconnects += 1;
+            }
+            st.last_error = None;
+        });
+        true
+    }
+
     /// One connection: setup, register, serve until the trunk closes.
     async fn session(&self, trunk: UnixStream) -> Result<(), StubError> {
         let runtime_pid = trunk
@@ -269,18 +297,7 @@ impl<P: Plugin> Stub<P> {
             s = mux.closed() => {
                 // The runtime may answer Configure before our RegisterPlugin reply arrives: if it
                 // configured us, the connection was established and has now ended normally.
-                let mut configured = false;
-                while let Ok(ev) = nrx.try_recv() {
-                    if let SessionEvent::Configured(info, mask) = ev {
-                        configured = true;
-                        self.status_tx.send_modify(|st| {
-                            st.state = ConnState::Configured;
-                            st.runtime = Some(info);
-                            st.events = mask;
-                        });
-                    }
-                }
-                if configured {
+                if self.configured_before_close(&mut nrx) {
                     tracing::info!("nri connection closed by runtime right after configuring us");
                     return Ok(());
                 }
@@ -289,6 +306,13 @@ impl<P: Plugin> Stub<P> {
         };
         match registered {
             Ok(Ok(_)) => {}
+            // The same end seen from the other side: the runtime configured us and closed, and
+            // the close reached the ttrpc client before our RegisterPlugin reply did (it then
+            // fails the call), while `select!` picked this branch over `mux.closed()`.
+            Ok(Err(_)) if self.configured_before_close(&mut nrx) => {
+                tracing::info!("nri connection closed by runtime right after configuring us");
+                return Ok(());
+            }
             Ok(Err(e)) => return Err(StubError::Register(e.to_string())),
             Err(_) => {
                 return Err(StubError::Register(format!(

@@ -214,8 +214,14 @@ async fn configure_mask_fits_nri_version() {
         .await
         .unwrap();
     assert_eq!(r.events, 0x28);
+    // The stub's session task records Configured once it has the RegisterPlugin reply too,
+    // which it may read after the runtime's Configure calls were served (another task): wait.
+    let mut status = stub.status();
+    tokio::time::timeout(GUARD, status.wait_for(|s| s.state == ConnState::Configured))
+        .await
+        .unwrap()
+        .unwrap();
     let st = stub.status().borrow().clone();
-    assert_eq!(st.state, ConnState::Configured);
     assert_eq!(st.connects, 1);
     // The fake runtime lives in this very process.
     assert_eq!(st.runtime_pid, Some(std::process::id()));

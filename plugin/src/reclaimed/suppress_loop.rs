@@ -109,6 +109,11 @@ struct State {
     built_with: Option<ReclaimedSettings>,
     /// The first tick after the Synchronize (the windows fill from then).
     first_reading: Option<Instant>,
+    /// The time left until the usage window has filled since the first reading (zero once it
+    /// has): nothing is advertised before, so that a (re)started topolet does not write, and
+    /// take back, one amount per load step of its first `window` (the fleet simulation's
+    /// restart storm, docs/src/fleet.md).
+    filling: Duration,
     /// Each batch pod's use over the last interval (milli-CPU), by uid.
     batch_rates: BTreeMap<String, u64>,
     /// The pool's CPUs were saturated over the last interval (batch pods' use then says
@@ -218,7 +223,10 @@ impl ReclaimedLoop {
             return;
         }
         let first = *self.state.first_reading.get_or_insert(now);
-        if now.saturating_duration_since(first) >= settings.window {
+        self.state.filling = settings
+            .window
+            .saturating_sub(now.saturating_duration_since(first));
+        if self.state.filling.is_zero() {
             let changed = self.plugin.end_carry();
             if changed > 0 {
                 tracing::info!(
@@ -540,6 +548,11 @@ impl ReclaimedLoop {
             // No API client: measured and shown, never advertised.
             return;
         }
+        if !self.state.filling.is_zero() {
+            // The window holds less than `window` of samples: its peak would rise, and the
+            // amount fall, with each step of the load until it has filled.
+            return;
+        }
         // The zones' amounts, damped like the Node's; the NodeResourceTopology publisher writes
         // only these (`topolet_core::report::nrt::add_reclaimed`).
         let published = self
@@ -558,6 +571,9 @@ impl ReclaimedLoop {
             .get_or_insert_with(|| Advertiser::new(settings.min_change_percent, settings.max_age));
         let amount = self.state.node_terms.reclaimable_millis;
         if let Publish::Now(v) = advertiser.decide(amount, pool_millis, now) {
+            if advertiser.last().is_none() {
+                tracing::info!(terms = %self.state.node_terms, "reclaimed CPU: the usage window has filled; the amount is advertised");
+            }
             advertiser.published(v, now);
             tracing::debug!(terms = %self.state.node_terms, "reclaimed CPU advertised");
             self.advertise(Advert::Amount(v));
@@ -747,6 +763,12 @@ impl ReclaimedLoop {
                     format!("batch pod {pod}: its cgroup cannot be read ({e}); its use is unknown")
                 })
                 .chain(s.not_batch_lines.iter().cloned())
+                .chain((s.api && !s.filling.is_zero()).then(|| {
+                    format!(
+                        "not advertised yet: the usage window fills for {} more (`window` since the start)",
+                        format_duration(s.filling)
+                    )
+                }))
                 .collect(),
         }));
     }

@@ -572,7 +572,7 @@ impl ReclaimedLoop {
         let amount = self.state.node_terms.reclaimable_millis;
         if let Publish::Now(v) = advertiser.decide(amount, pool_millis, now) {
             if advertiser.last().is_none() {
-                tracing::info!(terms = %self.state.node_terms, "reclaimed CPU: the usage window has filled; the amount is advertised");
+                tracing::info!(terms = %self.state.node_terms, "reclaimed CPU advertised (the first amount since the start, a reload of the advertiser's keys or a withdrawal)");
             }
             advertiser.published(v, now);
             tracing::debug!(terms = %self.state.node_terms, "reclaimed CPU advertised");

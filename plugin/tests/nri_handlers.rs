@@ -135,6 +135,15 @@ struct Env {
     plugins: std::sync::Mutex<Vec<std::sync::Weak<TopoletPlugin>>>,
 }
 
+/// The scratch directory goes last: a plugin's persister thread writes after its handler
+/// replied, and a write that lands after the directory is removed creates it again (the state
+/// directory is created when missing), leaving it behind in the system's temp directory.
+impl Drop for Env {
+    fn drop(&mut self) {
+        self.flush_state();
+    }
+}
+
 impl Env {
     fn new() -> Env {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -732,34 +732,7 @@ async fn send(
     if !mask.contains(event) {
         return Ok(());
     }
-    match event {
-        Event::CREATE_CONTAINER => {
-            let req = api::CreateContainerRequest {
-                pod: MessageField::some(pod.clone()),
-                container: MessageField::from_option(ctr.cloned()),
-                ..Default::default()
-            };
-            conn.create_container(&req).await?;
-        }
-        Event::STOP_CONTAINER => {
-            let req = api::StopContainerRequest {
-                pod: MessageField::some(pod.clone()),
-                container: MessageField::from_option(ctr.cloned()),
-                ..Default::default()
-            };
-            conn.locked(conn.client().stop_container(conn.ctx(), &req))
-                .await?;
-        }
-        _ => {
-            let ev = api::StateChangeEvent {
-                event: event.into(),
-                pod: MessageField::some(pod.clone()),
-                container: MessageField::from_option(ctr.cloned()),
-                ..Default::default()
-            };
-            conn.state_change(&ev).await?;
-        }
-    }
+    conn.send_event(event, pod, ctr).await?;
     Ok(())
 }
 

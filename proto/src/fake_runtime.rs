@@ -371,6 +371,48 @@ impl PluginConn {
         self.locked(self.client.state_change(self.ctx(), ev)).await
     }
 
+    /// One event of a pod's or container's life, sent as containerd sends it before the
+    /// dedicated per-event RPCs of NRI v0.12: a request for CreateContainer and StopContainer
+    /// (their replies carry adjustments and updates), a StateChange for the rest.
+    pub async fn send_event(
+        &self,
+        event: api::Event,
+        pod: &api::PodSandbox,
+        ctr: Option<&api::Container>,
+    ) -> ttrpc::Result<()> {
+        let pod = protobuf::MessageField::some(pod.clone());
+        let container = protobuf::MessageField::from_option(ctr.cloned());
+        match event {
+            api::Event::CREATE_CONTAINER => {
+                let req = api::CreateContainerRequest {
+                    pod,
+                    container,
+                    ..Default::default()
+                };
+                self.create_container(&req).await?;
+            }
+            api::Event::STOP_CONTAINER => {
+                let req = api::StopContainerRequest {
+                    pod,
+                    container,
+                    ..Default::default()
+                };
+                self.locked(self.client.stop_container(self.ctx(), &req))
+                    .await?;
+            }
+            _ => {
+                let ev = api::StateChangeEvent {
+                    event: event.into(),
+                    pod,
+                    container,
+                    ..Default::default()
+                };
+                self.state_change(&ev).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// How UpdateContainers requests are answered from now on (a stalled one is answered as
     /// this says).
     pub fn set_update_answer(&self, answer: UpdateAnswer) {

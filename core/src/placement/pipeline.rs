@@ -753,7 +753,7 @@ pub(super) fn amounts(
 
 #[cfg(test)]
 #[path = "pipeline_device_tests.rs"]
-mod device_tests;
+pub(super) mod device_tests;
 
 #[cfg(test)]
 pub(super) mod tests {

@@ -9,7 +9,7 @@ use crate::managers::observed_devices::DeviceSource;
 use crate::managers::topology::hints::TopologyPolicy;
 
 /// 2 sockets × 1 NUMA node × 4 cores (node 0: CPUs 0-3, node 1: 4-7), 8 GiB per node.
-fn two_nodes() -> Topology {
+pub(in crate::placement) fn two_nodes() -> Topology {
     SyntheticSpec {
         sockets: 2,
         numa_per_socket: 1,

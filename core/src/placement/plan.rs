@@ -215,21 +215,13 @@ pub fn plan_with_devices(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machine::topology::SyntheticSpec;
     use crate::managers::topology::hints::TopologyPolicy;
+    use crate::placement::pipeline::device_tests::two_nodes;
     use crate::placement::pipeline::tests::{guaranteed, pod};
 
     #[test]
     fn devices_pull_the_plan_s_containers_to_their_node() {
-        let topology = SyntheticSpec {
-            sockets: 2,
-            numa_per_socket: 1,
-            l3_per_numa: 1,
-            cores_per_l3: 4,
-            threads_per_core: 1,
-            memory_per_node: 8 << 30,
-        }
-        .build();
+        let topology = two_nodes();
         let mut settings = PlacementSettings::default();
         settings.cpu.policy = crate::managers::cpu::policy::CpuPolicyName::Static;
         settings.cpu.reserved_cpus = Some(crate::machine::cpuset::CpuSet::from_iter([0]));

@@ -103,6 +103,17 @@ pub struct ConnectionStatus {
     pub runtime_pid: Option<u32>,
 }
 
+impl ConnectionStatus {
+    /// A session the runtime registered: one more connection, a reconnection after the first.
+    fn registered(&mut self) {
+        self.connects += 1;
+        if self.connects > 1 {
+            self.reconnects += 1;
+        }
+        self.last_error = None;
+    }
+}
+
 /// The plugin stub. Create inside a tokio runtime.
 pub struct Stub<P: Plugin> {
     plugin: Arc<P>,
@@ -236,11 +247,7 @@ impl<P: Plugin> Stub<P> {
             st.state = ConnState::Configured;
             st.runtime = Some(info);
             st.events = mask;
-            st.connects += 1;
-            if st.connects > 1 {
-                st.reconnects += 1;
-            }
-            st.last_error = None;
+            st.registered();
         });
         true
     }
@@ -325,11 +332,7 @@ impl<P: Plugin> Stub<P> {
             if s.state < ConnState::Registered || s.state == ConnState::Disconnected {
                 s.state = ConnState::Registered;
             }
-            s.connects += 1;
-            if s.connects > 1 {
-                s.reconnects += 1;
-            }
-            s.last_error = None;
+            s.registered();
         });
         tracing::info!(name = %self.config.name, idx = %self.config.idx, "nri plugin registered");
         self.client_tx.send_replace(Some(Arc::new(client)));

@@ -278,15 +278,20 @@ fn spoil(kind: &str, path: &Path) -> anyhow::Result<&'static str> {
         ),
         "empty" => (Vec::new(), "file is empty"),
         "wrong-version" => {
-            let header =
-                String::from_utf8_lossy(&good[..nl]).replace("\"version\":1", "\"version\":7");
-            ensure!(
-                header.contains("\"version\":7"),
-                "no version in header {header}"
-            );
-            let mut b = header.into_bytes();
+            // Whatever version this build writes, the header is rewritten to
+            // say one it does not read (the format number moved 1 -> 2 once
+            // already; the test must not hard-code it).
+            let mut header: serde_json::Value = serde_json::from_slice(&good[..nl])
+                .context("the state file's header is not JSON")?;
+            let shown = header.to_string();
+            let slot = header
+                .get_mut("version")
+                .with_context(|| format!("no version in header {shown}"))?;
+            ensure!(slot.is_u64(), "version in header is not a number: {shown}");
+            *slot = serde_json::json!(77);
+            let mut b = serde_json::to_vec(&header)?;
             b.extend_from_slice(&good[nl..]);
-            (b, "state file version 7 is not supported")
+            (b, "state file version 77 is not supported")
         }
         other => bail!("unknown spoil kind {other}"),
     };

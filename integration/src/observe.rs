@@ -85,6 +85,37 @@ pub fn cgroup_cpuset(c: &Created) -> anyhow::Result<String> {
     read_trimmed(&cgroup_dir("cpuset", &c.cgroup_parent, &c.id).join("cpuset.cpus"))
 }
 
+/// The scheduling policy of every thread in a container's cpu cgroup (v1 `tasks`), as
+/// `(tid, policy)` with the policy number of `/proc/<tid>/stat` field 41
+/// (include/uapi/linux/sched.h: 0 SCHED_NORMAL, 3 SCHED_BATCH, 5 SCHED_IDLE). A thread that
+/// exits between the two reads is skipped.
+pub fn sched_policies(c: &Created) -> anyhow::Result<Vec<(i32, u32)>> {
+    let tasks = read_trimmed(&cgroup_dir("cpu", &c.cgroup_parent, &c.id).join("tasks"))?;
+    let mut out = Vec::new();
+    for tid in tasks.lines().filter(|l| !l.trim().is_empty()) {
+        let tid: i32 = tid
+            .trim()
+            .parse()
+            .with_context(|| format!("tasks of {} holds {tid:?}", c.id))?;
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{tid}/stat")) else {
+            continue;
+        };
+        // After the command's closing parenthesis, fields start at 3 (the state).
+        let rest = stat
+            .rsplit_once(')')
+            .map(|(_, r)| r)
+            .with_context(|| format!("/proc/{tid}/stat has no command field"))?;
+        let policy: u32 = rest
+            .split_whitespace()
+            .nth(41 - 3)
+            .with_context(|| format!("/proc/{tid}/stat has no field 41"))?
+            .parse()
+            .with_context(|| format!("/proc/{tid}/stat field 41 is not a number"))?;
+        out.push((tid, policy));
+    }
+    Ok(out)
+}
+
 /// A process's view of itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcValues {

@@ -169,6 +169,18 @@ fn batch_pods_run_on_reclaimed_cpu_and_give_it_back() -> anyhow::Result<()> {
         "the batch container's cpu.shares is {shares}, not BestEffort's 2"
     );
     ensure!(quota == 30_000);
+    // Every thread of the batch container runs under SCHED_IDLE ([reclaimed] sched_idle, on by
+    // default; containerd 2.2.1 and later apply it), read from /proc.
+    let policies = observe::sched_policies(
+        &node
+            .cluster
+            .container(&node.cluster.get_pod("batch")?, "main")?
+            .created(),
+    )?;
+    ensure!(
+        !policies.is_empty() && policies.iter().all(|&(_, p)| p == 5),
+        "the batch container's threads (tid, policy): {policies:?}, not all SCHED_IDLE (5)"
+    );
     let qos = node
         .cluster
         .get_pod("batch")?
@@ -192,6 +204,16 @@ fn batch_pods_run_on_reclaimed_cpu_and_give_it_back() -> anyhow::Result<()> {
     // A regular Burstable pod spins three CPUs: the batch quota is cut, the amount falls.
     node.cluster.create_pod(regular_spinner("regular"))?;
     node.cluster.wait_running("regular")?;
+    let policies = observe::sched_policies(
+        &node
+            .cluster
+            .container(&node.cluster.get_pod("regular")?, "main")?
+            .created(),
+    )?;
+    ensure!(
+        !policies.is_empty() && policies.iter().all(|&(_, p)| p == 0),
+        "the regular container's threads (tid, policy): {policies:?}, not all SCHED_NORMAL (0)"
+    );
     wait_quota(&node, "batch", "cut below its limit", |q| q < 30_000)?;
     let busy = wait_advertised(&node, "lower than while idle", |v| v < idle)?;
     let terms = status_reclaimed(&node)?;

@@ -28,6 +28,9 @@ impl NriVersion {
 
     /// First version with UpdatePodSandbox, PostUpdatePodSandbox and validation events.
     pub const V0_10: NriVersion = NriVersion::new(0, 10, 0);
+    /// First version whose container adjustment carries a scheduling policy (`scheduler`),
+    /// sysctls and network devices.
+    pub const V0_11: NriVersion = NriVersion::new(0, 11, 0);
     /// First version with dedicated RPCs per event and `NRI_version` in the handshake.
     pub const V0_12: NriVersion = NriVersion::new(0, 12, 0);
 

@@ -192,6 +192,10 @@ pub struct CurrentResources {
     pub memory_limit: Option<i64>,
     pub oom_score_adj: Option<i64>,
     pub pids_limit: Option<i64>,
+    /// The scheduling policy the container's process is created with (OCI
+    /// `process.scheduler`), when one is set: the pod spec cannot ask for one, so it is another
+    /// NRI plugin's.
+    pub scheduler_policy: Option<String>,
 }
 
 /// The class admission uses for a container whose pod's cgroup path names `path`: the path's,

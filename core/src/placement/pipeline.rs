@@ -77,6 +77,10 @@ pub struct ContainerResources {
     /// `crate::managers::observed_devices`), whose NUMA nodes were its hints.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub observed_devices: Vec<ObservedDevice>,
+    /// The container is created under the `SCHED_IDLE` scheduling policy (a batch container,
+    /// `crate::reclaimed`): sent at creation only, as an update cannot carry a policy.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub sched_idle: bool,
     /// Why the container got what it got, for logs.
     pub reason: String,
 }
@@ -526,6 +530,7 @@ impl Placement {
             pids_limit: self.qos.pids_limit,
             devices: grant.devices,
             observed_devices: grant.observed,
+            sched_idle: false,
             reason: grant.reason,
         }
     }

@@ -66,6 +66,13 @@ pub struct ReclaimedSettings {
     pub starved_percent: u8,
     /// …once that window is full, is evicted.
     pub starved_for: Duration,
+    /// Batch containers are created with the `SCHED_IDLE` scheduling policy (OCI
+    /// `process.scheduler`), so that a regular task waking on a CPU a batch task runs on
+    /// preempts it at once (kernel/sched/fair.c `check_preempt_wakeup_fair`: "Idle tasks are by
+    /// definition preempted by non-idle tasks", decided per task before any cgroup entity is
+    /// compared). Applies to containers created from then on: an update cannot change a
+    /// running container's policy.
+    pub sched_idle: bool,
 }
 
 impl Default for ReclaimedSettings {
@@ -84,6 +91,7 @@ impl Default for ReclaimedSettings {
             grow_step_percent: 5,
             starved_percent: 50,
             starved_for: Duration::from_secs(120),
+            sched_idle: true,
         }
     }
 }

@@ -20,6 +20,10 @@
 //	solo                   daemon + waker
 //	batch                  daemon + hog in kubepods/besteffort/pod + waker
 //	batch cpu.idle         the hog's pod cgroup with cpu.idle = 1 (Linux 5.15, commit 304000390f88)
+//	batch SCHED_IDLE       the hog's threads under the SCHED_IDLE policy (what an OCI
+//	                       process.scheduler of SCHED_IDLE gives every task of a container):
+//	                       kernel/sched/fair.c check_preempt_wakeup_fair preempts an idle-policy
+//	                       task for a waking non-idle one before it compares cgroup entities
 //	batch slice 100ms      the hog's threads asking for a 100 ms slice (sched_setattr
 //	                       sched_runtime, EEVDF custom slices, Linux 6.12)
 //	batch slice 0.1ms      the same, 0.1 ms
@@ -85,6 +89,21 @@ type schedAttr struct {
 	runtime          uint64
 	deadline, period uint64
 	utilMin, utilMax uint32
+}
+
+// setIdle puts the calling thread under SCHED_IDLE (include/uapi/linux/sched.h: 5).
+func setIdle() error {
+	nr := map[string]uintptr{"amd64": 314, "arm64": 274}[runtime.GOARCH]
+	if nr == 0 {
+		return fmt.Errorf("sched_setattr: syscall number unknown on %s", runtime.GOARCH)
+	}
+	a := schedAttr{policy: 5}
+	a.size = uint32(unsafe.Sizeof(a))
+	_, _, e := syscall.RawSyscall(nr, 0, uintptr(unsafe.Pointer(&a)), 0)
+	if e != 0 {
+		return fmt.Errorf("sched_setattr SCHED_IDLE: %v", e)
+	}
+	return nil
 }
 
 // setSlice asks for a fair-class slice of ns nanoseconds for the calling thread (SCHED_OTHER with
@@ -242,7 +261,7 @@ func roleWaker(dir string, cpu int, seconds float64, workUs int) error {
 	return json.NewEncoder(os.Stdout).Encode(late)
 }
 
-func roleHog(dir string, cpu, threads int, sliceNs uint64) error {
+func roleHog(dir string, cpu, threads int, sliceNs uint64, idlePolicy bool) error {
 	if err := enter(dir, cpu); err != nil {
 		return err
 	}
@@ -256,6 +275,12 @@ func roleHog(dir string, cpu, threads int, sliceNs uint64) error {
 			if err := pin(cpu); err != nil {
 				errs <- err
 				return
+			}
+			if idlePolicy {
+				if err := setIdle(); err != nil {
+					errs <- err
+					return
+				}
 			}
 			if sliceNs > 0 {
 				if err := setSlice(sliceNs); err != nil {
@@ -292,6 +317,7 @@ type condition struct {
 	hog       string // "", "in", "out"
 	idle      bool
 	sliceNs   uint64
+	policy    bool // the hog's threads under SCHED_IDLE
 	reference string
 }
 
@@ -299,6 +325,7 @@ var conditions = []condition{
 	{name: "solo", daemon: true},
 	{name: "batch", daemon: true, hog: "in", reference: "solo"},
 	{name: "batch cpu.idle", daemon: true, hog: "in", idle: true, reference: "solo"},
+	{name: "batch SCHED_IDLE", daemon: true, hog: "in", policy: true, reference: "solo"},
 	{name: "batch slice 100ms", daemon: true, hog: "in", sliceNs: 100_000_000, reference: "solo"},
 	{name: "batch slice 0.1ms", daemon: true, hog: "in", sliceNs: 100_000, reference: "solo"},
 	{name: "batch outside kubepods", daemon: true, hog: "out", reference: "solo"},
@@ -372,7 +399,7 @@ func one(h hier, o opts, dirs map[string]string, c condition) ([]int64, error) {
 		if err := write(filepath.Join(dir, "cpu.idle"), map[bool]string{true: "1", false: "0"}[c.idle]); err != nil && c.idle {
 			return nil, err
 		}
-		hog = self("hog", dir, cpu, strconv.Itoa(o.hogThreads), strconv.FormatUint(c.sliceNs, 10))
+		hog = self("hog", dir, cpu, strconv.Itoa(o.hogThreads), strconv.FormatUint(c.sliceNs, 10), strconv.FormatBool(c.policy))
 		if err := start(hog); err != nil {
 			return nil, err
 		}
@@ -500,34 +527,30 @@ func atoi(s string) int {
 func main() {
 	if len(os.Args) > 1 {
 		a := os.Args[2:]
+		want := map[string]int{"waker": 4, "hog": 5, "daemon": 4}[os.Args[1]]
+		if want == 0 {
+			goto flags
+		}
+		if len(a) != want {
+			fmt.Fprintf(os.Stderr, "sched-ancestor %s: want %d arguments, got %d\n", os.Args[1], want, len(a))
+			os.Exit(2)
+		}
 		var err error
 		switch os.Args[1] {
 		case "waker":
-			if len(a) == 4 {
-				var s float64
-				s, err = strconv.ParseFloat(a[2], 64)
-				if err == nil {
-					err = roleWaker(a[0], atoi(a[1]), s, atoi(a[3]))
-				}
+			var s float64
+			s, err = strconv.ParseFloat(a[2], 64)
+			if err == nil {
+				err = roleWaker(a[0], atoi(a[1]), s, atoi(a[3]))
 			}
 		case "hog":
-			if len(a) == 4 {
-				err = roleHog(a[0], atoi(a[1]), atoi(a[2]), uint64(atoi(a[3])))
-			}
+			err = roleHog(a[0], atoi(a[1]), atoi(a[2]), uint64(atoi(a[3])), a[4] == "true")
 		case "daemon":
-			if len(a) == 4 {
-				err = roleDaemon(a[0], atoi(a[1]), atoi(a[2]), atoi(a[3]))
-			}
-		default:
-			goto flags
+			err = roleDaemon(a[0], atoi(a[1]), atoi(a[2]), atoi(a[3]))
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "sched-ancestor %s: %v\n", os.Args[1], err)
 			os.Exit(1)
-		}
-		if len(a) != 4 {
-			fmt.Fprintf(os.Stderr, "sched-ancestor %s: want 4 arguments, got %d\n", os.Args[1], len(a))
-			os.Exit(2)
 		}
 		return
 	}

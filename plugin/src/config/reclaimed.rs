@@ -27,6 +27,7 @@ pub struct ReclaimedSection {
     pub grow_step_percent: u8,
     pub starved_percent: u8,
     pub starved_for: String,
+    pub sched_idle: bool,
 }
 
 impl Default for ReclaimedSection {
@@ -46,6 +47,7 @@ impl Default for ReclaimedSection {
             grow_step_percent: d.grow_step_percent,
             starved_percent: d.starved_percent,
             starved_for: format_duration(d.starved_for),
+            sched_idle: d.sched_idle,
         }
     }
 }
@@ -132,6 +134,7 @@ impl ReclaimedSection {
             grow_step_percent,
             starved_percent: percent("starved_percent", self.starved_percent, 100)?,
             starved_for: duration("starved_for", &self.starved_for)?,
+            sched_idle: self.sched_idle,
         })
     }
 }

@@ -481,6 +481,7 @@ oom_score_adj_floor = 0
             "grow_step_percent",
             "starved_percent",
             "starved_for",
+            "sched_idle",
         ] {
             assert!(
                 text.contains(&format!("{key} = ")),

@@ -86,6 +86,20 @@ pub fn adjustment(
         });
         linux_set = true;
     }
+    if target.sched_idle {
+        match &cur.scheduler_policy {
+            Some(p) => conflicts.push(format!(
+                "the scheduling policy is already {p}; topolet wanted SCHED_IDLE"
+            )),
+            None => {
+                linux.scheduler = protobuf::MessageField::some(api::LinuxScheduler {
+                    policy: api::LinuxSchedulerPolicy::SCHED_IDLE.into(),
+                    ..Default::default()
+                });
+                linux_set = true;
+            }
+        }
+    }
     let mut adjust = api::ContainerAdjustment::new();
     if linux_set {
         adjust.linux = protobuf::MessageField::some(linux);

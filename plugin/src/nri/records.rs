@@ -845,6 +845,7 @@ mod tests {
             pids_limit: None,
             devices: Vec::new(),
             observed_devices: Vec::new(),
+            sched_idle: false,
             reason: String::new(),
         }
     }

@@ -201,6 +201,14 @@ pub fn current_resources(ctr: &api::Container) -> Result<CurrentResources, BadFi
         return Ok(cur);
     };
     cur.oom_score_adj = linux.oom_score_adj.as_ref().map(|o| o.value);
+    cur.scheduler_policy = linux
+        .scheduler
+        .as_ref()
+        .and_then(|s| match s.policy.enum_value() {
+            Ok(api::LinuxSchedulerPolicy::SCHED_NONE) => None,
+            Ok(p) => Some(format!("{p:?}")),
+            Err(n) => Some(format!("policy {n}")),
+        });
     let Some(res) = linux.resources.as_ref() else {
         return Ok(cur);
     };

@@ -763,6 +763,12 @@ impl ReclaimedLoop {
                     format!("batch pod {pod}: its cgroup cannot be read ({e}); its use is unknown")
                 })
                 .chain(s.not_batch_lines.iter().cloned())
+                .chain(
+                    settings
+                        .sched_idle
+                        .then(|| self.plugin.sched_idle_missing())
+                        .flatten(),
+                )
                 .chain((s.api && !s.filling.is_zero()).then(|| {
                     format!(
                         "not advertised yet: the usage window fills for {} more (`window` since the start)",

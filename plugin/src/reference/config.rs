@@ -118,6 +118,7 @@ const TYPES: &[(&str, &str)] = &[
     ("reclaimed.grow_step_percent", "integer (percent)"),
     ("reclaimed.starved_percent", "integer (percent)"),
     ("reclaimed.starved_for", "duration"),
+    ("reclaimed.sched_idle", "boolean"),
 ];
 
 /// The names serde accepts where it rejects `__unknown__`: its "expected one of" list.

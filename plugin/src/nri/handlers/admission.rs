@@ -169,6 +169,7 @@ impl TopoletPlugin {
                     pod,
                     *which,
                     &reclaimed.resource_name,
+                    reclaimed.sched_idle,
                     &mut decision,
                 )
             }

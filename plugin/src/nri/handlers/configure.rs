@@ -23,6 +23,7 @@ impl TopoletPlugin {
             "configured by runtime"
         );
         let mut node = self.event_lock();
+        node.runtime_nri = runtime.nri_version;
         self.detect_oom_floor(&mut node);
         let quiet = crate::nri::outbox::quiet_for(runtime.nri_version);
         tracing::info!(

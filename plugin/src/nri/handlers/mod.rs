@@ -115,6 +115,9 @@ struct PluginState {
     breaches: topolet_core::placement::breach::Ledger,
     /// The batch containers and their grants (`reclaimed`).
     batch: reclaimed::BatchBook,
+    /// The connected runtime's NRI version (`None`: unknown, or not configured yet): what its
+    /// container adjustments can carry.
+    runtime_nri: Option<topolet_nri::version::NriVersion>,
 }
 
 /// The topolet NRI plugin.
@@ -185,6 +188,7 @@ impl TopoletPlugin {
             refusals: RefusalLog::default(),
             breaches: topolet_core::placement::breach::Ledger::new(),
             batch: reclaimed::BatchBook::default(),
+            runtime_nri: None,
         };
         load_state(&mut node, &state_path);
         Ok(TopoletPlugin {

@@ -164,6 +164,21 @@ impl TopoletPlugin {
     pub fn nri_synchronized(&self) -> bool {
         self.lock().records.is_synced()
     }
+
+    /// Why batch containers created now would not get `SCHED_IDLE` although `[reclaimed]
+    /// sched_idle` asks for it (the runtime's NRI predates the field), for status; `None` when
+    /// they get it, or before the runtime has said its version.
+    pub fn sched_idle_missing(&self) -> Option<String> {
+        let node = self.lock();
+        if !node.records.is_synced() || sched_idle_applies(node.runtime_nri) {
+            return None;
+        }
+        Some(format!(
+            "batch containers are created under the normal scheduling policy, not SCHED_IDLE: the runtime's NRI ({}) carries no scheduling policy before v0.11 (containerd 2.2.1)",
+            node.runtime_nri
+                .map_or_else(|| "version unknown".to_string(), |v| v.to_string())
+        ))
+    }
 }
 
 /// [`TopoletPlugin::learn_batch`]'s classification, under the lock.
@@ -536,13 +551,16 @@ fn classify(book: &mut BatchBook, pod: &Pod, resource: &str) -> Option<BatchPod>
 }
 
 /// Admission of a container of an API pod while the feature is on: when the pod is batch, the
-/// container's target gets the pool and its share of the budget (the others' shares are queued).
+/// container's target gets the pool and its share of the budget (the others' shares are queued),
+/// and the `SCHED_IDLE` policy when `sched_idle` asks for it and the runtime can apply it
+/// ([`sched_idle_applies`]).
 pub(super) fn admit_batch(
     node: &mut PluginState,
     id: &str,
     pod: &Pod,
     which: topolet_core::kube::pod::ContainerRef,
     resource: &str,
+    sched_idle: bool,
     decision: &mut ContainerResources,
 ) -> bool {
     let Some(spec) = classify(&mut node.batch, pod, resource) else {
@@ -565,11 +583,19 @@ pub(super) fn admit_batch(
     decision.cpuset = node.placement.batch_pool();
     decision.cpu_quota = quota_us(mine);
     decision.cpu_period = PERIOD_US;
+    decision.sched_idle = sched_idle && sched_idle_applies(node.runtime_nri);
     if let Some(e) = node.batch.containers.get_mut(id) {
         e.granted_millis = mine;
     }
     rebalance(node, Some(id));
     true
+}
+
+/// Whether a runtime of NRI version `nri` applies a scheduling policy sent in a container
+/// adjustment: the field came with NRI v0.11 (containerd 2.2.1); an older runtime's protobuf
+/// decoder drops it unread, so topolet does not send it (and does not claim it in status).
+pub(super) fn sched_idle_applies(nri: Option<topolet_nri::version::NriVersion>) -> bool {
+    nri.is_some_and(|v| v >= topolet_nri::version::NriVersion::V0_11)
 }
 
 /// The refusal of a container of batch pod `pod` created while the pool is empty: it may run on

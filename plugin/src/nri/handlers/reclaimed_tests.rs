@@ -34,6 +34,10 @@ fn node() -> Node {
     c.qos.oom_score_adj_floor = Some(0);
     c.state.dir = dir.path().to_path_buf();
     c.reclaimed.enabled = true;
+    node_with(c, dir)
+}
+
+fn node_with(c: Config, dir: tempfile::TempDir) -> Node {
     let mut plugin = TopoletPlugin::new(c, SyntheticSpec::TWO_SOCKETS_SMT.build()).expect("plugin");
     plugin.set_proc_root(dir.path().join("proc"));
     plugin.set_sysfs_root(dir.path().join("sys"));
@@ -263,4 +267,94 @@ async fn containers_learnt_late_get_a_quota_at_once_and_a_restart_keeps_grants()
         "{:?}",
         quota("kept-app")
     );
+}
+
+async fn configure_runtime(p: &TopoletPlugin, version: &str, nri: (u32, u32, u32)) {
+    let runtime = RuntimeInfo {
+        name: "containerd".into(),
+        version: version.into(),
+        nri_version: Some(topolet_nri::version::NriVersion::new(nri.0, nri.1, nri.2)),
+        registration_timeout_ms: 0,
+        request_timeout_ms: 0,
+    };
+    p.configure(&api::ConfigureRequest::default(), &runtime)
+        .await
+        .expect("configure");
+}
+
+fn policy(reply: &api::CreateContainerResponse) -> Option<api::LinuxSchedulerPolicy> {
+    reply
+        .adjust
+        .as_ref()?
+        .linux
+        .as_ref()?
+        .scheduler
+        .as_ref()
+        .and_then(|s| s.policy.enum_value().ok())
+}
+
+/// A batch container is created under SCHED_IDLE on a runtime whose NRI carries the field
+/// (v0.11 and later); a regular BestEffort container is not; on an older runtime nothing is
+/// sent, and status says why; `sched_idle = false` sends nothing.
+#[tokio::test]
+async fn batch_containers_are_created_under_sched_idle_where_the_runtime_applies_it() {
+    let n = node();
+    let p = &n.plugin;
+    configure_runtime(p, "v2.4.2", (0, 12, 3)).await;
+    let reply = create(p, &n.batch("b", 500))
+        .await
+        .expect("batch container");
+    assert_eq!(
+        policy(&reply),
+        Some(api::LinuxSchedulerPolicy::SCHED_IDLE),
+        "{reply:?}"
+    );
+    let sb = sandbox("r", "/kubepods/besteffort/podr");
+    let mut c = container("app", 2, 0, 0, 1000);
+    c.id = "r-app".into();
+    c.pod_sandbox_id = sb.id.clone();
+    let reply = create(p, &(sb, c)).await.expect("regular container");
+    assert_eq!(
+        policy(&reply),
+        None,
+        "a regular container keeps the normal policy"
+    );
+    // A policy an earlier plugin set is left alone (containerd gives a field to one plugin).
+    let (sb, mut c) = n.batch("pre", 500);
+    let mut linux = c.linux.clone().unwrap_or_default();
+    linux.scheduler = protobuf::MessageField::some(api::LinuxScheduler {
+        policy: api::LinuxSchedulerPolicy::SCHED_BATCH.into(),
+        ..Default::default()
+    });
+    c.linux = protobuf::MessageField::some(linux);
+    let reply = create(p, &(sb, c)).await.expect("batch container");
+    assert_eq!(policy(&reply), None, "{reply:?}");
+
+    // containerd 2.0 (NRI v0.8): its decoder would drop the field; nothing is claimed.
+    let n = node();
+    let p = &n.plugin;
+    configure_runtime(p, "v2.0.14", (0, 8, 0)).await;
+    p.synchronize(Vec::new(), Vec::new()).await.expect("sync");
+    let reply = create(p, &n.batch("b", 500))
+        .await
+        .expect("batch container");
+    assert_eq!(policy(&reply), None);
+    let why = p.sched_idle_missing().expect("status says why");
+    assert!(why.contains("v0.8.0") && why.contains("v0.11"), "{why}");
+
+    // Turned off.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut c = Config::default();
+    c.cpu.reserved_cpus = Some("0".into());
+    c.qos.oom_score_adj_floor = Some(0);
+    c.state.dir = dir.path().to_path_buf();
+    c.reclaimed.enabled = true;
+    c.reclaimed.sched_idle = false;
+    let n = node_with(c, dir);
+    let p = &n.plugin;
+    configure_runtime(p, "v2.4.2", (0, 12, 3)).await;
+    let reply = create(p, &n.batch("b", 500))
+        .await
+        .expect("batch container");
+    assert_eq!(policy(&reply), None);
 }

@@ -2,7 +2,7 @@
 //! connection the other API tasks share the set-up of ([`connect`]: `crate::cluster::nrt`,
 //! `crate::cluster::pod_directory`); the client [`start`] builds, with the Event recorder
 //! ([`crate::cluster::recorder`]), is shared with the eviction loop
-//! (`crate::pressure::actions`, `crate::pressure::pod_facts`) and the node conditions publisher (`crate::cluster::node_status`).
+//! (`crate::pressure::actions`, `crate::cluster::pod_facts`) and the node conditions publisher (`crate::cluster::node_status`).
 //!
 //! Credentials (`enabled = "auto"`), in the order every Kubernetes client uses (client-go's
 //! `clientcmd` loading rules, kube-rs's `Config::infer`): the configured `kubeconfig`, else the

@@ -40,7 +40,7 @@ use kube::runtime::watcher::{self, DefaultBackoff};
 use kube::Client;
 use tokio::sync::watch;
 
-use crate::pressure::pod_facts::{self, FactsByUid, PodFact, PodFacts};
+use crate::cluster::pod_facts::{self, FactsByUid, PodFact, PodFacts};
 use crate::telemetry::metrics::Metrics;
 use topolet_core::kube::pod::Pod;
 use topolet_core::kube::pod_input;
@@ -69,7 +69,7 @@ struct Entry {
     pod: Result<Arc<Pod>, String>,
     /// The other uid this entry is also stored under (mirror ↔ static).
     alias: Option<String>,
-    /// What the eviction loop needs of the pod (`crate::pressure::pod_facts`); only on the entry
+    /// What the eviction loop needs of the pod (`crate::cluster::pod_facts`); only on the entry
     /// under the pod's own uid, as a list keys them.
     fact: Option<Arc<PodFact>>,
 }

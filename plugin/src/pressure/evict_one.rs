@@ -8,12 +8,12 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::cluster::pod_facts::{overlay, FactsByUid};
 use crate::nri::handlers::ManagedPod;
 use crate::pressure::actions::{EvictPod, Evicted, Evictor};
 use crate::pressure::blocking::off_runtime;
 use crate::pressure::eviction::{EvictionLoop, EvictionStats, LoopState, Seen};
 use crate::pressure::observation::Observed;
-use crate::pressure::pod_facts::{overlay, FactsByUid};
 use crate::telemetry::metrics::Metrics;
 use topolet_core::eviction::message::{eviction_message, ContainerUsage};
 use topolet_core::eviction::{batch_first, candidates, Candidate, SignalResource, Threshold};

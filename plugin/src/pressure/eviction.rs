@@ -36,6 +36,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::cluster::node_status::{NodeReport, ReportSender};
+use crate::cluster::pod_facts::PodFacts;
 use crate::cluster::recorder::EventSink;
 use crate::nri::handlers::{ManagedPod, TopoletPlugin};
 use crate::pressure::actions::Evictor;
@@ -44,7 +45,6 @@ use crate::pressure::cpu_time::process_cpu_time;
 use crate::pressure::cri::CriClient;
 use crate::pressure::measure::{measure_pods, pods_pressure, usage_by_pod, LogDirs, MeasuredUsage};
 use crate::pressure::observation::{core_observations, observations, Observed};
-use crate::pressure::pod_facts::PodFacts;
 use crate::pressure::psi;
 use crate::pressure::reclaim::NodeReclaim;
 use crate::pressure::signals::{NodeStats, SignalSources};

@@ -3,9 +3,9 @@
 //! signals as the core compares them ([`observation`]), the pods' usage ([`measure`]), one
 //! eviction ([`evict_one`]), node-level reclaim before it ([`reclaim_node`]), the process's CPU
 //! time ([`cpu_time`]) and the interval's pressure for `topolet status` ([`status_report`]).
-//! Beside them: the kernel's [`signals`] and [`psi`], what the API knows of the node's pods
-//! ([`pod_facts`]), the eviction [`actions`], node-level [`reclaim`] before a disk eviction, and
-//! the [`cri`] client the `cri` action, disk usage and reclaim use.
+//! Beside them: the kernel's [`signals`] and [`psi`], the eviction [`actions`], node-level
+//! [`reclaim`] before a disk eviction, and the [`cri`] client the `cri` action, disk usage and
+//! reclaim use. What the API knows of the node's pods is `crate::cluster::pod_facts`.
 pub mod actions;
 pub mod blocking;
 pub mod cpu_time;
@@ -14,7 +14,6 @@ pub mod evict_one;
 pub mod eviction;
 pub mod measure;
 pub mod observation;
-pub mod pod_facts;
 pub mod psi;
 pub mod reclaim;
 pub mod reclaim_node;

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cluster::node_status::ReportSender;
+use crate::cluster::pod_facts::PodFacts;
 use crate::pressure::actions::Evictor;
 use crate::pressure::cri::CriClient;
 use crate::pressure::eviction::{EvictionLoop, EvictionStats, PodSource};
-use crate::pressure::pod_facts::PodFacts;
 use crate::pressure::reclaim::NodeReclaim;
 use crate::pressure::signals::SignalSources;
 use crate::pressure::PressureReport;
@@ -83,7 +83,7 @@ impl EvictionLoop {
     ) -> anyhow::Result<EvictionLoop> {
         let (evictor, cri) = build_evictor(&config, kube.map(|k| (&k.client, &k.eviction_client)))?;
         let facts = kube.map(|k| {
-            Arc::new(crate::pressure::pod_facts::ListPodFacts::new(
+            Arc::new(crate::cluster::pod_facts::ListPodFacts::new(
                 k.client.clone(),
                 k.node.clone(),
             )) as Arc<dyn PodFacts>

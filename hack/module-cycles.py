@@ -8,7 +8,16 @@ its children and the children that use their parent's items are one unit. Prints
 connected component of more than one module and exits 1 if there is any; `--tree` prints the
 folders and their line counts first.
 
-Usage: hack/module-cycles.py [--tree] [crate_dir ...]   (default: every crate in the workspace)
+Folders of the plugin crate (the top-level modules of plugin/src: `nri`, `cluster`, ..., and the
+single files at that level, `run`): folder Y uses folder X when a file anywhere under Y names X
+by path (`crate::x::…`, or a `super::` that climbs out of Y). It exits 1, naming a file of each
+edge, when two folders use each other (or any longer cycle of folders), and when a use is not in
+the table of plugin/src/lib.rs ("Which folder may use which": one row per folder, the folders it
+may use in backticks): a folder without a row, a row for no folder, an edge the row does not
+allow, or a table that is itself a cycle. A row's folder it does not use is only noted.
+
+Usage: hack/module-cycles.py [--tree] [crate_dir ...]   (default: every crate in the workspace;
+       the folder check runs when plugin is one of them)
 """
 import os
 import re
@@ -20,6 +29,10 @@ GROUP_RE = re.compile(r"(?<![\w:])((?:super::)+|crate::|self::)((?:%s::)*)\{([^}
 COMMENT_RE = re.compile(r"//.*$", re.M)
 STRING_RE = re.compile(r'"(?:\\.|[^"\\])*"')
 DEFAULT_CRATES = ["proto", "core", "plugin", "testkit", "testkit/fuzz-props", "integration"]
+# The crate whose top-level folders are checked, and the table that says which may use which.
+FOLDER_CRATE = "plugin"
+TABLE_HEADING = "Which folder may use which"
+ROW_RE = re.compile(r"^//!\s*\|\s*`(%s)`\s*\|(.*)\|\s*$" % SEG)
 
 
 def modules_of(src):
@@ -77,18 +90,8 @@ def edges_of(mods, module, text):
     return found
 
 
-def cycles(crate_dir):
-    src = os.path.join(crate_dir, "src")
-    mods = modules_of(src)
-    graph = {m: set() for m in mods}
-    for m, path in mods.items():
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-        for t in edges_of(mods, owner(mods, m), text):
-            if t == m or t[: len(m)] == m or m[: len(t)] == t:
-                continue  # a module and what it contains are one unit
-            graph[m].add(t)
-    # Tarjan's strongly connected components
+def components(graph):
+    """Tarjan's strongly connected components of more than one vertex, each sorted."""
     index, low, on, stack, out, counter = {}, {}, set(), [], [], [0]
 
     def visit(v):
@@ -96,7 +99,7 @@ def cycles(crate_dir):
         counter[0] += 1
         stack.append(v)
         on.add(v)
-        for w in graph[v]:
+        for w in sorted(graph.get(v, ())):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -120,6 +123,95 @@ def cycles(crate_dir):
     return out
 
 
+def cycles(crate_dir):
+    src = os.path.join(crate_dir, "src")
+    mods = modules_of(src)
+    graph = {m: set() for m in mods}
+    for m, path in mods.items():
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        for t in edges_of(mods, owner(mods, m), text):
+            if t == m or t[: len(m)] == m or m[: len(t)] == t:
+                continue  # a module and what it contains are one unit
+            graph[m].add(t)
+    return components(graph)
+
+
+def folder_edges(crate_dir):
+    """The top-level folders of the crate, and (user, used) -> {(file module, named module)}."""
+    src = os.path.join(crate_dir, "src")
+    mods = modules_of(src)
+    edges = {}
+    for m, path in mods.items():
+        if not m:
+            continue
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        for t in edges_of(mods, owner(mods, m), text):
+            if t and t[0] != m[0]:
+                edges.setdefault((m[0], t[0]), set()).add((m, t))
+    return {m[0] for m in mods if m}, edges
+
+
+def folder_table(lib_rs):
+    """The rows of lib.rs's table under TABLE_HEADING: folder -> the folders it may use."""
+    table, inside = {}, False
+    with open(lib_rs, encoding="utf-8") as f:
+        for line in f:
+            if TABLE_HEADING in line:
+                inside = True
+                continue
+            if not inside:
+                continue
+            m = ROW_RE.match(line.rstrip("\n"))
+            if m:
+                table[m.group(1)] = set(re.findall(r"`(%s)`" % SEG, m.group(2)))
+            elif table and not line.strip().startswith("//! |"):
+                break
+    return table
+
+
+def folder_problems(crate_dir):
+    """Every way the crate's folders break the rules above, and the notes; printed by main."""
+    name = lambda m: "::".join(m)
+    folders, edges = folder_edges(crate_dir)
+    lib_rs = os.path.join(crate_dir, "src", "lib.rs")
+    table = folder_table(lib_rs)
+    bad, notes = [], []
+
+    def example(a, b):
+        m, t = sorted(edges[(a, b)])[0]
+        more = len(edges[(a, b)]) - 1
+        return f"{name(m)} uses {name(t)}" + (f" (+{more} more)" if more else "")
+
+    for a, b in sorted(edges):
+        if a < b and (b, a) in edges:
+            bad.append(f"folders both ways: {a} <-> {b}: {example(a, b)}; {example(b, a)}")
+    graph = {f: set() for f in folders}
+    for a, b in edges:
+        graph[a].add(b)
+    for comp in components(graph):
+        if len(comp) > 2:
+            bad.append("folder cycle: " + " <-> ".join(comp))
+    if not table:
+        bad.append(f"{lib_rs}: no table under \"{TABLE_HEADING}\"")
+        return bad, notes
+    for f in sorted(folders - set(table)):
+        bad.append(f"{lib_rs}: no row for folder {f}")
+    for f in sorted(set(table) - folders):
+        bad.append(f"{lib_rs}: a row for {f}, which is not a folder of {crate_dir}/src")
+    for a, b in sorted(edges):
+        if a in table and b not in table[a]:
+            bad.append(f"{a} uses {b}, which its row in {lib_rs} does not allow: {example(a, b)}")
+    for comp in components(table):
+        bad.append(f"{lib_rs}: the table is a cycle: " + " <-> ".join(comp))
+    for a in sorted(table):
+        for b in sorted(table[a]):
+            if (a, b) not in edges and b in folders:
+                notes.append(f"note: {a} may use {b} ({lib_rs}) but does not")
+    return bad, notes
+
+
 def tree(crate_dir):
     src = os.path.join(crate_dir, "src")
     for dirpath, _, names in sorted(os.walk(src)):
@@ -141,10 +233,17 @@ def main():
         for comp in cycles(c):
             bad += 1
             print(f"{c}: cycle: " + " <-> ".join("::".join(m) or "(root)" for m in comp))
-    if bad:
-        print(f"{bad} module cycle(s)")
+    folder_bad = []
+    if FOLDER_CRATE in crates:
+        folder_bad, notes = folder_problems(FOLDER_CRATE)
+        for line in notes + [f"{FOLDER_CRATE}: {p}" for p in folder_bad]:
+            print(line)
+    if bad or folder_bad:
+        print(f"{bad} module cycle(s), {len(folder_bad)} folder problem(s)")
         sys.exit(1)
     print("no module cycles in " + ", ".join(crates))
+    if FOLDER_CRATE in crates:
+        print(f"{FOLDER_CRATE}/src: every folder uses only what lib.rs's table allows; none both ways")
 
 
 if __name__ == "__main__":

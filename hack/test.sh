@@ -11,7 +11,8 @@
 # last one; stopped for a step a signal or a failing lane ended; skipped for the guests under
 # TEST_GUESTS=0) and seconds, the wall time of the lanes side by side, and the run's total seconds.
 #   1. hack/install-deps.sh for every containerd line (default v2.4.2, v2.3.7 and v2.0.14)
-#   2. cargo fmt --all --check; hack/module-cycles.py (no module depends on one that depends back);
+#   2. cargo fmt --all --check; hack/module-cycles.py (no module depends on one that depends back,
+#      no folder of plugin/src uses one that uses it back or that lib.rs's table does not allow);
 #      every shell script under hack/, .ci/ and deploy/ through shellcheck (`shell_scripts`, below);
 #      hack/docs.sh links (every relative link of README.md and the manual, docs/src, resolves)
 #   3. clippy, inside the builds the tests need (`linted`, below): every target of the workspace

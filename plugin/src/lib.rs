@@ -18,6 +18,30 @@
 //! - [`run`]: `topolet run`, composing all of the above.
 //!
 //! `reference` (test builds only) generates the manual's reference pages from the code.
+//!
+//! # Which folder may use which
+//!
+//! Uses go one way, from the row's folder to those it names; none uses a folder above it. When
+//! a folder below needs something of one above, it owns a small trait of exactly that and the
+//! one above implements it: the configuration watcher's `config::reload::Reloadable` and the
+//! NodeResourceTopology publisher's `cluster::nrt::NrtSource` are implemented by
+//! `nri::handlers::TopoletPlugin`. A folder above that reads the plugin takes its own narrow
+//! trait too (the eviction loop's `pressure::eviction::PodSource`). `hack/module-cycles.py`
+//! checks every `crate::` path of every file under a folder against this table (CI, hack/test.sh).
+//!
+//! | folder          | may use                                                                     |
+//! |-----------------|-----------------------------------------------------------------------------|
+//! | `run`           | `cluster`, `config`, `host`, `introspection`, `nri`, `pressure`, `reclaimed`, `state` |
+//! | `introspection` | `config`, `nri`, `pressure`, `telemetry`                                    |
+//! | `reclaimed`     | `cluster`, `host`, `nri`, `pressure`                                        |
+//! | `pressure`      | `cluster`, `config`, `host`, `nri`, `telemetry`                             |
+//! | `nri`           | `cluster`, `config`, `host`, `state`, `telemetry`                           |
+//! | `cluster`       | `config`, `host`, `telemetry`                                               |
+//! | `state`         | `telemetry`                                                                 |
+//! | `host`          | `telemetry`                                                                 |
+//! | `config`        | (none)                                                                      |
+//! | `telemetry`     | (none)                                                                      |
+//! | `reference`     | `config`, `telemetry`                                                       |
 pub mod cluster;
 pub mod config;
 pub mod host;

@@ -1,10 +1,11 @@
 //! This node's NodeResourceTopology object (topology.node.k8s.io/v1alpha2, cluster-scoped, named
 //! after the node): one task owns its writes, off the NRI event path.
 //!
-//! The handlers only signal that the books changed ([`TopoletPlugin::books_changed`], a
+//! The handlers only signal that the books changed ([`NrtSource::books_changed`], a
 //! `Notify`: never blocks, coalesces). The task waits [`DEBOUNCE`] after a signal (later
-//! signals within it fold in: the latest state wins), derives the content (`topolet_core::report::nrt`) from
-//! the status report and the books, and writes it when it differs from what it last wrote:
+//! signals within it fold in: the latest state wins), asks for the content
+//! ([`NrtSource::nrt_content`], `topolet_core::report::nrt` from the status report and the
+//! books), and writes it when it differs from what it last wrote:
 //! `replace` with the resourceVersion it holds, after a `get` when it holds none (at start, or
 //! after a conflict), `create` when there is no object. Failures are retried with kube's
 //! default back-off (800 ms doubling to 30 s), recomputing the content each time, until a
@@ -29,10 +30,10 @@ use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::DefaultBackoff;
 use kube::Client;
 use serde::{Deserialize, Serialize};
-use topolet_nri::stub::ConnState;
+use tokio::sync::Notify;
 
-use crate::nri::handlers::TopoletPlugin;
-use topolet_core::report::nrt::{self, NrtContent};
+use crate::telemetry::metrics::Metrics;
+use topolet_core::report::nrt::NrtContent;
 
 /// How long after a change the object is written (later changes within it fold in).
 pub const DEBOUNCE: Duration = Duration::from_secs(1);
@@ -103,27 +104,24 @@ impl kube::Resource for NodeResourceTopology {
     }
 }
 
-/// The content `plugin` would publish now.
-pub fn content(plugin: &TopoletPlugin) -> NrtContent {
-    let books = plugin.books();
-    let status = crate::introspection::status(plugin, None, None);
-    let mut content = nrt::build(
-        plugin.topology(),
-        &status,
-        &books,
-        plugin.max_allowable_numa_nodes(),
-    );
-    if let Some(r) = status.reclaimed.as_ref() {
-        nrt::add_reclaimed(&mut content, r);
-    }
-    content
+/// What the publisher needs of the plugin: owned here, implemented by the NRI handlers
+/// (`crate::nri::handlers::TopoletPlugin`), so that the cluster folder does not depend on them.
+pub trait NrtSource: Send + Sync {
+    /// The content the plugin would publish now.
+    fn nrt_content(&self) -> NrtContent;
+    /// Signalled when the placement's books may have changed.
+    fn books_changed(&self) -> Arc<Notify>;
+    /// NRI is synchronized: the books are complete (nothing is written before).
+    fn synchronized(&self) -> bool;
+    /// Where the writes and the API errors are counted.
+    fn metrics(&self) -> &Arc<Metrics>;
 }
 
 /// Starts the publisher on the plugin's API client (`crate::cluster::client::start`) for `node`.
 pub fn start(
     client: kube::Client,
     node: String,
-    plugin: Arc<TopoletPlugin>,
+    plugin: Arc<dyn NrtSource>,
 ) -> tokio::task::JoinHandle<()> {
     tracing::info!(node = %node, "NodeResourceTopology publisher on");
     tokio::spawn(Publisher::new(client, node, plugin).run())
@@ -149,7 +147,7 @@ fn code(e: &kube::Error) -> String {
 struct Publisher {
     api: Api<NodeResourceTopology>,
     node: String,
-    plugin: Arc<TopoletPlugin>,
+    plugin: Arc<dyn NrtSource>,
     /// What was last written (`None`: nothing yet, or unknown).
     written: Option<NrtContent>,
     /// The object's resourceVersion after our last write or read.
@@ -158,7 +156,7 @@ struct Publisher {
 }
 
 impl Publisher {
-    fn new(client: Client, node: String, plugin: Arc<TopoletPlugin>) -> Publisher {
+    fn new(client: Client, node: String, plugin: Arc<dyn NrtSource>) -> Publisher {
         Publisher {
             api: Api::all(client),
             node,
@@ -177,14 +175,10 @@ impl Publisher {
             tokio::time::sleep(DEBOUNCE).await;
             backoff.reset();
             loop {
-                let synced = self
-                    .plugin
-                    .connection()
-                    .is_some_and(|c| c.state == ConnState::Synchronized);
-                if !synced {
+                if !self.plugin.synchronized() {
                     break;
                 }
-                let content = content(&self.plugin);
+                let content = self.plugin.nrt_content();
                 if self.written.as_ref() == Some(&content) {
                     break;
                 }

@@ -26,7 +26,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::Config;
-use crate::nri::handlers::TopoletPlugin;
 use topolet_core::kube::events::EventType;
 use topolet_core::placement::migrate::MigrateError;
 
@@ -243,10 +242,24 @@ pub fn candidate(running: &Config, new: Config) -> Candidate {
     }
 }
 
+/// What the watcher needs of the plugin it reloads: owned here, implemented by the NRI handlers
+/// (`crate::nri::handlers::TopoletPlugin`), so that the configuration does not depend on them.
+pub trait Reloadable: Send + Sync {
+    /// The configuration in effect, which a successful [`Reloadable::reload`] replaces.
+    fn config(&self) -> Arc<Config>;
+    /// Switches to `config` for containers created from now on, keeping every running one; or
+    /// refuses it, changing nothing.
+    fn reload(&self, config: &Config) -> Result<ReloadOutcome, MigrateError>;
+    /// Counts one reload in `topolet_config_reloads_total` ([`trigger`], [`result`]).
+    fn count_reload(&self, trigger: &'static str, result: &'static str);
+    /// An Event on the Node (nothing without the Kubernetes API client).
+    fn node_event(&self, type_: EventType, reason: &str, message: &str);
+}
+
 /// Watches `path` and reloads `plugin` on SIGHUP or when the file changes; runs until the task
 /// is dropped. A new file is measured against the plugin's configuration in effect
-/// ([`TopoletPlugin::config`]), which a successful reload replaces.
-pub async fn watch(plugin: Arc<TopoletPlugin>, path: PathBuf) {
+/// ([`Reloadable::config`]), which a successful reload replaces.
+pub async fn watch(plugin: Arc<dyn Reloadable>, path: PathBuf) {
     let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(s) => Some(s),
         Err(e) => {
@@ -254,12 +267,7 @@ pub async fn watch(plugin: Arc<TopoletPlugin>, path: PathBuf) {
             None
         }
     };
-    let mut w = Watcher {
-        plugin,
-        seen: file_id(&path),
-        last_text: std::fs::read_to_string(&path).ok(),
-        path,
-    };
+    let mut w = Watcher::new(plugin, path);
     let mut dirs = match DirWatch::new(&w.path) {
         Ok(d) => Some(d),
         Err(e) => {
@@ -510,8 +518,10 @@ impl DirWatch {
     }
 }
 
-struct Watcher {
-    plugin: Arc<TopoletPlugin>,
+/// One configuration file watched for one plugin: what decides whether a look at the file is a
+/// reload, and the reload itself ([`Watcher::reload`]).
+pub(crate) struct Watcher {
+    plugin: Arc<dyn Reloadable>,
     path: PathBuf,
     seen: Option<FileId>,
     /// The content last tried (applied or rejected): a touched but unchanged file is not
@@ -520,7 +530,18 @@ struct Watcher {
 }
 
 impl Watcher {
-    fn reload(&mut self, forced: bool) {
+    /// Watching `path` for `plugin`, whose configuration in effect is the file as it is now.
+    pub(crate) fn new(plugin: Arc<dyn Reloadable>, path: PathBuf) -> Watcher {
+        Watcher {
+            plugin,
+            seen: file_id(&path),
+            last_text: std::fs::read_to_string(&path).ok(),
+            path,
+        }
+    }
+
+    /// One look at the file: reloaded when it changed, or always when `forced` (SIGHUP).
+    pub(crate) fn reload(&mut self, forced: bool) {
         let label = if forced {
             trigger::SIGHUP
         } else {
@@ -528,8 +549,8 @@ impl Watcher {
         };
         // Counted after the outcome's log line: a test (or an operator) that sees the count can
         // read the line.
-        let metrics = self.plugin.metrics().clone();
-        let count = |result: &'static str| metrics.config_reload(label, result);
+        let plugin = self.plugin.clone();
+        let count = |result: &'static str| plugin.count_reload(label, result);
         let text = match std::fs::read_to_string(&self.path) {
             Ok(t) => t,
             Err(e) => {
@@ -790,62 +811,5 @@ mod tests {
         assert_ne!(file_id(&link), Some(first));
         std::fs::remove_file(&link).unwrap();
         assert_eq!(file_id(&link), None);
-    }
-
-    /// Every outcome of a reload is counted by trigger and result, and the running configuration
-    /// changes only when one is applied.
-    #[test]
-    fn each_outcome_is_counted_by_trigger_and_result() {
-        use topolet_core::machine::topology::SyntheticSpec;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config.toml");
-        let state = dir.path().join("state");
-        let text = |pids: i64, reserved: &str| {
-            format!(
-                "[cpu]\nreserved_cpus = {reserved:?}\n[qos]\npids_limit = {pids}\n[state]\ndir = {:?}\n",
-                state.display()
-            )
-        };
-        let first = text(1024, "0");
-        std::fs::write(&path, &first).unwrap();
-        let topology = SyntheticSpec::TWO_CORES.build();
-        let config = Config::parse(&first, &path).unwrap();
-        let plugin = Arc::new(TopoletPlugin::new(config, topology).unwrap());
-        let metrics = plugin.metrics().clone();
-        let mut w = Watcher {
-            plugin: plugin.clone(),
-            seen: file_id(&path),
-            last_text: Some(first.clone()),
-            path: path.clone(),
-        };
-        let n = |t: &str, r: &str| metrics.config_reloads(t, r);
-
-        // SIGHUP on the same file: valid, nothing to change.
-        w.reload(true);
-        assert_eq!(n(trigger::SIGHUP, result::UNCHANGED), 1);
-        // A file change with a new pids limit: applied.
-        std::fs::write(&path, text(2048, "0")).unwrap();
-        w.reload(false);
-        assert_eq!(n(trigger::FILE_CHANGE, result::APPLIED), 1);
-        assert_eq!(plugin.config().qos.pids_limit, 2048);
-        // Touched, same content, no signal: not a reload, not counted.
-        w.reload(false);
-        assert_eq!(n(trigger::FILE_CHANGE, result::APPLIED), 1);
-        assert_eq!(n(trigger::FILE_CHANGE, result::UNCHANGED), 0);
-        // A CPU this machine does not have: rejected, the running configuration stays.
-        std::fs::write(&path, text(4096, "0,4095")).unwrap();
-        w.reload(true);
-        assert_eq!(n(trigger::SIGHUP, result::REJECTED), 1);
-        // Not TOML: rejected.
-        std::fs::write(&path, "[cpu\n").unwrap();
-        w.reload(false);
-        assert_eq!(n(trigger::FILE_CHANGE, result::REJECTED), 1);
-        // Unreadable (gone): rejected.
-        std::fs::remove_file(&path).unwrap();
-        w.reload(true);
-        assert_eq!(n(trigger::SIGHUP, result::REJECTED), 2);
-        assert_eq!(plugin.config().qos.pids_limit, 2048);
-        assert_eq!(n(trigger::SIGHUP, result::APPLIED), 0);
-        assert_eq!(n(trigger::SIGHUP, result::REFUSED), 0);
     }
 }

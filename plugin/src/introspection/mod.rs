@@ -18,55 +18,22 @@ pub mod status_table;
 
 use std::sync::Arc;
 
-use topolet_nri::stub::{ConnState, ConnectionStatus};
+use topolet_nri::stub::ConnState;
 
 use crate::config::{AdminConfig, MetricsConfig};
 use crate::nri::handlers::TopoletPlugin;
 use crate::pressure::PressureReport;
 use crate::telemetry::metrics::Gauges;
 use topolet_core::machine::cpuset::CpuSet;
-use topolet_core::report::status::{self, NriStatus, Pressure, Status, StatusInput};
+use topolet_core::report::status::{Pressure, Status};
 
-/// The NRI part of the status, from the stub's connection status.
-pub fn nri_status(conn: Option<&ConnectionStatus>) -> NriStatus {
-    match conn {
-        None => NriStatus {
-            state: "NotStarted".into(),
-            ..NriStatus::default()
-        },
-        Some(c) => NriStatus {
-            state: format!("{:?}", c.state),
-            synchronized: c.state == ConnState::Synchronized,
-            connects: c.connects,
-            reconnects: c.reconnects,
-            runtime: c.runtime.as_ref().map(|r| r.name.clone()),
-            runtime_version: c.runtime.as_ref().map(|r| r.version.clone()),
-            last_error: c.last_error.clone(),
-        },
-    }
-}
-
-/// The full status report.
+/// The full status report ([`TopoletPlugin::status_report`]).
 pub fn status(
     plugin: &TopoletPlugin,
     pressure: Option<Pressure>,
     metrics_address: Option<String>,
 ) -> Status {
-    let (snapshot, policies) = plugin.snapshot();
-    let conn = plugin.connection();
-    let mut report = status::build(
-        plugin.topology(),
-        StatusInput {
-            version: crate::version().to_string(),
-            policies,
-            snapshot,
-            nri: nri_status(conn.as_ref()),
-            pressure,
-            metrics_address,
-        },
-    );
-    report.reclaimed = plugin.reclaimed_report();
-    report
+    plugin.status_report(pressure, metrics_address)
 }
 
 /// The `/metrics` text.

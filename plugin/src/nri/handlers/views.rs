@@ -6,9 +6,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use topolet_nri::stub::ConnectionStatus;
+use topolet_nri::stub::{ConnState, ConnectionStatus};
 
 use super::{PluginState, TopoletPlugin};
+use crate::cluster::nrt::NrtSource;
 use crate::cluster::pod_directory::Lookup;
 use crate::nri::view;
 use crate::telemetry::metrics::Metrics;
@@ -17,7 +18,11 @@ use topolet_core::machine::cpuset::CpuSet;
 use topolet_core::machine::topology::Topology;
 use topolet_core::managers::topology::hints::NumaMask;
 use topolet_core::placement::admission_input::AdmissionRecord;
-use topolet_core::report::status::{DevicesInput, ExclusiveInput, Policies, Snapshot};
+use topolet_core::report::nrt::{self, NrtContent};
+use topolet_core::report::status::{
+    self, DevicesInput, ExclusiveInput, NriStatus, Policies, Pressure, Snapshot, Status,
+    StatusInput,
+};
 
 /// A Kubernetes pod topolet manages, as NRI described it (for the eviction loop).
 #[derive(Debug, Clone)]
@@ -241,4 +246,81 @@ fn admission_records(node: &PluginState) -> Vec<AdmissionRecord> {
             comparison: m.decided().comparison.clone(),
         })
         .collect()
+}
+
+/// The NRI part of the status, from the stub's connection status.
+pub fn nri_status(conn: Option<&ConnectionStatus>) -> NriStatus {
+    match conn {
+        None => NriStatus {
+            state: "NotStarted".into(),
+            ..NriStatus::default()
+        },
+        Some(c) => NriStatus {
+            state: format!("{:?}", c.state),
+            synchronized: c.state == ConnState::Synchronized,
+            connects: c.connects,
+            reconnects: c.reconnects,
+            runtime: c.runtime.as_ref().map(|r| r.name.clone()),
+            runtime_version: c.runtime.as_ref().map(|r| r.version.clone()),
+            last_error: c.last_error.clone(),
+        },
+    }
+}
+
+/// The reports built from the views: `topolet status` and the NodeResourceTopology content.
+impl TopoletPlugin {
+    /// The full status report: the [`TopoletPlugin::snapshot`] and the connection, with the
+    /// eviction loop's `pressure` and the metrics endpoint's address when the caller has them.
+    pub fn status_report(
+        &self,
+        pressure: Option<Pressure>,
+        metrics_address: Option<String>,
+    ) -> Status {
+        let (snapshot, policies) = self.snapshot();
+        let conn = self.connection();
+        let mut report = status::build(
+            self.topology(),
+            StatusInput {
+                version: crate::version().to_string(),
+                policies,
+                snapshot,
+                nri: nri_status(conn.as_ref()),
+                pressure,
+                metrics_address,
+            },
+        );
+        report.reclaimed = self.reclaimed_report();
+        report
+    }
+}
+
+/// The NodeResourceTopology publisher's view of the plugin (`crate::cluster::nrt`).
+impl NrtSource for TopoletPlugin {
+    fn nrt_content(&self) -> NrtContent {
+        let books = self.books();
+        let status = self.status_report(None, None);
+        let mut content = nrt::build(
+            self.topology(),
+            &status,
+            &books,
+            self.max_allowable_numa_nodes(),
+        );
+        if let Some(r) = status.reclaimed.as_ref() {
+            nrt::add_reclaimed(&mut content, r);
+        }
+        content
+    }
+
+    fn books_changed(&self) -> Arc<tokio::sync::Notify> {
+        TopoletPlugin::books_changed(self)
+    }
+
+    fn synchronized(&self) -> bool {
+        self.connection()
+            .is_some_and(|c| c.state == ConnState::Synchronized)
+    }
+
+    fn metrics(&self) -> &Arc<Metrics> {
+        TopoletPlugin::metrics(self)
+    }
 }

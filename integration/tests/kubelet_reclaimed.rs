@@ -170,17 +170,32 @@ fn batch_pods_run_on_reclaimed_cpu_and_give_it_back() -> anyhow::Result<()> {
     );
     ensure!(quota == 30_000);
     // Every thread of the batch container runs under SCHED_IDLE ([reclaimed] sched_idle, on by
-    // default; containerd 2.2.1 and later apply it), read from /proc.
+    // default), read from /proc, where the runtime's NRI carries a scheduling policy
+    // (containerd 2.2.1 and later); on an older line, the normal policy and a status line.
     let policies = observe::sched_policies(
         &node
             .cluster
             .container(&node.cluster.get_pod("batch")?, "main")?
             .created(),
     )?;
+    let line = topolet_integration::stack::version_under_test();
+    // The containerd release, read as a version triple.
+    let applies = topolet_nri::version::NriVersion::parse(&line)
+        .is_some_and(|v| v >= topolet_nri::version::NriVersion::new(2, 2, 1));
+    let want = if applies { 5 } else { 0 };
     ensure!(
-        !policies.is_empty() && policies.iter().all(|&(_, p)| p == 5),
-        "the batch container's threads (tid, policy): {policies:?}, not all SCHED_IDLE (5)"
+        !policies.is_empty() && policies.iter().all(|&(_, p)| p == want),
+        "the batch container's threads on containerd {line} (tid, policy): {policies:?}, not all {want} (5 SCHED_IDLE, 0 SCHED_NORMAL)"
     );
+    if !applies {
+        let r = status_reclaimed(&node)?;
+        ensure!(
+            r["problems"].as_array().is_some_and(|ps| ps
+                .iter()
+                .any(|p| p.as_str().is_some_and(|p| p.contains("SCHED_IDLE")))),
+            "status does not say why SCHED_IDLE is missing on containerd {line}: {r}"
+        );
+    }
     let qos = node
         .cluster
         .get_pod("batch")?

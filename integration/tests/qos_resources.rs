@@ -599,3 +599,83 @@ fn a_cpuset_rewritten_behind_topolets_back_is_put_back() -> anyhow::Result<()> {
     })?;
     Ok(())
 }
+
+/// The second cpuset owner (`src/bin/cpuset_owner.rs`), killed when dropped.
+struct Owner(std::process::Child);
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Another NRI plugin that sets every container's cpuset at a lower index (as
+/// kubernetes-sigs/dra-driver-cpu does at 00; topolet's default index is 50): every container
+/// starts with that owner's cpuset, none fails on NRI's field ownership, topolet sets nothing and
+/// books nothing for them (status, `topolet_left_alone_containers`); once the owner is gone,
+/// topolet places new containers again.
+#[test]
+fn another_cpuset_owner_at_a_lower_index_keeps_every_container_it_set_up() -> anyhow::Result<()> {
+    let mut t = WithTopolet::start()?;
+    let cri = t.stack.cri();
+    let ready = t.work.join("cpuset-owner.ready");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_cpuset_owner"))
+        .arg("--socket")
+        .arg(t.stack.nri_socket())
+        .args(["--cpus", "0", "--idx", "00", "--ready"])
+        .arg(&ready)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .context("starting cpuset_owner")?;
+    let mut owner = Owner(child);
+    wait::until_true(
+        "cpuset_owner synchronized by containerd",
+        Duration::from_secs(60),
+        || Ok(ready.exists()),
+    )?;
+
+    let mut owned = Vec::new();
+    for (name, req) in [
+        ("g-owned", Requirements::guaranteed(1000, 128 * MIB)),
+        ("be-owned", Requirements::best_effort()),
+    ] {
+        let (p, c) = t.pod(name, req)?;
+        let created = cri
+            .run_pod_with(&p, &c)
+            .with_context(|| format!("{name}: created beside another cpuset owner"))?;
+        ensure!(
+            cri.state(&created.id)? == "CONTAINER_RUNNING",
+            "{name} is {}",
+            cri.state(&created.id)?
+        );
+        let cpus = observe::cgroup_cpuset(&created)?;
+        ensure!(cpus == "0", "{name}: cpuset.cpus {cpus}, not the owner's 0");
+        owned.push(created);
+    }
+    let status = t.topolet.status()?;
+    ensure!(
+        status["left_alone_containers"] == 2
+            && status["exclusive"].as_array().is_some_and(|e| e.is_empty()),
+        "topolet status: left alone {}, exclusive {}",
+        status["left_alone_containers"],
+        status["exclusive"]
+    );
+    let addr = t.topolet.wait_metrics_address()?;
+    let gauge = metric(&addr, "topolet_left_alone_containers", &[])?;
+    ensure!(gauge == 2.0, "topolet_left_alone_containers = {gauge}");
+
+    // The owner goes (containerd drops its connection before its next event): topolet places
+    // the next Guaranteed container on CPU 1, and leaves the owner's containers where they are.
+    owner.0.kill().context("stopping cpuset_owner")?;
+    owner.0.wait().context("reaping cpuset_owner")?;
+    let (gp, gc) = t.pod("g-after", Requirements::guaranteed(1000, 128 * MIB))?;
+    let g = cri.run_pod_with(&gp, &gc)?;
+    let cpus = observe::cgroup_cpuset(&g)?;
+    ensure!(cpus == "1", "g-after: cpuset.cpus {cpus}, not topolet's 1");
+    for c in &owned {
+        let cpus = observe::cgroup_cpuset(c)?;
+        ensure!(cpus == "0", "{}: moved to {cpus}", c.id);
+    }
+    Ok(())
+}

@@ -1828,6 +1828,48 @@ async fn refusals_say_what_the_kubelets_admission_would() {
     p.kill().await;
 }
 
+/// A container whose cpuset another owner set (an NRI plugin with a lower index, the kubelet's
+/// CPU manager) raises one Normal Event on its pod, not one per repeated create of the same
+/// container.
+#[tokio::test]
+async fn a_container_left_to_another_cpuset_owner_raises_one_event() {
+    use topolet::cluster::recorder::{EventSink, Message};
+    use topolet_core::kube::events::EventType;
+    let env = Env::new();
+    let plugin = Arc::new(TopoletPlugin::new(env.config(), two_cpu()).expect("plugin"));
+    let (sink, mut rx) = EventSink::channel(8, plugin.metrics().clone());
+    plugin.set_event_sink(sink);
+    let p = env.start_plugin(plugin.clone()).await;
+    p.conn
+        .synchronize(vec![], vec![], None)
+        .await
+        .expect("sync");
+    let other = pod("other", "");
+    let oc = running_on(guaranteed(&other, "app", 1000), &set("0"));
+    for _ in 0..2 {
+        assert!(is_empty_adjustment(
+            &p.create(&other, &oc).await.expect("create")
+        ));
+    }
+    let mut got = Vec::new();
+    while let Ok(Message::Event(occ)) = rx.try_recv() {
+        got.push(occ);
+    }
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(
+        (got[0].type_, got[0].reason.as_str()),
+        (EventType::Normal, "CPUSetOwnedElsewhere")
+    );
+    assert!(
+        got[0]
+            .message
+            .contains("container app: cpuset 0 was set before topolet"),
+        "{}",
+        got[0].message
+    );
+    p.kill().await;
+}
+
 /// With the Kubernetes API client on, refusals (create, resize) and exclusive grants reach its
 /// queue as Events on the pod, with the Event reasons; a full queue drops (and counts) instead of
 /// holding the handler.

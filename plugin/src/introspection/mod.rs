@@ -53,6 +53,7 @@ pub fn metrics_text(plugin: &TopoletPlugin) -> String {
         exclusive_cpus: per_node(&sets.exclusive),
         free_cpus: per_node(&sets.assignable),
         managed_containers: sets.managed as u64,
+        left_alone_containers: sets.left_alone as u64,
         nri_connects: conn.as_ref().map_or(0, |c| c.connects),
         nri_reconnects: conn.as_ref().map_or(0, |c| c.reconnects),
         nri_synchronized: conn

@@ -272,6 +272,13 @@ pub fn render_table(s: &Status) -> String {
         s.managed_containers,
         s.left_alone_containers
     );
+    if s.left_alone_containers > 0 {
+        let _ = writeln!(
+            out,
+            "  ! {} container(s) had a cpuset before topolet saw them (the kubelet's static CPU manager, or an NRI plugin with a lower index, e.g. dra-driver-cpu): their CPUs, memory nodes and cgroup values are that owner's, and topolet's books do not hold them",
+            s.left_alone_containers
+        );
+    }
     out.push('\n');
     if !s.admissions.is_empty() {
         let api = s

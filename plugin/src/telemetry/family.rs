@@ -167,6 +167,12 @@ pub const KUBE_POD_WATCH_RESTARTS_TOTAL: Family = Family {
     labels: &[],
     help: "Restarts of the pod watch after an error (a new watch from the last resourceVersion, or a list if it has none).",
 };
+pub const LEFT_ALONE_CONTAINERS: Family = Family {
+    name: "topolet_left_alone_containers",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "Containers whose cpuset was set before topolet saw them (the kubelet's static CPU manager, or an NRI plugin with a lower index such as dra-driver-cpu): topolet leaves their CPUs, memory nodes and cgroup values to that owner.",
+};
 pub const MANAGED_CONTAINERS: Family = Family {
     name: "topolet_managed_containers",
     kind: Kind::Gauge,
@@ -396,6 +402,7 @@ pub const CATALOGUE: &[&Family] = &[
     &KUBE_POD_WATCH_RELISTS_TOTAL,
     &KUBE_POD_WATCH_REQUESTS_TOTAL,
     &KUBE_POD_WATCH_RESTARTS_TOTAL,
+    &LEFT_ALONE_CONTAINERS,
     &MANAGED_CONTAINERS,
     &NODE_CONDITION,
     &NODE_RECLAIM_CONTAINERS_TOTAL,

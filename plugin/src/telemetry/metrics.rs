@@ -194,6 +194,8 @@ pub struct Gauges {
     /// NUMA node → CPUs still free for exclusive use.
     pub free_cpus: BTreeMap<usize, u64>,
     pub managed_containers: u64,
+    /// Containers another cpuset owner set up ([`family::LEFT_ALONE_CONTAINERS`]).
+    pub left_alone_containers: u64,
     pub nri_connects: u64,
     pub nri_reconnects: u64,
     pub nri_synchronized: bool,
@@ -713,6 +715,10 @@ impl Metrics {
                 *n as f64,
             );
         }
+        w.single(
+            &family::LEFT_ALONE_CONTAINERS,
+            gauges.left_alone_containers as f64,
+        );
         w.single(
             &family::MANAGED_CONTAINERS,
             gauges.managed_containers as f64,
@@ -1445,6 +1451,7 @@ mod tests {
             exclusive_cpus: BTreeMap::from([(0, 2), (1, 0)]),
             free_cpus: BTreeMap::from([(0, 1), (1, 4)]),
             managed_containers: 7,
+            left_alone_containers: 1,
             nri_connects: 2,
             nri_reconnects: 1,
             nri_synchronized: true,

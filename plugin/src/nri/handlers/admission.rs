@@ -5,12 +5,14 @@
 use topolet_nri::api;
 use topolet_nri::plugin::{PluginError, PluginResult};
 
+use super::k8s_events::LEFT_ALONE_REASON;
 use super::{reclaimed, TopoletPlugin};
 use crate::cluster::pod_directory::Lookup;
 use crate::host::device_numa;
 use crate::nri::adjust;
 use crate::nri::records::{Decided, Record};
 use crate::nri::view::{self, ContainerView, DeviceNodes, NoView};
+use topolet_core::kube::events::EventType;
 use topolet_core::managers::observed_devices::{self, ObservedDevice};
 use topolet_core::placement::admission_input::{self, AdmissionInput, Fallback};
 
@@ -109,10 +111,25 @@ impl TopoletPlugin {
             }
         };
         if let Some(cpus) = &view.current.cpuset_cpus {
+            // Another cpuset owner: the kubelet's static CPU manager (through the CRI), or an NRI
+            // plugin with a lower index, which the runtime called first and whose adjustment it
+            // wrote into this request (dra-driver-cpu sets every container's cpuset at index
+            // 00). Setting the field again would make containerd fail the container ("plugins
+            // … both tried to set"); topolet sets nothing and keeps none of its CPUs in books.
             tracing::warn!(pod = %view.pod_ref, container = %ctr.name, cpus = %cpus, "cpuset already set by the kubelet's cpu manager or an earlier NRI plugin; topolet leaves this container alone");
             let mut node = self.event_lock();
             if node.records.left_alone_mut().insert(view.key.clone()) {
                 self.persist(&node);
+                drop(node);
+                self.pod_event(
+                    &view,
+                    EventType::Normal,
+                    LEFT_ALONE_REASON,
+                    &format!(
+                        "container {}: cpuset {cpus} was set before topolet saw it (the kubelet's static CPU manager, or an NRI plugin with a lower index than topolet's); topolet leaves its CPUs, memory nodes and cgroup values to that owner",
+                        ctr.name
+                    ),
+                );
             }
             return Ok(api::CreateContainerResponse::default());
         }

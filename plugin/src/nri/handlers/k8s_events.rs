@@ -14,6 +14,9 @@ use topolet_nri::plugin::PluginError;
 
 /// The reason of the Normal Event of an exclusive CPU grant.
 pub const GRANT_REASON: &str = "ExclusiveCPUsAssigned";
+/// The reason of the Normal Event on a pod whose container topolet leaves to another cpuset
+/// owner (its cpuset was set before topolet saw it).
+pub const LEFT_ALONE_REASON: &str = "CPUSetOwnedElsewhere";
 
 impl TopoletPlugin {
     /// Hands an Event on this node's Node object to the API client, if it is on (never waits).

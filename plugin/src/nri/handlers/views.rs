@@ -106,6 +106,8 @@ pub struct CpuSets {
     /// Free for exclusive grants.
     pub assignable: CpuSet,
     pub managed: usize,
+    /// Containers left to another cpuset owner.
+    pub left_alone: usize,
 }
 
 /// Introspection (`crate::introspection`: the admin socket and `/metrics`).
@@ -125,6 +127,7 @@ impl TopoletPlugin {
             exclusive,
             assignable: p.assignable(),
             managed: node.records.len(),
+            left_alone: node.records.left_alone().len(),
         }
     }
 

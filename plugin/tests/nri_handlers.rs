@@ -437,7 +437,7 @@ fn adj_oom(r: &api::CreateContainerResponse) -> Option<i64> {
 fn is_empty_adjustment(r: &api::CreateContainerResponse) -> bool {
     r.adjust
         .as_ref()
-        .map_or(true, |a| *a == api::ContainerAdjustment::default())
+        .is_none_or(|a| *a == api::ContainerAdjustment::default())
         && r.update.is_empty()
 }
 

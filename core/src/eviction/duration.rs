@@ -109,7 +109,7 @@ pub fn format_duration(d: Duration) -> String {
     }
     let nanos = d.subsec_nanos();
     if nanos > 0 {
-        if s > 0 || out.is_empty() && nanos % 1_000_000 != 0 {
+        if s > 0 || out.is_empty() && !nanos.is_multiple_of(1_000_000) {
             let frac = format!("{:09}", nanos);
             out.push_str(&format!("{s}.{}s", frac.trim_end_matches('0')));
         } else {

@@ -218,7 +218,7 @@ impl ImageTracker {
     /// True when the last detection is [`IMAGE_DETECT_PERIOD`] old or there was none.
     pub fn detection_due(&self, now: Timestamp) -> bool {
         self.last_detected
-            .map_or(true, |at| now.since(at) >= IMAGE_DETECT_PERIOD)
+            .is_none_or(|at| now.since(at) >= IMAGE_DETECT_PERIOD)
     }
 
     /// A detection at `now` that could not list (the runtime did not answer): the next one is

@@ -466,8 +466,10 @@ pub fn pids_limit(pod_pids_limit: i64) -> Option<i64> {
 /// the request from [`crate::kube::inverse::estimate_cpu_request_millis`]: the shares inverse
 /// is exact, so the integer test is exact too for requests up to 256 CPUs.
 pub fn exclusive_cpu_count(qos: QosClass, cpu_request_millis: u64) -> Option<u64> {
-    (qos == QosClass::Guaranteed && cpu_request_millis > 0 && cpu_request_millis % 1000 == 0)
-        .then_some(cpu_request_millis / 1000)
+    (qos == QosClass::Guaranteed
+        && cpu_request_millis > 0
+        && cpu_request_millis.is_multiple_of(1000))
+    .then_some(cpu_request_millis / 1000)
 }
 
 #[cfg(test)]

@@ -212,7 +212,7 @@ impl DeviceHints {
             }
             let free = self.free_devices(resource, &used);
             let in_mask = |list: &mut dyn Iterator<Item = &Dev>, mask: NumaMask| {
-                list.filter(|d| d.numa.map_or(true, |n| mask.contains(n)))
+                list.filter(|d| d.numa.is_none_or(|n| mask.contains(n)))
                     .count() as u64
             };
             let mut min_count = u32::MAX;

@@ -420,7 +420,7 @@ impl Placement {
             return format!("{class}: cpu policy none, shared pool");
         }
         match class {
-            QosClass::Guaranteed if c.requests.cpu() % 1000 != 0 => format!(
+            QosClass::Guaranteed if !c.requests.cpu().is_multiple_of(1000) => format!(
                 "Guaranteed with fractional cpu {}m: shared pool",
                 c.requests.cpu()
             ),

@@ -159,7 +159,7 @@ impl Publisher {
         let due = self
             .logged
             .get(target)
-            .map_or(true, |at| now.duration_since(*at) >= LOG_INTERVAL);
+            .is_none_or(|at| now.duration_since(*at) >= LOG_INTERVAL);
         if due {
             self.logged.insert(target, now);
             tracing::warn!(node = %self.node, target, error = %error, "kubernetes API: node patch failed; retrying (check topolet's RBAC: nodes/status patch, nodes patch)");

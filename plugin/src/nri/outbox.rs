@@ -193,7 +193,7 @@ impl Outbox {
 
     /// Whether `id` may go in an unsolicited request at `now` (its back-off, if any, is over).
     fn ready(&self, id: &str, now: Instant) -> bool {
-        self.retries.get(id).map_or(true, |r| r.not_before <= now)
+        self.retries.get(id).is_none_or(|r| r.not_before <= now)
     }
 
     /// Whether an unsolicited request should go now: a queued container whose back-off is over,

@@ -352,9 +352,11 @@ impl ReclaimedLoop {
                 SuppressStep::Hold(_) => {}
             }
         }
-        let interval_due = self.state.last_interval.as_ref().map_or(true, |r| {
-            reading.at.saturating_duration_since(r.at) >= settings.interval
-        });
+        let interval_due = self
+            .state
+            .last_interval
+            .as_ref()
+            .is_none_or(|r| reading.at.saturating_duration_since(r.at) >= settings.interval);
         if interval_due {
             if let Some(before) = self.state.last_interval.replace(reading.clone()) {
                 self.state.batch_rates = sampler::batch_rates(&before, &reading);

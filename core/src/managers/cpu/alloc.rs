@@ -312,7 +312,7 @@ pub fn take_by_topology_indexed(
     let tpc = idx.threads_per_core.max(1);
     if opts.full_pcpus_only {
         free = idx.whole_cores(&free);
-        if n % tpc != 0 || n > free.len() {
+        if !n.is_multiple_of(tpc) || n > free.len() {
             return Err(CpuAllocError::SmtAlignment {
                 requested: n,
                 cpus_per_core: tpc,
@@ -846,7 +846,7 @@ fn take_distributed(
         full_pcpus_only: false,
         ..*opts
     };
-    if n % group != 0 {
+    if !n.is_multiple_of(group) {
         return take_packed(idx, free, n, &packed_opts);
     }
     let nodes = sorted_numa(idx, free);
@@ -1475,7 +1475,7 @@ mod tests {
             }
         }
         if whole * tpc >= n {
-            return usize::from(n % tpc != 0);
+            return usize::from(!n.is_multiple_of(tpc));
         }
         let mut rest = n - whole * tpc;
         partial.sort_unstable_by(|a, b| b.cmp(a));

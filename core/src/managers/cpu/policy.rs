@@ -381,7 +381,7 @@ impl CpuPolicy {
         self.cfg.policy == CpuPolicyName::Static
             && guaranteed
             && cpu_request_millis > 0
-            && cpu_request_millis % 1000 == 0
+            && cpu_request_millis.is_multiple_of(1000)
     }
 
     /// CPUs held by the pod's non-restartable init containers other than `key`.
@@ -674,7 +674,7 @@ impl CpuPolicy {
             key: key.clone(),
             source,
         };
-        if opts.full_pcpus_only && new_n % tpc != 0 {
+        if opts.full_pcpus_only && !new_n.is_multiple_of(tpc) {
             return Err(alloc_err(CpuAllocError::SmtAlignment {
                 requested: new_n,
                 cpus_per_core: tpc,

@@ -97,7 +97,7 @@ pub fn binary_quantity(bytes: u64) -> String {
         ("Ki", 1 << 10),
     ];
     for (suffix, unit) in UNITS {
-        if bytes >= unit && bytes % unit == 0 {
+        if bytes >= unit && bytes.is_multiple_of(unit) {
             return format!("{}{suffix}", bytes / unit);
         }
     }
@@ -352,7 +352,7 @@ impl MemoryPolicy {
 
     fn group_allows(groups: &BTreeMap<usize, NumaMask>, mask: NumaMask) -> bool {
         mask.ids()
-            .all(|n| groups.get(&n).map_or(true, |&g| g == mask))
+            .all(|n| groups.get(&n).is_none_or(|&g| g == mask))
     }
 
     /// `calculateHints`: every node group that can hold `amounts` now, preferred when it has the

@@ -289,7 +289,7 @@ fn single_numa_lists(lists: Vec<Vec<TopologyHint>>) -> Vec<Vec<TopologyHint>> {
         .into_iter()
         .map(|list| {
             list.into_iter()
-                .filter(|h| h.preferred && h.affinity.map_or(true, |m| m.count() == 1))
+                .filter(|h| h.preferred && h.affinity.is_none_or(|m| m.count() == 1))
                 .collect()
         })
         .collect()
@@ -324,7 +324,7 @@ fn merged_candidates(default: NumaMask, lists: &[Vec<TopologyHint>]) -> Vec<(u64
     let inside = lists
         .iter()
         .flatten()
-        .all(|h| h.affinity.map_or(true, |m| m.is_subset_of(default)));
+        .all(|h| h.affinity.is_none_or(|m| m.is_subset_of(default)));
     if inside && (default.count() as usize) <= MAX_ENUMERATED_NODES {
         dense_candidates(default, lists)
     } else {
@@ -372,7 +372,7 @@ fn dense_candidates(default: NumaMask, lists: &[Vec<TopologyHint>]) -> Vec<(u64,
                 }
             }
             for &f in &pref_set {
-                if p && mask.map_or(true, |a| a == f) {
+                if p && mask.is_none_or(|a| a == f) {
                     next_pref[f] = true;
                 } else {
                     next_non[f & m] = true;

@@ -78,7 +78,7 @@ pub struct TopologyManagerConfig {
 /// binary suffix (`8Gi`), anything else as a count.
 pub fn format_amount(resource: &str, amount: u64) -> String {
     if resource == "cpu" {
-        if amount % 1000 == 0 {
+        if amount.is_multiple_of(1000) {
             (amount / 1000).to_string()
         } else {
             format!("{amount}m")

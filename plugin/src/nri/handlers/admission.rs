@@ -40,7 +40,7 @@ impl TopoletPlugin {
         let from_api = sandbox
             .annotations
             .get(topolet_core::kube::pod::CONFIG_SOURCE_ANNOTATION)
-            .map_or(true, |s| s == "api");
+            .is_none_or(|s| s == "api");
         let lookup = if from_api {
             dir.get_or_wait(uid, *wait).await
         } else {

@@ -25,15 +25,17 @@
 //! a folder below needs something of one above, it owns a small trait of exactly that and the
 //! one above implements it: the configuration watcher's `config::reload::Reloadable` and the
 //! NodeResourceTopology publisher's `cluster::nrt::NrtSource` are implemented by
-//! `nri::handlers::TopoletPlugin`. A folder above that reads the plugin takes its own narrow
-//! trait too (the eviction loop's `pressure::eviction::PodSource`). `hack/module-cycles.py`
+//! `nri::handlers::TopoletPlugin`. A folder above that reads or drives the plugin takes its own
+//! narrow trait too, implemented beside it: the eviction loop's `pressure::eviction::PodSource`,
+//! the endpoints' `introspection::Introspected`, the suppress loop's
+//! `reclaimed::batch_control::BatchControl`; only `run`, which builds the plugin, names it. `hack/module-cycles.py`
 //! checks every `crate::` path of every file under a folder against this table (CI, hack/test.sh).
 //!
 //! | folder          | may use                                                                     |
 //! |-----------------|-----------------------------------------------------------------------------|
 //! | `run`           | `cluster`, `config`, `host`, `introspection`, `nri`, `pressure`, `reclaimed`, `state` |
 //! | `introspection` | `config`, `nri`, `pressure`, `telemetry`                                    |
-//! | `reclaimed`     | `cluster`, `host`, `nri`, `pressure`                                        |
+//! | `reclaimed`     | `cluster`, `host`, `nri`, `pressure`, `telemetry`                           |
 //! | `pressure`      | `cluster`, `config`, `host`, `nri`, `telemetry`                             |
 //! | `nri`           | `cluster`, `config`, `host`, `state`, `telemetry`                           |
 //! | `cluster`       | `config`, `host`, `telemetry`                                               |

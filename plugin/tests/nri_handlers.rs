@@ -1699,7 +1699,7 @@ async fn a_slow_runtime_never_parks_a_breach() {
         .await
         .expect("the breach observed in time")
         .expect("plugin alive");
-    let status = topolet::introspection::status(&plugin, None, None);
+    let status = topolet::introspection::status(&*plugin, None, None);
     assert_eq!(status.breaches.len(), 1, "{:?}", status.breaches);
     let b = &status.breaches[0];
     assert!(b.container.ends_with("pod-be/app"), "{b:?}");
@@ -1750,7 +1750,7 @@ async fn a_slow_runtime_never_parks_a_breach() {
     );
     let seconds = metric(&plugin, "topolet_exclusive_breach_seconds_total ").expect("counter");
     assert!(seconds > 0.0, "breach time counted: {seconds}");
-    assert!(topolet::introspection::status(&plugin, None, None)
+    assert!(topolet::introspection::status(&*plugin, None, None)
         .breaches
         .is_empty());
     assert_nothing_queued(&p).await;

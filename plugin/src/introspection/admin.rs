@@ -24,8 +24,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
-use crate::introspection;
-use crate::nri::handlers::TopoletPlugin;
+use crate::introspection::{self, Introspected};
 use crate::pressure::PressureReport;
 use topolet_core::report::status::Status;
 
@@ -212,7 +211,7 @@ pub fn bind(path: &Path) -> Result<AdminSocket, AdminError> {
 /// Serves requests until the task is aborted; `metrics_address` is reported in the status.
 pub async fn serve(
     socket: AdminSocket,
-    plugin: Arc<TopoletPlugin>,
+    plugin: Arc<dyn Introspected>,
     pressure: Arc<PressureReport>,
     metrics_address: Option<String>,
 ) {
@@ -230,7 +229,7 @@ pub async fn serve(
         let pressure = pressure.clone();
         let addr = metrics_address.clone();
         tokio::spawn(async move {
-            let answered = answer(stream, &plugin, &pressure, addr.as_ref());
+            let answered = answer(stream, &*plugin, &pressure, addr.as_ref());
             if let Err(e) = tokio::time::timeout(IO_TIMEOUT, answered).await {
                 tracing::debug!(error = %e, "admin socket: client too slow");
             }
@@ -240,7 +239,7 @@ pub async fn serve(
 
 async fn answer(
     stream: tokio::net::UnixStream,
-    plugin: &TopoletPlugin,
+    plugin: &dyn Introspected,
     pressure: &PressureReport,
     metrics_address: &Option<String>,
 ) {

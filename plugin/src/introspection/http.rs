@@ -38,8 +38,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
-use crate::introspection;
-use crate::nri::handlers::TopoletPlugin;
+use crate::introspection::{self, Introspected};
 
 /// Longest request head (request line and headers) read; hyper answers 431 past it.
 pub const MAX_HEAD: usize = 8192;
@@ -185,14 +184,14 @@ pub type Answer = Arc<dyn Fn(&Method, &str) -> Reply + Send + Sync>;
 pub type Count = Arc<dyn Fn(&'static str) + Send + Sync>;
 
 /// Serves the plugin's paths until the task is aborted.
-pub async fn serve(listener: TcpListener, plugin: Arc<TopoletPlugin>) {
+pub async fn serve(listener: TcpListener, plugin: Arc<dyn Introspected>) {
     let answer_plugin = plugin.clone();
     let answer: Answer = Arc::new(move |method: &Method, path: &str| {
         route(
             method,
             path,
-            || introspection::metrics_text(&answer_plugin),
-            || introspection::ready(&answer_plugin),
+            || introspection::metrics_text(&*answer_plugin),
+            || introspection::ready(&*answer_plugin),
         )
     });
     let count: Count = Arc::new(move |result| plugin.metrics().http_connection(result));

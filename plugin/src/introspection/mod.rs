@@ -3,9 +3,10 @@
 //! the HTTP endpoint, `crate::introspection::http`), and the client side of that endpoint
 //! (`crate::introspection::probe`: `topolet probe`, the Helm chart's test).
 //!
-//! A scrape takes [`TopoletPlugin::cpu_sets`] (a few bit-set copies under the plugin's lock, nothing
-//! per container); a status request takes [`TopoletPlugin::snapshot`] (the sets and one copy of
-//! each container's admission record). Both derive, order and format everything else outside the
+//! What the endpoints read of the running plugin is [`Introspected`], owned here and implemented
+//! for the NRI handlers' `TopoletPlugin` below. A scrape takes [`Introspected::cpu_sets`] (a few
+//! bit-set copies under the plugin's lock, nothing per container); a status request takes
+//! [`Introspected::status_report`] (the sets and one copy of each container's admission record). Both derive, order and format everything else outside the
 //! lock, so neither holds up an NRI handler for longer than those copies.
 //!
 //! The endpoints are observability, not correctness: if one cannot be set up (address in use,
@@ -18,18 +19,56 @@ pub mod status_table;
 
 use std::sync::Arc;
 
-use topolet_nri::stub::ConnState;
+use topolet_nri::stub::{ConnState, ConnectionStatus};
 
 use crate::config::{AdminConfig, MetricsConfig};
-use crate::nri::handlers::TopoletPlugin;
+use crate::nri::handlers::{CpuSets, TopoletPlugin};
 use crate::pressure::PressureReport;
-use crate::telemetry::metrics::Gauges;
+use crate::telemetry::metrics::{Gauges, Metrics};
 use topolet_core::machine::cpuset::CpuSet;
+use topolet_core::machine::topology::Topology;
 use topolet_core::report::status::{Pressure, Status};
 
-/// The full status report ([`TopoletPlugin::status_report`]).
+/// What the endpoints read of the running plugin.
+pub trait Introspected: Send + Sync {
+    /// The full status report, with the eviction loop's `pressure` and the metrics endpoint's
+    /// address when the caller has them.
+    fn status_report(&self, pressure: Option<Pressure>, metrics_address: Option<String>) -> Status;
+    /// The placement's CPU sets and the managed-container count, copied under the lock.
+    fn cpu_sets(&self) -> CpuSets;
+    fn topology(&self) -> &Topology;
+    /// The NRI connection's status, once the stub is attached.
+    fn connection(&self) -> Option<ConnectionStatus>;
+    /// The metrics registry `/metrics` renders (and the endpoint counts its connections in).
+    fn metrics(&self) -> &Arc<Metrics>;
+}
+
+/// The NRI handlers, as the endpoints see them.
+impl Introspected for TopoletPlugin {
+    fn status_report(&self, pressure: Option<Pressure>, metrics_address: Option<String>) -> Status {
+        TopoletPlugin::status_report(self, pressure, metrics_address)
+    }
+
+    fn cpu_sets(&self) -> CpuSets {
+        TopoletPlugin::cpu_sets(self)
+    }
+
+    fn topology(&self) -> &Topology {
+        TopoletPlugin::topology(self)
+    }
+
+    fn connection(&self) -> Option<ConnectionStatus> {
+        TopoletPlugin::connection(self)
+    }
+
+    fn metrics(&self) -> &Arc<Metrics> {
+        TopoletPlugin::metrics(self)
+    }
+}
+
+/// The full status report ([`Introspected::status_report`]).
 pub fn status(
-    plugin: &TopoletPlugin,
+    plugin: &dyn Introspected,
     pressure: Option<Pressure>,
     metrics_address: Option<String>,
 ) -> Status {
@@ -37,7 +76,7 @@ pub fn status(
 }
 
 /// The `/metrics` text.
-pub fn metrics_text(plugin: &TopoletPlugin) -> String {
+pub fn metrics_text(plugin: &dyn Introspected) -> String {
     let sets = plugin.cpu_sets();
     let conn = plugin.connection();
     let topology = plugin.topology();
@@ -64,7 +103,7 @@ pub fn metrics_text(plugin: &TopoletPlugin) -> String {
 }
 
 /// `Ok` once the NRI connection is synchronized; else the state, for `/readyz`.
-pub fn ready(plugin: &TopoletPlugin) -> Result<(), String> {
+pub fn ready(plugin: &dyn Introspected) -> Result<(), String> {
     match plugin.connection() {
         Some(c) if c.state == ConnState::Synchronized => Ok(()),
         Some(c) => Err(match &c.last_error {
@@ -92,7 +131,7 @@ impl Drop for Endpoints {
 pub async fn start(
     admin_config: &AdminConfig,
     metrics_config: &MetricsConfig,
-    plugin: Arc<TopoletPlugin>,
+    plugin: Arc<dyn Introspected>,
     pressure: Arc<PressureReport>,
 ) -> Endpoints {
     let mut tasks = Vec::new();

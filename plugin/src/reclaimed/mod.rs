@@ -1,6 +1,7 @@
-//! Reclaimed CPU, the shell's half: the suppress loop ([`suppress_loop`]) and the readings it
-//! takes ([`sampler`]).
+//! Reclaimed CPU, the shell's half: the suppress loop ([`suppress_loop`]), the readings it
+//! takes ([`sampler`]) and what it drives of the NRI handlers ([`batch_control`]).
 
+pub mod batch_control;
 pub mod sampler;
 pub mod suppress_loop;
 

@@ -22,8 +22,9 @@ use tokio::sync::watch;
 use crate::cluster::extended_resource::Advert;
 use crate::cluster::recorder::EventSink;
 use crate::host::pod_cgroup::CpuController;
-use crate::nri::handlers::{ReclaimedInputs, TopoletPlugin};
+use crate::nri::handlers::ReclaimedInputs;
 use crate::pressure::actions::{EvictPod, Evicted, Evictor};
+use crate::reclaimed::batch_control::BatchControl;
 use crate::reclaimed::sampler::{self, Reading};
 use topolet_core::eviction::duration::format_duration;
 use topolet_core::kube::events::{EventType, ObjectRef, Occurrence};
@@ -52,7 +53,7 @@ pub const SUPPRESSED_REASON: &str = "ReclaimedCPUSuppressed";
 
 /// The loop and what it keeps between intervals.
 pub struct ReclaimedLoop {
-    plugin: Arc<TopoletPlugin>,
+    plugin: Box<dyn BatchControl>,
     advert: Option<watch::Sender<Advert>>,
     evictor: Option<Arc<dyn Evictor>>,
     events: Option<EventSink>,
@@ -126,9 +127,9 @@ struct State {
 const SATURATED_PERCENT: u64 = 90;
 
 impl ReclaimedLoop {
-    pub fn new(plugin: Arc<TopoletPlugin>) -> ReclaimedLoop {
+    pub fn new(plugin: impl BatchControl + 'static) -> ReclaimedLoop {
         ReclaimedLoop {
-            plugin,
+            plugin: Box::new(plugin),
             advert: None,
             evictor: None,
             events: None,
@@ -167,13 +168,7 @@ impl ReclaimedLoop {
     }
 
     fn settings(&self) -> ReclaimedSettings {
-        // `[reclaimed]` was checked when the file was read; a config built in code falls back
-        // to the defaults (off).
-        self.plugin
-            .config()
-            .reclaimed
-            .settings()
-            .unwrap_or_default()
+        self.plugin.settings()
     }
 
     fn advertise(&self, advert: Advert) {

@@ -95,7 +95,7 @@ pub use drift::DRIFT_LULL;
 pub use k8s_events::GRANT_REASON;
 pub use persistence::{SHUTDOWN_FLUSH, STATE_FILE};
 pub use reclaimed::{BatchEntry, BatchPodView, ReclaimedInputs};
-pub use views::ManagedPod;
+pub use views::{CpuSets, ManagedPod};
 
 use persistence::load_state;
 

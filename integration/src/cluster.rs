@@ -885,7 +885,7 @@ impl KubeNode {
 }
 
 /// The process of `c` really lives in the cgroup the kubelet's naming rule gives (cpu controller
-/// line of /proc/<pid>/cgroup): the harness's oracle is checked against the kernel, not assumed.
+/// line of `/proc/<pid>/cgroup`): the harness's oracle is checked against the kernel, not assumed.
 pub fn check_process_cgroup(pid: i32, c: &KubeContainer) -> anyhow::Result<()> {
     let p = format!("/proc/{pid}/cgroup");
     let text = std::fs::read_to_string(&p).with_context(|| format!("reading {p}"))?;

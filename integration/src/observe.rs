@@ -119,12 +119,12 @@ pub fn sched_policies(c: &Created) -> anyhow::Result<Vec<(i32, u32)>> {
 /// A process's view of itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcValues {
-    /// `Cpus_allowed_list` of /proc/<pid>/status.
+    /// `Cpus_allowed_list` of `/proc/<pid>/status`.
     pub cpus_allowed_list: String,
     pub oom_score_adj: i64,
 }
 
-/// Reads /proc/<pid>/status `Cpus_allowed_list` and /proc/<pid>/oom_score_adj.
+/// Reads `/proc/<pid>/status` `Cpus_allowed_list` and `/proc/<pid>/oom_score_adj`.
 pub fn proc_values(pid: i32) -> anyhow::Result<ProcValues> {
     Ok(ProcValues {
         cpus_allowed_list: cpus_allowed_list(pid)?,
@@ -132,7 +132,7 @@ pub fn proc_values(pid: i32) -> anyhow::Result<ProcValues> {
     })
 }
 
-/// `Cpus_allowed_list` of /proc/<pid>/status.
+/// `Cpus_allowed_list` of `/proc/<pid>/status`.
 pub fn cpus_allowed_list(pid: i32) -> anyhow::Result<String> {
     let p = PathBuf::from(format!("/proc/{pid}/status"));
     let status = read_trimmed(&p)?;

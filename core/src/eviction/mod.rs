@@ -10,10 +10,10 @@
 //! - [`settings`]: `EvictionConfig` (the settings; `topolet::config::eviction` maps the
 //!   `[eviction]` section into it), `EvictionAction`, `DEFAULT_HARD`;
 //! - [`observe`]: `Observations`, `thresholds_met`, the `PressureTracker` state machine;
-//! - [`rank`]: `PodUsage`, `rank` (memory, disk, inodes, pids);
+//! - [`rank`](mod@rank): `PodUsage`, `rank` (memory, disk, inodes, pids);
 //! - [`reclaim`]: node-level reclaim before eviction (dead containers, unused images; how much,
 //!   in what order, whether a pod must still go);
-//! - [`decide`]: one interval's `Decision` (threshold, candidates, grace periods);
+//! - [`decide`](mod@decide): one interval's `Decision` (threshold, candidates, grace periods);
 //! - [`message`]: the kubelet's eviction message;
 //! - [`node_status`]: topolet's own node conditions on the Node (heartbeat and transition
 //!   times as node-problem-detector keeps them) and the optional pressure taints;

@@ -23,7 +23,7 @@
 //!    ranks Guaranteed pods like any other;
 //! 3. critical pods (`IsCriticalPod`: static/mirror pods and priority ≥ 2000000000). The kubelet
 //!    ranks them normally but `evictPod` refuses to evict them; here they sort last and
-//!    [`crate::eviction::decide`] never picks them.
+//!    [`decide`](crate::eviction::decide()) never picks them.
 //!
 //! Ties (the kubelet's `sort.Sort` leaves their order unspecified) break by namespace/name.
 

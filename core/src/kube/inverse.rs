@@ -95,7 +95,7 @@ fn valid_uid(uid: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
-/// Estimated CPU request (millicores) from cpu.shares, inverting [`milli_cpu_to_shares`].
+/// Estimated CPU request (millicores) from cpu.shares, inverting [`milli_cpu_to_shares`](crate::kube::qos::milli_cpu_to_shares).
 ///
 /// Precision: **exact** for every request from 3m to 256000m — the forward map
 /// `floor(m·1.024)` has slope > 1, so `ceil(shares·1000/1024)` recovers `m` (property-tested).
@@ -111,7 +111,7 @@ pub fn estimate_cpu_request_millis(shares: u64) -> u64 {
 }
 
 /// Estimated CPU limit (millicores) from a CFS quota and period, inverting
-/// [`milli_cpu_to_quota`]; `None` when there is no quota (≤ 0) or no period.
+/// [`milli_cpu_to_quota`](crate::kube::qos::milli_cpu_to_quota); `None` when there is no quota (≤ 0) or no period.
 ///
 /// Precision: **exact** whenever the quota is above the 1000 µs floor and the period is at least
 /// 1000 µs (with the default 100000 µs period: every limit ≥ 10m). A quota of exactly 1000 µs is the
@@ -136,15 +136,15 @@ pub struct MemoryRequestEstimate {
 }
 
 /// Estimated memory request of a Burstable container from its oom_score_adj and the node's memory
-/// capacity, inverting [`oom_score_adj`]'s linear term. `None` for values the Burstable rule never
+/// capacity, inverting [`oom_score_adj`](crate::kube::qos::oom_score_adj)'s linear term. `None` for values the Burstable rule never
 /// produces (below `variant.burstable_min()` or above 999, e.g. −997 or 1000).
 ///
 /// Precision: one oom_score_adj step is `capacity/1000` bytes (about 64 MiB on a 64 GiB node), so
 /// the true request lies in `[min_bytes, max_bytes]`, a range of width < capacity/1000 (two steps at
 /// 999, which also covers requests under one step, including 0). At the clamp floor (3) only a lower
 /// bound is known. A sidecar's value may be that of the smallest regular container (see
-/// [`oom_score_adj`]), and pod-level memory requests add an equal share per container; the estimate
-/// is then of that effective request. The runtime's floor clamp ([`clamp_to_floor`]) destroys the
+/// [`oom_score_adj`](crate::kube::qos::oom_score_adj)), and pod-level memory requests add an equal share per container; the estimate
+/// is then of that effective request. The runtime's floor clamp ([`clamp_to_floor`](crate::kube::qos::clamp_to_floor)) destroys the
 /// information entirely when it applies.
 pub fn estimate_memory_request_bytes(
     oom_score_adj: i32,

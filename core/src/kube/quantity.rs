@@ -43,7 +43,7 @@ pub enum QuantityError {
 const MAX_DIGITS: usize = 38;
 
 /// A parsed quantity: `(-1)^negative * mantissa * 10^exp10 * 2^exp2`, plus `sticky` when
-/// significant digits beyond [`MAX_DIGITS`] were dropped (the true magnitude is then slightly larger).
+/// significant digits beyond `MAX_DIGITS` were dropped (the true magnitude is then slightly larger).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Quantity {
     text: String,

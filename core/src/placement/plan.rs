@@ -37,7 +37,7 @@ struct PlanDevice {
 }
 
 /// Parses `topolet plan --devices`: a JSON object mapping `namespace/pod/container` to a list of
-/// devices (see [`PlanDevice`]). Errors name what is wrong.
+/// devices (see `PlanDevice`). Errors name what is wrong.
 pub fn parse_plan_devices(text: &str) -> Result<PlanDevices, String> {
     let raw: BTreeMap<String, Vec<PlanDevice>> =
         serde_json::from_str(text).map_err(|e| format!("devices: {e}"))?;

@@ -15,7 +15,7 @@
 //! connects: its first Synchronize carries them), then pods arrive as a Poisson process of mean
 //! rate P/L per second (L: mean lifetime, default 300 s) and each lives uniformly 0.5 L to 1.5 L,
 //! so the node holds about P pods. Each pod is created through the API first (namespace `fleet`,
-//! `spec.nodeName` fleet-<i>, as the scheduler's binding leaves it), then its sandbox and
+//! `spec.nodeName` `fleet-<i>`, as the scheduler's binding leaves it), then its sandbox and
 //! containers go through the NRI lifecycle as containerd sends it (RunPodSandbox, CreateContainer,
 //! PostCreate, Start, PostStart); at the end of its life its containers are stopped and removed,
 //! its sandbox stopped and removed, and the pod deleted (grace 0: no kubelet confirms a graceful

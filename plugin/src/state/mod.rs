@@ -1,4 +1,4 @@
-//! topolet's persisted data: the state [`file`] (the assignments, atomic and checksummed) and
+//! topolet's persisted data: the state [`file`](mod@file) (the assignments, atomic and checksummed) and
 //! its [`persister`] (one thread that writes it off the event path), what it holds
 //! ([`NodeState`]), and the state directory's [`lock`]: one topolet per node.
 pub mod file;

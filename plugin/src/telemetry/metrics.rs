@@ -276,7 +276,7 @@ impl Metrics {
     }
 
     /// A container refused at `operation` (`create` or `resize`) for `reason` (a short, bounded
-    /// label, see [`refusal_reason`]).
+    /// label, see [`PlacementError::metric_label`](topolet_core::placement::refusal::PlacementError::metric_label)).
     pub fn refused(&self, operation: &'static str, reason: &str) {
         *self
             .lock()

@@ -133,7 +133,7 @@ impl tokio::io::AsyncRead for Chunked {
 
 /// Input: one byte choosing the read size (`b % 32`, 0 = unlimited), then the trunk's bytes
 /// (conns 1 and 2 open, as in the plugin). Every conn's bytes and the trunk's end must match
-/// [`reference_decode`].
+/// `reference_decode`.
 pub fn mux_frames(data: &[u8]) {
     const OPEN: [u32; 2] = [1, 2];
     let Some((&chunk, data)) = data.split_first() else {

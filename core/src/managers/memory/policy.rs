@@ -391,7 +391,7 @@ impl MemoryPolicy {
 
     /// Topology hints for one container (or a pod's aggregate request): no preference for the
     /// `none` policy, non-Guaranteed requests and requests without memory; the existing group for
-    /// a container that already has an assignment (`key`); otherwise [`Self::calculate_hints`]
+    /// a container that already has an assignment (`key`); otherwise `Self::calculate_hints`
     /// for every requested resource (`Some(vec![])` when no group fits).
     pub fn hints(&self, key: Option<&ContainerKey>, request: &MemoryRequest) -> ProviderHints {
         let amounts = request.amounts();

@@ -14,7 +14,7 @@
 //! distinct merged hints is built one resource at a time (a merged hint only depends on the AND of
 //! the masks, whether every hint was preferred, and the first mask seen while all were equal), so
 //! the work is `Σ |states| × |hints|` with `|states| ≤ 2·2^nodes + 1`; the best of that set is then
-//! picked with a total order equal to the kubelet's comparison (see [`candidate_key`]). Because the
+//! picked with a total order equal to the kubelet's comparison (see `candidate_key`). Because the
 //! order is total, the answer does not depend on provider or hint order, which the kubelet only
 //! gets by accident of map iteration.
 use std::collections::{BTreeMap, HashSet};

@@ -1,6 +1,7 @@
-//! Observed devices: the devices a container was really given, as the node says (today its
-//! device nodes, resolved through sysfs by the shell; later CDI devices, the kubelet's
-//! PodResources and DRA), with the NUMA node each one is attached to. Owns the one place that
+//! Observed devices: the devices a container was really given, as the node says (its device
+//! nodes, resolved through sysfs by the shell; the kubelet's PodResources answer: device-plugin
+//! devices with their NUMA topology, DRA devices recorded without one; later CDI devices and DRA
+//! through ResourceSlices), with the NUMA node each one is attached to. Owns the one place that
 //! decides a container's device set ([`device_set`]) and the topology hints that set gives
 //! ([`hints`]).
 //!
@@ -45,13 +46,22 @@ pub enum DeviceSource {
     /// A device node of the container (NRI `linux.devices`), resolved through
     /// `/sys/dev/{char,block}/MAJ:MIN` or a VFIO group.
     DeviceNode,
+    /// A device-plugin device of the container in the kubelet's PodResources answer
+    /// (`ContainerDevices`: resource name, device id, the NUMA nodes the plugin reported).
+    PodResources,
+    /// A DRA device of the container in the kubelet's PodResources answer
+    /// (`DynamicResource`'s claim resources): driver, pool and device name, no NUMA node yet
+    /// (its resolution through the node's ResourceSlices is not implemented).
+    Dra,
 }
 
 impl DeviceSource {
-    /// The spelling in status and the state file (`device-node`).
+    /// The spelling in status and the state file (`device-node`, `pod-resources`, `dra`).
     pub fn as_str(self) -> &'static str {
         match self {
             DeviceSource::DeviceNode => "device-node",
+            DeviceSource::PodResources => "pod-resources",
+            DeviceSource::Dra => "dra",
         }
     }
 }
@@ -68,7 +78,9 @@ impl fmt::Display for DeviceSource {
 pub struct ObservedDevice {
     pub source: DeviceSource,
     /// What identifies it within its source: a device node's path (`/dev/nvidia0`), a PCI
-    /// address for a VFIO group's device (`/dev/vfio/12 0000:3b:00.0`).
+    /// address for a VFIO group's device (`0000:3b:00.0`), `<resource>=<device id>` for a
+    /// device-plugin device (`nvidia.com/gpu=GPU-4f1c…`, after CDI's `vendor/class=name`),
+    /// `<driver>/<pool>/<device>` for a DRA device.
     pub id: String,
     /// The NUMA node it is attached to; `None`: no locality.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -160,6 +172,40 @@ mod tests {
         assert_eq!(only(hints(&[dev("/dev/fuse0", None)], &[0, 1])), None);
         // A node the machine does not have counts as no locality.
         assert_eq!(only(hints(&[dev("/dev/x", Some(7))], &[0, 1])), None);
+    }
+
+    /// Device nodes and the kubelet's PodResources merged: every device kept with its source,
+    /// the sources' serde spellings the status shows, a DRA device (no NUMA) left out of the rule.
+    #[test]
+    fn sources_merge_and_their_hints() {
+        let from = |source, id: &str, numa| ObservedDevice {
+            source,
+            id: id.into(),
+            numa,
+        };
+        let set = device_set([
+            from(DeviceSource::Dra, "gpu.example/node-a/gpu-1", None),
+            from(
+                DeviceSource::PodResources,
+                "topolet.test/gpu=dev-0",
+                Some(1),
+            ),
+            from(DeviceSource::DeviceNode, "/dev/nvidia0", Some(1)),
+            // The same device reported twice by one source: kept once.
+            from(
+                DeviceSource::PodResources,
+                "topolet.test/gpu=dev-0",
+                Some(1),
+            ),
+        ]);
+        let sources: Vec<&str> = set.iter().map(|d| d.source.as_str()).collect();
+        assert_eq!(sources, ["device-node", "dra", "pod-resources"]);
+        for d in &set {
+            let json = serde_json::to_string(&d.source).unwrap();
+            assert_eq!(json, format!("\"{}\"", d.source));
+        }
+        let got = only(hints(&set, &[0, 1]));
+        assert_eq!(got, Some(vec![h(&[1], true), h(&[0, 1], false)]));
     }
 
     #[test]

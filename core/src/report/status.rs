@@ -109,6 +109,25 @@ pub struct Status {
     /// NUMA nodes, and where that pulled the container's CPUs and memory.
     #[serde(default)]
     pub devices: Vec<ContainerDevices>,
+    /// The kubelet's PodResources API as a device source; `None` when it is not configured.
+    #[serde(default)]
+    pub pod_resources: Option<PodResourcesStatus>,
+}
+
+/// The kubelet's PodResources API as a device source (the shell's `topolet::kubelet`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodResourcesStatus {
+    /// The kubelet's socket.
+    pub socket: String,
+    /// `not-asked` (no call yet), `answering`, `absent` (no socket), `unreachable` (an error or
+    /// no answer within the wait).
+    pub state: String,
+    /// The bound on a CreateContainer's lookup, in milliseconds.
+    pub wait_ms: u64,
+    /// The last failure, naming the socket and the call.
+    pub last_error: Option<String>,
+    /// What that means for the containers' devices, and what this source does not do yet.
+    pub note: String,
 }
 
 /// A container given devices (`crate::managers::observed_devices`).
@@ -447,6 +466,7 @@ pub fn build(topology: &Topology, input: StatusInput) -> Status {
         admissions: snap.admissions.clone(),
         breaches: snap.breaches.clone(),
         reclaimed: None,
+        pod_resources: None,
         devices,
     }
 }

@@ -11,6 +11,8 @@
 //!   NodeResourceTopology publisher, the permissions list.
 //! - [`pressure`]: node-pressure eviction — the loop, its signals and PSI, pod facts, the
 //!   eviction actions and the CRI client they use.
+//! - [`kubelet`]: the kubelet on this node — its PodResources API, a source of the devices each
+//!   container was given.
 //! - [`reclaimed`]: reclaimed CPU — the suppress loop that measures the pool, advertises the
 //!   idle CPU and takes it back from batch pods.
 //! - [`introspection`]: the status report, the admin socket, the HTTP endpoint, the table.
@@ -33,12 +35,13 @@
 //!
 //! | folder          | may use                                                                     |
 //! |-----------------|-----------------------------------------------------------------------------|
-//! | `run`           | `cluster`, `config`, `host`, `introspection`, `nri`, `pressure`, `reclaimed`, `state` |
+//! | `run`           | `cluster`, `config`, `host`, `introspection`, `kubelet`, `nri`, `pressure`, `reclaimed`, `state` |
 //! | `introspection` | `config`, `nri`, `pressure`, `telemetry`                                    |
 //! | `reclaimed`     | `cluster`, `host`, `nri`, `pressure`, `telemetry`                           |
 //! | `pressure`      | `cluster`, `config`, `host`, `nri`, `telemetry`                             |
-//! | `nri`           | `cluster`, `config`, `host`, `state`, `telemetry`                           |
+//! | `nri`           | `cluster`, `config`, `host`, `kubelet`, `state`, `telemetry`                |
 //! | `cluster`       | `config`, `host`, `telemetry`                                               |
+//! | `kubelet`       | `telemetry`                                                                 |
 //! | `state`         | `telemetry`                                                                 |
 //! | `host`          | `telemetry`                                                                 |
 //! | `config`        | (none)                                                                      |
@@ -48,6 +51,7 @@ pub mod cluster;
 pub mod config;
 pub mod host;
 pub mod introspection;
+pub mod kubelet;
 pub mod nri;
 pub mod pressure;
 pub mod reclaimed;

@@ -62,9 +62,20 @@ async fn serve(
     let eviction = config.eviction().context("[eviction]")?;
     let (admin_config, metrics_config) = (config.admin.clone(), config.metrics.clone());
     let kubernetes = config.kubernetes.clone();
+    let kubelet = config.kubelet.clone();
     let mut plugin = TopoletPlugin::new(config, topology)?;
     plugin.set_sysfs_root(sysfs_root.to_path_buf());
     let plugin = Arc::new(plugin);
+    // The kubelet's PodResources API as a device source (`crate::kubelet`): dialled lazily, at
+    // the first Synchronize.
+    if kubelet.pod_resources {
+        plugin.set_pod_resources(crate::kubelet::pod_resources::PodResourcesSource::new(
+            &kubelet.pod_resources_socket,
+            kubelet.pod_resources_wait(),
+            plugin.metrics().clone(),
+        ));
+        tracing::info!(socket = %kubelet.pod_resources_socket.display(), wait_ms = kubelet.pod_resources_wait().as_millis() as u64, "devices from the kubelet's PodResources API");
+    }
     // The Kubernetes API client: its own task; the handlers only hand it Events.
     let kube = crate::cluster::client::start(&kubernetes, plugin.metrics().clone())
         .await

@@ -12,8 +12,8 @@ use topolet_core::kube::quantity;
 use topolet_core::machine::cpuset::CpuSet;
 
 use crate::config::{
-    Config, EvictionConfigError, MAX_DRIFT_CHECK_S, MAX_POD_WAIT_MS, MAX_WATCH_TIMEOUT_S,
-    MIN_WATCH_TIMEOUT_S,
+    Config, EvictionConfigError, MAX_DRIFT_CHECK_S, MAX_POD_RESOURCES_WAIT_MS, MAX_POD_WAIT_MS,
+    MAX_WATCH_TIMEOUT_S, MIN_WATCH_TIMEOUT_S,
 };
 
 /// A configuration problem, always naming the file (when there is one) and the key.
@@ -207,6 +207,19 @@ impl Config {
                 ),
             ));
         }
+        if let Some(ms) = self
+            .kubelet
+            .pod_resources_wait_ms
+            .filter(|ms| !(1..=MAX_POD_RESOURCES_WAIT_MS).contains(ms))
+        {
+            return Err(value_err(
+                "kubelet.pod_resources_wait_ms",
+                format!(
+                    "{ms} is not from 1 to {MAX_POD_RESOURCES_WAIT_MS} (the wait is part of \
+                     CreateContainer; pod_resources = false turns the lookup off)"
+                ),
+            ));
+        }
         if let Some(s) = self
             .kubernetes
             .watch_timeout_s
@@ -304,6 +317,14 @@ mod tests {
             ),
             ("[kubernetes]\nnode_name = \"\"", "kubernetes.node_name"),
             ("[kubernetes]\npod_wait_ms = 5000", "kubernetes.pod_wait_ms"),
+            (
+                "[kubelet]\npod_resources_wait_ms = 0",
+                "kubelet.pod_resources_wait_ms",
+            ),
+            (
+                "[kubelet]\npod_resources_wait_ms = 501",
+                "kubelet.pod_resources_wait_ms",
+            ),
             (
                 "[kubernetes]\nwatch_timeout_s = 5",
                 "kubernetes.watch_timeout_s",

@@ -16,10 +16,11 @@ pub mod settings;
 pub use check::{is_node_name, ConfigError};
 pub use eviction::{EvictionConfigError, EvictionSection, ScalarText};
 pub use schema::{
-    AdminConfig, Config, CpuConfig, EvictAs, KubernetesConfig, KubernetesEnabled, MemoryConfig,
-    MetricsConfig, NriConfig, PluginIndex, QosConfig, StateConfig, TopologyConfig,
-    DEFAULT_DRIFT_CHECK_S, DEFAULT_POD_WAIT_MS, DEFAULT_WATCH_TIMEOUT_S, MAX_DRIFT_CHECK_S,
-    MAX_POD_WAIT_MS, MAX_WATCH_TIMEOUT_S, MIN_WATCH_TIMEOUT_S,
+    AdminConfig, Config, CpuConfig, EvictAs, KubeletConfig, KubernetesConfig, KubernetesEnabled,
+    MemoryConfig, MetricsConfig, NriConfig, PluginIndex, QosConfig, StateConfig, TopologyConfig,
+    DEFAULT_DRIFT_CHECK_S, DEFAULT_POD_RESOURCES_WAIT_MS, DEFAULT_POD_WAIT_MS,
+    DEFAULT_WATCH_TIMEOUT_S, MAX_DRIFT_CHECK_S, MAX_POD_RESOURCES_WAIT_MS, MAX_POD_WAIT_MS,
+    MAX_WATCH_TIMEOUT_S, MIN_WATCH_TIMEOUT_S,
 };
 
 /// `[cpu] policy`: the core's enum (one per concept, one default).

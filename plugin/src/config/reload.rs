@@ -166,6 +166,11 @@ pub const READ_AT_START: &[ReadAtStart] = &[
         keep: |running, into| into.kubernetes = running.kubernetes.clone(),
     },
     ReadAtStart {
+        key: "[kubelet]",
+        show: None,
+        keep: |running, into| into.kubelet = running.kubelet.clone(),
+    },
+    ReadAtStart {
         key: "[reclaimed] resource_name",
         show: Some(|c| c.reclaimed.resource_name.clone()),
         keep: |running, into| {
@@ -746,6 +751,7 @@ mod tests {
                 "[eviction]\npressure_transition_period = \"1m\"\n",
             ),
             ("[kubernetes]", "[kubernetes]\nenabled = \"off\"\n"),
+            ("[kubelet]", "[kubelet]\npod_resources = false\n"),
             (
                 "[reclaimed] resource_name",
                 "[reclaimed]\nresource_name = \"example.com/batch-cpu\"\n",
@@ -787,7 +793,7 @@ mod tests {
         assert_eq!(line.lines().count(), 1, "{line}");
         assert!(
             line.ends_with(
-                ": [nri], [state], [admin], [metrics], [eviction], [kubernetes], [reclaimed] resource_name"
+                ": [nri], [state], [admin], [metrics], [eviction], [kubernetes], [kubelet], [reclaimed] resource_name"
             ),
             "{line}"
         );

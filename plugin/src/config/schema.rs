@@ -32,6 +32,8 @@ pub struct Config {
     pub eviction: EvictionSection,
     /// `[kubernetes]`: the API client (Events). Read at start only.
     pub kubernetes: KubernetesConfig,
+    /// `[kubelet]`: the kubelet on this node (its PodResources API). Read at start only.
+    pub kubelet: KubeletConfig,
     /// `[reclaimed]`: reclaimed CPU for batch pods (`topolet_core::reclaimed`).
     pub reclaimed: reclaimed::ReclaimedSection,
 }
@@ -288,6 +290,46 @@ pub enum EvictAs {
     Itself,
 }
 
+/// `[kubelet]`: the kubelet on this node, as a source of the devices each container was given
+/// (`crate::kubelet`). Read at start only.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KubeletConfig {
+    /// Ask the kubelet's PodResources API for each container's devices.
+    pub pod_resources: bool,
+    /// The kubelet's PodResources socket.
+    pub pod_resources_socket: PathBuf,
+    /// How long CreateContainer may wait for the kubelet's answer, in milliseconds. Unset:
+    /// [`DEFAULT_POD_RESOURCES_WAIT_MS`]; from 1 to [`MAX_POD_RESOURCES_WAIT_MS`].
+    pub pod_resources_wait_ms: Option<u64>,
+}
+
+impl Default for KubeletConfig {
+    fn default() -> Self {
+        KubeletConfig {
+            pod_resources: true,
+            pod_resources_socket: PathBuf::from("/var/lib/kubelet/pod-resources/kubelet.sock"),
+            pod_resources_wait_ms: None,
+        }
+    }
+}
+
+/// `[kubelet] pod_resources_wait_ms` when unset: a local call the kubelet answers from memory.
+pub const DEFAULT_POD_RESOURCES_WAIT_MS: u64 = 100;
+/// The largest `[kubelet] pod_resources_wait_ms`: well inside containerd's 2 s NRI request
+/// timeout, beside the pod watch's own wait.
+pub const MAX_POD_RESOURCES_WAIT_MS: u64 = 500;
+
+impl KubeletConfig {
+    /// `pod_resources_wait_ms` as a duration (the default when unset).
+    pub fn pod_resources_wait(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(
+            self.pod_resources_wait_ms
+                .unwrap_or(DEFAULT_POD_RESOURCES_WAIT_MS),
+        )
+    }
+}
+
 /// `[kubernetes] watch_timeout_s` when unset: client-go's reflector's minWatchTimeout (5 min).
 pub const DEFAULT_WATCH_TIMEOUT_S: u64 = 300;
 /// The smallest `[kubernetes] watch_timeout_s`.
@@ -470,6 +512,9 @@ oom_score_adj_floor = 0
             "evict_as",
             "pod_wait_ms",
             "watch_timeout_s",
+            "pod_resources",
+            "pod_resources_socket",
+            "pod_resources_wait_ms",
             "resource_name",
             "suppress_interval",
             "window",

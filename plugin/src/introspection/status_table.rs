@@ -403,6 +403,16 @@ pub fn render_table(s: &Status) -> String {
             }
         }
     }
+    if let Some(p) = &s.pod_resources {
+        let _ = writeln!(
+            out,
+            "kubelet pod resources: {} ({}, wait {} ms): {}",
+            p.state, p.socket, p.wait_ms, p.note
+        );
+        if let Some(e) = &p.last_error {
+            let _ = writeln!(out, "  last error: {e}");
+        }
+    }
     if let Some(a) = &s.metrics_address {
         let _ = writeln!(out, "metrics: http://{a}/metrics");
     }

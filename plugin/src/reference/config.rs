@@ -26,6 +26,7 @@ const SECTIONS: &[&str] = &[
     "metrics",
     "eviction",
     "kubernetes",
+    "kubelet",
     "reclaimed",
 ];
 
@@ -105,6 +106,9 @@ const TYPES: &[(&str, &str)] = &[
         "kubernetes.evict_as",
         "`\"auto\"`, `\"node\"` or `\"self\"`",
     ),
+    ("kubelet.pod_resources", "boolean"),
+    ("kubelet.pod_resources_socket", "path"),
+    ("kubelet.pod_resources_wait_ms", "integer (milliseconds)"),
     ("reclaimed.enabled", "boolean"),
     ("reclaimed.resource_name", "string (extended resource name)"),
     ("reclaimed.interval", "duration"),

@@ -263,6 +263,12 @@ pub const POD_CGROUP_WRITES_TOTAL: Family = Family {
     labels: &["result"],
     help: "Writes of pod cgroups' CPU quota and shares (exclusive pods, refused resizes), by result (ok, error).",
 };
+pub const POD_RESOURCES_CALLS_TOTAL: Family = Family {
+    name: "topolet_pod_resources_calls_total",
+    kind: Kind::Counter,
+    labels: &["call", "result"],
+    help: "Calls to the kubelet's PodResources API (a device source) by call (get, list) and result: ok, absent (no socket), timeout (no answer within pod_resources_wait_ms), error, skipped (the source is paused after a failure; the container got its device nodes only).",
+};
 pub const POD_PRESSURE_STALL_SECONDS_TOTAL: Family = Family {
     name: "topolet_pod_pressure_stall_seconds_total",
     kind: Kind::Counter,
@@ -419,6 +425,7 @@ pub const CATALOGUE: &[&Family] = &[
     &NRT_WRITES_TOTAL,
     &POD_CGROUP_WRITES_TOTAL,
     &POD_PRESSURE_STALL_SECONDS_TOTAL,
+    &POD_RESOURCES_CALLS_TOTAL,
     &PRESSURE_STALL_AVG10_RATIO,
     &PRESSURE_STALL_SECONDS_TOTAL,
     &RECLAIMED_CPU_ADVERTISED_MILLICPU,

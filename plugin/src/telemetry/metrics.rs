@@ -122,6 +122,8 @@ struct Families {
     node_reclaim: BTreeMap<String, NodeReclaimCounts>,
     node_status_patches: BTreeMap<(&'static str, &'static str), u64>,
     nrt_writes: BTreeMap<&'static str, u64>,
+    /// (call, result) → calls to the kubelet's PodResources API (`crate::kubelet`).
+    pod_resources_calls: BTreeMap<(&'static str, &'static str), u64>,
     /// Connections to the HTTP endpoint by outcome (`crate::introspection::http`).
     http_connections: BTreeMap<&'static str, u64>,
     pod_truth: PodTruth,
@@ -453,6 +455,15 @@ impl Metrics {
             .or_default() += 1;
     }
 
+    /// A call to the kubelet's PodResources API (`crate::kubelet::pod_resources`).
+    pub fn pod_resources_call(&self, call: &'static str, result: &'static str) {
+        *self
+            .lock()
+            .pod_resources_calls
+            .entry((call, result))
+            .or_default() += 1;
+    }
+
     /// The inversion decided instead of the API, for `reason` (`topolet_core::placement::admission_input::Fallback`).
     pub fn admission_fallback(&self, reason: &'static str) {
         *self.lock().pod_truth.fallbacks.entry(reason).or_default() += 1;
@@ -624,6 +635,7 @@ impl Metrics {
                 kube_api_errors: g.kube_api_errors.clone(),
                 kube_client: g.kube_client,
                 nrt_writes: g.nrt_writes.clone(),
+                pod_resources_calls: g.pod_resources_calls.clone(),
                 http_connections: g.http_connections.clone(),
                 pod_truth: g.pod_truth.clone(),
                 drift_checks: g.drift_checks,
@@ -864,6 +876,14 @@ impl Metrics {
             w.sample(
                 family::NRT_WRITES_TOTAL.name,
                 &[("result", result.to_string())],
+                *n as f64,
+            );
+        }
+        w.header(&family::POD_RESOURCES_CALLS_TOTAL);
+        for ((call, result), n) in &f.pod_resources_calls {
+            w.sample(
+                family::POD_RESOURCES_CALLS_TOTAL.name,
+                &[("call", call.to_string()), ("result", result.to_string())],
                 *n as f64,
             );
         }
@@ -1138,6 +1158,7 @@ mod tests {
         m.kube_event("created");
         m.kube_api_error("event", "500");
         m.nrt_write("created");
+        m.pod_resources_call("get", "ok");
         m.eviction_result("api", "evicted");
         m.node_reclaim(
             "nodefs.available",

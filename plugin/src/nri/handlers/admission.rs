@@ -9,6 +9,7 @@ use super::k8s_events::LEFT_ALONE_REASON;
 use super::{reclaimed, TopoletPlugin};
 use crate::cluster::pod_directory::Lookup;
 use crate::host::device_numa;
+use crate::kubelet::devices as kubelet_devices;
 use crate::nri::adjust;
 use crate::nri::records::{Decided, Record};
 use crate::nri::view::{self, ContainerView, DeviceNodes, NoView};
@@ -66,25 +67,45 @@ impl TopoletPlugin {
         }
     }
 
-    /// The devices `ctr` was given (its device set): its device nodes resolved through sysfs to
-    /// the NUMA nodes of the PCI devices behind them (`crate::host::device_numa`). A node that
-    /// cannot be resolved is logged and gives no hint; it never refuses the container. Reads
-    /// sysfs: called before the plugin's lock.
-    fn given_devices(&self, ctr: &api::Container, view: &ContainerView) -> Vec<ObservedDevice> {
-        let nodes = match view::device_nodes(ctr) {
-            DeviceNodes::Listed(nodes) if nodes.is_empty() => return Vec::new(),
-            DeviceNodes::Listed(nodes) => nodes,
+    /// The devices `ctr` was given (its device set, `observed_devices::device_set`): its device
+    /// nodes resolved through sysfs to the NUMA nodes of the PCI devices behind them
+    /// (`crate::host::device_numa`), merged with its entries in the kubelet's PodResources
+    /// answer for `pod` (`crate::kubelet`: device-plugin devices with their NUMA nodes, DRA
+    /// devices without), each device with its source. A device that cannot be resolved is
+    /// logged and gives no hint; the kubelet's lookup is bounded (`[kubelet]
+    /// pod_resources_wait_ms`) and, when it fails, leaves the device nodes alone. Never refuses
+    /// the container. Called before the plugin's lock.
+    async fn given_devices(
+        &self,
+        pod: &api::PodSandbox,
+        ctr: &api::Container,
+        view: &ContainerView,
+    ) -> Vec<ObservedDevice> {
+        let numa: Vec<usize> = self.topology.numa_ids().collect();
+        let mut all = match view::device_nodes(ctr) {
+            DeviceNodes::Listed(nodes) if nodes.is_empty() => Vec::new(),
+            DeviceNodes::Listed(nodes) => {
+                let resolved = device_numa::resolve(&self.sysfs_root, &nodes, &numa);
+                for e in &resolved.errors {
+                    tracing::warn!(pod = %view.pod_ref, container = %ctr.name, error = %e, "the numa node of a device node is unknown; that device gives no hint");
+                }
+                resolved.devices
+            }
             DeviceNodes::Every => {
                 tracing::debug!(pod = %view.pod_ref, container = %ctr.name, "the container may use every device (privileged): its device nodes give no numa hints");
-                return Vec::new();
+                Vec::new()
             }
         };
-        let numa: Vec<usize> = self.topology.numa_ids().collect();
-        let resolved = device_numa::resolve(&self.sysfs_root, &nodes, &numa);
-        for e in &resolved.errors {
-            tracing::warn!(pod = %view.pod_ref, container = %ctr.name, error = %e, "the numa node of a device node is unknown; that device gives no hint");
+        if let Some(source) = self.pod_resources.get() {
+            if let Some(answer) = source.pod(&pod.namespace, &pod.name).await {
+                let got = kubelet_devices::container_devices(&answer, &ctr.name, &numa);
+                for e in &got.errors {
+                    tracing::warn!(error = %e, "a PodResources entry is not usable as it is");
+                }
+                all.extend(got.devices);
+            }
         }
-        observed_devices::device_set(resolved.devices)
+        observed_devices::device_set(all)
     }
 
     /// CreateContainer: admits the container, or refuses it naming the reason; the reply carries
@@ -133,9 +154,12 @@ impl TopoletPlugin {
             }
             return Ok(api::CreateContainerResponse::default());
         }
-        // Before the lock: this may wait (bounded) for the pod watch, and reads sysfs.
-        let devices = self.given_devices(ctr, &view);
-        let input = self.admission_input(pod, &view).await;
+        // Before the lock, side by side: each may wait (bounded) for the pod watch or the
+        // kubelet's PodResources answer; the devices also read sysfs.
+        let (devices, input) = tokio::join!(
+            self.given_devices(pod, ctr, &view),
+            self.admission_input(pod, &view)
+        );
         let source = input.source();
         self.metrics.admission_source("create", source.as_str());
         let comparison = match &input {

@@ -153,6 +153,9 @@ pub struct TopoletPlugin {
     /// This node's pods from the API (`crate::cluster::pod_directory`) and `[kubernetes] pod_wait_ms`,
     /// when the API client is on.
     pods: OnceLock<(PodDirectory, Duration)>,
+    /// The kubelet's PodResources API (`crate::kubelet::pod_resources`), when `[kubelet]
+    /// pod_resources` is on: a source of each container's devices.
+    pod_resources: OnceLock<crate::kubelet::pod_resources::PodResourcesSource>,
     /// How many containers were in exclusive-CPU breach at the background task's last observation
     /// (`breach`).
     breaching: watch::Sender<usize>,
@@ -209,6 +212,7 @@ impl TopoletPlugin {
             books_changed: Arc::new(tokio::sync::Notify::new()),
             config_changed: Arc::new(tokio::sync::Notify::new()),
             pods: OnceLock::new(),
+            pod_resources: OnceLock::new(),
             breaching: watch::Sender::new(0),
             reclaimed_report: Mutex::new(None),
         })
@@ -235,6 +239,16 @@ impl TopoletPlugin {
     /// for a pod it does not hold yet (`crate::cluster::pod_directory`).
     pub fn set_pod_directory(&self, pods: PodDirectory, wait: Duration) {
         let _ = self.pods.set((pods, wait));
+    }
+
+    /// Asks the kubelet's PodResources API for each container's devices from now on.
+    pub fn set_pod_resources(&self, source: crate::kubelet::pod_resources::PodResourcesSource) {
+        let _ = self.pod_resources.set(source);
+    }
+
+    /// The PodResources source's status line, when it is on.
+    pub fn pod_resources_status(&self) -> Option<topolet_core::report::status::PodResourcesStatus> {
+        self.pod_resources.get().map(|s| s.status())
     }
 
     /// The configuration in effect (the start-up one until a reload succeeds).
@@ -365,6 +379,13 @@ impl Plugin for TopoletPlugin {
         containers: Vec<api::Container>,
     ) -> PluginResult<Vec<api::ContainerUpdate>> {
         let _timer = self.metrics.time(event::SYNCHRONIZE);
+        // The kubelet's PodResources `List`, in a task of its own: Synchronize never waits for it.
+        if let Some(source) = self.pod_resources.get() {
+            let source = source.clone();
+            tokio::spawn(async move {
+                let _ = source.list().await;
+            });
+        }
         self.on_synchronize(pods, containers)
     }
 

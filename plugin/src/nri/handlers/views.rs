@@ -293,6 +293,7 @@ impl TopoletPlugin {
             },
         );
         report.reclaimed = self.reclaimed_report();
+        report.pod_resources = self.pod_resources_status();
         report
     }
 }

@@ -196,6 +196,11 @@ impl Cluster {
         self.dir().join("manifests")
     }
 
+    /// The kubelet's PodResources socket (under its `--root-dir`, `DIR/kubelet`).
+    pub fn pod_resources_socket(&self) -> PathBuf {
+        self.dir().join("kubelet/pod-resources/kubelet.sock")
+    }
+
     /// The cluster's directory.
     pub fn dir(&self) -> &Path {
         self.dir.path()
@@ -824,6 +829,8 @@ impl KubeNode {
     /// (`[kubernetes]`: the cluster's `topolet.kubeconfig`, user `topolet`, which holds only what
     /// deploy/kubernetes/rbac.yaml grants), once the cluster exists.
     ///
+    /// `[kubelet]` points at the cluster's kubelet's PodResources socket.
+    ///
     /// With the client on, the eviction action defaults to `api`; unless `extra_toml` has its
     /// own `[eviction]`, the node's gets `action = "dry-run"`, so that a test about something
     /// else never evicts its pods when this shared host runs low on disk.
@@ -858,6 +865,11 @@ impl KubeNode {
         let name = node.cluster.node_name().to_string();
         node.t.config.kubernetes = format!(
             "enabled = \"on\"\nkubeconfig = {kubeconfig:?}\nnode_name = {name:?}\n{kubernetes_toml}"
+        );
+        // Devices from the kubelet's PodResources API (`topolet::kubelet`): its real socket.
+        node.t.config.kubelet = format!(
+            "pod_resources_socket = {:?}",
+            node.cluster.pod_resources_socket().to_string_lossy()
         );
         node.t.config.write(node.t.topolet.config_path())?;
         node.t

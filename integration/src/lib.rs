@@ -35,6 +35,7 @@ pub mod churn;
 pub mod cluster;
 pub mod colocation_goals;
 pub mod cri;
+pub mod device_plugin;
 pub mod fixture;
 pub mod freeze;
 pub mod guest;

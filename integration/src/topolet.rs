@@ -125,6 +125,10 @@ pub struct TopoletConfig {
     /// The body of `[kubernetes]`: `enabled = "off"` by default, so that a test run inside a pod
     /// (a CI runner with a service account) never sends Events to that cluster.
     pub kubernetes: String,
+    /// The body of `[kubelet]`: by default a PodResources socket that does not exist (hermetic:
+    /// never a kubelet of the machine running the tests); the API-on kubelet nodes point it at
+    /// their kubelet's (`crate::cluster::KubeNode::start_with_api_on`).
+    pub kubelet: String,
 }
 
 impl TopoletConfig {
@@ -145,6 +149,10 @@ impl TopoletConfig {
             extra_toml: String::new(),
             nri_toml: String::new(),
             kubernetes: "enabled = \"off\"".into(),
+            kubelet: format!(
+                "pod_resources_socket = {:?}",
+                work.join("no-kubelet/kubelet.sock").to_string_lossy()
+            ),
         }
     }
 
@@ -175,6 +183,9 @@ impl TopoletConfig {
         if let Some(p) = self.pids_limit {
             let _ = writeln!(t, "\n[qos]");
             let _ = writeln!(t, "pids_limit = {p}");
+        }
+        if !self.kubelet.is_empty() {
+            let _ = writeln!(t, "\n[kubelet]\n{}", self.kubelet);
         }
         if !self.kubernetes.is_empty() {
             let _ = writeln!(t, "\n[kubernetes]\n{}", self.kubernetes);

@@ -288,3 +288,89 @@ fn the_pod_watch_outlives_a_quiet_period_without_a_relist() -> anyhow::Result<()
     node.cluster.delete_pod("quiet")?;
     Ok(())
 }
+
+/// Device truth from the kubelet (docs/src/devices.md): a device plugin built from the v1.37.2
+/// modules (hack/device-plugin) advertises `topolet.test/gpu`, two devices on NUMA node 0; a
+/// Guaranteed pod asks for one device and an exclusive CPU (this node has two CPUs, CPU 0
+/// reserved: one is all there is) through the API and the stock scheduler. topolet's status says
+/// the container's device came from the kubelet's PodResources API with NUMA node 0, that it
+/// pulled the container's placement there, and the container's cgroup holds exactly the status's
+/// CPUs and node 0's memory.
+#[test]
+fn a_device_plugin_device_comes_from_pod_resources_with_its_numa_node() -> anyhow::Result<()> {
+    use topolet_integration::device_plugin::DevicePlugin;
+    const GPU: &str = "topolet.test/gpu";
+    let mut node = start()?;
+    let plugin = DevicePlugin::start(&node.cluster, GPU, 2, 0)?;
+    wait::until_true(
+        "the node advertises 2 topolet.test/gpu",
+        cluster::POD_TIMEOUT,
+        || {
+            Ok(node
+                .cluster
+                .extended_resource(GPU)?
+                .is_some_and(|a| a.capacity == 2 && a.allocatable_agrees))
+        },
+    )
+    .with_context(|| format!("device plugin log:\n{}", plugin.logged()))?;
+    let mut r = res("1", "1", "64Mi", "64Mi");
+    r["requests"][GPU] = json!("1");
+    r["limits"][GPU] = json!("1");
+    node.cluster
+        .create_pod(pod("gpu", vec![ctr("main", r)], vec![]))?;
+    let p = node.cluster.wait_running("gpu")?;
+    let entry = node.t.topolet.wait_status(
+        "default/gpu/main holds a device from pod-resources",
+        cluster::POD_TIMEOUT,
+        |s| {
+            s["devices"]
+                .as_array()?
+                .iter()
+                .find(|d| d["name"] == "default/gpu/main")
+                .cloned()
+        },
+    )?;
+    let devices = entry["devices"].as_array().context("devices")?;
+    ensure!(
+        devices.len() == 1
+            && devices[0]["source"] == "pod-resources"
+            && devices[0]["id"]
+                .as_str()
+                .is_some_and(|id| id.starts_with("topolet.test/gpu=dev-"))
+            && devices[0]["numa"] == 0,
+        "one device, from the kubelet's PodResources, on numa node 0: {entry:#}"
+    );
+    ensure!(
+        entry["device_numa_nodes"] == json!([0]) && entry["numa_affinity"] == "0",
+        "the device pulled the container to node 0: {entry:#}"
+    );
+    let cpus = entry["cpus"]
+        .as_str()
+        .context("exclusive cpus")?
+        .to_string();
+    ensure!(cpus == "1", "the one exclusive CPU: {entry:#}");
+    let status = node.t.topolet.status()?;
+    let source = &status["pod_resources"];
+    ensure!(
+        source["state"] == "answering" && source["last_error"].is_null(),
+        "the kubelet's PodResources API answers: {source:#}"
+    );
+    let (cg, _) = node.observe(&p, "main")?;
+    ensure!(
+        cg.cpuset_cpus == cpus && cg.cpuset_mems == "0",
+        "cgroup cpuset.cpus {} / cpuset.mems {} follow the device (status: cpus {cpus}, node 0)",
+        cg.cpuset_cpus,
+        cg.cpuset_mems
+    );
+    let m = admissions::metrics(&mut node.t.topolet)?;
+    ensure!(
+        admissions::sample(
+            &m,
+            "topolet_pod_resources_calls_total{call=\"get\",result=\"ok\"}"
+        )
+        .is_some_and(|n| n >= 1.0),
+        "CreateContainer asked the kubelet:\n{m}"
+    );
+    node.cluster.delete_pod("gpu")?;
+    Ok(())
+}

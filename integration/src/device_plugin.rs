@@ -1,0 +1,114 @@
+//! The test device plugin of hack/device-plugin (Go, k8s.io/kubelet v0.37.2's device-plugin API)
+//! beside the cluster's real kubelet: built once per target dir with `go build` (`GO`, else `go`
+//! on PATH, else /usr/local/go/bin/go; the module cache `$TOPOLET_CACHE/go` that
+//! hack/install-kube.sh fills, read-only go.mod), started against the kubelet's registration
+//! socket, stopped on drop.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use anyhow::{ensure, Context};
+
+use crate::cluster::Cluster;
+use crate::paths;
+
+fn go() -> PathBuf {
+    std::env::var_os("GO")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("PATH").and_then(|p| {
+                std::env::split_paths(&p)
+                    .map(|d| d.join("go"))
+                    .find(|g| g.is_file())
+            })
+        })
+        .unwrap_or_else(|| PathBuf::from("/usr/local/go/bin/go"))
+}
+
+fn go_cache() -> PathBuf {
+    if let Some(c) = std::env::var_os("TOPOLET_CACHE") {
+        return PathBuf::from(c).join("go");
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from("/root/.cache"));
+    base.join("topolet/go")
+}
+
+/// The device plugin's binary, built into the target dir (Go's build cache makes a rebuild of
+/// an unchanged source quick).
+pub fn binary() -> anyhow::Result<PathBuf> {
+    let to = paths::target_dir().join("device-plugin");
+    let src = paths::repo_root().join("hack/device-plugin");
+    let cache = go_cache();
+    let out = Command::new(go())
+        .args(["build", "-trimpath", "-o"])
+        .arg(&to)
+        .arg(".")
+        .current_dir(&src)
+        .env("GOPATH", cache.join("path"))
+        .env("GOMODCACHE", cache.join("path/pkg/mod"))
+        .env("GOCACHE", cache.join("build"))
+        .env("CGO_ENABLED", "0")
+        .env("GOTOOLCHAIN", "local")
+        .env("GOFLAGS", "-mod=readonly -buildvcs=false")
+        .output()
+        .with_context(|| format!("running go build in {}", src.display()))?;
+    ensure!(
+        out.status.success(),
+        "go build of {} failed: {}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(to)
+}
+
+/// A running test device plugin.
+pub struct DevicePlugin {
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl DevicePlugin {
+    /// Starts the plugin against `cluster`'s kubelet: `resource`, `count` devices, each on NUMA
+    /// node `numa`. Returns at once: wait for the node's allocatable to show the resource.
+    pub fn start(
+        cluster: &Cluster,
+        resource: &str,
+        count: u32,
+        numa: u32,
+    ) -> anyhow::Result<DevicePlugin> {
+        let bin = binary()?;
+        // The kubelet's /var/lib/kubelet is DIR/var-lib-kubelet (hack/kube-node.sh).
+        let socket = cluster
+            .dir()
+            .join("var-lib-kubelet/device-plugins/kubelet.sock");
+        let log = cluster.dir().join("device-plugin.log");
+        let file =
+            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let child = Command::new(&bin)
+            .arg("-kubelet-socket")
+            .arg(&socket)
+            .args(["-resource", resource])
+            .args(["-count", &count.to_string()])
+            .args(["-numa", &numa.to_string()])
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        Ok(DevicePlugin { child, log })
+    }
+
+    /// What it logged.
+    pub fn logged(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for DevicePlugin {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

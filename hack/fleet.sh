@@ -53,8 +53,12 @@
 # (served from etcd, not the watch cache: from the audit log's requestURI), open watches
 # (apiserver_longrunning_requests{verb="WATCH"} at the window's end), the API server's and etcd's
 # CPU (utime + stime from /proc/<pid>/stat over the window) and RSS, each topolet's CPU and RSS
-# (mean and max over the instances), and for the restart: requests in the first minute against
-# the steady rate, and seconds from the first SIGTERM until every instance was synchronized.
+# (mean and max over the instances), and for the restart: topolet's request rate in the first
+# minute after the first SIGTERM and in the rest of the restart window (60 s to
+# FLEET_RESTART_WINDOW s after it: issue 38's goal is "no storm beyond 3x the steady rate after
+# the first minute"), each as requests per minute and as a ratio to the steady window's rate, in
+# all and by verb and resource; and seconds from the first SIGTERM until every instance was
+# synchronized.
 #
 # Environment: FLEET_NODES (10), FLEET_WINDOW (180), FLEET_WARMUP (60), FLEET_RESTART_WINDOW (120),
 # FLEET_PODS (8), FLEET_LIFETIME (300), FLEET_SEED (38), FLEET_STEP_LOAD (1), FLEET_OUT, FLEET_BIN (a topolet binary;
@@ -81,7 +85,7 @@ for v in NODES WINDOW WARMUP RESTART_WINDOW PODS LIFETIME SEED; do
   [[ "${!v}" =~ ^[0-9]+$ ]] || die "FLEET_$v=${!v}: want a whole number"
 done
 ((NODES >= 1)) || die "FLEET_NODES must be at least 1"
-((RESTART_WINDOW >= 60)) || die "FLEET_RESTART_WINDOW must be at least 60 (the first minute is reported)"
+((RESTART_WINDOW >= 90)) || die "FLEET_RESTART_WINDOW must be at least 90 (the first minute and at least 30 s after it are reported)"
 OUT="${FLEET_OUT:-$REPO_ROOT/target/fleet-$NODES.json}"
 TARGET="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
 BIN="${FLEET_BIN:-}"
@@ -402,18 +406,43 @@ def figures(name, a, b, restart_t0=None):
         "topolet_rss_mib_mean": round(sum(b["topolet_rss_kib"]) / len(b["topolet_rss_kib"]) / 1024, 2),
         "topolet_rss_mib_max": round(max(b["topolet_rss_kib"]) / 1024, 2),
     }
+    f["topolet_per_minute_by"] = per_minute([x for x in top], secs)
     if restart_t0 is not None:
-        first = [x for x in top if restart_t0 <= x[0] < restart_t0 + timedelta(seconds=60)]
+        minute = restart_t0 + timedelta(seconds=60)
+        first = [x for x in top if restart_t0 <= x[0] < minute]
+        after = [x for x in top if minute <= x[0] < t1]
         f["topolet_requests_first_minute"] = len(first)
         f["topolet_first_minute_by"] = dict(collections.Counter(f"{v} {r}" for _, _, v, r, _, _ in first))
+        f["after_first_minute_seconds"] = round((t1 - minute).total_seconds(), 1)
+        f["topolet_requests_after_first_minute"] = len(after)
+        f["topolet_after_first_minute_per_minute_by"] = per_minute(after, (t1 - minute).total_seconds())
         f["topolet_lists_without_resource_version_uris"] = sorted({x[4] for x in lists_unset})[:10]
     return f
+def per_minute(xs, secs):
+    """Requests per minute by "verb resource" over a span of secs seconds."""
+    c = collections.Counter(f"{v} {r}" for _, _, v, r, _, _ in xs)
+    return {k: round(n / secs * 60, 3) for k, n in sorted(c.items())} if secs > 0 else {}
 out = {"nodes": nodes, "reclaimed_usage": usage, "steady": figures("steady", snap["steady0"], snap["steady1"])}
 r0 = ts(snap["restart0"]["time"])
 out["restart"] = figures("restart", snap["restart0"], snap["restart1"], restart_t0=r0)
 steady_per_min = out["steady"]["rps_total"]["topolet"] * 60
 out["restart"]["steady_topolet_requests_per_minute"] = round(steady_per_min, 1)
 out["restart"]["first_minute_vs_steady"] = round(out["restart"]["topolet_requests_first_minute"] / steady_per_min, 2) if steady_per_min else None
+r_ = out["restart"]
+after_per_min = r_["topolet_requests_after_first_minute"] / r_["after_first_minute_seconds"] * 60 if r_["after_first_minute_seconds"] > 0 else 0
+r_["topolet_after_first_minute_per_minute"] = round(after_per_min, 1)
+r_["after_first_minute_vs_steady"] = round(after_per_min / steady_per_min, 2) if steady_per_min else None
+# By verb and resource: each window's rate per minute beside the steady one (ratio None: the
+# steady window had no such request).
+steady_by = out["steady"]["topolet_per_minute_by"]
+first_by = {k: round(v, 3) for k, v in r_["topolet_first_minute_by"].items()}  # one minute: count = rate
+after_by = r_["topolet_after_first_minute_per_minute_by"]
+r_["vs_steady_by"] = {
+    k: {"steady_per_min": steady_by.get(k, 0), "first_minute": first_by.get(k, 0),
+        "first_minute_ratio": round(first_by.get(k, 0) / steady_by[k], 2) if steady_by.get(k) else None,
+        "after_per_min": after_by.get(k, 0),
+        "after_ratio": round(after_by.get(k, 0) / steady_by[k], 2) if steady_by.get(k) else None}
+    for k in sorted(set(steady_by) | set(first_by) | set(after_by))}
 def sync_secs(path, t0):
     try:
         ts_ = [ts(l.split()[1]) for l in open(path) if l.strip()]
@@ -462,9 +491,17 @@ print("|---|---:|")
 print(f"| topolet requests in the first minute | {r['topolet_requests_first_minute']} |")
 print(f"| topolet requests per minute, steady | {r['steady_topolet_requests_per_minute']} |")
 print(f"| first minute / steady | {r['first_minute_vs_steady']} |")
+print(f"| topolet requests per minute after the first minute ({r['after_first_minute_seconds']:.0f} s: 60 s to the window's end) | {r['topolet_after_first_minute_per_minute']} |")
+print(f"| after the first minute / steady (goal: at most 3) | {r['after_first_minute_vs_steady']} |")
 print(f"| first start: all synchronized after (s), count | {out['start_all_synchronized_s']}, {out['start_synchronized']}/{nodes} |")
 print(f"| restart: all synchronized after first SIGTERM (s), count | {out['restart_all_synchronized_s']}, {out['restart_synchronized']}/{nodes} |")
 print(f"| first minute by verb and resource | {r['topolet_first_minute_by']} |")
+print()
+print("| topolet verb resource | steady per minute | first minute | / steady | after it, per minute | / steady |")
+print("|---|---:|---:|---:|---:|---:|")
+for k, v in r["vs_steady_by"].items():
+    ratio = lambda x: "-" if x is None else x
+    print(f"| {k} | {v['steady_per_min']} | {v['first_minute']} | {ratio(v['first_minute_ratio'])} | {v['after_per_min']} | {ratio(v['after_ratio'])} |")
 if r.get("topolet_lists_without_resource_version_uris"):
     print(f"| LIST URIs without resourceVersion | {r['topolet_lists_without_resource_version_uris']} |")
 EOT

@@ -175,6 +175,29 @@ impl Advertiser {
         }
     }
 
+    /// The rule of an advisory copy of the amount (the NodeResourceTopology zones,
+    /// [`crate::reclaimed::zones`]): the first amount is published; then only a **material**
+    /// change either way — by more than `min_change_percent` of the pool, or down to 0 — or
+    /// a different amount once the written one is older than `max_age`. A small fall is held,
+    /// unlike [`Advertiser::decide`]'s, because the Node's own amount, written at once on any
+    /// fall, is what bounds placement.
+    pub fn decide_material(&self, amount: u64, pool_millis: u64, now: Instant) -> Publish {
+        let Some((last, at)) = self.published else {
+            return Publish::Now(amount);
+        };
+        if amount == last {
+            return Publish::Keep;
+        }
+        if last.abs_diff(amount) > percent_of(pool_millis, self.min_change_percent)
+            || (amount == 0 && last > 0)
+            || now.saturating_duration_since(at) >= self.max_age
+        {
+            Publish::Now(amount)
+        } else {
+            Publish::Keep
+        }
+    }
+
     /// `amount` was written at `now`.
     pub fn published(&mut self, amount: u64, now: Instant) {
         self.published = Some((amount, now));

@@ -1,8 +1,13 @@
-//! The per-NUMA amounts of the NodeResourceTopology zones, damped like the Node's: each zone
-//! keeps its own [`Advertiser`], so a zone's amount is rewritten only when the one rule of
-//! [`Advertiser::decide`] says so (lower: at once; higher: past `min_change_percent` of the
-//! zone's pool; any: once the written one is older than `max_age`). Without it each interval's
-//! new per-NUMA amount was a full-object write of the NodeResourceTopology a second later.
+//! The per-NUMA amounts of the NodeResourceTopology zones, damped: each zone keeps its own
+//! [`Advertiser`], and a zone's amount is rewritten only on a material change
+//! ([`Advertiser::decide_material`]: by more than `min_change_percent` of the zone's pool either
+//! way, or down to 0) or, changed at all, once the written one is older than `max_age`. Without
+//! it each interval's new per-NUMA amount was a full-object write of the NodeResourceTopology a
+//! second later; with the Node's rule (any fall at once) every fall of the Node's amount was one
+//! too (hack/fleet.sh: as many NodeResourceTopology updates as Node patches, docs/src/fleet.md).
+//! The zones are advisory for batch pods: the kubelet admits an extended resource against the
+//! Node's allocatable only (`pkg/kubelet/lifecycle/predicate.go`), and the Node's amount falls at
+//! once.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -42,7 +47,7 @@ impl ZoneAdvertisers {
                     .entry(z.numa_node)
                     .or_insert_with(|| Advertiser::new(min, age));
                 let amount = z.terms.reclaimable_millis;
-                if let Publish::Now(v) = a.decide(amount, z.terms.pool_millis, now) {
+                if let Publish::Now(v) = a.decide_material(amount, z.terms.pool_millis, now) {
                     a.published(v, now);
                 }
                 (z.numa_node, a.last().unwrap_or(amount))
@@ -85,15 +90,41 @@ mod tests {
     }
 
     #[test]
-    fn a_drop_is_written_at_once() {
+    fn a_small_drop_waits_a_material_one_is_written_at_once() {
         let t0 = Instant::now();
         let mut z = ZoneAdvertisers::new(10, Duration::from_secs(60));
-        z.publish(&zones(&[(0, 300)]), t0);
+        z.publish(&zones(&[(0, 300), (1, 300)]), t0);
         let t1 = t0 + Duration::from_secs(1);
+        // Zone 0 falls by 100m (10 % of its pool: not more), zone 1 by 101m.
         assert_eq!(
-            z.publish(&zones(&[(0, 301)]), t1),
-            BTreeMap::from([(0, 499)])
+            z.publish(&zones(&[(0, 400), (1, 401)]), t1),
+            BTreeMap::from([(0, 500), (1, 399)])
         );
+        // Down to nothing is written however small the fall: 50m → 0.
+        let mut z = ZoneAdvertisers::new(10, Duration::from_secs(60));
+        z.publish(&zones(&[(0, 750)]), t0);
+        assert_eq!(z.publish(&zones(&[(0, 800)]), t1), BTreeMap::from([(0, 0)]));
+        // A small fall is written once the written amount has aged.
+        let mut z = ZoneAdvertisers::new(10, Duration::from_secs(60));
+        z.publish(&zones(&[(0, 300)]), t0);
+        assert_eq!(
+            z.publish(&zones(&[(0, 350)]), t1),
+            BTreeMap::from([(0, 500)])
+        );
+        assert_eq!(
+            z.publish(&zones(&[(0, 350)]), t0 + Duration::from_secs(60)),
+            BTreeMap::from([(0, 450)])
+        );
+    }
+
+    #[test]
+    fn an_unchanged_amount_is_not_rewritten_when_it_ages() {
+        let t0 = Instant::now();
+        let mut a = Advertiser::new(10, Duration::from_secs(60));
+        a.published(500, t0);
+        let aged = t0 + Duration::from_secs(600);
+        assert_eq!(a.decide_material(500, 1000, aged), Publish::Keep);
+        assert_eq!(a.decide_material(490, 1000, aged), Publish::Now(490));
     }
 
     #[test]

@@ -82,6 +82,41 @@ pub fn add_reclaimed(content: &mut NrtContent, report: &crate::reclaimed::Reclai
     }
 }
 
+/// While reclaimed CPU is on but has advertised nothing since the start (its usage window is
+/// filling: the Node's amount and every zone's are still `None`), each zone keeps the reclaimed
+/// resource the object held when topolet started (`previous`: what the instance before it wrote),
+/// as the Node keeps its amount over a restart under the DaemonSet
+/// (`[reclaimed] withdraw_on_stop`). Without it a restarted topolet's first write took the zones'
+/// amounts out and its first advertisement put them back: two full-object writes per node and
+/// restart (docs/src/fleet.md). Call after [`add_reclaimed`]; nothing is carried once any amount
+/// was advertised, nor while the feature is off or withdrawn.
+pub fn carry_reclaimed(
+    content: &mut NrtContent,
+    previous: &NrtContent,
+    report: &crate::reclaimed::ReclaimedStatus,
+) {
+    if report.state != "on"
+        || report.advertised_millis.is_some()
+        || report.zones.iter().any(|z| z.advertised_millis.is_some())
+    {
+        return;
+    }
+    for zone in &mut content.zones {
+        if zone.resources.iter().any(|r| r.name == report.resource) {
+            continue;
+        }
+        let kept = previous
+            .zones
+            .iter()
+            .filter(|p| p.name == zone.name)
+            .flat_map(|p| p.resources.iter())
+            .find(|r| r.name == report.resource);
+        if let Some(r) = kept {
+            zone.resources.push(r.clone());
+        }
+    }
+}
+
 /// Quantities in the Kubernetes spelling: CPUs as a count, memory and hugepages in bytes,
 /// devices as a count.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -411,5 +446,64 @@ mod tests {
         let mut off = before.clone();
         add_reclaimed(&mut off, &report);
         assert_eq!(off, before);
+    }
+
+    /// A restarted topolet whose window is filling keeps the zones' amounts its predecessor
+    /// wrote (the object it read at start), so its first write is not a removal; once it
+    /// advertised anything, or when the feature is off, nothing is carried.
+    #[test]
+    fn a_restart_keeps_the_previous_zone_amounts_until_it_advertises() {
+        use crate::reclaimed::{ReclaimedStatus, Terms, ZoneTerms};
+        let t = two_nodes();
+        let st = status_of(&t, "", "none", "pod");
+        let base = build(&t, &st, &Books::new(), 8);
+        let zone = |n, advertised| ZoneTerms {
+            numa_node: n,
+            terms: Terms::compute(2000, 100, 20),
+            advertised_millis: advertised,
+        };
+        let mut report = ReclaimedStatus {
+            state: "on".into(),
+            resource: "topolet.io/reclaimed-cpu".into(),
+            usage: "cpus".into(),
+            node: Terms::default(),
+            zones: vec![zone(0, Some(1400)), zone(1, Some(900))],
+            advertised_millis: Some(2300),
+            budget_millis: 0,
+            batch_used_millis: 0,
+            regular_now_millis: 0,
+            batch: vec![],
+            reserved: Default::default(),
+            reserved_rule: String::new(),
+            problems: vec![],
+        };
+        // What the previous instance wrote.
+        let mut previous = base.clone();
+        add_reclaimed(&mut previous, &report);
+        // The new one, filling: nothing advertised yet.
+        report.zones = vec![zone(0, None), zone(1, None)];
+        report.advertised_millis = None;
+        let mut filling = base.clone();
+        add_reclaimed(&mut filling, &report);
+        assert_eq!(filling, base);
+        carry_reclaimed(&mut filling, &previous, &report);
+        assert_eq!(filling, previous, "the first write is no write");
+        // Advertised: its own amounts only.
+        report.zones = vec![zone(0, Some(1200)), zone(1, None)];
+        report.advertised_millis = Some(2100);
+        let mut own = base.clone();
+        add_reclaimed(&mut own, &report);
+        let expected = own.clone();
+        carry_reclaimed(&mut own, &previous, &report);
+        assert_eq!(own, expected);
+        // Off or withdrawn: nothing carried.
+        for state in ["off", "withdrawn: usage readings fail"] {
+            report.state = state.into();
+            report.zones = vec![zone(0, None), zone(1, None)];
+            report.advertised_millis = None;
+            let mut c = base.clone();
+            carry_reclaimed(&mut c, &previous, &report);
+            assert_eq!(c, base, "{state}");
+        }
     }
 }

@@ -5,7 +5,10 @@
 //! `Notify`: never blocks, coalesces). The task waits [`DEBOUNCE`] after a signal (later
 //! signals within it fold in: the latest state wins), asks for the content
 //! ([`NrtSource::nrt_content`], `topolet_core::report::nrt` from the status report and the
-//! books), and writes it when it differs from what it last wrote:
+//! books), and writes it when it differs from what it last wrote (or, before its first write,
+//! from what the object held when it started: a restarted topolet whose books and amounts are
+//! its predecessor's writes nothing, and keeps the predecessor's reclaimed zones while its
+//! usage window fills, `topolet_core::report::nrt::carry_reclaimed`):
 //! `replace` with the resourceVersion it holds, after a `get` when it holds none (at start, or
 //! after a conflict), `create` when there is no object. Failures are retried with kube's
 //! default back-off (800 ms doubling to 30 s), recomputing the content each time, until a
@@ -107,8 +110,10 @@ impl kube::Resource for NodeResourceTopology {
 /// What the publisher needs of the plugin: owned here, implemented by the NRI handlers
 /// (`crate::nri::handlers::TopoletPlugin`), so that the cluster folder does not depend on them.
 pub trait NrtSource: Send + Sync {
-    /// The content the plugin would publish now.
-    fn nrt_content(&self) -> NrtContent;
+    /// The content the plugin would publish now; `previous`: the object as it was when this
+    /// topolet started, whose reclaimed zones are kept while its own usage window fills
+    /// (`topolet_core::report::nrt::carry_reclaimed`).
+    fn nrt_content(&self, previous: Option<&NrtContent>) -> NrtContent;
     /// Signalled when the placement's books may have changed.
     fn books_changed(&self) -> Arc<Notify>;
     /// NRI is synchronized: the books are complete (nothing is written before).
@@ -148,10 +153,15 @@ struct Publisher {
     api: Api<NodeResourceTopology>,
     node: String,
     plugin: Arc<dyn NrtSource>,
-    /// What was last written (`None`: nothing yet, or unknown).
+    /// What the object holds as far as this topolet knows: what it last wrote, or what it
+    /// read at start (`None`: nothing yet, or unknown).
     written: Option<NrtContent>,
     /// The object's resourceVersion after our last write or read.
     resource_version: Option<String>,
+    /// The object as this topolet found it (`None`: not read yet; `Some(None)`: there was
+    /// none): its content is not written again, and its reclaimed zones are kept while the
+    /// usage window fills ([`content`]).
+    at_start: Option<Option<NrtContent>>,
     logged: HashMap<(&'static str, String), Instant>,
 }
 
@@ -163,6 +173,7 @@ impl Publisher {
             plugin,
             written: None,
             resource_version: None,
+            at_start: None,
             logged: HashMap::new(),
         }
     }
@@ -178,7 +189,28 @@ impl Publisher {
                 if !self.plugin.synchronized() {
                     break;
                 }
-                let content = self.plugin.nrt_content();
+                if self.at_start.is_none() {
+                    // The first read (a `get` the first write needed anyway): what the
+                    // instance before this one left.
+                    match self.api.get_opt(&self.node).await {
+                        Ok(current) => {
+                            let current = current.map(|o| {
+                                self.resource_version = o.metadata.resource_version;
+                                o.content
+                            });
+                            self.written.clone_from(&current);
+                            self.at_start = Some(current);
+                        }
+                        Err(e) => {
+                            let delay = backoff.next().unwrap_or(Duration::from_secs(30));
+                            self.failure(&failed("nrt_get")(e), delay);
+                            tokio::time::sleep(delay).await;
+                            continue;
+                        }
+                    }
+                }
+                let previous = self.at_start.as_ref().and_then(Option::as_ref);
+                let content = self.plugin.nrt_content(previous);
                 if self.written.as_ref() == Some(&content) {
                     break;
                 }

@@ -128,7 +128,7 @@ async fn reload_is_what_status_the_nrt_attributes_and_the_oom_floor_read() {
     let (_, before) = f.plugin.snapshot();
     assert_eq!(before.cpu, "static");
     assert_eq!(f.plugin.max_allowable_numa_nodes(), 8);
-    let nrt_before = crate::cluster::nrt::NrtSource::nrt_content(&f.plugin);
+    let nrt_before = crate::cluster::nrt::NrtSource::nrt_content(&f.plugin, None);
     let mut next = config(f.dir.path());
     next.cpu.policy = CpuPolicyName::None;
     next.topology.policy = crate::config::TopologyPolicyName::SingleNumaNode;
@@ -138,7 +138,7 @@ async fn reload_is_what_status_the_nrt_attributes_and_the_oom_floor_read() {
     let (_, after) = f.plugin.snapshot();
     assert_eq!(after.cpu, "none", "status shows the reloaded policy");
     assert_eq!(after.topology, "single-numa-node");
-    let nrt_after = crate::cluster::nrt::NrtSource::nrt_content(&f.plugin);
+    let nrt_after = crate::cluster::nrt::NrtSource::nrt_content(&f.plugin, None);
     assert_ne!(nrt_before.topology_policies, nrt_after.topology_policies);
     assert!(
         nrt_after

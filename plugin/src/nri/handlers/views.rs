@@ -300,7 +300,7 @@ impl TopoletPlugin {
 
 /// The NodeResourceTopology publisher's view of the plugin (`crate::cluster::nrt`).
 impl NrtSource for TopoletPlugin {
-    fn nrt_content(&self) -> NrtContent {
+    fn nrt_content(&self, previous: Option<&NrtContent>) -> NrtContent {
         let books = self.books();
         let status = self.status_report(None, None);
         let mut content = nrt::build(
@@ -311,6 +311,9 @@ impl NrtSource for TopoletPlugin {
         );
         if let Some(r) = status.reclaimed.as_ref() {
             nrt::add_reclaimed(&mut content, r);
+            if let Some(p) = previous {
+                nrt::carry_reclaimed(&mut content, p, r);
+            }
         }
         content
     }

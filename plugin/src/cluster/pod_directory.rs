@@ -2,7 +2,7 @@
 //! store the NRI handlers read the real pod specs from.
 //!
 //! One task owns the watch, a reflector as client-go's (tools/cache/reflector.go): it lists once
-//! (paged), then watches from the list's resourceVersion with bookmarks
+//! (at start from the API server's watch cache, `resourceVersion=0`: [`list_params`]), then watches from the list's resourceVersion with bookmarks
 //! (`allowWatchBookmarks`), each watch request ended by the server after `timeoutSeconds`
 //! (`[kubernetes] watch_timeout_s` to twice it, drawn per request) and resumed from the last
 //! version seen (an object's or a bookmark's): a quiet node keeps one watch open, renewed every
@@ -293,17 +293,20 @@ impl PodDirectory {
         }
     }
 
-    /// Lists the pods of `fields` into the store (pages of [`PAGE`]); the list's resourceVersion.
-    async fn list(&self, api: &Api<ApiPod>, fields: &str) -> Result<String, kube::Error> {
+    /// Lists the pods of `fields` into the store ([`list_params`]); the list's resourceVersion.
+    async fn list(
+        &self,
+        api: &Api<ApiPod>,
+        fields: &str,
+        first: bool,
+    ) -> Result<String, kube::Error> {
         self.inner.metrics.pod_watch_request("list");
         self.handle(watcher::Event::Init);
         let mut token: Option<String> = None;
         loop {
-            let mut lp = ListParams::default().fields(fields).limit(PAGE);
-            if let Some(t) = &token {
-                lp = lp.continue_token(t);
-            }
-            let page = api.list(&lp).await?;
+            let page = api
+                .list(&list_params(fields, first, token.as_deref()))
+                .await?;
             for p in page.items {
                 self.handle(watcher::Event::InitApply(p));
             }
@@ -377,12 +380,16 @@ impl PodDirectory {
         let mut last_logged: Option<(String, Instant)> = None;
         // The resourceVersion to resume from; `None`: list first.
         let mut rv: Option<String> = None;
+        // No list has succeeded yet in this process (the first one may be served from the watch
+        // cache: `list_params`).
+        let mut first = true;
         let mut seed = jitter_seed();
         loop {
             let result = match rv.as_mut() {
-                None => match self.list(&api, &fields).await {
+                None => match self.list(&api, &fields, first).await {
                     Ok(v) if !v.is_empty() => {
                         rv = Some(v);
+                        first = false;
                         Ok(())
                     }
                     Ok(_) => Err(Ended::Failed(
@@ -460,8 +467,38 @@ impl From<kube::Error> for Ended {
     }
 }
 
-/// Pods per page of a list (client-go's pager default).
+/// Pods per page of a relist (client-go's pager default).
 const PAGE: u32 = 500;
+
+/// The parameters of a list of `fields` (`token`: the previous page's continue token).
+///
+/// The **first list** of a process asks for `resourceVersion=0` (`resourceVersionMatch=
+/// NotOlderThan`, kube's `ListParams::match_any`: "any" version, the API server's "most recent
+/// available"), as client-go's reflector does for its first list (`tools/cache/reflector.go`,
+/// `relistResourceVersion`: "0" until a version was seen): the API server answers it from its
+/// watch cache without reading etcd and without a consistency check, which matters when a whole
+/// fleet restarts at once (issue 38; docs/src/fleet.md). Such a list may be older than the newest
+/// version; the watch then continues from the version it carries and delivers everything since.
+/// It is not paged: the watch cache serves a `resourceVersion=0` list whole and ignores `limit`
+/// (`staging/src/k8s.io/apiserver/pkg/storage/cacher`), and kube drops a `resourceVersion` of "0"
+/// from a request that carries a `limit` (`kube-core` `ListParams::populate_qp`), which would
+/// make it a consistent list again. One node's pods are at most the kubelet's `maxPods` (110 by
+/// default).
+///
+/// A **relist** (the server said the watch's version is gone, 410) is a consistent list (no
+/// `resourceVersion`), paged by [`PAGE`]: the store must not go back behind versions it has
+/// already applied.
+pub fn list_params(fields: &str, first: bool, token: Option<&str>) -> ListParams {
+    let lp = ListParams::default().fields(fields);
+    if first {
+        return lp.match_any();
+    }
+    let lp = lp.limit(PAGE);
+    match token {
+        Some(t) => lp.continue_token(t),
+        None => lp,
+    }
+}
 /// How long after a watch's own end a silent connection is taken for dead.
 pub const WATCH_MARGIN: Duration = Duration::from_secs(30);
 
@@ -554,6 +591,47 @@ mod tests {
             Lookup::Found(p) => p.containers[0].requests.cpu_millis,
             _ => None,
         }
+    }
+
+    /// The request each list sends: the first from the watch cache (`resourceVersion=0`, no
+    /// `limit`), a relist consistent and paged.
+    #[test]
+    fn the_first_list_is_served_from_the_watch_cache_and_a_relist_is_consistent() {
+        let query = |lp: &ListParams| {
+            let r = kube::core::Request::new("/api/v1/pods")
+                .list(lp)
+                .expect("a valid list");
+            let uri = r.uri().to_string();
+            let q = uri.split_once('?').map_or("", |(_, q)| q).to_string();
+            // kube writes `?&fieldSelector=…`: the empty pair is no parameter.
+            let mut pairs: Vec<String> = q
+                .split('&')
+                .filter(|p| !p.is_empty())
+                .map(str::to_string)
+                .collect();
+            pairs.sort();
+            pairs
+        };
+        assert_eq!(
+            query(&list_params("spec.nodeName=n1", true, None)),
+            [
+                "fieldSelector=spec.nodeName%3Dn1",
+                "resourceVersion=0",
+                "resourceVersionMatch=NotOlderThan"
+            ]
+        );
+        assert_eq!(
+            query(&list_params("spec.nodeName=n1", false, None)),
+            ["fieldSelector=spec.nodeName%3Dn1", "limit=500"]
+        );
+        assert_eq!(
+            query(&list_params("spec.nodeName=n1", false, Some("tok"))),
+            [
+                "continue=tok",
+                "fieldSelector=spec.nodeName%3Dn1",
+                "limit=500"
+            ]
+        );
     }
 
     #[test]

@@ -25,9 +25,12 @@
 #     container churn for pods created through the API with spec.nodeName fleet-<i> (FLEET_PODS per
 #     node, mean lifetime FLEET_LIFETIME s);
 #   - a release topolet (`[kubernetes] enabled = "on"`, `[reclaimed] enabled = true` with every
-#     other reclaimed key at its default, `[eviction]` at its defaults: action "api", the kubelet's
-#     hard thresholds; nodefs/imagefs paths point at this run's directory, as the host has no
-#     /var/lib/kubelet; `[cpu] reserved_cpus = "0"` as hack/api-cost.sh).
+#     other reclaimed key at its default but `withdraw_on_stop` (FLEET_WITHDRAW_ON_STOP, "never":
+#     what "auto" is under the DaemonSet, whose in-cluster credentials these topolets lack; empty:
+#     the key unset, for a binary that predates it), `[eviction]` at its defaults: action "api", the kubelet's
+#     hard thresholds; nodefs/imagefs paths point at a small tmpfs of this run's (the host has no
+#     /var/lib/kubelet, and a host disk under 10 % free would put every simulated node under
+#     disk pressure, evicting the churn's pods: a run on such a disk measured mostly evictions); `[cpu] reserved_cpus = "0"` as hack/api-cost.sh).
 # Reclaimed CPU's usage: with usage "cpus" (the default) the regular use is read from the host's
 # /proc/stat, the same for every instance: the fleet's own load and the host's other work, so the
 # amount changes every few seconds but in step on all nodes (the worst case for synchronized
@@ -61,7 +64,8 @@
 # synchronized.
 #
 # Environment: FLEET_NODES (10), FLEET_WINDOW (180), FLEET_WARMUP (60), FLEET_RESTART_WINDOW (120),
-# FLEET_PODS (8), FLEET_LIFETIME (300), FLEET_SEED (38), FLEET_STEP_LOAD (1), FLEET_OUT, FLEET_BIN (a topolet binary;
+# FLEET_PODS (8), FLEET_LIFETIME (300), FLEET_SEED (38), FLEET_STEP_LOAD (1),
+# FLEET_WITHDRAW_ON_STOP (never), FLEET_OUT, FLEET_BIN (a topolet binary;
 # default: built here with `cargo build --release -p topolet`), FLEET_DRIVER (a built fleet_driver;
 # default: built here, `-p topolet-integration --bin fleet_driver`), CARGO_TARGET_DIR. The host is
 # left as found: every process started here is stopped and the run's directory removed on every
@@ -81,6 +85,8 @@ RESTART_WINDOW="${FLEET_RESTART_WINDOW:-120}"
 PODS="${FLEET_PODS:-8}"
 LIFETIME="${FLEET_LIFETIME:-300}"
 SEED="${FLEET_SEED:-38}"
+WITHDRAW_ON_STOP="${FLEET_WITHDRAW_ON_STOP-never}"
+[[ "$WITHDRAW_ON_STOP" =~ ^(|auto|always|never)$ ]] || die "FLEET_WITHDRAW_ON_STOP=$WITHDRAW_ON_STOP: want auto, always, never or empty"
 for v in NODES WINDOW WARMUP RESTART_WINDOW PODS LIFETIME SEED; do
   [[ "${!v}" =~ ^[0-9]+$ ]] || die "FLEET_$v=${!v}: want a whole number"
 done
@@ -100,6 +106,8 @@ fi
 
 WORK="$(mktemp -d /tmp/topolet-fleet.XXXXXX)"
 CP="$WORK/cp"
+# The simulated nodes' nodefs and imagefs: empty, so that no node is under disk pressure.
+mkdir -p "$WORK/fs"
 DRIVER_PID="" LOAD_PID="" LOAD_CG="" LOAD_CG_DIR="" LOAD_CG_TOP=""
 declare -a TPID=()
 stop_pid() { # stop_pid PID: TERM, KILL after 10 s, reaped
@@ -121,6 +129,7 @@ cleanup() {
     d="${d%/*}"
   done
   "$HACK_DIR/kube-node.sh" stop "$CP" >/dev/null 2>&1 || echo "fleet: stop of $CP failed" >&2
+  ! mountpoint -q "$WORK/fs" || umount "$WORK/fs" || echo "fleet: cannot unmount $WORK/fs" >&2
   ((rc == 0)) && [[ "${FLEET_KEEP:-0}" != 1 ]] && rm -rf "$WORK" || echo "fleet: logs kept in $WORK" >&2
   exit "$rc"
 }
@@ -132,6 +141,7 @@ now_iso() { date -u +%Y-%m-%dT%H:%M:%S.%6NZ; }
 cpu_ticks() { awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 rss_kib() { awk '$1 == "VmRSS:" {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 
+mount -t tmpfs -o size=64m,mode=0755 fleet-fs "$WORK/fs" || die "cannot mount a tmpfs on $WORK/fs"
 say "starting etcd and kube-apiserver (audit log on; no kubelet, no scheduler)"
 KUBE_AUDIT=1 KUBE_NODE_NAME=fleet-control "$HACK_DIR/kube-node.sh" start-control "$CP" >/dev/null ||
   die "kube-node.sh start-control failed"
@@ -211,11 +221,12 @@ address = "127.0.0.1:0"
 
 [eviction]
 cri_endpoint = "$d/cri.sock"
-nodefs_path = "$WORK"
-imagefs_path = "$WORK"
+nodefs_path = "$WORK/fs"
+imagefs_path = "$WORK/fs"
 
 [reclaimed]
 enabled = true
+${WITHDRAW_ON_STOP:+withdraw_on_stop = \"$WITHDRAW_ON_STOP\"}
 
 [kubernetes]
 enabled = "on"

@@ -83,6 +83,19 @@ async fn serve(
     if let Some(k) = &kube {
         plugin.set_event_sink(k.sink.clone());
     }
+    // The API writers' first requests wait for a random time within `[kubernetes]
+    // start_jitter_ms` (`crate::cluster::start_jitter`); nothing else does.
+    let gate = crate::cluster::start_jitter::StartGate::draw(kubernetes.start_jitter());
+    if kube.is_some() {
+        tracing::info!(
+            after_ms = gate
+                .opens_at()
+                .saturating_duration_since(tokio::time::Instant::now())
+                .as_millis() as u64,
+            bound_ms = kubernetes.start_jitter().as_millis() as u64,
+            "kubernetes API: the first Node and NodeResourceTopology writes wait for the start jitter"
+        );
+    }
     // What the eviction loop reports each interval, for `topolet status`.
     let pressure = Arc::new(crate::pressure::PressureReport::new());
     // Node-pressure eviction (built before NRI connects: `action = "api"` without the client
@@ -105,6 +118,7 @@ async fn serve(
                 taint: eviction.pressure_taint,
             },
             plugin.metrics().clone(),
+            gate,
         );
         eviction_loop = eviction_loop.with_node_status(tx);
         _node_status = Some(AbortOnDrop(task));
@@ -117,6 +131,7 @@ async fn serve(
             k.client.clone(),
             k.node.clone(),
             plugin.clone(),
+            gate,
         ))
     });
     // This node's pods from the API: admission from their specs (`crate::cluster::pod_directory`),
@@ -149,6 +164,7 @@ async fn serve(
             k.node.clone(),
             name.clone(),
             plugin.metrics().clone(),
+            gate,
         );
         let (evictor, _) = crate::pressure::wiring::build_evictor(
             &eviction,
@@ -156,7 +172,13 @@ async fn serve(
         )
         .context("[eviction]")?;
         reclaimed = reclaimed.with_cluster(tx, evictor, k.sink.clone());
-        advert = Some((k.client.clone(), k.node.clone(), name, AbortOnDrop(task)));
+        advert = Some(Advert {
+            client: k.client.clone(),
+            node: k.node.clone(),
+            name,
+            in_cluster: k.in_cluster,
+            task: AbortOnDrop(task),
+        });
     }
     let _reclaimed = AbortOnDrop(tokio::spawn(reclaimed.run()));
     let _kubernetes = kube.map(|k| AbortOnDrop(k.recorder));
@@ -207,18 +229,39 @@ fn config_reclaimed_name(plugin: &TopoletPlugin) -> String {
     plugin.config().reclaimed.resource_name.clone()
 }
 
+/// The reclaimed-CPU publisher as a stop finds it.
+struct Advert {
+    client: kube::Client,
+    node: String,
+    name: String,
+    in_cluster: bool,
+    task: AbortOnDrop,
+}
+
 /// A clean stop withdraws the reclaimed CPU the Node advertises (the key removed, never 0: see
 /// `crate::cluster::extended_resource`), so that the scheduler places no batch pod on a node
-/// whose agent no longer takes the CPU back; bounded, never fatal.
-async fn withdraw_reclaimed(
-    plugin: &TopoletPlugin,
-    advert: Option<(kube::Client, String, String, AbortOnDrop)>,
-) {
-    let Some((client, node, name, task)) = advert else {
+/// whose agent no longer takes the CPU back — unless `[reclaimed] withdraw_on_stop` says the
+/// next instance takes it over (`crate::config::reclaimed::WithdrawOnStop`: under the DaemonSet
+/// by default); bounded, never fatal.
+async fn withdraw_reclaimed(plugin: &TopoletPlugin, advert: Option<Advert>) {
+    let Some(Advert {
+        client,
+        node,
+        name,
+        in_cluster,
+        task,
+    }) = advert
+    else {
         return;
     };
     drop(task);
-    if !plugin.config().reclaimed.enabled {
+    let config = plugin.config();
+    let reclaimed = &config.reclaimed;
+    if !reclaimed.enabled {
+        return;
+    }
+    if !reclaimed.withdraw_on_stop.withdraws(in_cluster) {
+        tracing::info!(node = %node, resource = %name, withdraw_on_stop = reclaimed.withdraw_on_stop.as_str(), in_cluster, "reclaimed CPU left on the Node for the next topolet (it writes its own once its usage window has filled; the uninstall hook, topolet withdraw, removes it)");
         return;
     }
     let write = crate::cluster::extended_resource::write(&client, &node, &name, 0);

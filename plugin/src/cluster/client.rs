@@ -272,6 +272,9 @@ pub struct Started {
     pub eviction_client: Client,
     /// Evictions go out as this node (`[kubernetes] evict_as`).
     pub evicts_as_node: bool,
+    /// The credentials are the in-cluster service account's: topolet runs as its DaemonSet's
+    /// pod (`[reclaimed] withdraw_on_stop` "auto").
+    pub in_cluster: bool,
     /// This node's name.
     pub node: String,
 }
@@ -316,6 +319,7 @@ pub async fn start(
         watch_client,
         eviction_client,
         evicts_as_node: as_node.is_some(),
+        in_cluster: matches!(creds, Credentials::InCluster),
         node,
     }))
 }

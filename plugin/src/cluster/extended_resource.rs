@@ -26,6 +26,7 @@ use kube::Client;
 use serde_json::json;
 use tokio::sync::watch;
 
+use crate::cluster::start_jitter::StartGate;
 use crate::telemetry::metrics::Metrics;
 use std::sync::Arc;
 
@@ -85,15 +86,19 @@ pub async fn write(
     .await
 }
 
-/// Starts the publisher of `name` on `node`; returns the sender of the wanted advert.
+/// Starts the publisher of `name` on `node`; returns the sender of the wanted advert. Nothing
+/// is written before `gate` opens (`crate::cluster::start_jitter`); the channel keeps the latest
+/// advert meanwhile.
 pub fn start(
     client: Client,
     node: String,
     name: String,
     metrics: Arc<Metrics>,
+    gate: StartGate,
 ) -> (watch::Sender<Advert>, tokio::task::JoinHandle<()>) {
     let (tx, mut rx) = watch::channel(Advert::Nothing);
     let task = tokio::spawn(async move {
+        gate.wait().await;
         let api: Api<Node> = Api::all(client.clone());
         let mut logged_failure = false;
         loop {

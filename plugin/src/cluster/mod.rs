@@ -2,8 +2,8 @@
 //! [`pod_directory`] (this node's pods from a watch), what the API knows of them that NRI cannot
 //! tell ([`pod_facts`]: priority, grace period, requests, controller), the Node's conditions and
 //! taints ([`node_status`]), the NodeResourceTopology publisher ([`nrt`]), the reclaimed-CPU
-//! extended resource ([`extended_resource`]), the one list of API [`permissions`], and taking all
-//! of it back at uninstall ([`withdraw`]).
+//! extended resource ([`extended_resource`]), the one list of API [`permissions`], the writers'
+//! [`start_jitter`], and taking all of it back at uninstall ([`withdraw`]).
 pub mod client;
 pub mod extended_resource;
 pub mod node_status;
@@ -12,4 +12,5 @@ pub mod permissions;
 pub mod pod_directory;
 pub mod pod_facts;
 pub mod recorder;
+pub mod start_jitter;
 pub mod withdraw;

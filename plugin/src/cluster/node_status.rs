@@ -23,6 +23,7 @@ use kube::Client;
 use serde_json::json;
 use tokio::sync::watch;
 
+use crate::cluster::start_jitter::StartGate;
 use crate::telemetry::metrics::Metrics;
 use topolet_core::eviction::node_status::{
     all_taint_keys, pressure_taints, ConditionBook, ConditionReport, NodeConditionOut, Status,
@@ -59,9 +60,11 @@ pub fn start(
     node: String,
     config: PublisherConfig,
     metrics: Arc<Metrics>,
+    gate: StartGate,
 ) -> (ReportSender, tokio::task::JoinHandle<()>) {
     let (tx, rx) = watch::channel(None);
     let p = Publisher {
+        gate,
         api: Api::all(client),
         node,
         config,
@@ -76,6 +79,9 @@ pub fn start(
 }
 
 struct Publisher {
+    /// Nothing is sent before it opens (`crate::cluster::start_jitter`); the channel keeps the
+    /// latest report meanwhile.
+    gate: StartGate,
     api: Api<Node>,
     node: String,
     config: PublisherConfig,
@@ -140,6 +146,7 @@ pub fn taints_update(current: &[Taint], wanted: &BTreeSet<&'static str>) -> Opti
 
 impl Publisher {
     async fn run(mut self, mut rx: watch::Receiver<Option<NodeReport>>) {
+        self.gate.wait().await;
         loop {
             tokio::select! {
                 r = rx.changed() => if r.is_err() { return },

@@ -35,6 +35,7 @@ use kube::Client;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
+use crate::cluster::start_jitter::StartGate;
 use crate::telemetry::metrics::Metrics;
 use topolet_core::report::nrt::NrtContent;
 
@@ -122,14 +123,16 @@ pub trait NrtSource: Send + Sync {
     fn metrics(&self) -> &Arc<Metrics>;
 }
 
-/// Starts the publisher on the plugin's API client (`crate::cluster::client::start`) for `node`.
+/// Starts the publisher on the plugin's API client (`crate::cluster::client::start`) for `node`;
+/// it sends nothing before `gate` opens (`crate::cluster::start_jitter`).
 pub fn start(
     client: kube::Client,
     node: String,
     plugin: Arc<dyn NrtSource>,
+    gate: StartGate,
 ) -> tokio::task::JoinHandle<()> {
     tracing::info!(node = %node, "NodeResourceTopology publisher on");
-    tokio::spawn(Publisher::new(client, node, plugin).run())
+    tokio::spawn(Publisher::new(client, node, plugin).run(gate))
 }
 
 /// A write that failed: the operation (metric label) and the error.
@@ -178,8 +181,10 @@ impl Publisher {
         }
     }
 
-    async fn run(mut self) {
+    async fn run(mut self, gate: StartGate) {
         let changed = self.plugin.books_changed();
+        // A change signalled meanwhile is kept (`Notify::notify_one` stores a permit).
+        gate.wait().await;
         let mut backoff = DefaultBackoff::default();
         loop {
             changed.notified().await;

@@ -13,7 +13,7 @@ use topolet_core::machine::cpuset::CpuSet;
 
 use crate::config::{
     Config, EvictionConfigError, MAX_DRIFT_CHECK_S, MAX_POD_RESOURCES_WAIT_MS, MAX_POD_WAIT_MS,
-    MAX_WATCH_TIMEOUT_S, MIN_WATCH_TIMEOUT_S,
+    MAX_START_JITTER_MS, MAX_WATCH_TIMEOUT_S, MIN_WATCH_TIMEOUT_S,
 };
 
 /// A configuration problem, always naming the file (when there is one) and the key.
@@ -230,6 +230,16 @@ impl Config {
                 format!("{s} is not between {MIN_WATCH_TIMEOUT_S} and {MAX_WATCH_TIMEOUT_S}"),
             ));
         }
+        if let Some(ms) = self
+            .kubernetes
+            .start_jitter_ms
+            .filter(|&ms| ms > MAX_START_JITTER_MS)
+        {
+            return Err(value_err(
+                "kubernetes.start_jitter_ms",
+                format!("{ms} is more than {MAX_START_JITTER_MS} (a minute); 0: no jitter"),
+            ));
+        }
         if let Some(name) = &self.kubernetes.node_name {
             if !is_node_name(name) {
                 return Err(value_err(
@@ -336,6 +346,14 @@ mod tests {
             ("[nri]\ndrift_check_s = 86401", "nri.drift_check_s"),
             ("[nri]\ndrift_check_s = -1", "drift_check_s"),
             ("[kubernetes]\npod_wait_ms = -1", "pod_wait_ms"),
+            (
+                "[kubernetes]\nstart_jitter_ms = 60001",
+                "kubernetes.start_jitter_ms",
+            ),
+            (
+                "[reclaimed]\nwithdraw_on_stop = \"yes\"",
+                "withdraw_on_stop",
+            ),
             ("[kubernetes]\nbogus = 1", "bogus"),
         ] {
             let err = parse(text).expect_err(text).to_string();

@@ -19,8 +19,8 @@ pub use schema::{
     AdminConfig, Config, CpuConfig, EvictAs, KubeletConfig, KubernetesConfig, KubernetesEnabled,
     MemoryConfig, MetricsConfig, NriConfig, PluginIndex, QosConfig, StateConfig, TopologyConfig,
     DEFAULT_DRIFT_CHECK_S, DEFAULT_POD_RESOURCES_WAIT_MS, DEFAULT_POD_WAIT_MS,
-    DEFAULT_WATCH_TIMEOUT_S, MAX_DRIFT_CHECK_S, MAX_POD_RESOURCES_WAIT_MS, MAX_POD_WAIT_MS,
-    MAX_WATCH_TIMEOUT_S, MIN_WATCH_TIMEOUT_S,
+    DEFAULT_START_JITTER_MS, DEFAULT_WATCH_TIMEOUT_S, MAX_DRIFT_CHECK_S, MAX_POD_RESOURCES_WAIT_MS,
+    MAX_POD_WAIT_MS, MAX_START_JITTER_MS, MAX_WATCH_TIMEOUT_S, MIN_WATCH_TIMEOUT_S,
 };
 
 /// `[cpu] policy`: the core's enum (one per concept, one default).

@@ -28,6 +28,51 @@ pub struct ReclaimedSection {
     pub starved_percent: u8,
     pub starved_for: String,
     pub sched_idle: bool,
+    /// Whether a clean stop removes the amount from the Node: [`WithdrawOnStop`].
+    pub withdraw_on_stop: WithdrawOnStop,
+}
+
+/// `[reclaimed] withdraw_on_stop`: whether a clean stop (SIGTERM) removes the amount from the Node.
+/// - `"auto"` (default): `"never"` with the in-cluster service account, `"always"` with a
+///   kubeconfig ([`WithdrawOnStop::withdraws`]).
+/// - `"always"`: every clean stop removes it; the next topolet writes its own once its usage
+///   window has filled (a Node write per restart more, and nothing to place batch pods on
+///   meanwhile).
+/// - `"never"`: a clean stop leaves the last amount; the uninstall hook (`topolet withdraw`)
+///   or a reload turning the feature off removes it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WithdrawOnStop {
+    #[default]
+    Auto,
+    Always,
+    Never,
+}
+
+impl WithdrawOnStop {
+    /// Whether a clean stop withdraws, for a process whose API credentials are the in-cluster
+    /// service account's (`in_cluster`) or not. With the service account, topolet is a pod of
+    /// its DaemonSet: a stop is a restart (a rolling update, an eviction, a crash) whose next
+    /// instance takes the amount over, or an uninstall, whose post-delete hook
+    /// (deploy/helm/topolet/templates/withdraw.yaml) withdraws on every node; a withdrawal here
+    /// would cost a Node write, and the successor's re-advertisement another, per node and
+    /// restart (docs/src/fleet.md). With a kubeconfig (a host service, a test) neither is
+    /// known to follow.
+    pub fn withdraws(self, in_cluster: bool) -> bool {
+        match self {
+            WithdrawOnStop::Always => true,
+            WithdrawOnStop::Never => false,
+            WithdrawOnStop::Auto => !in_cluster,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WithdrawOnStop::Auto => "auto",
+            WithdrawOnStop::Always => "always",
+            WithdrawOnStop::Never => "never",
+        }
+    }
 }
 
 impl Default for ReclaimedSection {
@@ -48,6 +93,7 @@ impl Default for ReclaimedSection {
             starved_percent: d.starved_percent,
             starved_for: format_duration(d.starved_for),
             sched_idle: d.sched_idle,
+            withdraw_on_stop: WithdrawOnStop::default(),
         }
     }
 }
@@ -193,6 +239,31 @@ mod tests {
             ReclaimedSection::default().settings().unwrap(),
             ReclaimedSettings::default()
         );
+    }
+
+    /// "auto" keeps the amount over a stop only under the DaemonSet (the in-cluster service
+    /// account), where a next instance or the uninstall hook follows.
+    #[test]
+    fn a_clean_stop_withdraws_unless_the_daemonset_restarts_topolet() {
+        let parse = |v: &str| -> WithdrawOnStop {
+            let s: ReclaimedSection =
+                toml::from_str(&format!("withdraw_on_stop = \"{v}\"")).expect("parses");
+            s.withdraw_on_stop
+        };
+        assert_eq!(
+            ReclaimedSection::default().withdraw_on_stop,
+            WithdrawOnStop::Auto
+        );
+        for (v, in_cluster, kubeconfig) in [
+            ("auto", false, true),
+            ("always", true, true),
+            ("never", false, false),
+        ] {
+            let w = parse(v);
+            assert_eq!(w.as_str(), v);
+            assert_eq!(w.withdraws(true), in_cluster, "{v} in cluster");
+            assert_eq!(w.withdraws(false), kubeconfig, "{v} with a kubeconfig");
+        }
     }
 
     #[test]

@@ -269,7 +269,19 @@ pub struct KubernetesConfig {
     pub watch_timeout_s: Option<u64>,
     /// Whose identity evictions (the Eviction API) go out under: [`EvictAs`].
     pub evict_as: EvictAs,
+    /// The API writers (Node conditions and taints, the reclaimed-CPU amount, the
+    /// NodeResourceTopology) send nothing for a random time from 0 to this after the start, in
+    /// milliseconds, so that a fleet restarted at once (a DaemonSet rolling update) does not
+    /// write to the API server in the same second (`crate::cluster::start_jitter`). The pod
+    /// watch, Events and evictions do not wait, nor does anything NRI does. Unset:
+    /// [`DEFAULT_START_JITTER_MS`]; 0: none; at most [`MAX_START_JITTER_MS`].
+    pub start_jitter_ms: Option<u64>,
 }
+
+/// `[kubernetes] start_jitter_ms` when unset.
+pub const DEFAULT_START_JITTER_MS: u64 = 5_000;
+/// The largest `[kubernetes] start_jitter_ms`: a minute.
+pub const MAX_START_JITTER_MS: u64 = 60_000;
 
 /// `[kubernetes] evict_as`: the identity of topolet's evictions.
 /// - `"node"`: this node's own (`system:node:<node>`), through constrained impersonation of the
@@ -352,6 +364,11 @@ impl KubernetesConfig {
     /// `watch_timeout_s` as a duration (the default when unset).
     pub fn watch_timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.watch_timeout_s.unwrap_or(DEFAULT_WATCH_TIMEOUT_S))
+    }
+
+    /// `start_jitter_ms` as a duration (the default when unset).
+    pub fn start_jitter(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.start_jitter_ms.unwrap_or(DEFAULT_START_JITTER_MS))
     }
 }
 
@@ -515,6 +532,7 @@ oom_score_adj_floor = 0
             "pod_resources",
             "pod_resources_socket",
             "pod_resources_wait_ms",
+            "start_jitter_ms",
             "resource_name",
             "suppress_interval",
             "window",
@@ -527,6 +545,7 @@ oom_score_adj_floor = 0
             "starved_percent",
             "starved_for",
             "sched_idle",
+            "withdraw_on_stop",
         ] {
             assert!(
                 text.contains(&format!("{key} = ")),

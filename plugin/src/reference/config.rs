@@ -106,6 +106,7 @@ const TYPES: &[(&str, &str)] = &[
         "kubernetes.evict_as",
         "`\"auto\"`, `\"node\"` or `\"self\"`",
     ),
+    ("kubernetes.start_jitter_ms", "integer (milliseconds)"),
     ("kubelet.pod_resources", "boolean"),
     ("kubelet.pod_resources_socket", "path"),
     ("kubelet.pod_resources_wait_ms", "integer (milliseconds)"),
@@ -123,6 +124,10 @@ const TYPES: &[(&str, &str)] = &[
     ("reclaimed.starved_percent", "integer (percent)"),
     ("reclaimed.starved_for", "duration"),
     ("reclaimed.sched_idle", "boolean"),
+    (
+        "reclaimed.withdraw_on_stop",
+        "`\"auto\"`, `\"always\"` or `\"never\"`",
+    ),
 ];
 
 /// The names serde accepts where it rejects `__unknown__`: its "expected one of" list.

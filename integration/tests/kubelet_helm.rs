@@ -237,6 +237,7 @@ fn chart_default_config() -> anyhow::Result<String> {
 ///   /var/run/nri and /run/containerd (the host's containerd, if any, is not the test's);
 /// - `hostPaths.state`, `.admin`: under the test's directory: the host is left as found;
 /// - `hostPaths.nodefs`, `.podLogs`: the test kubelet's `--root-dir` and `podLogsDir`;
+/// - `kubelet.podResourcesSocket`: the PodResources socket under the test kubelet's `--root-dir`;
 /// - `hostPaths.imagefs`: this stack containerd's root;
 /// - `hostNetwork: true`: the node has no pod network (CNI loopback only): from a pod network
 ///   namespace of its own topolet could reach neither the API server nor be probed;
@@ -254,6 +255,7 @@ fn values(node: &Node, image: &Image, metrics_port: u16) -> anyhow::Result<Value
         "image": {"repository": "localhost/topolet", "tag": image.tag(), "pullPolicy": "Never"},
         "nri": {"socket": node.stack.nri_socket()},
         "cri": {"socket": node.stack.dir().join("containerd.sock")},
+        "kubelet": {"podResourcesSocket": k.pod_resources_socket()},
         "hostPaths": {
             "state": node.state_dir,
             "admin": node.admin_socket.parent().context("admin socket dir")?,
@@ -345,6 +347,21 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
         "[helm] helm install to all pods Ready and topolet synchronized: {:.1?}",
         started.elapsed()
     );
+    // The chart mounts the kubelet's PodResources socket: the device source answers from the pod
+    // (its List at Synchronize runs beside it).
+    wait::until_true(
+        "the installed topolet's PodResources source answering",
+        TIMEOUT,
+        || Ok(node.status()?["pod_resources"]["state"] == "answering"),
+    )
+    .with_context(|| {
+        format!(
+            "pod_resources: {}",
+            node.status()
+                .map(|s| s["pod_resources"].clone())
+                .unwrap_or_default()
+        )
+    })?;
 
     // topolet runs in the pod: in its container's cgroup, not privileged, with the host's pids.
     let tpod: Pod = serde_json::from_value(

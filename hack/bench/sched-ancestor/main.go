@@ -30,6 +30,7 @@
 //	batch outside kubepods the hog in a cgroup beside kubepods (cpu.shares 2) instead of in it
 //	solo no-daemon         waker only
 //	batch no-daemon        hog + waker
+//	batch SCHED_IDLE no-daemon  the same, the hog's threads under SCHED_IDLE
 //
 // Output: one JSON object per condition on stdout ({"condition", "n", "p50_us", "p99_us",
 // "max_us", "p99_ratio"}, the ratio against "solo", or against "solo no-daemon" for the
@@ -331,6 +332,7 @@ var conditions = []condition{
 	{name: "batch outside kubepods", daemon: true, hog: "out", reference: "solo"},
 	{name: "solo no-daemon"},
 	{name: "batch no-daemon", hog: "in", reference: "solo no-daemon"},
+	{name: "batch SCHED_IDLE no-daemon", hog: "in", policy: true, reference: "solo no-daemon"},
 }
 
 type opts struct {

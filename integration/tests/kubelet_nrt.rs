@@ -279,12 +279,23 @@ fn node_resource_topology_follows_the_books_through_exclusive_and_shared_churn(
     node.cluster.delete_pod("shared")?;
     wait_nrt(&mut node, "shared deleted", 1)?;
 
-    // A restarted topolet holds no resourceVersion: it reads the object (get) and replaces it.
+    // A restarted topolet holds no resourceVersion: it reads the object (get), writes nothing its
+    // predecessor already wrote (the books are the same), and replaces it at the next change.
     node.t
         .topolet
         .terminate(topolet_integration::topolet::TERMINATE_TIMEOUT)?;
     node.t.topolet.restart()?;
     node.t.topolet.wait_nri_synchronized(1)?;
+    wait_nrt(&mut node, "after topolet's restart", 1)?;
+    let m = metrics(&mut node)?;
+    ensure!(
+        sample(&m, "topolet_nrt_writes_total{result=\"updated\"}").is_none()
+            && sample(&m, "topolet_nrt_writes_total{result=\"created\"}").is_none(),
+        "the restarted topolet rewrote an unchanged NodeResourceTopology:\n{m}"
+    );
+    node.cluster
+        .create_pod(one_container_pod("gx2", guaranteed("1", "64Mi")))?;
+    node.cluster.wait_running("gx2")?;
     wait::until_true(
         "the restarted topolet updated its NodeResourceTopology",
         cluster::POD_TIMEOUT,
@@ -296,7 +307,7 @@ fn node_resource_topology_follows_the_books_through_exclusive_and_shared_churn(
             )
         },
     )?;
-    wait_nrt(&mut node, "after topolet's restart", 1)?;
+    wait_nrt(&mut node, "gx2 holds CPU 1 after the restart", 0)?;
     let m = metrics(&mut node)?;
     ensure!(
         !m.lines()

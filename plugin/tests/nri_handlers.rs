@@ -1828,22 +1828,37 @@ async fn refusals_say_what_the_kubelets_admission_would() {
     p.kill().await;
 }
 
-/// A container whose cpuset another owner set (an NRI plugin with a lower index, the kubelet's
-/// CPU manager) raises one Normal Event on its pod, not one per repeated create of the same
-/// container.
-#[tokio::test]
-async fn a_container_left_to_another_cpuset_owner_raises_one_event() {
-    use topolet::cluster::recorder::{EventSink, Message};
-    use topolet_core::kube::events::EventType;
-    let env = Env::new();
+/// A synchronized plugin on the two-CPU machine whose Events go to a queue of `capacity`: the
+/// plugin, its connection, and the queue's receiving end.
+async fn with_event_queue(
+    env: &Env,
+    capacity: usize,
+) -> (
+    Arc<TopoletPlugin>,
+    Running,
+    tokio::sync::mpsc::Receiver<topolet::cluster::recorder::Message>,
+) {
     let plugin = Arc::new(TopoletPlugin::new(env.config(), two_cpu()).expect("plugin"));
-    let (sink, mut rx) = EventSink::channel(8, plugin.metrics().clone());
+    let (sink, rx) =
+        topolet::cluster::recorder::EventSink::channel(capacity, plugin.metrics().clone());
     plugin.set_event_sink(sink);
     let p = env.start_plugin(plugin.clone()).await;
     p.conn
         .synchronize(vec![], vec![], None)
         .await
         .expect("sync");
+    (plugin, p, rx)
+}
+
+/// A container whose cpuset another owner set (an NRI plugin with a lower index, the kubelet's
+/// CPU manager) raises one Normal Event on its pod, not one per repeated create of the same
+/// container.
+#[tokio::test]
+async fn a_container_left_to_another_cpuset_owner_raises_one_event() {
+    use topolet::cluster::recorder::Message;
+    use topolet_core::kube::events::EventType;
+    let env = Env::new();
+    let (_plugin, p, mut rx) = with_event_queue(&env, 8).await;
     let other = pod("other", "");
     let oc = running_on(guaranteed(&other, "app", 1000), &set("0"));
     for _ in 0..2 {
@@ -1875,17 +1890,10 @@ async fn a_container_left_to_another_cpuset_owner_raises_one_event() {
 /// holding the handler.
 #[tokio::test]
 async fn refusals_and_grants_are_handed_to_the_event_queue_without_waiting() {
-    use topolet::cluster::recorder::{EventSink, Message};
+    use topolet::cluster::recorder::Message;
     use topolet_core::kube::events::{EventType, ObjectRef};
     let env = Env::new();
-    let plugin = Arc::new(TopoletPlugin::new(env.config(), two_cpu()).expect("plugin"));
-    let (sink, mut rx) = EventSink::channel(2, plugin.metrics().clone());
-    plugin.set_event_sink(sink);
-    let p = env.start_plugin(plugin.clone()).await;
-    p.conn
-        .synchronize(vec![], vec![], None)
-        .await
-        .expect("sync");
+    let (plugin, p, mut rx) = with_event_queue(&env, 2).await;
     let g = pod("g", "");
     let gc = guaranteed(&g, "main", 1000);
     assert_eq!(p.create_on(&g, &gc).await, set("1"));

@@ -28,16 +28,18 @@ struct Node {
 }
 
 fn node() -> Node {
+    node_with(|_| {})
+}
+
+/// [`node`] with `change` applied to its configuration.
+fn node_with(change: impl FnOnce(&mut Config)) -> Node {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut c = Config::default();
     c.cpu.reserved_cpus = Some("0".into());
     c.qos.oom_score_adj_floor = Some(0);
     c.state.dir = dir.path().to_path_buf();
     c.reclaimed.enabled = true;
-    node_with(c, dir)
-}
-
-fn node_with(c: Config, dir: tempfile::TempDir) -> Node {
+    change(&mut c);
     let mut plugin = TopoletPlugin::new(c, SyntheticSpec::TWO_SOCKETS_SMT.build()).expect("plugin");
     plugin.set_proc_root(dir.path().join("proc"));
     plugin.set_sysfs_root(dir.path().join("sys"));
@@ -343,14 +345,7 @@ async fn batch_containers_are_created_under_sched_idle_where_the_runtime_applies
     assert!(why.contains("v0.8.0") && why.contains("v0.11"), "{why}");
 
     // Turned off.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut c = Config::default();
-    c.cpu.reserved_cpus = Some("0".into());
-    c.qos.oom_score_adj_floor = Some(0);
-    c.state.dir = dir.path().to_path_buf();
-    c.reclaimed.enabled = true;
-    c.reclaimed.sched_idle = false;
-    let n = node_with(c, dir);
+    let n = node_with(|c| c.reclaimed.sched_idle = false);
     let p = &n.plugin;
     configure_runtime(p, "v2.4.2", (0, 12, 3)).await;
     let reply = create(p, &n.batch("b", 500))

@@ -7,60 +7,17 @@
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
-use anyhow::{ensure, Context};
+use anyhow::Context;
 
 use crate::cluster::Cluster;
 use crate::paths;
-
-fn go() -> PathBuf {
-    std::env::var_os("GO")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("PATH").and_then(|p| {
-                std::env::split_paths(&p)
-                    .map(|d| d.join("go"))
-                    .find(|g| g.is_file())
-            })
-        })
-        .unwrap_or_else(|| PathBuf::from("/usr/local/go/bin/go"))
-}
-
-fn go_cache() -> PathBuf {
-    if let Some(c) = std::env::var_os("TOPOLET_CACHE") {
-        return PathBuf::from(c).join("go");
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(|| PathBuf::from("/root/.cache"));
-    base.join("topolet/go")
-}
 
 /// The device plugin's binary, built into the target dir (Go's build cache makes a rebuild of
 /// an unchanged source quick).
 pub fn binary() -> anyhow::Result<PathBuf> {
     let to = paths::target_dir().join("device-plugin");
     let src = paths::repo_root().join("hack/device-plugin");
-    let cache = go_cache();
-    let out = Command::new(go())
-        .args(["build", "-trimpath", "-o"])
-        .arg(&to)
-        .arg(".")
-        .current_dir(&src)
-        .env("GOPATH", cache.join("path"))
-        .env("GOMODCACHE", cache.join("path/pkg/mod"))
-        .env("GOCACHE", cache.join("build"))
-        .env("CGO_ENABLED", "0")
-        .env("GOTOOLCHAIN", "local")
-        .env("GOFLAGS", "-mod=readonly -buildvcs=false")
-        .output()
-        .with_context(|| format!("running go build in {}", src.display()))?;
-    ensure!(
-        out.status.success(),
-        "go build of {} failed: {}",
-        src.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::go::build(&src, &to, crate::go::Modules::Cached)?;
     Ok(to)
 }
 

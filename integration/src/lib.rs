@@ -38,6 +38,7 @@ pub mod cri;
 pub mod device_plugin;
 pub mod fixture;
 pub mod freeze;
+pub mod go;
 pub mod guest;
 pub mod helm;
 pub use topolet_testkit::kubelet as kube;

@@ -5,10 +5,9 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{ensure, Context};
+use anyhow::Context;
 use serde_json::{json, Value};
 
 use crate::cluster::POD_TIMEOUT;
@@ -26,34 +25,8 @@ pub fn binary(dir: &Path) -> anyhow::Result<PathBuf> {
         std::fs::copy(&p, &to).with_context(|| format!("copying {p:?} to {}", to.display()))?;
         return Ok(to);
     }
-    let go = std::env::var_os("GO")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("PATH").and_then(|p| {
-                std::env::split_paths(&p)
-                    .map(|d| d.join("go"))
-                    .find(|g| g.is_file())
-            })
-        })
-        .unwrap_or_else(|| PathBuf::from("/usr/local/go/bin/go"));
     let src = paths::repo_root().join("hack/bench/colocation");
-    let out = Command::new(&go)
-        .args(["build", "-trimpath", "-o"])
-        .arg(&to)
-        .arg(".")
-        .current_dir(&src)
-        // Standard library only: nothing to fetch.
-        .env("CGO_ENABLED", "0")
-        .env("GOTOOLCHAIN", "local")
-        .env("GOFLAGS", "-buildvcs=false")
-        .output()
-        .with_context(|| format!("running {} build in {}", go.display(), src.display()))?;
-    ensure!(
-        out.status.success(),
-        "go build of {} failed: {}",
-        src.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::go::build(&src, &to, crate::go::Modules::None)?;
     Ok(to)
 }
 

@@ -229,9 +229,35 @@ fn chart_default_config() -> anyhow::Result<String> {
     Ok(config)
 }
 
+/// This stack kubelet's hard eviction thresholds (hack/kube-node.sh, `evictionHard`), which
+/// topolet matches as it does the kubelet's on any node.
+const KUBELET_EVICTION_HARD: &str = "hard = { \"memory.available\" = \"100Mi\", \
+    \"nodefs.available\" = \"256Mi\", \"nodefs.inodesFree\" = \"1%\", \
+    \"imagefs.available\" = \"256Mi\", \"imagefs.inodesFree\" = \"1%\" }";
+
+/// The node configuration this test installs: the chart's default one, its `[eviction]` given
+/// this stack kubelet's thresholds. The reason: the build hosts share one disk, often more than
+/// 85 % full, so the kubelet's default percentages (which the chart's configuration keeps) would
+/// put this node under imagefs pressure from the host's other work; topolet would then rightly
+/// reclaim the test's images and evict its BestEffort pods. The stack's kubelet has absolute
+/// thresholds for the same reason, and a node's topolet uses its kubelet's.
+fn node_config() -> anyhow::Result<String> {
+    let default = chart_default_config()?;
+    ensure!(
+        default.matches("[eviction]\n").count() == 1 && !default.contains("\nhard ="),
+        "the chart's config has one [eviction] table and no hard thresholds:\n{default}"
+    );
+    Ok(default.replace(
+        "[eviction]\n",
+        &format!("[eviction]\n{KUBELET_EVICTION_HARD}\n"),
+    ))
+}
+
 /// The chart's values for this node: the chart's defaults (its node configuration, eviction
 /// action, network, probes, privileges), overridden only where this test stack's layout forces
 /// it, each with its reason:
+/// - `config`: the chart's default node configuration with this stack kubelet's eviction
+///   thresholds (`node_config`);
 /// - `image`: the image built here, never pulled: no registry, images are imported with ctr;
 /// - `nri.socket`, `cri.socket`: this stack's containerd listens in its own directory, not in
 ///   /var/run/nri and /run/containerd (the host's containerd, if any, is not the test's);
@@ -252,6 +278,7 @@ fn values(node: &Node, image: &Image, metrics_port: u16) -> anyhow::Result<Value
         .map(|(_, p)| p.to_string())
         .context("KUBE_API_URL has no port")?;
     Ok(json!({
+        "config": node_config()?,
         "image": {"repository": "localhost/topolet", "tag": image.tag(), "pullPolicy": "Never"},
         "nri": {"socket": node.stack.nri_socket()},
         "cri": {"socket": node.stack.dir().join("containerd.sock")},
@@ -846,7 +873,7 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
     // the TOML through, topolet config check in the init container refuses it, and the pod's
     // status says why; topolet never starts.
     let mut bad = values(&node, &a, metrics_port)?;
-    let default_config = chart_default_config()?;
+    let default_config = node_config()?;
     ensure!(
         default_config.contains("reserved_cpus = \"0\""),
         "the chart's config reserves CPU 0:\n{default_config}"

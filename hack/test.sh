@@ -22,29 +22,31 @@
 #      version string differs), built before the integration build (build_next_bin, below)
 #   6. hack/install-kube.sh (started in the background after step 1, joined here), then
 #      hack/smoke-stack.sh                                           (the containerd test stack itself)
-#   7. two lanes side by side (docs/src/ci-time.md; `run_lanes`, below), each a process group with
-#      its own log ($TARGET_DIR/ci/lanes/<lane>.log: printed whole when the lane fails, its tail
-#      when it passes) and its own rows in the table:
-#      A: the kubelet suites (integration/tests/kubelet.rs and every kubelet_*.rs: a real kubelet,
-#         API server and scheduler, hack/kube-node.sh) on the newest line, but ALONE_SUITES;
-#         kubelet_helm.rs installs topolet with the Helm chart from its image (hack/build-image.sh)
-#         and upgrades it to the image of TOPOLET_NEXT_BIN; then the dependency policy:
-#         hack/deny.sh check (cargo-deny, offline: bans, licenses, sources of deny.toml; advisories
-#         need the network and are not checked), cargo-deny installed by `hack/deny.sh install`,
-#         started in the background after step 6 (`start_deny_install`, below) and joined here;
-#         then hack/validate-deploy.sh (the Helm chart, deploy/ manifests rendered from it, unit,
-#         snippets) and hack/fuzz.sh (cargo-fuzz, FUZZ_SECONDS per target; installs cargo-fuzz,
-#         needs nightly; its build started in the background after step 6 under `nice -n 19`,
-#         `start_fuzz_build` below, and joined here), the fuzzing under `nice`, so that no
-#         real-stack step waits behind it for a CPU. In lane A, not B: with both in lane B, the
-#         warm step table had lane A at 941 s and B at 1,150 s (moved: about 1,044 s and 1,047 s)
+#   7. three lanes side by side (docs/src/ci-time.md; `run_lanes`, below), each a process group
+#      with its own log ($TARGET_DIR/ci/lanes/<lane>.log: printed whole when the lane fails, its
+#      tail when it passes) and its own rows in the table. The kubelet suites (integration/tests/
+#      kubelet.rs and every kubelet_*.rs: a real kubelet, API server and scheduler, each its own
+#      node under hack/kube-node.sh: its own ports, directory and cgroup root) on the newest line,
+#      but ALONE_SUITES, are dealt to lanes A and C in turn (`kubelet_share`, below):
+#      A: its kubelet suites (kubelet_helm.rs installs topolet with the Helm chart from its image,
+#         hack/build-image.sh, and upgrades it to the image of TOPOLET_NEXT_BIN); then the
+#         dependency policy: hack/deny.sh check (cargo-deny, offline: bans, licenses, sources of
+#         deny.toml; advisories need the network and are not checked), cargo-deny installed by
+#         `hack/deny.sh install`, started in the background after step 6 (`start_deny_install`,
+#         below) and joined here; hack/validate-deploy.sh (the Helm chart, deploy/ manifests
+#         rendered from it, unit, snippets); then hack/guest.sh test (the real-kernel suite in
+#         QEMU guests of every shape: SMT + 2 NUMA nodes with the cgroupfs driver; 4 SNC-like
+#         nodes with a memory-only one under systemd with the systemd driver; image built once
+#         and cached: docs/src/real-kernels.md), under `nice`, so that no real-stack step waits
+#         behind its CPU-bound emulation
+#      C: its kubelet suites, then hack/fuzz.sh (cargo-fuzz, FUZZ_SECONDS per target; installs
+#         cargo-fuzz, needs nightly; its build started in the background after step 6 under
+#         `nice -n 19`, `start_fuzz_build` below, and joined here), the fuzzing under `nice`
 #      B: the NRI suites (every other integration/tests/*.rs) on the newest line and the version-
 #         skew suites (SKEW_SUITES, below) on each older line, but ALONE_SUITES:
 #           TOPOLET_CONTAINERD_VERSION=<v> cargo test -p topolet-integration --test ... -- --test-threads=1
-#         then hack/guest.sh test (the real-kernel suite in QEMU guests of every shape: SMT + 2
-#         NUMA nodes with the cgroupfs driver; 4 SNC-like nodes with a memory-only one under
-#         systemd with the systemd driver; image built once and cached: docs/src/real-kernels.md),
-#         under `nice`, so that the kubelet lane's work never waits behind it for a CPU
+#      With two lanes (every kubelet suite in A, the guests in B) the warm run at b8021b1~1 had
+#      lane A at about 1,430 s and B at 1,210 s, both mostly waiting on real intervals
 #   8. ALONE_SUITES, one at a time, with nothing beside them: each judges a host-wide quantity
 #      (free memory and pids, /proc/stat) a neighbour lane would move
 #
@@ -57,7 +59,7 @@
 #                              newest of them runs every NRI suite, the others SKEW_SUITES
 #   GO                         go binary for install-deps (default: go on PATH, else /usr/local/go/bin/go)
 #   FUZZ_SECONDS               seconds each fuzz target runs (default 20; see hack/fuzz.sh)
-#   TEST_GUESTS                0: skip the QEMU guests of lane B (default 1: run them)
+#   TEST_GUESTS                0: skip the QEMU guests of lane A (default 1: run them)
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -111,12 +113,12 @@ step_table() {
     ((${#STEP_NAMES[$i]} <= width)) || width=${#STEP_NAMES[$i]}
   done
   section "steps"
-  printf '%-*s  %-4s  %-7s  %7s\n' "$width" step lane outcome seconds
+  printf '%-*s  %-5s  %-7s  %7s\n' "$width" step lane outcome seconds
   for i in "${!STEP_NAMES[@]}"; do
-    printf '%-*s  %-4s  %-7s  %7s\n' "$width" "${STEP_NAMES[$i]}" "${STEP_LANES[$i]}" "${STEP_OUTCOMES[$i]}" "${STEP_SECONDS[$i]}"
+    printf '%-*s  %-5s  %-7s  %7s\n' "$width" "${STEP_NAMES[$i]}" "${STEP_LANES[$i]}" "${STEP_OUTCOMES[$i]}" "${STEP_SECONDS[$i]}"
   done
   ((${#STEP_NAMES[@]})) || echo "(no step ran)"
-  printf '%-*s  %-4s  %-7s  %7s\n' "$width" total "" "" "$((SECONDS - RUN_START))"
+  printf '%-*s  %-5s  %-7s  %7s\n' "$width" total "" "" "$((SECONDS - RUN_START))"
 }
 
 require_tools() {
@@ -279,13 +281,13 @@ join_kube_install() {
 
 # ---------------------------------------------------------------- lanes
 #
-# Two lanes of real-stack suites run side by side (step 7): the kubelet suites spend most of
-# their time waiting on real intervals (the kubelet's sync loops, grace periods, pod starts), so
-# the other lane's work uses the CPUs meanwhile. Each lane runs in the background as a process
+# Three lanes of real-stack suites run side by side (step 7): the suites spend most of their
+# time waiting on real intervals (the kubelet's sync loops, grace periods, pod starts), so the
+# other lanes' work uses the CPUs meanwhile. Each lane runs in the background as a process
 # group of its own (its leader's pid in LANE_PIDS), its output in LANE_DIR/<lane>.log and its
 # rows, one per step (name, outcome, seconds, tab-separated), in LANE_DIR/<lane>.rows; a lane
-# stops at its first failing step. run_lanes waits for both: a lane that fails has its log
-# printed whole, the other is stopped (its process group TERMed: its running step is `stopped`),
+# stops at its first failing step. run_lanes waits for all: a lane that fails has its log
+# printed whole, the others are stopped (its process group TERMed: its running step is `stopped`),
 # and the run fails; a lane that passes has its log's tail printed. The EXIT trap stops the lanes
 # still running, and the stacks their killed tests left (stop_leftover_stacks).
 LANE_DIR=""
@@ -321,23 +323,46 @@ lane_stopped() {
   exit 143
 }
 
-# Lane A: the kubelet suites that may run beside another lane, one step each (their times in
-# the table say how to balance the lanes), then what needs no real stack: the dependency policy,
-# the deployment artifacts, the fuzzing.
-lane_a() {
-  local s newest all beside
-  newest="$(newest_line)"
+# kubelet_share N: the kubelet suites that may run beside another lane, dealt in turn to two
+# lanes: those at an even index (N=0, lane A) or an odd one (N=1, lane C).
+kubelet_share() {
+  local i all beside out=()
   read -ra all <<<"$(kubelet_suite_names)"
   read -ra beside <<<"$(pick beside "${all[@]}")"
-  for s in "${beside[@]}"; do
+  for i in "${!beside[@]}"; do
+    ((i % 2 != $1)) || out+=("${beside[$i]}")
+  done
+  echo "${out[*]}"
+}
+# Lanes A and C: their share of the kubelet suites, one step each (their times in the table say
+# how to balance the lanes), then what needs no real stack of its own: in A the dependency
+# policy, the deployment artifacts and the guests (CPU-bound for minutes: under `nice` they take
+# what the other lanes leave and never delay them); in C the fuzzing.
+kubelet_steps() {
+  local s newest share
+  newest="$(newest_line)"
+  read -ra share <<<"$(kubelet_share "$1")"
+  for s in "${share[@]}"; do
     lane_step "kubelet suite $s (containerd $newest)" suites "$newest" "$s"
   done
+}
+lane_a() {
+  kubelet_steps 0
   lane_step "dependency policy (cargo deny, offline)" deny_check
   lane_step "deployment artifacts" "$HACK_DIR/validate-deploy.sh"
+  if [[ "${TEST_GUESTS:-1}" == 0 ]]; then
+    section "real kernels (QEMU guests): skipped (TEST_GUESTS=0)"
+    lane_row "real kernels (QEMU guests)" skipped 0
+  else
+    lane_step "real kernels (QEMU guests)" \
+      linted env CONTAINERD_VERSION="$(newest_line)" nice -n 10 "$HACK_DIR/guest.sh" test
+  fi
+}
+lane_c() {
+  kubelet_steps 1
   lane_step "fuzzing" fuzz_after_build
 }
-# Lane B: the NRI suites of every line that may run beside another lane, then the guests, CPU-
-# bound for minutes: under `nice` they take what lane A leaves and never delay it.
+# Lane B: the NRI suites of every line that may run beside another lane.
 lane_b() {
   local v newest list all beside
   newest="$(newest_line)"
@@ -354,13 +379,6 @@ lane_b() {
         suites "$v" "${beside[@]}"
     fi
   done
-  if [[ "${TEST_GUESTS:-1}" == 0 ]]; then
-    section "real kernels (QEMU guests): skipped (TEST_GUESTS=0)"
-    lane_row "real kernels (QEMU guests)" skipped 0
-  else
-    lane_step "real kernels (QEMU guests)" \
-      linted env CONTAINERD_VERSION="$newest" nice -n 10 "$HACK_DIR/guest.sh" test
-  fi
 }
 
 # run_lane NAME FUNCTION: the body of a lane's process group.
@@ -429,13 +447,16 @@ stop_leftover_stacks() {
   done
 }
 
-# run_lanes: step 7. Returns 1 when a lane failed (after printing its log and stopping the other).
+# The lanes, in the order they start and their rows join the table.
+LANES=(A B C)
+# run_lanes: step 7. Returns 1 when a lane failed (after printing its log and stopping the others).
 run_lanes() {
   LANE_DIR="$TARGET_DIR/ci/lanes"
   rm -rf "$LANE_DIR"
   mkdir -p "$LANE_DIR"
   start_lane A lane_a
   start_lane B lane_b
+  start_lane C lane_c
   local pid rc i name failed=""
   while ((${#LANE_PIDS[@]})); do
     rc=0
@@ -454,7 +475,7 @@ run_lanes() {
     tail -n 40 "$LANE_DIR/$name.log"
   done
   stop_lanes
-  for name in A B; do lane_rows "$name"; done
+  for name in "${LANES[@]}"; do lane_rows "$name"; done
   [[ -z "$failed" ]] || { echo "test.sh: lane $failed failed" >&2; return 1; }
 }
 
@@ -488,9 +509,9 @@ start_deny_install() {
   DENY_PID=$!
   echo "deny.sh install runs in the background (pid $DENY_PID, log $DENY_LOG)"
 }
-# deny_check, lane A's last step (a process that is not the install's parent): waits for the
+# deny_check, a step of lane A (a process that is not the install's parent): waits for the
 # background install to exit, prints its log, installs (a no-op once installed; if the background
-# install failed, it fails again here, with its error) and checks. In lane A rather than before
+# install failed, it fails again here, with its error) and checks. In a lane rather than before
 # the lanes: a cold install outlasts the Rust builds, and the kubelet lane mostly waits.
 deny_check() {
   join_background "$DENY_PID" "${DENY_LOG:-}"
@@ -518,9 +539,9 @@ check_scripts() {
 # The fuzz world (a nightly, instrumented build of every dependency: about 16 minutes on a cold
 # cache, a few minutes for topolet's own crates once cached) builds in the background while the
 # lanes run, under `nice -n 19`: it takes only what the lanes leave (the kubelet lane mostly
-# waits on the kubelet's loops), so that lane B's fuzzing step finds it built instead of
-# building it there, at the end of the longest lane. A session of its own (setsid), so that
-# stopping it stops its cargo too. The fuzzing step (in lane B, a process that is not its
+# waits on the kubelet's loops), so that lane C's fuzzing step finds it built instead of
+# building it there, at the end of its lane. A session of its own (setsid), so that
+# stopping it stops its cargo too. The fuzzing step (in lane C, a process that is not its
 # parent) waits for it to exit, prints its log and runs hack/fuzz.sh, whose own build is then a
 # no-op (or, if the background build failed, fails again in the step, with its error).
 FUZZ_BUILD_PID=""
@@ -568,7 +589,7 @@ on_exit() {
   stop_background
   if ((${#LANE_PIDS[@]})); then
     stop_lanes
-    for name in A B; do lane_rows "$name"; done
+    for name in "${LANES[@]}"; do lane_rows "$name"; done
   fi
   end_step stopped
   step_table
@@ -606,8 +627,8 @@ main() {
   # run before, which had none), while the lanes mostly wait on the subjects' loops.
   step "start the cargo-deny build" start_deny_install
   step "start the fuzz build" start_fuzz_build
-  CURRENT_STEP_LANE="A|B"
-  step "lanes A and B side by side (wall time)" run_lanes
+  CURRENT_STEP_LANE="A|B|C"
+  step "lanes A, B and C side by side (wall time)" run_lanes
   run_alone_suites
   section "all tests passed in $((SECONDS - RUN_START))s"
 }

@@ -51,6 +51,9 @@
 #                     "interval_ms"}  regular usage steps up -> batch cpu.cfs_quota_us cut, and
 #                     reclaimed_cut_latency_metric topolet's own histogram (count, mean, buckets)
 #   reclaimed_goals   [{"name","value","bound","met"}]  each goal of issue 34 judged        [reclaimed]
+#   reclaimed_by_daemons {"pinned"|"floating": {"reclaimed_colocation","reclaimed_cut_ms",
+#                     "reclaimed_goals",...}}  every figure above per placement of the node's daemons
+#                     (BENCH_RC_DAEMONS); the keys above are the first placement's      [reclaimed]
 #   reclaimed_advertised {"exceeded_idle_samples","direction_flips","changes","min_up_move_millis",
 #                     "hysteresis_millis",...}  the Node's amount over a load step      [reclaimed]
 #   reclaimed_reserved {"amount_before_millis","amount_during_millis","spill_millis","rule"}  a
@@ -240,6 +243,13 @@
 #   BENCH_PS_PODS       [pod_start] pods per block (default 10)
 #   BENCH_RW_ROUNDS     [reclaimed_writes] rounds, one window per binary each (default 2)
 #   BENCH_RW_SECONDS    [reclaimed_writes] seconds per window (default 300)
+#   BENCH_RC_DAEMONS    [reclaimed] where the node's daemons run, each placement one run of the test,
+#                       in order (default "pinned floating"): pinned = on the reserved CPU 0, as an
+#                       operator with reservedSystemCPUs pins the OS and Kubernetes daemons (the
+#                       test binary under `taskset -c 0`: containerd, its shims, the kubelet, the
+#                       API server, etcd, the scheduler, topolet and the test's own sampling inherit
+#                       that affinity; runc moves each container onto its cgroup's cpuset);
+#                       floating = on every CPU, the pods' included (nothing pinned)
 #   BENCH_SA_ROUNDS     [sched_ancestor] rounds over every condition (default 3)
 #   BENCH_SA_SECONDS    [sched_ancestor] seconds per condition and round (default 5)
 #   BENCH_SA_CPU        [sched_ancestor] the CPU every process shares (default: the last one)
@@ -282,6 +292,7 @@ RW_SECONDS="${BENCH_RW_SECONDS:-300}"
 SA_ROUNDS="${BENCH_SA_ROUNDS:-3}"
 SA_SECONDS="${BENCH_SA_SECONDS:-5}"
 SA_CPU="${BENCH_SA_CPU:-$(($(nproc) - 1))}"
+RC_DAEMONS="${BENCH_RC_DAEMONS:-pinned floating}"
 VERSION="${CONTAINERD_VERSION:-${TOPOLET_CONTAINERD_VERSION:-$DEFAULT_CONTAINERD_VERSION}}"
 TARGET_DIR="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
 OUT_DIR="$TARGET_DIR/bench"
@@ -885,36 +896,56 @@ fi
 
 if part reclaimed; then
   T=$SECONDS
-  say "[reclaimed] integration/tests/kubelet_colocation.rs: kubelet $KUBE_VERSION, containerd $VERSION (~6 min)"
-  (cd "$REPO_ROOT/integration" && TOPOLET_BENCH_OUT="$WORK/reclaimed.jsonl" TOPOLET_CONTAINERD_VERSION="$VERSION" \
-    TOPOLET_BIN="$TOPOLET" TOPOLET_COLOCATION_PROBE="$COLOCATION_PROBE" "$COLOCATION_TEST" --test-threads=1 \
-    --nocapture >"$WORK/reclaimed-test.log" 2>&1) ||
-    die "the colocation test failed: $(tail -n 30 "$WORK/reclaimed-test.log")"
-  python3 - "$WORK/reclaimed.jsonl" $((SECONDS - T)) >"$WORK/parts/reclaimed.json" <<'EOT'
+  RC_FILES=()
+  for mode in $RC_DAEMONS; do
+    case "$mode" in
+      pinned) pin=(taskset -c 0) ;;
+      floating) pin=() ;;
+      *) die "BENCH_RC_DAEMONS: unknown placement $mode (pinned floating)" ;;
+    esac
+    say "[reclaimed] integration/tests/kubelet_colocation.rs, the node's daemons $mode: kubelet $KUBE_VERSION, containerd $VERSION (~6 min)"
+    (cd "$REPO_ROOT/integration" && TOPOLET_BENCH_OUT="$WORK/reclaimed-$mode.jsonl" TOPOLET_CONTAINERD_VERSION="$VERSION" \
+      TOPOLET_BIN="$TOPOLET" TOPOLET_COLOCATION_PROBE="$COLOCATION_PROBE" "${pin[@]}" "$COLOCATION_TEST" --test-threads=1 \
+      --nocapture >"$WORK/reclaimed-test-$mode.log" 2>&1) ||
+      die "the colocation test ($mode) failed: $(tail -n 30 "$WORK/reclaimed-test-$mode.log")"
+    RC_FILES+=("$mode=$WORK/reclaimed-$mode.jsonl")
+  done
+  python3 - $((SECONDS - T)) "${RC_FILES[@]}" >"$WORK/parts/reclaimed.json" <<'EOT'
 import json, sys
-lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-if len(lines) != 1:
-    sys.exit(f"bench: reclaimed: {sys.argv[1]} has {len(lines)} figure lines, want 1")
-d = lines[0]
 keys = ("solo", "colocated", "throughput_ratio", "late_p99_ratio", "throughput_ratio_paired_median",
         "late_p99_ratio_paired_median", "node_busy_rise_millis", "pool_busy_rise_millis",
         "loadavg_start", "loadavg_end", "window_s", "alternations")
-adv = {k: v for k, v in d["advertised"].items() if k != "timeline"}
-print(json.dumps({
-    "reclaimed_colocation": {k: d[k] for k in keys},
-    "reclaimed_cut_ms": {"median": d["cut_reaction_median_ms"], "max": d["cut_reaction_max_ms"],
-                         "samples": d["cut_reaction_ms"],
-                         "from_request_median": d["cut_reaction_from_request_median_ms"],
-                         "suppress_interval_ms": d["suppress_interval_ms"], "interval_ms": d["interval_ms"]},
-    "reclaimed_cut_latency_metric": d["cut_latency_metric"],
-    "reclaimed_advertised": adv,
-    "reclaimed_reserved": d["reserved_step"],
-    "reclaimed_config": {"toml": d["config"], "batch_pods": d["batch_pods"],
-                         "batch_millis_each": d["batch_millis_each"], "regular_cpus": d["regular_cpus"],
-                         "margin_millis": d["margin_millis"]},
-    "reclaimed_goals": d.get("goals", []),
-    "reclaimed_detail": {"windows": d["windows"], "advertised_timeline": d["advertised"]["timeline"]},
-    "meta": {"reclaimed": {"seconds": int(sys.argv[2]), "windows_s": d["windows_s"]}}}))
+def figures(path):
+    lines = [json.loads(l) for l in open(path) if l.strip()]
+    if len(lines) != 1:
+        sys.exit(f"bench: reclaimed: {path} has {len(lines)} figure lines, want 1")
+    d = lines[0]
+    adv = {k: v for k, v in d["advertised"].items() if k != "timeline"}
+    return {
+        "reclaimed_colocation": {k: d[k] for k in keys},
+        "reclaimed_cut_ms": {"median": d["cut_reaction_median_ms"], "max": d["cut_reaction_max_ms"],
+                             "samples": d["cut_reaction_ms"],
+                             "from_request_median": d["cut_reaction_from_request_median_ms"],
+                             "suppress_interval_ms": d["suppress_interval_ms"], "interval_ms": d["interval_ms"]},
+        "reclaimed_cut_latency_metric": d["cut_latency_metric"],
+        "reclaimed_advertised": adv,
+        "reclaimed_reserved": d["reserved_step"],
+        "reclaimed_config": {"toml": d["config"], "batch_pods": d["batch_pods"],
+                             "batch_millis_each": d["batch_millis_each"], "regular_cpus": d["regular_cpus"],
+                             "margin_millis": d["margin_millis"]},
+        "reclaimed_goals": d.get("goals", []),
+    }, {"windows": d["windows"], "advertised_timeline": d["advertised"]["timeline"]}, d["windows_s"]
+runs = {}
+for arg in sys.argv[2:]:
+    mode, path = arg.split("=", 1)
+    runs[mode] = figures(path)
+first = next(iter(runs))
+out = dict(runs[first][0])
+out["reclaimed_by_daemons"] = {m: r[0] for m, r in runs.items()}
+out["reclaimed_detail"] = {m: r[1] for m, r in runs.items()}
+out["meta"] = {"reclaimed": {"seconds": int(sys.argv[1]), "windows_s": runs[first][2],
+                             "daemons": list(runs), "figures_of": first}}
+print(json.dumps(out))
 EOT
 fi
 
@@ -1113,10 +1144,10 @@ if "eviction_loop_ms_per_interval" in out:
     for sig, s in out["eviction_reaction_s"].items():
         bound = out["eviction_reaction_bound_s"][sig]
         row(f"reaction {sig} (s)", s, f"{bound} (interval+grace)", f"{s / bound:.2f}x")
-if "reclaimed_colocation" in out:
-    rc, cut, adv = out["reclaimed_colocation"], out["reclaimed_cut_ms"], out["reclaimed_advertised"]
+def reclaimed_rows(f, daemons):
+    rc, cut, adv = f["reclaimed_colocation"], f["reclaimed_cut_ms"], f["reclaimed_advertised"]
     so, co = rc["solo"], rc["colocated"]
-    rows.append((f"[reclaimed] real kubelet, {rc['alternations']} x {rc['window_s']:g} s windows", "solo",
+    rows.append((f"[reclaimed] real kubelet, daemons {daemons}, {rc['alternations']} x {rc['window_s']:g} s windows", "solo",
                  "colocated", "colocated/solo (paired median) | goal"))
     row("regular throughput (units/s)", f"{so['throughput_units_per_s']:,.0f}", f"{co['throughput_units_per_s']:,.0f}",
         f"{rc['throughput_ratio']:.3f}x ({rc['throughput_ratio_paired_median']:.3f}x) | >= 0.97x")
@@ -1132,25 +1163,28 @@ if "reclaimed_colocation" in out:
         f"{co['regular_millis']:.0f} / {co['batch_millis']:.0f}", "")
     la0, la1 = rc["loadavg_start"], rc["loadavg_end"]
     row("load average 1/5/15 min, start / end", " ".join(f"{x:.2f}" for x in la0), " ".join(f"{x:.2f}" for x in la1), "")
-    rows.append(("[reclaimed] suppress and advertised", "value", "bound", "ratio"))
+    rows.append((f"[reclaimed] suppress and advertised, daemons {daemons}", "value", "bound", "ratio"))
     row(f"step -> batch quota cut, median of {len(cut['samples'])} (ms)", cut["median"],
         f"{cut['suppress_interval_ms']} (suppress interval)", f"{cut['median'] / cut['suppress_interval_ms']:.2f}x")
     row("step -> batch quota cut, max (ms)", cut["max"], f"{cut['interval_ms']} (interval)",
         f"{cut['max'] / cut['interval_ms']:.2f}x")
-    m = out["reclaimed_cut_latency_metric"]
+    m = f["reclaimed_cut_latency_metric"]
     row("topolet's cut latency histogram: n, mean (ms)", f"{m['count']:.0f}, {m['mean_ms']}",
         f"p50 <= {m['p50_le_ms']}, p99 <= {m['p99_le_ms']}", "")
     row("Node amount above the idle pool (samples)", f"{adv['exceeded_idle_samples']} of {adv['samples']}",
         f"longest {adv['exceeded_idle_longest_ms']:.0f} ms", "")
     row("Node amount moves / direction flips", f"{adv['changes']} / {adv['direction_flips']}",
         f"smallest rise {adv['min_up_move_millis']}m", f"hysteresis {adv['hysteresis_millis']}m")
-    rs = out["reclaimed_reserved"]
+    rs = f["reclaimed_reserved"]
     row("regular thread on the reserved CPU: Node amount (m)", f"{rs['amount_before_millis']} -> {rs['amount_during_millis']}",
         f"spill counted {rs['spill_millis']}m", "")
-if out.get("reclaimed_goals"):
-    rows.append(("[reclaimed] goals (integration/src/colocation_goals.rs)", "value", "goal", "met"))
-    for g in out["reclaimed_goals"]:
-        row(g["name"], g["value"], g["bound"], "met" if g["met"] else "NOT MET")
+    if f.get("reclaimed_goals"):
+        rows.append((f"[reclaimed] goals, daemons {daemons} (integration/src/colocation_goals.rs)", "value", "goal", "met"))
+        for g in f["reclaimed_goals"]:
+            row(g["name"], g["value"], g["bound"], "met" if g["met"] else "NOT MET")
+for daemons, f in (out.get("reclaimed_by_daemons")
+                   or ({"floating": out} if "reclaimed_colocation" in out else {})).items():
+    reclaimed_rows(f, daemons)
 if "sched_ancestor" in out:
     m = out["meta"]["sched_ancestor"]
     rows.append((f"[sched_ancestor] plain cgroups, CPU {m['cpu']}, {m['rounds']} x {m['window_s']:g} s per condition",

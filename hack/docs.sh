@@ -2,15 +2,25 @@
 # hack/docs.sh — the manual (docs/, mdBook layout): its links checked, and the site built when
 # mdBook is installed.
 #
-# Usage: hack/docs.sh [links|build]     (default: links, then build if mdbook is installed)
+# Usage: hack/docs.sh [links|install|build]     (default: links, then build if mdbook is installed)
 #
 #   links  checks every relative link of README.md and docs/src/**/*.md: the file exists and, for
 #          `file.md#anchor` or `#anchor`, the file has a heading with that anchor (GitHub's and
 #          mdBook's spelling: lowercase, punctuation dropped, spaces as hyphens); every page of
 #          docs/src is listed in docs/src/SUMMARY.md. Links inside code are not links. Python 3,
 #          no network, well under a second (hack/test.sh runs it).
-#   build  `mdbook build docs` into target/book (`cargo install mdbook --locked` installs it;
-#          CI does not: the reference pages are checked by the unit tests, the links here).
+#   install  installs mdBook $MDBOOK_VERSION into $TOPOLET_CACHE/mdbook-<version> (outside the
+#          clone, so a fresh CI clone reuses it; `cargo install --locked --debug`, used only if its
+#          --version names that version) and links it as .deps/cargo/bin/mdbook, the way
+#          hack/deny.sh installs cargo-deny. hack/test.sh runs it in the background.
+#   build  `mdbook build docs` into target/book, with the installed mdBook (else one on PATH):
+#          fails on a page SUMMARY.md names that does not exist (create-missing = false) or a page
+#          mdBook cannot render. hack/test.sh runs it; the reference pages are checked by the unit
+#          tests, the links above.
+#
+# Environment:
+#   MDBOOK_VERSION  mdBook to install (default 0.5.4)
+#   TOPOLET_CACHE   the cache directory (hack/lib/common.sh)
 #
 # The reference pages (docs/src/reference/) are generated from the code: a unit test fails when
 # they differ; `TOPOLET_BLESS=1 cargo test -p topolet reference` rewrites them.
@@ -94,18 +104,45 @@ sys.exit(1 if bad else 0)
 PY
 }
 
+MDBOOK_VERSION="${MDBOOK_VERSION:-0.5.4}"
+MDBOOK_ROOT="$TOPOLET_CACHE/mdbook-$MDBOOK_VERSION"
+MDBOOK="$DEPS/cargo/bin/mdbook"
+
+install_mdbook() {
+    local cached="$MDBOOK_ROOT/bin/mdbook"
+    command -v cargo >/dev/null || die "cargo not found on PATH"
+    if [[ -x "$cached" ]] && "$cached" --version 2>/dev/null | grep -qx "mdbook v$MDBOOK_VERSION"; then
+        say "mdbook $MDBOOK_VERSION already installed ($MDBOOK_ROOT)"
+    else
+        say "installing mdbook $MDBOOK_VERSION into $MDBOOK_ROOT"
+        # --debug: rendering 30 pages takes well under a second either way; an optimized build
+        # costs minutes. Without CARGO_TARGET_DIR: cargo install builds in a directory of its own,
+        # never holding the lock of the workspace's target directory hack/test.sh builds in.
+        env -u CARGO_TARGET_DIR cargo install --locked --quiet --force --debug "mdbook@$MDBOOK_VERSION" --root "$MDBOOK_ROOT"
+        "$cached" --version | grep -qx "mdbook v$MDBOOK_VERSION" || die "mdbook $MDBOOK_VERSION did not install"
+    fi
+    mkdir -p "$(dirname "$MDBOOK")"
+    [[ "$(readlink "$MDBOOK" 2>/dev/null)" == "$cached" ]] || ln -sfn "$cached" "$MDBOOK"
+}
+
+mdbook_bin() {
+    if [[ -x "$MDBOOK" ]]; then echo "$MDBOOK"; else command -v mdbook; fi
+}
+
 build() {
-    command -v mdbook >/dev/null || die "mdbook is not installed (cargo install mdbook --locked)"
-    mdbook build "$REPO_ROOT/docs"
+    local bin
+    bin="$(mdbook_bin)" || die "mdbook is not installed (hack/docs.sh install)"
+    "$bin" build "$REPO_ROOT/docs"
     say "site: $REPO_ROOT/target/book/index.html"
 }
 
 case "${1:-all}" in
     links) links ;;
+    install) install_mdbook ;;
     build) build ;;
     all)
         links
-        if command -v mdbook >/dev/null; then build; else say "mdbook not installed: links checked, site not built"; fi
+        if mdbook_bin >/dev/null; then build; else say "mdbook not installed: links checked, site not built"; fi
         ;;
-    *) die "usage: hack/docs.sh [links|build]" ;;
+    *) die "usage: hack/docs.sh [links|install|build]" ;;
 esac

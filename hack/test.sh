@@ -41,7 +41,10 @@
 #         behind its CPU-bound emulation
 #      C: its kubelet suites, then hack/fuzz.sh (cargo-fuzz, FUZZ_SECONDS per target; installs
 #         cargo-fuzz, needs nightly; its build started in the background after step 6 under
-#         `nice -n 19`, `start_fuzz_build` below, and joined here), the fuzzing under `nice`
+#         `nice -n 19`, `start_fuzz_build` below, and joined here), the fuzzing under `nice`; then
+#         the manual: hack/docs.sh build (mdBook renders docs/ into target/book; installed by
+#         `hack/docs.sh install`, started in the background with cargo-deny's, `start_mdbook_install`
+#         below, and joined here)
 #      B: the NRI suites (every other integration/tests/*.rs) on the newest line and the version-
 #         skew suites (SKEW_SUITES, below) on each older line, but ALONE_SUITES:
 #           TOPOLET_CONTAINERD_VERSION=<v> cargo test -p topolet-integration --test ... -- --test-threads=1
@@ -361,6 +364,7 @@ lane_a() {
 lane_c() {
   kubelet_steps 1
   lane_step "fuzzing" fuzz_after_build
+  lane_step "the manual (mdBook)" docs_build
 }
 # Lane B: the NRI suites of every line that may run beside another lane.
 lane_b() {
@@ -518,6 +522,22 @@ deny_check() {
   "$HACK_DIR/deny.sh" install && "$HACK_DIR/deny.sh" check
 }
 
+# mdBook (hack/docs.sh install: a few minutes of cargo install on a cold cache, nothing once
+# cached) builds in the background beside cargo-deny, under `nice`; lane C's last step joins it
+# and renders the manual.
+MDBOOK_PID=""
+start_mdbook_install() {
+  MDBOOK_LOG="$REPO_ROOT/.deps/logs/mdbook-install.out"
+  mkdir -p "$(dirname "$MDBOOK_LOG")"
+  setsid nice -n 10 "$HACK_DIR/docs.sh" install >"$MDBOOK_LOG" 2>&1 &
+  MDBOOK_PID=$!
+  echo "docs.sh install runs in the background (pid $MDBOOK_PID, log $MDBOOK_LOG)"
+}
+docs_build() {
+  join_background "$MDBOOK_PID" "${MDBOOK_LOG:-}"
+  "$HACK_DIR/docs.sh" install && "$HACK_DIR/docs.sh" build
+}
+
 # shell_scripts: every shell script under hack/, .ci/ and deploy/: a *.sh file, or a file whose
 # first line is a sh or bash shebang (.ci/run). Relative to the repository's root.
 shell_scripts() {
@@ -574,6 +594,7 @@ fuzz_after_build() {
 stop_background() {
   [[ -z "$KUBE_PID" ]] || kill -- "$KUBE_PID" 2>/dev/null || true
   [[ -z "$DENY_PID" ]] || kill -- "-$DENY_PID" 2>/dev/null || true
+  [[ -z "$MDBOOK_PID" ]] || kill -- "-$MDBOOK_PID" 2>/dev/null || true
   [[ -z "$FUZZ_BUILD_PID" ]] || kill -- "-$FUZZ_BUILD_PID" 2>/dev/null || true
 }
 
@@ -626,6 +647,7 @@ main() {
   # (a warm run's workspace build took 435 s with the fuzz build beside it, against 205 s in the
   # run before, which had none), while the lanes mostly wait on the subjects' loops.
   step "start the cargo-deny build" start_deny_install
+  step "start the mdBook build" start_mdbook_install
   step "start the fuzz build" start_fuzz_build
   CURRENT_STEP_LANE="A|B|C"
   step "lanes A, B and C side by side (wall time)" run_lanes

@@ -194,8 +194,9 @@
 # `system` cgroup beside kubepods, every process on one CPU (BENCH_SA_CPU): a regular task ticking
 # every 1 ms with 300 us of work, a batch hog (2 threads, 60 ms quota per 100 ms) and a daemon
 # (400 us busy per 1 ms) in the conditions solo / batch / batch with cpu.idle on its pod / batch
-# threads under SCHED_IDLE / batch with a 100 ms or a 0.1 ms slice / batch outside kubepods /
-# solo, batch and batch under SCHED_IDLE without the daemon,
+# with cpu.idle on the BestEffort QoS cgroup, alone and with SCHED_IDLE / batch threads under
+# SCHED_IDLE / batch with a 100 ms or a 0.1 ms slice / batch outside kubepods / solo, batch,
+# batch under SCHED_IDLE and batch with the QoS cgroup's cpu.idle without the daemon,
 # BENCH_SA_ROUNDS rounds of BENCH_SA_SECONDS per condition in rotating order, lateness pooled.
 # It tells the kernel's part of [reclaimed]'s wake-up figure from the stack's.
 # [pod_start] integration/tests/kubelet_isolation.rs's pod start test: one cluster (kubelet none)
@@ -970,15 +971,15 @@ fi
 
 if part sched_ancestor; then
   T=$SECONDS
-  say "[sched_ancestor] hack/bench/sched-ancestor: CPU $SA_CPU, $SA_ROUNDS rounds x 10 conditions x $SA_SECONDS s"
+  say "[sched_ancestor] hack/bench/sched-ancestor: CPU $SA_CPU, $SA_ROUNDS rounds x 13 conditions x $SA_SECONDS s"
   "$SCHED_ANCESTOR" -cpu "$SA_CPU" -rounds "$SA_ROUNDS" -seconds "$SA_SECONDS" >"$WORK/sched-ancestor.jsonl" \
     2>"$WORK/sched-ancestor.log" || die "sched-ancestor failed: $(tail -n 20 "$WORK/sched-ancestor.log")"
   python3 - "$WORK/sched-ancestor.jsonl" $((SECONDS - T)) "$SA_ROUNDS" "$SA_SECONDS" "$SA_CPU" \
     >"$WORK/parts/sched_ancestor.json" <<'EOT'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-if len(rows) != 10:
-    sys.exit(f"bench: sched_ancestor: {sys.argv[1]} has {len(rows)} rows, want 10")
+if len(rows) != 13:
+    sys.exit(f"bench: sched_ancestor: {sys.argv[1]} has {len(rows)} rows, want 13")
 print(json.dumps({"sched_ancestor": rows,
                   "meta": {"sched_ancestor": {"seconds": int(sys.argv[2]), "rounds": int(sys.argv[3]),
                                               "window_s": float(sys.argv[4]), "cpu": int(sys.argv[5])}}}))

@@ -20,6 +20,11 @@
 //	solo                   daemon + waker
 //	batch                  daemon + hog in kubepods/besteffort/pod + waker
 //	batch cpu.idle         the hog's pod cgroup with cpu.idle = 1 (Linux 5.15, commit 304000390f88)
+//	batch QoS cpu.idle     the BestEffort QoS cgroup (kubepods/besteffort, the hog's pod's parent)
+//	                       with cpu.idle = 1: the level where the hog's and the waker's ancestors
+//	                       meet (kubepods' children), so check_preempt_wakeup_fair compares an
+//	                       idle entity with a non-idle one and preempts at once
+//	batch QoS cpu.idle SCHED_IDLE  both
 //	batch SCHED_IDLE       the hog's threads under the SCHED_IDLE policy (what an OCI
 //	                       process.scheduler of SCHED_IDLE gives every task of a container):
 //	                       kernel/sched/fair.c check_preempt_wakeup_fair preempts an idle-policy
@@ -31,6 +36,7 @@
 //	solo no-daemon         waker only
 //	batch no-daemon        hog + waker
 //	batch SCHED_IDLE no-daemon  the same, the hog's threads under SCHED_IDLE
+//	batch QoS cpu.idle no-daemon  the same, the BestEffort QoS cgroup with cpu.idle = 1
 //
 // Output: one JSON object per condition on stdout ({"condition", "n", "p50_us", "p99_us",
 // "max_us", "p99_ratio"}, the ratio against "solo", or against "solo no-daemon" for the
@@ -316,7 +322,8 @@ type condition struct {
 	name      string
 	daemon    bool
 	hog       string // "", "in", "out"
-	idle      bool
+	idle      bool   // cpu.idle = 1 on the hog's pod cgroup
+	qosIdle   bool   // cpu.idle = 1 on the BestEffort QoS cgroup (kubepods/besteffort)
 	sliceNs   uint64
 	policy    bool // the hog's threads under SCHED_IDLE
 	reference string
@@ -326,6 +333,8 @@ var conditions = []condition{
 	{name: "solo", daemon: true},
 	{name: "batch", daemon: true, hog: "in", reference: "solo"},
 	{name: "batch cpu.idle", daemon: true, hog: "in", idle: true, reference: "solo"},
+	{name: "batch QoS cpu.idle", daemon: true, hog: "in", qosIdle: true, reference: "solo"},
+	{name: "batch QoS cpu.idle SCHED_IDLE", daemon: true, hog: "in", qosIdle: true, policy: true, reference: "solo"},
 	{name: "batch SCHED_IDLE", daemon: true, hog: "in", policy: true, reference: "solo"},
 	{name: "batch slice 100ms", daemon: true, hog: "in", sliceNs: 100_000_000, reference: "solo"},
 	{name: "batch slice 0.1ms", daemon: true, hog: "in", sliceNs: 100_000, reference: "solo"},
@@ -333,6 +342,7 @@ var conditions = []condition{
 	{name: "solo no-daemon"},
 	{name: "batch no-daemon", hog: "in", reference: "solo no-daemon"},
 	{name: "batch SCHED_IDLE no-daemon", hog: "in", policy: true, reference: "solo no-daemon"},
+	{name: "batch QoS cpu.idle no-daemon", hog: "in", qosIdle: true, reference: "solo no-daemon"},
 }
 
 type opts struct {
@@ -401,6 +411,12 @@ func one(h hier, o opts, dirs map[string]string, c condition) ([]int64, error) {
 		if err := write(filepath.Join(dir, "cpu.idle"), map[bool]string{true: "1", false: "0"}[c.idle]); err != nil && c.idle {
 			return nil, err
 		}
+		if c.qosIdle {
+			if err := write(filepath.Join(dirs["besteffort"], "cpu.idle"), "1"); err != nil {
+				return nil, err
+			}
+			defer func() { _ = write(filepath.Join(dirs["besteffort"], "cpu.idle"), "0") }()
+		}
 		hog = self("hog", dir, cpu, strconv.Itoa(o.hogThreads), strconv.FormatUint(c.sliceNs, 10), strconv.FormatBool(c.policy))
 		if err := start(hog); err != nil {
 			return nil, err
@@ -462,7 +478,7 @@ func run(o opts) error {
 		{"", "kubepods", 1024},
 		{"", "kubepods/burstable", 512},
 		{"regular", "kubepods/burstable/pod-regular", 512},
-		{"", "kubepods/besteffort", 2},
+		{"besteffort", "kubepods/besteffort", 2},
 		{"batch-in", "kubepods/besteffort/pod-batch", 2},
 		{"system", "system", 1024},
 		{"", "reclaimed", 2},

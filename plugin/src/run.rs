@@ -108,6 +108,9 @@ async fn serve(
     .context("[eviction]")?
     .with_metrics(plugin.metrics().clone())
     .with_report(pressure.clone());
+    // What the Node and its NodeResourceTopology held at start, read by their publishers' first
+    // requests, for reclaimed CPU's first amounts (`crate::cluster::at_start`).
+    let at_start = crate::cluster::at_start::AtStart::default();
     let mut _node_status = None;
     if let (Some(k), true) = (&kube, eviction.node_conditions) {
         let (tx, task) = crate::cluster::node_status::start(
@@ -119,6 +122,7 @@ async fn serve(
             },
             plugin.metrics().clone(),
             gate,
+            at_start.clone(),
         );
         eviction_loop = eviction_loop.with_node_status(tx);
         _node_status = Some(AbortOnDrop(task));
@@ -132,6 +136,7 @@ async fn serve(
             k.node.clone(),
             plugin.clone(),
             gate,
+            at_start.clone(),
         ))
     });
     // This node's pods from the API: admission from their specs (`crate::cluster::pod_directory`),
@@ -171,7 +176,9 @@ async fn serve(
             Some((&k.client, &k.eviction_client)),
         )
         .context("[eviction]")?;
-        reclaimed = reclaimed.with_cluster(tx, evictor, k.sink.clone());
+        reclaimed = reclaimed
+            .with_cluster(tx, evictor, k.sink.clone())
+            .with_at_start(at_start.clone());
         advert = Some(Advert {
             client: k.client.clone(),
             node: k.node.clone(),

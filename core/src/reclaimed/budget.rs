@@ -21,7 +21,7 @@
 //! need not wait for the interval's sample to say so.
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
@@ -198,6 +198,14 @@ impl Advertiser {
         }
     }
 
+    /// The amount an API object already holds, found at start (a restarted topolet's
+    /// predecessor wrote it), taken as published at `written` ([`written_at`]): the next amount
+    /// is decided against it, so a restart writes only a change this rule would have written
+    /// anyway, or an amount due by `max_age`.
+    pub fn seed(&mut self, amount: u64, written: Instant) {
+        self.published = Some((amount, written));
+    }
+
     /// `amount` was written at `now`.
     pub fn published(&mut self, amount: u64, now: Instant) {
         self.published = Some((amount, now));
@@ -214,9 +222,73 @@ impl Advertiser {
     }
 }
 
+/// The monotonic instant at which an amount found on an API object was written, for
+/// [`Advertiser::seed`]: `written` is the object's own record of the write (a wall-clock time,
+/// e.g. its `managedFields` entry's `time`), `wall_now` and `now` the same moment on both clocks.
+/// An age over `max_age` counts as `max_age` (the amount is due either way), a time in the
+/// future as 0; when the monotonic clock cannot go back that far (the host booted less than
+/// `max_age` ago), the amount counts as written at `now`.
+pub fn written_at(
+    written: SystemTime,
+    wall_now: SystemTime,
+    now: Instant,
+    max_age: Duration,
+) -> Instant {
+    let age = wall_now
+        .duration_since(written)
+        .unwrap_or(Duration::ZERO)
+        .min(max_age);
+    now.checked_sub(age).unwrap_or(now)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_seeded_amount_is_kept_until_a_change_the_rule_writes_or_its_age() {
+        // The Node held 500m of a 1000m pool, written 100 s before this topolet's first amount.
+        // Ahead of the monotonic clock's start by more than max_age, wherever the host is.
+        let now = Instant::now() + Duration::from_secs(3600);
+        let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let max_age = Duration::from_secs(300);
+        let at = written_at(wall - Duration::from_secs(100), wall, now, max_age);
+        assert_eq!(now.saturating_duration_since(at), Duration::from_secs(100));
+        let mut a = Advertiser::new(10, max_age);
+        a.seed(500, at);
+        assert_eq!(a.last(), Some(500));
+        // A rise within 10 % of the pool is kept, a fall is written at once, as before a restart.
+        assert_eq!(a.decide(500, 1000, now), Publish::Keep);
+        assert_eq!(a.decide(600, 1000, now), Publish::Keep);
+        assert_eq!(a.decide(499, 1000, now), Publish::Now(499));
+        assert_eq!(a.decide_material(450, 1000, now), Publish::Keep);
+        // Due 300 s after the object's write: 200 s after this topolet's first amount.
+        let due = now + Duration::from_secs(200);
+        assert_eq!(
+            a.decide(500, 1000, due - Duration::from_secs(1)),
+            Publish::Keep
+        );
+        assert_eq!(a.decide(550, 1000, due), Publish::Now(550));
+    }
+
+    #[test]
+    fn an_amount_older_than_max_age_or_from_the_future_is_due_or_fresh() {
+        // Ahead of the monotonic clock's start by more than max_age, wherever the host is.
+        let now = Instant::now() + Duration::from_secs(3600);
+        let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let max_age = Duration::from_secs(300);
+        // Written an hour ago: due at once (the age is capped at max_age, not an hour).
+        let old = written_at(wall - Duration::from_secs(3600), wall, now, max_age);
+        assert!(now.saturating_duration_since(old) <= max_age);
+        let mut a = Advertiser::new(10, max_age);
+        a.seed(500, old);
+        assert_eq!(a.decide(520, 1000, now), Publish::Now(520));
+        // A clock skewed ahead: written "now".
+        assert_eq!(
+            written_at(wall + Duration::from_secs(60), wall, now, max_age),
+            now
+        );
+    }
 
     #[test]
     fn the_formula_subtracts_regular_and_margin_from_the_pool() {

@@ -31,7 +31,7 @@ pub mod suppress;
 pub mod zones;
 
 pub use batch::{batch_pod, BatchContainer, BatchPod, NotBatch};
-pub use budget::{overrun, Advertiser, Publish, Terms, UsageWindow};
+pub use budget::{overrun, written_at, Advertiser, Publish, Terms, UsageWindow};
 pub use report::{BatchStatus, ReclaimedStatus, ZoneTerms};
 pub use settings::{ReclaimedSettings, UsageSource, DEFAULT_RESOURCE_NAME};
 pub use spill::Spill;

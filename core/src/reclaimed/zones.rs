@@ -32,6 +32,16 @@ impl ZoneAdvertisers {
         }
     }
 
+    /// The amount zone `numa_node` of the object already holds, found at start, taken as
+    /// written at `written` ([`Advertiser::seed`]).
+    pub fn seed(&mut self, numa_node: usize, amount: u64, written: Instant) {
+        let (min, age) = (self.min_change_percent, self.max_age);
+        self.zones
+            .entry(numa_node)
+            .or_insert_with(|| Advertiser::new(min, age))
+            .seed(amount, written);
+    }
+
     /// Decides every zone of `zones` at `now` and records what is to be written; returns the
     /// amount each zone publishes now (the new one, or the one written before). Zones no longer
     /// listed are forgotten.
@@ -146,6 +156,24 @@ mod tests {
         assert_eq!(
             z.publish(&zones(&[(0, 240)]), aged + Duration::from_secs(1)),
             BTreeMap::from([(0, 550)])
+        );
+    }
+
+    #[test]
+    fn a_seeded_zone_is_not_rewritten_within_min_change_an_unseeded_one_is() {
+        let written = Instant::now();
+        let t0 = written + Duration::from_secs(10);
+        let mut z = ZoneAdvertisers::new(10, Duration::from_secs(60));
+        // The object held 480m on zone 0, written 10 s before; zone 1 held nothing.
+        z.seed(0, 480, written);
+        assert_eq!(
+            z.publish(&zones(&[(0, 300), (1, 300)]), t0),
+            BTreeMap::from([(0, 480), (1, 500)])
+        );
+        // A material change is written as before.
+        assert_eq!(
+            z.publish(&zones(&[(0, 100), (1, 300)]), t0 + Duration::from_secs(1)),
+            BTreeMap::from([(0, 700), (1, 500)])
         );
     }
 

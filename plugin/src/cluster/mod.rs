@@ -3,7 +3,9 @@
 //! tell ([`pod_facts`]: priority, grace period, requests, controller), the Node's conditions and
 //! taints ([`node_status`]), the NodeResourceTopology publisher ([`nrt`]), the reclaimed-CPU
 //! extended resource ([`extended_resource`]), the one list of API [`permissions`], the writers'
-//! [`start_jitter`], and taking all of it back at uninstall ([`withdraw`]).
+//! [`start_jitter`], what the objects held when this topolet started ([`at_start`]), and taking
+//! all of it back at uninstall ([`withdraw`]).
+pub mod at_start;
 pub mod client;
 pub mod extended_resource;
 pub mod node_status;

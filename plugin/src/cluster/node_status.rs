@@ -23,6 +23,7 @@ use kube::Client;
 use serde_json::json;
 use tokio::sync::watch;
 
+use crate::cluster::at_start::AtStart;
 use crate::cluster::start_jitter::StartGate;
 use crate::telemetry::metrics::Metrics;
 use topolet_core::eviction::node_status::{
@@ -54,13 +55,15 @@ pub struct PublisherConfig {
 }
 
 /// Starts the publisher for `node`; returns the sender the eviction loop reports through and the
-/// task.
+/// task. The Node its first request answers with goes to `at_start` too (the reclaimed amount
+/// a restarted topolet finds there, `crate::cluster::at_start`).
 pub fn start(
     client: Client,
     node: String,
     config: PublisherConfig,
     metrics: Arc<Metrics>,
     gate: StartGate,
+    at_start: AtStart,
 ) -> (ReportSender, tokio::task::JoinHandle<()>) {
     let (tx, rx) = watch::channel(None);
     let p = Publisher {
@@ -74,6 +77,7 @@ pub fn start(
         taints: None,
         logged: Default::default(),
         failing: false,
+        at_start,
     };
     (tx, tokio::spawn(p.run(rx)))
 }
@@ -93,6 +97,7 @@ struct Publisher {
     logged: std::collections::HashMap<&'static str, Instant>,
     /// A request of the last sync failed: try again after [`RETRY`].
     failing: bool,
+    at_start: AtStart,
 }
 
 fn time(t: SystemTime) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time> {
@@ -198,6 +203,7 @@ impl Publisher {
         if !self.seeded {
             match self.patch_status(json!({})).await {
                 Ok(node) => {
+                    self.at_start.node_read(&node, SystemTime::now());
                     for c in node
                         .status
                         .as_ref()

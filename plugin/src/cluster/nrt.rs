@@ -35,6 +35,7 @@ use kube::Client;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
+use crate::cluster::at_start::AtStart;
 use crate::cluster::start_jitter::StartGate;
 use crate::telemetry::metrics::Metrics;
 use topolet_core::report::nrt::NrtContent;
@@ -124,15 +125,18 @@ pub trait NrtSource: Send + Sync {
 }
 
 /// Starts the publisher on the plugin's API client (`crate::cluster::client::start`) for `node`;
-/// it sends nothing before `gate` opens (`crate::cluster::start_jitter`).
+/// it sends nothing before `gate` opens (`crate::cluster::start_jitter`). What its first `get`
+/// finds goes to `at_start` too (the zones' reclaimed amounts a restarted topolet finds there,
+/// `crate::cluster::at_start`).
 pub fn start(
     client: kube::Client,
     node: String,
     plugin: Arc<dyn NrtSource>,
     gate: StartGate,
+    at_start: AtStart,
 ) -> tokio::task::JoinHandle<()> {
     tracing::info!(node = %node, "NodeResourceTopology publisher on");
-    tokio::spawn(Publisher::new(client, node, plugin).run(gate))
+    tokio::spawn(Publisher::new(client, node, plugin, at_start).run(gate))
 }
 
 /// A write that failed: the operation (metric label) and the error.
@@ -166,10 +170,17 @@ struct Publisher {
     /// usage window fills ([`content`]).
     at_start: Option<Option<NrtContent>>,
     logged: HashMap<(&'static str, String), Instant>,
+    /// Where the first read goes for the suppress loop's damping.
+    found: AtStart,
 }
 
 impl Publisher {
-    fn new(client: Client, node: String, plugin: Arc<dyn NrtSource>) -> Publisher {
+    fn new(
+        client: Client,
+        node: String,
+        plugin: Arc<dyn NrtSource>,
+        at_start: AtStart,
+    ) -> Publisher {
         Publisher {
             api: Api::all(client),
             node,
@@ -178,6 +189,7 @@ impl Publisher {
             resource_version: None,
             at_start: None,
             logged: HashMap::new(),
+            found: at_start,
         }
     }
 
@@ -199,6 +211,11 @@ impl Publisher {
                     // instance before this one left.
                     match self.api.get_opt(&self.node).await {
                         Ok(current) => {
+                            self.found.nrt_read(
+                                current.as_ref().map(|o| &o.content),
+                                current.as_ref().map(|o| &o.metadata),
+                                std::time::SystemTime::now(),
+                            );
                             let current = current.map(|o| {
                                 self.resource_version = o.metadata.resource_version;
                                 o.content

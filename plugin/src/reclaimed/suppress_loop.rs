@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use crate::cluster::at_start::AtStart;
 use crate::cluster::extended_resource::Advert;
 use crate::cluster::recorder::EventSink;
 use crate::host::pod_cgroup::CpuController;
@@ -30,8 +31,8 @@ use topolet_core::eviction::duration::format_duration;
 use topolet_core::kube::events::{EventType, ObjectRef, Occurrence};
 use topolet_core::reclaimed::starvation::Fed;
 use topolet_core::reclaimed::{
-    overrun, Advertiser, BatchStatus, Publish, ReclaimedSettings, ReclaimedStatus, Spill,
-    Starvation, SuppressStep, Suppressor, Terms, UsageWindow, ZoneAdvertisers, ZoneTerms,
+    overrun, written_at, Advertiser, BatchStatus, Publish, ReclaimedSettings, ReclaimedStatus,
+    Spill, Starvation, SuppressStep, Suppressor, Terms, UsageWindow, ZoneAdvertisers, ZoneTerms,
 };
 
 /// The state without the Kubernetes API client: measured, shown, never advertised or enforced.
@@ -58,6 +59,9 @@ pub struct ReclaimedLoop {
     evictor: Option<Arc<dyn Evictor>>,
     events: Option<EventSink>,
     controller: Option<CpuController>,
+    /// What the Node and its NodeResourceTopology held when this topolet started: the first
+    /// advertisers are seeded from it ([`ReclaimedLoop::seed`]), once.
+    at_start: Option<AtStart>,
     state: State,
 }
 
@@ -134,6 +138,7 @@ impl ReclaimedLoop {
             evictor: None,
             events: None,
             controller: None,
+            at_start: None,
             state: State::default(),
         }
     }
@@ -150,6 +155,48 @@ impl ReclaimedLoop {
         self.evictor = Some(evictor);
         self.events = Some(events);
         self
+    }
+
+    /// Decides the first amounts against what the Node and its NodeResourceTopology held when
+    /// this topolet started (`crate::cluster::at_start`): a restart then writes only what the
+    /// damping would have written had the instance before it kept running.
+    pub fn with_at_start(mut self, at_start: AtStart) -> ReclaimedLoop {
+        self.at_start = Some(at_start);
+        self
+    }
+
+    /// The first advertisers, seeded from what the objects held at start (`at_start`, taken:
+    /// a withdrawal or a reload of the advertiser's keys later starts them fresh, as before).
+    /// An object not read by now is not waited for: its first amount is written as before.
+    fn seed(
+        &mut self,
+        settings: &ReclaimedSettings,
+        zones: &[ZoneTerms],
+        now: Instant,
+    ) -> (Advertiser, ZoneAdvertisers) {
+        let mut node = Advertiser::new(settings.min_change_percent, settings.max_age);
+        let mut zone = ZoneAdvertisers::new(settings.min_change_percent, settings.max_age);
+        let Some(found) = self.at_start.take() else {
+            return (node, zone);
+        };
+        let wall = std::time::SystemTime::now();
+        let at = |written| written_at(written, wall, now, settings.max_age);
+        if let Some(Some((millis, written))) = found.node_amount(&settings.resource_name) {
+            tracing::info!(
+                millis,
+                age_s = now.saturating_duration_since(at(written)).as_secs(),
+                "reclaimed CPU: the Node's amount before this start is the last published (a change is written as the damping rules, or at max_age)"
+            );
+            node.seed(millis, at(written));
+        }
+        let numa: Vec<usize> = zones.iter().map(|z| z.numa_node).collect();
+        for (n, (millis, written)) in found
+            .zone_amounts(&settings.resource_name, &numa)
+            .unwrap_or_default()
+        {
+            zone.seed(n, millis, at(written));
+        }
+        (node, zone)
     }
 
     /// Runs until the task is dropped.
@@ -549,6 +596,12 @@ impl ReclaimedLoop {
             // The window holds less than `window` of samples: its peak would rise, and the
             // amount fall, with each step of the load until it has filled.
             return;
+        }
+        if self.state.advertiser.is_none() && self.state.zone_advertisers.is_none() {
+            let zones = self.state.zone_terms.clone();
+            let (node, zone) = self.seed(settings, &zones, now);
+            self.state.advertiser = Some(node);
+            self.state.zone_advertisers = Some(zone);
         }
         // The zones' amounts, damped like the Node's; the NodeResourceTopology publisher writes
         // only these (`topolet_core::report::nrt::add_reclaimed`).

@@ -158,6 +158,18 @@ async fn serve(
         plugin.set_pod_directory(pods, kubernetes.pod_wait());
         AbortOnDrop(task)
     });
+    // This node's DRA ResourceSlices: the NUMA nodes of the DRA devices the kubelet's
+    // PodResources answer names (`crate::cluster::resource_slices`); a read of its index on the
+    // event path, never a wait.
+    let _slice_watch = kube.as_ref().map(|k| {
+        let (slices, task) = crate::cluster::resource_slices::start(
+            k.watch_client.clone(),
+            k.node.clone(),
+            kubernetes.watch_timeout(),
+        );
+        plugin.set_resource_slices(slices);
+        AbortOnDrop(task)
+    });
     // Reclaimed CPU: its loop always runs (a reload may turn the feature on); with the client,
     // the Node's extended resource, starved batch pods' evictions and Events.
     let mut reclaimed = crate::reclaimed::ReclaimedLoop::new(plugin.clone());

@@ -92,6 +92,7 @@ fn format_2_content() -> NodeState {
         source: DeviceSource::DeviceNode,
         id: "/dev/nvidia0".into(),
         numa: Some(0),
+        numa_unknown: None,
     }]);
     state
 }

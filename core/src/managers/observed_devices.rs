@@ -1,7 +1,8 @@
 //! Observed devices: the devices a container was really given, as the node says (its device
 //! nodes, resolved through sysfs by the shell; the kubelet's PodResources answer: device-plugin
-//! devices with their NUMA topology, DRA devices recorded without one; later CDI devices and DRA
-//! through ResourceSlices), with the NUMA node each one is attached to. Owns the one place that
+//! devices with their NUMA topology, DRA devices with the NUMA node the node's ResourceSlices
+//! give them (`crate::kube::resource_slice`); later CDI devices), with the NUMA node each one
+//! is attached to, or why it is not known. Owns the one place that
 //! decides a container's device set ([`device_set`]) and the topology hints that set gives
 //! ([`hints`]).
 //!
@@ -50,8 +51,8 @@ pub enum DeviceSource {
     /// (`ContainerDevices`: resource name, device id, the NUMA nodes the plugin reported).
     PodResources,
     /// A DRA device of the container in the kubelet's PodResources answer
-    /// (`DynamicResource`'s claim resources): driver, pool and device name, no NUMA node yet
-    /// (its resolution through the node's ResourceSlices is not implemented).
+    /// (`DynamicResource`'s claim resources): driver, pool and device name, its NUMA node from
+    /// the node's ResourceSlices (`crate::kube::resource_slice`), else unknown, saying why.
     Dra,
 }
 
@@ -85,14 +86,19 @@ pub struct ObservedDevice {
     /// The NUMA node it is attached to; `None`: no locality.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub numa: Option<usize>,
+    /// Why its NUMA node is not known (a DRA device its ResourceSlices do not place): such a
+    /// device gives no hint, like one without locality, but it is not said to have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_unknown: Option<String>,
 }
 
 impl fmt::Display for ObservedDevice {
     /// `/dev/nvidia0 (device-node, numa 1)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.numa {
-            Some(n) => write!(f, "{} ({}, numa {n})", self.id, self.source),
-            None => write!(f, "{} ({}, no numa locality)", self.id, self.source),
+        match (self.numa, &self.numa_unknown) {
+            (Some(n), _) => write!(f, "{} ({}, numa {n})", self.id, self.source),
+            (None, Some(why)) => write!(f, "{} ({}, numa unknown: {why})", self.id, self.source),
+            (None, None) => write!(f, "{} ({}, no numa locality)", self.id, self.source),
         }
     }
 }
@@ -147,6 +153,7 @@ mod tests {
             source: DeviceSource::DeviceNode,
             id: id.into(),
             numa,
+            numa_unknown: None,
         }
     }
 
@@ -182,6 +189,7 @@ mod tests {
             source,
             id: id.into(),
             numa,
+            numa_unknown: None,
         };
         let set = device_set([
             from(DeviceSource::Dra, "gpu.example/node-a/gpu-1", None),

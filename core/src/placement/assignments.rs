@@ -133,6 +133,7 @@ mod tests {
                     source: crate::managers::observed_devices::DeviceSource::DeviceNode,
                     id: "/dev/nvidia0".into(),
                     numa: Some(1),
+                    numa_unknown: None,
                 }],
             )]),
         );

@@ -36,6 +36,7 @@ fn gpu(id: &str, numa: Option<usize>) -> ObservedDevice {
         source: DeviceSource::DeviceNode,
         id: id.into(),
         numa,
+        numa_unknown: None,
     }
 }
 

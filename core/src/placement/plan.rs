@@ -52,6 +52,7 @@ pub fn parse_plan_devices(text: &str) -> Result<PlanDevices, String> {
             source: d.source.unwrap_or(DeviceSource::DeviceNode),
             id: d.id,
             numa: d.numa,
+            numa_unknown: None,
         }));
         out.insert(container, set);
     }

@@ -60,6 +60,15 @@ pub const PERMISSIONS: &[Permission] = &[
         why: "[eviction] pressure_taint: the topolet.io/*-pressure NoSchedule taints (in spec)",
     },
     Permission {
+        group: "resource.k8s.io",
+        resource: "resourceslices",
+        subresource: None,
+        verbs: &["list", "watch"],
+        why: "this node's DRA ResourceSlices (field selector spec.nodeName), for the NUMA node \
+              of each DRA device a container was given; RBAC cannot narrow a read to one node's \
+              slices, and slices hold device inventories and attributes, no secrets",
+    },
+    Permission {
         group: "topology.node.k8s.io",
         resource: "noderesourcetopologies",
         subresource: None,

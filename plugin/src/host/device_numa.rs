@@ -85,6 +85,45 @@ pub fn parse_numa_node(text: &str) -> Result<Option<usize>, String> {
     }
 }
 
+/// The NUMA node of the PCI device at `address` (`DDDD:BB:DD.F`, checked by the caller:
+/// `topolet_core::kube::resource_slice::pci_bus_id`), from `<sysfs>/bus/pci/devices/<address>/numa_node`:
+/// `None` for -1; why not when it cannot be read.
+pub fn pci_device_numa(sysfs: &Path, address: &str) -> Result<Option<usize>, String> {
+    let file = sysfs
+        .join("bus/pci/devices")
+        .join(address)
+        .join("numa_node");
+    let text = read_optional(&file)
+        .map_err(|e| format!("{}: {e}", file.display()))?
+        .ok_or_else(|| format!("{}: no such file (no such PCI device here)", file.display()))?;
+    parse_numa_node(&text).map_err(|e| format!("{}: {e}", file.display()))
+}
+
+/// The NUMA node of the PCIe root `root` (`pciDDDD:BB`, checked by the caller:
+/// `topolet_core::kube::resource_slice::pcie_root`): the `numa_node` of the first PCI device
+/// (by address) directly under `<sysfs>/devices/<root>/`, as every device below one root sits
+/// on the same node; `None` for -1; why not when there is none or it cannot be read.
+pub fn pcie_root_numa(sysfs: &Path, root: &str) -> Result<Option<usize>, String> {
+    let dir = sysfs.join("devices").join(root);
+    let mut addresses: Vec<String> = fs::read_dir(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| topolet_core::kube::resource_slice::pci_bus_id(n).is_ok())
+        .collect();
+    addresses.sort();
+    for a in addresses {
+        let file = dir.join(&a).join("numa_node");
+        if let Some(text) = read_optional(&file).map_err(|e| format!("{}: {e}", file.display()))? {
+            return parse_numa_node(&text).map_err(|e| format!("{}: {e}", file.display()));
+        }
+    }
+    Err(format!(
+        "{}: no PCI device with a numa_node under it",
+        dir.display()
+    ))
+}
+
 /// Resolves every node of `devices` under `sysfs` on a machine with NUMA `nodes` (see the module
 /// docs); pseudo devices and non-device types are left out.
 pub fn resolve(sysfs: &Path, devices: &[DeviceNode], nodes: &[usize]) -> Resolved {
@@ -142,6 +181,7 @@ fn resolve_one(
                 source: DeviceSource::DeviceNode,
                 id: address,
                 numa,
+                numa_unknown: None,
             });
         }
         found.sort();
@@ -169,6 +209,7 @@ fn resolve_one(
                 source: DeviceSource::DeviceNode,
                 id: d.path.clone(),
                 numa,
+                numa_unknown: None,
             }]);
         }
         match dir.parent() {
@@ -279,6 +320,7 @@ mod tests {
             source: DeviceSource::DeviceNode,
             id: id.into(),
             numa,
+            numa_unknown: None,
         }
     }
 
@@ -353,5 +395,35 @@ mod tests {
         assert!(parse_numa_node("-2").is_err());
         assert!(parse_numa_node("").is_err());
         assert!(parse_numa_node("99999999999999999999").is_err());
+    }
+
+    #[test]
+    fn pci_addresses_and_roots_from_slices_resolve_through_sysfs() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let sys = tmp.path();
+        let pci = sys.join("bus/pci/devices/0000:3b:00.0");
+        std::fs::create_dir_all(&pci).expect("mkdir");
+        std::fs::write(pci.join("numa_node"), "1\n").expect("write");
+        assert_eq!(pci_device_numa(sys, "0000:3b:00.0"), Ok(Some(1)));
+        let err = pci_device_numa(sys, "0000:af:00.0").unwrap_err();
+        assert!(
+            err.contains("0000:af:00.0/numa_node: no such file"),
+            "{err}"
+        );
+        let root = sys.join("devices/pci0000:3a");
+        std::fs::create_dir_all(root.join("0000:3a:02.0")).expect("mkdir");
+        std::fs::create_dir_all(root.join("0000:3a:00.0")).expect("mkdir");
+        std::fs::create_dir_all(root.join("power")).expect("mkdir");
+        std::fs::write(root.join("0000:3a:00.0/numa_node"), "-1").expect("write");
+        std::fs::write(root.join("0000:3a:02.0/numa_node"), "0").expect("write");
+        assert_eq!(pcie_root_numa(sys, "pci0000:3a"), Ok(None));
+        std::fs::write(root.join("0000:3a:00.0/numa_node"), "garbage").expect("write");
+        let err = pcie_root_numa(sys, "pci0000:3a").unwrap_err();
+        assert!(err.contains("expected a numa node id or -1"), "{err}");
+        let empty = sys.join("devices/pci0000:00");
+        std::fs::create_dir_all(empty.join("power")).expect("mkdir");
+        let err = pcie_root_numa(sys, "pci0000:00").unwrap_err();
+        assert!(err.contains("no PCI device with a numa_node"), "{err}");
+        assert!(pcie_root_numa(sys, "pci0000:ff").is_err());
     }
 }

@@ -431,9 +431,10 @@ fn render_devices(out: &mut String, devices: &[topolet_core::report::status::Con
             let each: Vec<String> = c
                 .devices
                 .iter()
-                .map(|d| match d.numa {
-                    Some(n) => format!("{} (numa {n})", d.id),
-                    None => format!("{} (no numa)", d.id),
+                .map(|d| match (d.numa, &d.numa_unknown) {
+                    (Some(n), _) => format!("{} (numa {n})", d.id),
+                    (None, Some(why)) => format!("{} (numa unknown: {why})", d.id),
+                    (None, None) => format!("{} (no numa)", d.id),
                 })
                 .collect();
             let mut sources: Vec<&str> = c.devices.iter().map(|d| d.source.as_str()).collect();
@@ -700,6 +701,7 @@ mod tests {
             source: DeviceSource::DeviceNode,
             id: id.into(),
             numa,
+            numa_unknown: None,
         };
         inp.snapshot.devices = vec![topolet_core::report::status::DevicesInput {
             key: ContainerKey::new("uid-gpu", "train"),

@@ -7,7 +7,9 @@
 //!   them, `pkg/kubelet/cm/devicemanager/topology_hints.go`) or none it is recorded without one,
 //!   so it fits every mask.
 //! - `DynamicResource` (DRA): one device per claim resource, `<driver>/<pool>/<device>`, source
-//!   `dra`, no NUMA node: its resolution through the node's ResourceSlices is a later step.
+//!   `dra`; PodResources gives DRA devices no topology, so its NUMA node is unknown here
+//!   ([`DRA_NOT_RESOLVED`]) until the caller resolves it through the node's ResourceSlices
+//!   (`crate::nri::handlers`, with `crate::cluster::resource_slices`).
 //!
 //! Bad entries (no resource name, an empty device id, a NUMA id the machine does not have, a
 //! claim resource without driver, pool or device) are [`PodResourcesError`]s naming the pod,
@@ -16,6 +18,10 @@
 use topolet_core::managers::observed_devices::{DeviceSource, ObservedDevice};
 
 use super::api;
+
+/// Why a DRA device's NUMA node is unknown before its ResourceSlices are asked.
+pub const DRA_NOT_RESOLVED: &str =
+    "PodResources gives DRA devices no topology and no ResourceSlice of this node was asked";
 
 /// One entry of a PodResources answer that could not be used as it is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -116,6 +122,7 @@ pub fn container_devices(
                     [one] => Some(*one),
                     _ => None,
                 },
+                numa_unknown: None,
             });
         }
     }
@@ -133,6 +140,7 @@ pub fn container_devices(
                 source: DeviceSource::Dra,
                 id: format!("{}/{}/{}", r.driver_name, r.pool_name, r.device_name),
                 numa: None,
+                numa_unknown: Some(DRA_NOT_RESOLVED.into()),
             });
         }
     }

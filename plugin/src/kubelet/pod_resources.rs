@@ -290,8 +290,9 @@ impl PodResourcesSource {
             wait_ms: u64::try_from(self.wait.as_millis()).unwrap_or(u64::MAX),
             last_error: g.last_error.clone(),
             note: format!(
-                "{degraded}device-plugin devices carry their numa node; dra devices are recorded \
-                 without one (resolution through ResourceSlices is not implemented yet)"
+                "{degraded}device-plugin devices carry their numa node; dra devices get theirs \
+                 from this node's ResourceSlices (with the API client on), else are recorded \
+                 with why it is unknown"
             ),
         }
     }

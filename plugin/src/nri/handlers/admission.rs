@@ -14,7 +14,7 @@ use crate::nri::adjust;
 use crate::nri::records::{Decided, Record};
 use crate::nri::view::{self, ContainerView, DeviceNodes, NoView};
 use topolet_core::kube::events::EventType;
-use topolet_core::managers::observed_devices::{self, ObservedDevice};
+use topolet_core::managers::observed_devices::{self, DeviceSource, ObservedDevice};
 use topolet_core::placement::admission_input::{self, AdmissionInput, Fallback};
 
 impl TopoletPlugin {
@@ -71,7 +71,8 @@ impl TopoletPlugin {
     /// nodes resolved through sysfs to the NUMA nodes of the PCI devices behind them
     /// (`crate::host::device_numa`), merged with its entries in the kubelet's PodResources
     /// answer for `pod` (`crate::kubelet`: device-plugin devices with their NUMA nodes, DRA
-    /// devices without), each device with its source. A device that cannot be resolved is
+    /// devices placed through this node's ResourceSlices: `place_dra_device`), each device with
+    /// its source. A device that cannot be resolved is
     /// logged and gives no hint; the kubelet's lookup is bounded (`[kubelet]
     /// pod_resources_wait_ms`) and, when it fails, leaves the device nodes alone. Never refuses
     /// the container. Called before the plugin's lock.
@@ -98,14 +99,51 @@ impl TopoletPlugin {
         };
         if let Some(source) = self.pod_resources.get() {
             if let Some(answer) = source.pod(&pod.namespace, &pod.name).await {
-                let got = kubelet_devices::container_devices(&answer, &ctr.name, &numa);
+                let mut got = kubelet_devices::container_devices(&answer, &ctr.name, &numa);
                 for e in &got.errors {
                     tracing::warn!(error = %e, "a PodResources entry is not usable as it is");
+                }
+                for d in got
+                    .devices
+                    .iter_mut()
+                    .filter(|d| d.source == DeviceSource::Dra)
+                {
+                    self.place_dra_device(d, view, &ctr.name, &numa);
                 }
                 all.extend(got.devices);
             }
         }
         observed_devices::device_set(all)
+    }
+
+    /// Gives the DRA device `d` its NUMA node from this node's ResourceSlices
+    /// (`crate::cluster::resource_slices`: a read of the watch's index, and sysfs for a PCI
+    /// address or root), or says why it is unknown: no guess, no wait, never a refusal.
+    fn place_dra_device(
+        &self,
+        d: &mut ObservedDevice,
+        view: &ContainerView,
+        container: &str,
+        numa: &[usize],
+    ) {
+        let Some(slices) = self.resource_slices.get() else {
+            d.numa_unknown = Some(
+                "PodResources gives DRA devices no topology, and the ResourceSlices watch is off (no API client)"
+                    .into(),
+            );
+            return;
+        };
+        match slices.numa_of(&d.id, &self.sysfs_root, numa) {
+            Ok(n) => {
+                d.numa = n;
+                d.numa_unknown = None;
+            }
+            Err(why) => {
+                tracing::warn!(pod = %view.pod_ref, container = %container, device = %d.id, reason = %why, "the numa node of a DRA device is unknown; that device gives no hint");
+                d.numa = None;
+                d.numa_unknown = Some(why);
+            }
+        }
     }
 
     /// CreateContainer: admits the container, or refuses it naming the reason; the reply carries

@@ -156,6 +156,9 @@ pub struct TopoletPlugin {
     /// The kubelet's PodResources API (`crate::kubelet::pod_resources`), when `[kubelet]
     /// pod_resources` is on: a source of each container's devices.
     pod_resources: OnceLock<crate::kubelet::pod_resources::PodResourcesSource>,
+    /// This node's DRA ResourceSlices (`crate::cluster::resource_slices`), when the API client
+    /// is on: the NUMA nodes of the DRA devices the PodResources answer names.
+    resource_slices: OnceLock<crate::cluster::resource_slices::ResourceSlices>,
     /// How many containers were in exclusive-CPU breach at the background task's last observation
     /// (`breach`).
     breaching: watch::Sender<usize>,
@@ -213,6 +216,7 @@ impl TopoletPlugin {
             config_changed: Arc::new(tokio::sync::Notify::new()),
             pods: OnceLock::new(),
             pod_resources: OnceLock::new(),
+            resource_slices: OnceLock::new(),
             breaching: watch::Sender::new(0),
             reclaimed_report: Mutex::new(None),
         })
@@ -244,6 +248,11 @@ impl TopoletPlugin {
     /// Asks the kubelet's PodResources API for each container's devices from now on.
     pub fn set_pod_resources(&self, source: crate::kubelet::pod_resources::PodResourcesSource) {
         let _ = self.pod_resources.set(source);
+    }
+
+    /// Resolves DRA devices' NUMA nodes through this node's ResourceSlices from now on.
+    pub fn set_resource_slices(&self, slices: crate::cluster::resource_slices::ResourceSlices) {
+        let _ = self.resource_slices.set(slices);
     }
 
     /// The PodResources source's status line, when it is on.

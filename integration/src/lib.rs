@@ -36,6 +36,7 @@ pub mod cluster;
 pub mod colocation_goals;
 pub mod cri;
 pub mod device_plugin;
+pub mod dra_driver;
 pub mod fixture;
 pub mod freeze;
 pub mod go;

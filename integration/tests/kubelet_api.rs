@@ -374,3 +374,111 @@ fn a_device_plugin_device_comes_from_pod_resources_with_its_numa_node() -> anyho
     node.cluster.delete_pod("gpu")?;
     Ok(())
 }
+
+/// DRA device truth (docs/src/devices.md): a DRA driver on the upstream kubelet plugin library
+/// of v1.37.2 (hack/dra-driver) registers with the kubelet and publishes this node's
+/// ResourceSlice, two devices each with `resource.kubernetes.io/numaNode` 0 (this host has one
+/// NUMA node); a ResourceClaim created directly (this stack runs no resourceclaim controller, so
+/// no template) asks for one, and a Guaranteed pod holding it (`resourceClaimName`) and an
+/// exclusive CPU goes through the stock scheduler, which allocates the claim, and the kubelet,
+/// which has the driver prepare it. The kubelet's PodResources answer names the device by
+/// driver, pool and device only; topolet's status says the container's device came from `dra`
+/// on NUMA node 0 (from the slice, through its watch), that it pulled the placement there, and
+/// the container's cgroup holds exactly the status's CPUs and node 0's memory.
+#[test]
+fn a_dra_device_gets_its_numa_node_from_the_nodes_resource_slice() -> anyhow::Result<()> {
+    use topolet_integration::dra_driver::{DraDriver, DRIVER};
+    let mut node = start()?;
+    let driver = DraDriver::start(&node.cluster, 2, 0)?;
+    let node_name = node.cluster.node_name().to_string();
+    let selector = format!("spec.nodeName={node_name}");
+    wait::until_true(
+        "the driver's ResourceSlice for this node",
+        cluster::POD_TIMEOUT,
+        || {
+            let out = node.cluster.kubectl(&[
+                "get",
+                "resourceslices",
+                "--field-selector",
+                &selector,
+                "-o",
+                "jsonpath={.items[*].spec.driver}",
+            ])?;
+            Ok(out.split_whitespace().any(|d| d == DRIVER))
+        },
+    )
+    .with_context(|| format!("dra driver log:\n{}", driver.logged()))?;
+    let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+         "metadata": {"name": "topolet-test-gpu"},
+         "spec": {"selectors": [{"cel": {"expression": format!("device.driver == '{DRIVER}'")}}]}},
+        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+         "metadata": {"name": "gpu", "namespace": "default"},
+         "spec": {"devices": {"requests": [
+             {"name": "gpu", "exactly": {"deviceClassName": "topolet-test-gpu"}}]}}}
+    ]});
+    let file = node.cluster.dir().join("dra-objects.json");
+    std::fs::write(&file, objects.to_string())
+        .with_context(|| format!("writing {}", file.display()))?;
+    node.cluster
+        .kubectl(&["create", "-f", &file.to_string_lossy()])?;
+    let mut c = ctr("main", res("1", "1", "64Mi", "64Mi"));
+    c["resources"]["claims"] = json!([{"name": "gpu"}]);
+    let mut manifest = pod("dra", vec![c], vec![]);
+    manifest["spec"]["resourceClaims"] = json!([{"name": "gpu", "resourceClaimName": "gpu"}]);
+    node.cluster.create_pod(manifest)?;
+    let p = node
+        .cluster
+        .wait_running("dra")
+        .with_context(|| format!("dra driver log:\n{}", driver.logged()))?;
+    let entry = node.t.topolet.wait_status(
+        "default/dra/main holds a device from dra",
+        cluster::POD_TIMEOUT,
+        |s| {
+            s["devices"]
+                .as_array()?
+                .iter()
+                .find(|d| d["name"] == "default/dra/main")
+                .cloned()
+        },
+    )?;
+    let devices = entry["devices"].as_array().context("devices")?;
+    let prefix = format!("{DRIVER}/{node_name}/gpu-");
+    ensure!(
+        devices.len() == 1
+            && devices[0]["source"] == "dra"
+            && devices[0]["id"]
+                .as_str()
+                .is_some_and(|id| id.starts_with(&prefix))
+            && devices[0]["numa"] == 0
+            && devices[0]["numa_unknown"].is_null(),
+        "one device, from DRA, on numa node 0 by its ResourceSlice: {entry:#}"
+    );
+    ensure!(
+        entry["device_numa_nodes"] == json!([0]) && entry["numa_affinity"] == "0",
+        "the device pulled the container to node 0: {entry:#}"
+    );
+    let cpus = entry["cpus"]
+        .as_str()
+        .context("exclusive cpus")?
+        .to_string();
+    ensure!(cpus == "1", "the one exclusive CPU: {entry:#}");
+    let (cg, _) = node.observe(&p, "main")?;
+    ensure!(
+        cg.cpuset_cpus == cpus && cg.cpuset_mems == "0",
+        "cgroup cpuset.cpus {} / cpuset.mems {} follow the device (status: cpus {cpus}, node 0)",
+        cg.cpuset_cpus,
+        cg.cpuset_mems
+    );
+    node.cluster.delete_pod("dra")?;
+    // Without a wait: no resourceclaim controller here releases the claim's reservation, so
+    // its deletion-protection finalizer stays until the stack goes.
+    node.cluster.kubectl(&[
+        "delete",
+        "--ignore-not-found",
+        "--wait=false",
+        "-f",
+        &file.to_string_lossy(),
+    ])?;
+    Ok(())
+}

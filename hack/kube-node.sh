@@ -535,11 +535,21 @@ apply_topolet_rbac() {
     "$BIN/kubectl" --kubeconfig "$DIR/admin.kubeconfig" apply -f - >>"$DIR/kubectl.log" 2>&1 ||
     { tail -n 20 "$DIR/kubectl.log" >&2; die "binding the topolet ClusterRole failed"; }
   # The `topolet` user is no pod's service account: it has no node to act as, so its topolet
-  # evicts as itself (`[kubernetes] evict_as` "auto" with a kubeconfig: "self"), with the right
-  # the chart grants for rbac.evictAs=self (topolet::cluster::permissions::EVICT_AS_SELF).
-  "$BIN/kubectl" --kubeconfig "$DIR/admin.kubeconfig" create clusterrole topolet-evict-self \
-    --verb create --resource pods/eviction --dry-run=client -o yaml |
-    "$BIN/kubectl" --kubeconfig "$DIR/admin.kubeconfig" apply -f - >>"$DIR/kubectl.log" 2>&1 ||
+  # evicts and reads pods as itself (`[kubernetes] evict_as` "auto" with a kubeconfig: "self"),
+  # with the rights the chart grants for rbac.evictAs=self (topolet::cluster::permissions::AS_SELF).
+  "$BIN/kubectl" --kubeconfig "$DIR/admin.kubeconfig" apply -f - >>"$DIR/kubectl.log" 2>&1 <<'EOF' ||
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: topolet-evict-self
+rules:
+  - apiGroups: [""]
+    resources: ["pods/eviction"]
+    verbs: ["create"]
+  - apiGroups: [""]
+    resources: ["pods"]
+    verbs: ["list", "watch"]
+EOF
     { tail -n 20 "$DIR/kubectl.log" >&2; die "creating the topolet-evict-self ClusterRole failed"; }
   "$BIN/kubectl" --kubeconfig "$DIR/admin.kubeconfig" create clusterrolebinding topolet-test-user-evict \
     --clusterrole topolet-evict-self --group topolet:nodes --dry-run=client -o yaml |

@@ -471,6 +471,21 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
     for name in ["be", "bu", "gf"] {
         k.wait_running(name)?;
     }
+    // Each admitted from its spec in the API: the pod watch works as the node (the chart's
+    // default rbac.evictAs: node grants topolet no pod read of its own).
+    let status = node.status()?;
+    for name in ["be", "bu", "gf"] {
+        let record = status["admissions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["pod"] == format!("default/{name}"))
+            .with_context(|| format!("no admission record of {name}: {}", status["admissions"]))?;
+        ensure!(
+            record["source"] == "api",
+            "{name} admitted from the API's spec (the pod watch as the node): {record}"
+        );
+    }
     let expect = |cpus: &str, shares, quota, mem: Option<u64>| CgroupValues {
         cpuset_cpus: cpus.into(),
         cpuset_mems: "0".into(),
@@ -1398,6 +1413,50 @@ fn node_scope(node: &Node, topolet_pod: &str, work: &Path) -> anyhow::Result<()>
         "[helm] node scope: a token bound to no pod patching the Node: refused ({})",
         r.0
     );
+
+    // Pod reads: none as topolet itself; as its node, only that node's pods (the Node
+    // authorizer serves a node the lists whose field selector names it).
+    let list_pods =
+        |c: &kube::Client, node_name: &str| {
+            let pods: Api<Pod> = Api::all(c.clone());
+            k.block_on(pods.list(
+                &kube::api::ListParams::default().fields(&format!("spec.nodeName={node_name}")),
+            ))
+        };
+    let r = refusal(list_pods(&sa, &own))?;
+    ensure!(r.0 == 403, "listing pods as topolet itself: {r:?}");
+    eprintln!(
+        "[helm] node scope: listing this node's pods as topolet's own identity: refused ({})",
+        r.0
+    );
+    let listed = list_pods(&as_own_node, &own).context("as its node, listing its pods")?;
+    ensure!(
+        listed
+            .items
+            .iter()
+            .any(|p| p.metadata.name.as_deref() == Some("evictme")),
+        "as its node, its pods: {:?}",
+        listed
+            .items
+            .iter()
+            .map(|p| p.metadata.name.clone())
+            .collect::<Vec<_>>()
+    );
+    eprintln!(
+        "[helm] node scope: as its node, listing its pods: allowed ({} pods)",
+        listed.items.len()
+    );
+    let r = refusal(list_pods(&as_own_node, OTHER_NODE))?;
+    ensure!(
+        r.0 == 403,
+        "as its node, listing another node's pods: {r:?}"
+    );
+    eprintln!(
+        "[helm] node scope: as its node, listing another node's pods: refused ({})",
+        r.0
+    );
+    let r = refusal(list_pods(&as_other_node, OTHER_NODE))?;
+    ensure!(r.0 == 403, "acting as another node to list pods: {r:?}");
 
     // Evictions.
     let evict = |c: &kube::Client, name: &str| {

@@ -354,10 +354,10 @@ fn rejected_and_refused_reloads_are_node_events_and_rbac_is_exactly_the_code_lis
         let granted = k.resource_rules(own.clone(), ns)?;
         let everyone = k.resource_rules(baseline.clone(), ns)?;
         let topolets: Vec<_> = granted.difference(&everyone).cloned().collect();
-        // The chart's ClusterRole, and (hack/kube-node.sh) the eviction right of `evict_as =
-        // "self"`: this user is no pod's service account, it has no node to act as.
+        // The chart's ClusterRole, and (hack/kube-node.sh) the eviction and pod-read rights of
+        // `evict_as = "self"`: this user is no pod's service account, it has no node to act as.
         let mut listed = permissions::grants();
-        listed.extend(permissions::grants_of(permissions::EVICT_AS_SELF));
+        listed.extend(permissions::grants_of(permissions::AS_SELF));
         listed.sort();
         listed.dedup();
         let missing: Vec<_> = listed.iter().filter(|g| !granted.contains(*g)).collect();

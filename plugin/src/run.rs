@@ -185,7 +185,7 @@ async fn serve(
         );
         let (evictor, _) = crate::pressure::wiring::build_evictor(
             &eviction,
-            Some((&k.client, &k.eviction_client)),
+            Some((&k.node_client, k.node.as_str())),
         )
         .context("[eviction]")?;
         reclaimed = reclaimed

@@ -135,34 +135,39 @@ fn hostname() -> Option<String> {
 
 /// Builds the client (no request is made: an unreachable API server is not an error here).
 pub async fn client(creds: &Credentials) -> anyhow::Result<Client> {
-    client_reading(creds, READ_TIMEOUT).await
+    client_as(creds, READ_TIMEOUT, None).await
 }
 
 /// How long any request but a watch may wait for the server's next bytes.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The client of the watches (`crate::cluster::pod_directory`): the same as [`client`], but a
-/// read may wait `longest_watch` (the longest `timeoutSeconds` a watch asks for) plus
+/// The client of the pod watch (`crate::cluster::pod_directory`): the same as [`node_client`],
+/// but a read may wait `longest_watch` (the longest `timeoutSeconds` a watch asks for) plus
 /// [`crate::cluster::pod_directory::WATCH_MARGIN`], so that a watch on a quiet node is ended by
 /// the server, never cut by the client ([`READ_TIMEOUT`] would end it after 30 s without an
 /// event, and every node would relist its pods twice a minute).
-pub async fn watch_client(creds: &Credentials, longest_watch: Duration) -> anyhow::Result<Client> {
-    client_reading(
+pub async fn watch_client(
+    creds: &Credentials,
+    longest_watch: Duration,
+    as_node: Option<&str>,
+) -> anyhow::Result<Client> {
+    client_as(
         creds,
         longest_watch + crate::cluster::pod_directory::WATCH_MARGIN,
+        as_node.map(|n| format!("system:node:{n}")),
     )
     .await
 }
 
-async fn client_reading(creds: &Credentials, read_timeout: Duration) -> anyhow::Result<Client> {
-    client_as(creds, read_timeout, None).await
-}
-
-/// The client of evictions: [`client`], or with `[kubernetes] evict_as` resolved to the node,
-/// one that asks the API server to act as `system:node:<node>` (the `Impersonate-User` header;
-/// with constrained impersonation the API server lets a service account bound to a pod on that
-/// node do so and sets the node's groups itself, `impersonate:associated-node`).
-pub async fn eviction_client(creds: &Credentials, as_node: Option<&str>) -> anyhow::Result<Client> {
+/// The client of what only the node's own pods concern: listing them (the pod facts, an
+/// evicted pod read back) and evicting them. [`client`], or with `[kubernetes] evict_as`
+/// resolved to the node, one that asks the API server to act as `system:node:<node>` (the
+/// `Impersonate-User` header; with constrained impersonation the API server lets a service
+/// account bound to a pod on that node do so and sets the node's groups itself,
+/// `impersonate:associated-node`). As the node, the Node authorizer serves only lists and
+/// watches whose field selector names it (`spec.nodeName=<node>`), and NodeRestriction admits
+/// only Evictions of its pods: `crate::cluster::permissions::AS_NODE`.
+pub async fn node_client(creds: &Credentials, as_node: Option<&str>) -> anyhow::Result<Client> {
     client_as(
         creds,
         READ_TIMEOUT,
@@ -171,8 +176,9 @@ pub async fn eviction_client(creds: &Credentials, as_node: Option<&str>) -> anyh
     .await
 }
 
-/// `[kubernetes] evict_as` resolved for `creds`: `Some(node)` to evict as the node, `None` as
-/// topolet itself; an error for `"node"` without in-cluster credentials.
+/// `[kubernetes] evict_as` resolved for `creds`: `Some(node)` to evict and read this node's
+/// pods as the node, `None` as topolet itself; an error for `"node"` without in-cluster
+/// credentials.
 pub fn evict_as_node<'a>(
     evict_as: EvictAs,
     creds: &Credentials,
@@ -264,14 +270,15 @@ pub struct Started {
     pub sink: EventSink,
     /// The recorder task.
     pub recorder: tokio::task::JoinHandle<()>,
-    /// The client, for the other users (eviction, node conditions).
+    /// The client of topolet's own writes (Events, node conditions, NRT, the reclaimed amount).
     pub client: Client,
-    /// The client of the pod watch ([`watch_client`]).
+    /// The client of the pod watch ([`watch_client`]): as the node, or as topolet.
     pub watch_client: Client,
-    /// The client of evictions ([`eviction_client`]): as the node, or [`Started::client`].
-    pub eviction_client: Client,
-    /// Evictions go out as this node (`[kubernetes] evict_as`).
-    pub evicts_as_node: bool,
+    /// The client of this node's pods ([`node_client`]): their lists and evictions, as the
+    /// node, or [`Started::client`].
+    pub node_client: Client,
+    /// Pod reads and evictions go out as this node (`[kubernetes] evict_as`).
+    pub acts_as_node: bool,
     /// The credentials are the in-cluster service account's: topolet runs as its DaemonSet's
     /// pod (`[reclaimed] withdraw_on_stop` "auto").
     pub in_cluster: bool,
@@ -301,24 +308,24 @@ pub async fn start(
     metrics.set_kube_client(true);
     let (sink, rx) = EventSink::channel(QUEUE, metrics.clone());
     let recorder = Recorder::new(client.clone(), node.clone(), metrics);
-    // A watch asks for at most twice `watch_timeout_s` (`crate::cluster::pod_directory`).
-    let watch_client = watch_client(&creds, 2 * config.watch_timeout()).await?;
     let as_node = evict_as_node(config.evict_as, &creds, &node).map_err(anyhow::Error::msg)?;
-    let eviction_client = match as_node {
-        Some(n) => eviction_client(&creds, Some(n)).await?,
+    // A watch asks for at most twice `watch_timeout_s` (`crate::cluster::pod_directory`).
+    let watch_client = watch_client(&creds, 2 * config.watch_timeout(), as_node).await?;
+    let node_client = match as_node {
+        Some(n) => node_client(&creds, Some(n)).await?,
         None => client.clone(),
     };
     tracing::info!(
-        evict_as = %as_node.map_or_else(|| "topolet's own identity".to_string(), |n| format!("system:node:{n}")),
-        "evictions through the Eviction API"
+        acting_as = %as_node.map_or_else(|| "topolet's own identity".to_string(), |n| format!("system:node:{n}")),
+        "this node's pods read and evicted through the API"
     );
     Ok(Some(Started {
         sink,
         recorder: tokio::spawn(recorder.run(rx)),
         client,
         watch_client,
-        eviction_client,
-        evicts_as_node: as_node.is_some(),
+        node_client,
+        acts_as_node: as_node.is_some(),
         in_cluster: matches!(creds, Credentials::InCluster),
         node,
     }))

@@ -37,14 +37,6 @@ pub const PERMISSIONS: &[Permission] = &[
     },
     Permission {
         group: "",
-        resource: "pods",
-        subresource: None,
-        verbs: &["list", "watch"],
-        why: "the pod specs of this node (field selector spec.nodeName), for admission from the \
-              real spec",
-    },
-    Permission {
-        group: "",
         resource: "nodes",
         subresource: Some("status"),
         verbs: &["patch"],
@@ -78,13 +70,15 @@ pub const PERMISSIONS: &[Permission] = &[
     },
 ];
 
-/// Evictions as the node (`[kubernetes] evict_as = "node"`, the chart's `rbac.evictAs: node`):
-/// no eviction right of topolet's own, only the right to act as the node its pod is bound to, and
-/// only to create Evictions so (constrained impersonation, KEP-5284: the API server checks
-/// `impersonate:associated-node` on `nodes` of `authentication.k8s.io`, then
-/// `impersonate-on:associated-node:<verb>` on the resource of the request; the node's own rights
-/// and NodeRestriction decide the rest).
-pub const EVICT_AS_NODE: &[Permission] = &[
+/// What topolet does as the node (`[kubernetes] evict_as = "node"`, the chart's `rbac.evictAs:
+/// node`): evictions and reading this node's pods. No pod right of topolet's own, only the right
+/// to act as the node its pod is bound to, and only for these requests (constrained
+/// impersonation, KEP-5284: the API server checks `impersonate:associated-node` on `nodes` of
+/// `authentication.k8s.io`, then `impersonate-on:associated-node:<verb>` on the resource of the
+/// request; the node's own rights decide the rest: NodeRestriction admits Evictions of its own
+/// pods only, and the Node authorizer lets a node list and watch only the pods whose
+/// `spec.nodeName` field selector names it, KEP-4601).
+pub const AS_NODE: &[Permission] = &[
     Permission {
         group: "authentication.k8s.io",
         resource: "nodes",
@@ -101,22 +95,46 @@ pub const EVICT_AS_NODE: &[Permission] = &[
         why: "evictions through the Eviction API (policy/v1, PodDisruptionBudgets honoured) as \
               the node: NodeRestriction admits only pods bound to it",
     },
+    Permission {
+        group: "",
+        resource: "pods",
+        subresource: None,
+        verbs: &[
+            "impersonate-on:associated-node:list",
+            "impersonate-on:associated-node:watch",
+        ],
+        why: "the pod specs of this node (field selector spec.nodeName), for admission from the \
+              real spec and the eviction loop's pod facts, as the node: the Node authorizer \
+              serves a node only its own pods",
+    },
 ];
 
-/// Evictions as topolet itself (`evict_as = "self"`, `rbac.evictAs: self`).
-pub const EVICT_AS_SELF: &[Permission] = &[Permission {
-    group: "",
-    resource: "pods",
-    subresource: Some("eviction"),
-    verbs: &["create"],
-    why: "evictions through the Eviction API (policy/v1), which honours PodDisruptionBudgets",
-}];
+/// The same requests as topolet itself (`evict_as = "self"`, `rbac.evictAs: self`: clusters
+/// without constrained impersonation); these rights cover every pod of the cluster.
+pub const AS_SELF: &[Permission] = &[
+    Permission {
+        group: "",
+        resource: "pods",
+        subresource: Some("eviction"),
+        verbs: &["create"],
+        why: "evictions through the Eviction API (policy/v1), which honours \
+              PodDisruptionBudgets",
+    },
+    Permission {
+        group: "",
+        resource: "pods",
+        subresource: None,
+        verbs: &["list", "watch"],
+        why: "the pod specs of this node (field selector spec.nodeName), for admission from the \
+              real spec and the eviction loop's pod facts",
+    },
+];
 
 /// Every (group, resource, verb) the chart's default ClusterRole grants: [`PERMISSIONS`] and
-/// [`EVICT_AS_NODE`], sorted.
+/// [`AS_NODE`], sorted.
 pub fn grants() -> Vec<(String, String, String)> {
     let mut all = grants_of(PERMISSIONS);
-    all.extend(grants_of(EVICT_AS_NODE));
+    all.extend(grants_of(AS_NODE));
     all.sort();
     all.dedup();
     all
@@ -242,14 +260,16 @@ mod tests {
         for p in PERMISSIONS {
             assert!(!p.verbs.is_empty() && p.why.len() > 10, "{p:?}");
         }
-        for p in EVICT_AS_NODE.iter().chain(EVICT_AS_SELF) {
+        for p in AS_NODE.iter().chain(AS_SELF) {
             assert!(!p.verbs.is_empty() && p.why.len() > 10, "{p:?}");
         }
-        // topolet's own identity evicts nothing by default.
-        assert!(!grants().contains(&(
-            String::new(),
-            "pods/eviction".to_string(),
-            "create".to_string()
-        )));
+        // topolet's own identity evicts nothing and reads no pod by default.
+        for (resource, verb) in [
+            ("pods/eviction", "create"),
+            ("pods", "list"),
+            ("pods", "watch"),
+        ] {
+            assert!(!grants().contains(&(String::new(), resource.to_string(), verb.to_string())));
+        }
     }
 }

@@ -283,13 +283,15 @@ pub const DEFAULT_START_JITTER_MS: u64 = 5_000;
 /// The largest `[kubernetes] start_jitter_ms`: a minute.
 pub const MAX_START_JITTER_MS: u64 = 60_000;
 
-/// `[kubernetes] evict_as`: the identity of topolet's evictions.
+/// `[kubernetes] evict_as`: the identity this node's pods are read (the pod watch, the eviction
+/// loop's lists) and evicted under.
 /// - `"node"`: this node's own (`system:node:<node>`), through constrained impersonation of the
 ///   node the service account's pod is bound to (the API server's `impersonate:associated-node`,
-///   Kubernetes 1.36 and later); the API server's NodeRestriction admission then lets it evict
-///   only pods bound to this node, whatever topolet asks. Needs in-cluster credentials (a
-///   service account token bound to a pod: it names the node).
-/// - `"self"`: topolet's own identity, which then needs `pods/eviction` `create`.
+///   Kubernetes 1.36 and later); the API server's Node authorizer then serves it only this
+///   node's pods, and NodeRestriction lets it evict only those, whatever topolet asks. Needs
+///   in-cluster credentials (a service account token bound to a pod: it names the node).
+/// - `"self"`: topolet's own identity, which then needs `pods` `list`, `watch` and
+///   `pods/eviction` `create` (on every pod of the cluster: RBAC cannot scope them to a node).
 /// - `"auto"` (default): `"node"` with the in-cluster service account, `"self"` with a
 ///   kubeconfig (its user is no pod's: it has no node to impersonate).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]

@@ -16,8 +16,8 @@
 //!   sets the `DisruptionTarget` condition and deletes the pod; the kubelet stops it and its
 //!   controller replaces it, on whichever node the scheduler picks. A budget that allows no
 //!   disruption now answers 429: [`Evicted::Refused`], and the loop moves on to its next
-//!   candidate. After a success the pod is read back (a `list` by name) to confirm it is
-//!   terminating or gone.
+//!   candidate. After a success the pod is read back (a `list` by name among this node's pods,
+//!   the one list the Node authorizer serves the node) to confirm it is terminating or gone.
 
 use std::time::Duration;
 
@@ -174,27 +174,24 @@ pub const API_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// `action = "api"`.
 pub struct ApiEvictor {
-    /// Reads the evicted pod back.
+    /// Posts the Eviction and reads the pod back: topolet's own identity, or the node's
+    /// (`[kubernetes] evict_as`; `crate::cluster::client::node_client`).
     client: kube::Client,
-    /// Posts the Eviction: topolet's own identity, or the node's (`[kubernetes] evict_as`).
-    evictions: kube::Client,
+    /// This node's name: the read-back lists by `spec.nodeName` too, the one list the Node
+    /// authorizer serves a node.
+    node: String,
 }
 
 impl ApiEvictor {
-    /// Evicts and reads back through `client`.
-    pub fn new(client: kube::Client) -> ApiEvictor {
-        ApiEvictor {
-            evictions: client.clone(),
-            client,
-        }
+    /// Evicts the pods of `node` and reads them back through `client`.
+    pub fn new(client: kube::Client, node: String) -> ApiEvictor {
+        ApiEvictor { client, node }
     }
+}
 
-    /// Posts Evictions through `evictions` (the node's identity: NodeRestriction admits only
-    /// pods bound to it), reads back through `client` (the node's identity may not list pods by
-    /// name).
-    pub fn with_eviction_client(client: kube::Client, evictions: kube::Client) -> ApiEvictor {
-        ApiEvictor { client, evictions }
-    }
+/// The read-back's field selector: the pod by name, among this node's pods.
+pub fn read_back_fields(pod: &EvictPod, node: &str) -> String {
+    format!("metadata.name={},spec.nodeName={node}", pod.name)
 }
 
 /// The Eviction's options: `grace` (whole seconds, at least 1 unless zero was asked) and the
@@ -233,8 +230,7 @@ impl Evictor for ApiEvictor {
     async fn evict(&self, pod: &EvictPod, grace: Duration) -> Result<Evicted, EvictError> {
         let api: Api<ApiPod> = Api::namespaced(self.client.clone(), &pod.namespace);
         let params = eviction_params(pod, grace);
-        let evictions: Api<ApiPod> = Api::namespaced(self.evictions.clone(), &pod.namespace);
-        let request = evictions.evict(&pod.name, &params);
+        let request = api.evict(&pod.name, &params);
         let answer = tokio::time::timeout(API_TIMEOUT, request)
             .await
             .map_err(|_| EvictError::Timeout {
@@ -258,7 +254,7 @@ impl Evictor for ApiEvictor {
             }
         }
         // Read it back: terminating (deletionTimestamp, DisruptionTarget) or already gone.
-        let lp = ListParams::default().fields(&format!("metadata.name={}", pod.name));
+        let lp = ListParams::default().fields(&read_back_fields(pod, &self.node));
         match tokio::time::timeout(API_TIMEOUT, api.list(&lp)).await {
             Ok(Ok(list)) => {
                 let same = list
@@ -322,6 +318,14 @@ mod tests {
         let d = p.delete_options.unwrap();
         assert_eq!(d.grace_period_seconds, Some(1));
         assert_eq!(d.preconditions.unwrap().uid.as_deref(), Some("u"));
+    }
+
+    #[test]
+    fn the_read_back_names_the_pod_and_this_node() {
+        assert_eq!(
+            read_back_fields(&pod(), "n1"),
+            "metadata.name=p,spec.nodeName=n1"
+        );
     }
 
     #[tokio::test]

@@ -29,11 +29,11 @@ pub fn cri_socket_path(endpoint: &str) -> std::path::PathBuf {
 /// The evictor and CRI client `config` asks for; `kube` is the Kubernetes API client when it
 /// is on (then `api` is the default action). `action = "api"` without it is an error naming the
 /// key.
-/// `kube`: the API client and the client evictions are posted through (the node's identity
-/// with `[kubernetes] evict_as`, else the same client).
+/// `kube`: the client of this node's pods (`crate::cluster::client::node_client`: the node's
+/// identity with `[kubernetes] evict_as`, else topolet's) and this node's name.
 pub fn build_evictor(
     config: &EvictionConfig,
-    kube: Option<(&kube::Client, &kube::Client)>,
+    kube: Option<(&kube::Client, &str)>,
 ) -> anyhow::Result<(Arc<dyn Evictor>, Option<CriClient>)> {
     let cri = match CriClient::new(
         &cri_socket_path(&config.cri_endpoint),
@@ -55,12 +55,9 @@ pub fn build_evictor(
             );
             Arc::new(crate::pressure::actions::DryRun)
         }
-        (EvictionAction::Api, _, Some((k, evictions))) => {
-            Arc::new(crate::pressure::actions::ApiEvictor::with_eviction_client(
-                k.clone(),
-                evictions.clone(),
-            ))
-        }
+        (EvictionAction::Api, _, Some((client, node))) => Arc::new(
+            crate::pressure::actions::ApiEvictor::new(client.clone(), node.to_string()),
+        ),
         (EvictionAction::Api, _, None) => anyhow::bail!(
             "eviction.action = \"api\" needs the Kubernetes API client, which is off: set \
              [kubernetes] kubeconfig (or run in a pod with a service account), or choose \
@@ -81,10 +78,11 @@ impl EvictionLoop {
         pods: Arc<dyn PodSource>,
         kube: Option<&crate::cluster::client::Started>,
     ) -> anyhow::Result<EvictionLoop> {
-        let (evictor, cri) = build_evictor(&config, kube.map(|k| (&k.client, &k.eviction_client)))?;
+        let (evictor, cri) =
+            build_evictor(&config, kube.map(|k| (&k.node_client, k.node.as_str())))?;
         let facts = kube.map(|k| {
             Arc::new(crate::cluster::pod_facts::ListPodFacts::new(
-                k.client.clone(),
+                k.node_client.clone(),
                 k.node.clone(),
             )) as Arc<dyn PodFacts>
         });

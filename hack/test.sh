@@ -28,17 +28,14 @@
 #      kubelet.rs and every kubelet_*.rs: a real kubelet, API server and scheduler, each its own
 #      node under hack/kube-node.sh: its own ports, directory and cgroup root) on the newest line,
 #      but ALONE_SUITES, are dealt to lanes A and C in turn (`kubelet_share`, below):
-#      A: its kubelet suites (kubelet_helm.rs installs topolet with the Helm chart from its image,
+#      A: the NRI suites of the oldest containerd line (SKEW_SUITES), then its kubelet suites
+#         (kubelet_helm.rs installs topolet with the Helm chart from its image,
 #         hack/build-image.sh, and upgrades it to the image of TOPOLET_NEXT_BIN); then the
 #         dependency policy: hack/deny.sh check (cargo-deny, offline: bans, licenses, sources of
 #         deny.toml; advisories need the network and are not checked), cargo-deny installed by
 #         `hack/deny.sh install`, started in the background after step 6 (`start_deny_install`,
 #         below) and joined here; hack/validate-deploy.sh (the Helm chart, deploy/ manifests
-#         rendered from it, unit, snippets); then hack/guest.sh test (the real-kernel suite in
-#         QEMU guests of every shape: SMT + 2 NUMA nodes with the cgroupfs driver; 4 SNC-like
-#         nodes with a memory-only one under systemd with the systemd driver; image built once
-#         and cached: docs/src/real-kernels.md), under `nice`, so that no real-stack step waits
-#         behind its CPU-bound emulation
+#         rendered from it, unit, snippets)
 #      C: its kubelet suites, then hack/fuzz.sh (cargo-fuzz, FUZZ_SECONDS per target; installs
 #         cargo-fuzz, needs nightly; its build started in the background after step 6 under
 #         `nice -n 19`, `start_fuzz_build` below, and joined here), the fuzzing under `nice`; then
@@ -46,8 +43,12 @@
 #         `hack/docs.sh install`, started in the background with cargo-deny's, `start_mdbook_install`
 #         below, and joined here)
 #      B: the NRI suites (every other integration/tests/*.rs) on the newest line and the version-
-#         skew suites (SKEW_SUITES, below) on each older line, but ALONE_SUITES:
+#         skew suites (SKEW_SUITES, below) on the other older lines, but ALONE_SUITES:
 #           TOPOLET_CONTAINERD_VERSION=<v> cargo test -p topolet-integration --test ... -- --test-threads=1
+#         then, once lane A's NRI suites are done too, hack/guest.sh test (the real-kernel suite
+#         in QEMU guests of every shape: SMT + 2 NUMA nodes with the cgroupfs driver; 4 SNC-like
+#         nodes with a memory-only one under systemd with the systemd driver; image built once
+#         and cached: docs/src/real-kernels.md), under `nice`: never beside an NRI suite
 #      With two lanes (every kubelet suite in A, the guests in B) the warm run at b8021b1~1 had
 #      lane A at about 1,430 s and B at 1,210 s, both mostly waiting on real intervals
 #   8. ALONE_SUITES, one at a time, with nothing beside them: each judges a host-wide quantity
@@ -62,7 +63,7 @@
 #                              newest of them runs every NRI suite, the others SKEW_SUITES
 #   GO                         go binary for install-deps (default: go on PATH, else /usr/local/go/bin/go)
 #   FUZZ_SECONDS               seconds each fuzz target runs (default 20; see hack/fuzz.sh)
-#   TEST_GUESTS                0: skip the QEMU guests of lane A (default 1: run them)
+#   TEST_GUESTS                0: skip the QEMU guests of lane B (default 1: run them)
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -349,40 +350,65 @@ kubelet_steps() {
     lane_step "kubelet suite $s (containerd $newest)" suites "$newest" "$s"
   done
 }
+# nri_line_step VERSION: the NRI suites VERSION runs that may run beside another lane, one step.
+nri_line_step() {
+  local v="$1" list all beside
+  list="$(line_suites "$v")" || return 1
+  read -ra all <<<"$list"
+  read -ra beside <<<"$(pick beside "${all[@]}")"
+  ((${#beside[@]})) || return 0
+  if [[ "$v" == "$(newest_line)" ]]; then
+    lane_step "integration tests (containerd $v, every NRI suite but ALONE_SUITES)" \
+      suites "$v" --lib "${beside[@]}"
+  else
+    lane_step "integration tests (containerd $v, SKEW_SUITES but ALONE_SUITES)" \
+      suites "$v" "${beside[@]}"
+  fi
+}
+# oldest_line: the oldest line when there are several (lane A runs its suites), else nothing.
+# shellcheck disable=SC2086 # VERSIONS is a list: one line per version
+oldest_line() {
+  local n
+  n="$(printf '%s\n' $VERSIONS | wc -l)"
+  ((n < 2)) || printf '%s\n' $VERSIONS | sort -V | head -n1
+}
+# The NRI suites are done in lane A (its marker file): the guests wait for it.
+nri_done_a() { : >"$LANE_DIR/A.nri-done"; }
+wait_nri_done_a() {
+  while [[ ! -f "$LANE_DIR/A.nri-done" ]]; do sleep 1; done
+}
 lane_a() {
+  local oldest
+  oldest="$(oldest_line)"
+  [[ -z "$oldest" ]] || nri_line_step "$oldest"
+  nri_done_a
   kubelet_steps 0
   lane_step "dependency policy (cargo deny, offline)" deny_check
   lane_step "deployment artifacts" "$HACK_DIR/validate-deploy.sh"
-  if [[ "${TEST_GUESTS:-1}" == 0 ]]; then
-    section "real kernels (QEMU guests): skipped (TEST_GUESTS=0)"
-    lane_row "real kernels (QEMU guests)" skipped 0
-  else
-    lane_step "real kernels (QEMU guests)" \
-      linted env CONTAINERD_VERSION="$(newest_line)" nice -n 10 "$HACK_DIR/guest.sh" test
-  fi
 }
 lane_c() {
   kubelet_steps 1
   lane_step "fuzzing" fuzz_after_build
   lane_step "the manual (mdBook)" docs_build
 }
-# Lane B: the NRI suites of every line that may run beside another lane.
+# Lane B: the NRI suites of the other lines, then the guests, once no NRI suite runs anywhere:
+# beside the guests' emulation (CPU-bound for minutes) an NRI suite's RunPodSandbox outlasted
+# crictl's 10 s (containerd v2.0.14, the three-lane run of 33d930a), while the kubelet suites
+# have run beside them since the guests joined CI.
 lane_b() {
-  local v newest list all beside
-  newest="$(newest_line)"
+  local v oldest
+  oldest="$(oldest_line)"
   for v in $VERSIONS; do
-    list="$(line_suites "$v")" || return 1
-    read -ra all <<<"$list"
-    read -ra beside <<<"$(pick beside "${all[@]}")"
-    ((${#beside[@]})) || continue
-    if [[ "$v" == "$newest" ]]; then
-      lane_step "integration tests (containerd $v, every NRI suite but ALONE_SUITES)" \
-        suites "$v" --lib "${beside[@]}"
-    else
-      lane_step "integration tests (containerd $v, SKEW_SUITES but ALONE_SUITES)" \
-        suites "$v" "${beside[@]}"
-    fi
+    [[ "$v" == "$oldest" ]] || nri_line_step "$v"
   done
+  if [[ "${TEST_GUESTS:-1}" == 0 ]]; then
+    section "real kernels (QEMU guests): skipped (TEST_GUESTS=0)"
+    lane_row "real kernels (QEMU guests)" skipped 0
+  else
+    wait_nri_done_a
+    lane_step "real kernels (QEMU guests)" \
+      linted env CONTAINERD_VERSION="$(newest_line)" nice -n 10 "$HACK_DIR/guest.sh" test
+  fi
 }
 
 # run_lane NAME FUNCTION: the body of a lane's process group.

@@ -28,22 +28,7 @@ CARGO_ROOT="$TOPOLET_CACHE/cargo-deny-$CARGO_DENY_VERSION"
 CARGO_DENY="$DEPS/cargo/bin/cargo-deny"
 
 install_cargo_deny() {
-  local cached="$CARGO_ROOT/bin/cargo-deny"
-  command -v cargo >/dev/null || die "cargo not found on PATH"
-  if [[ -x "$cached" ]] && "$cached" --version 2>/dev/null | grep -qx "cargo-deny $CARGO_DENY_VERSION"; then
-    say "cargo-deny $CARGO_DENY_VERSION already installed ($CARGO_ROOT)"
-  else
-    say "installing cargo-deny $CARGO_DENY_VERSION into $CARGO_ROOT"
-    # --debug: the offline checks read one lock file and the crates' manifests; an optimized build
-    # of cargo-deny costs minutes and saves a fraction of a second per check. Without
-    # CARGO_TARGET_DIR: cargo install builds in a directory of its own, never holding the lock of
-    # the workspace's target directory that hack/test.sh builds in meanwhile.
-    env -u CARGO_TARGET_DIR cargo install --locked --quiet --force --debug "cargo-deny@$CARGO_DENY_VERSION" --root "$CARGO_ROOT"
-    "$cached" --version | grep -qx "cargo-deny $CARGO_DENY_VERSION" \
-      || die "cargo-deny $CARGO_DENY_VERSION did not install"
-  fi
-  mkdir -p "$(dirname "$CARGO_DENY")"
-  [[ "$(readlink "$CARGO_DENY" 2>/dev/null)" == "$cached" ]] || ln -sfn "$cached" "$CARGO_DENY"
+  cargo_tool_install cargo-deny "$CARGO_DENY_VERSION" "$CARGO_ROOT" "cargo-deny $CARGO_DENY_VERSION" "$CARGO_DENY"
 }
 
 check() {

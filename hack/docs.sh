@@ -109,20 +109,7 @@ MDBOOK_ROOT="$TOPOLET_CACHE/mdbook-$MDBOOK_VERSION"
 MDBOOK="$DEPS/cargo/bin/mdbook"
 
 install_mdbook() {
-    local cached="$MDBOOK_ROOT/bin/mdbook"
-    command -v cargo >/dev/null || die "cargo not found on PATH"
-    if [[ -x "$cached" ]] && "$cached" --version 2>/dev/null | grep -qx "mdbook v$MDBOOK_VERSION"; then
-        say "mdbook $MDBOOK_VERSION already installed ($MDBOOK_ROOT)"
-    else
-        say "installing mdbook $MDBOOK_VERSION into $MDBOOK_ROOT"
-        # --debug: rendering 30 pages takes well under a second either way; an optimized build
-        # costs minutes. Without CARGO_TARGET_DIR: cargo install builds in a directory of its own,
-        # never holding the lock of the workspace's target directory hack/test.sh builds in.
-        env -u CARGO_TARGET_DIR cargo install --locked --quiet --force --debug "mdbook@$MDBOOK_VERSION" --root "$MDBOOK_ROOT"
-        "$cached" --version | grep -qx "mdbook v$MDBOOK_VERSION" || die "mdbook $MDBOOK_VERSION did not install"
-    fi
-    mkdir -p "$(dirname "$MDBOOK")"
-    [[ "$(readlink "$MDBOOK" 2>/dev/null)" == "$cached" ]] || ln -sfn "$cached" "$MDBOOK"
+    cargo_tool_install mdbook "$MDBOOK_VERSION" "$MDBOOK_ROOT" "mdbook v$MDBOOK_VERSION" "$MDBOOK"
 }
 
 mdbook_bin() {

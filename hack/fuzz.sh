@@ -67,18 +67,7 @@ for t in $TARGETS; do
 done
 
 install_cargo_fuzz() {
-  local cached="$CARGO_ROOT/bin/cargo-fuzz"
-  if [[ -x "$cached" ]] && "$cached" --version 2>/dev/null | grep -qx "cargo-fuzz $CARGO_FUZZ_VERSION"; then
-    say "cargo-fuzz $CARGO_FUZZ_VERSION already installed ($CARGO_ROOT)"
-  else
-    say "installing cargo-fuzz $CARGO_FUZZ_VERSION into $CARGO_ROOT"
-    # --debug: cargo-fuzz only drives cargo and libFuzzer; an optimized build of it saves nothing.
-    cargo install --locked --quiet --force --debug "cargo-fuzz@$CARGO_FUZZ_VERSION" --root "$CARGO_ROOT"
-    "$cached" --version | grep -qx "cargo-fuzz $CARGO_FUZZ_VERSION" \
-      || die "cargo-fuzz $CARGO_FUZZ_VERSION did not install"
-  fi
-  mkdir -p "$(dirname "$CARGO_FUZZ")"
-  [[ "$(readlink "$CARGO_FUZZ" 2>/dev/null)" == "$cached" ]] || ln -sfn "$cached" "$CARGO_FUZZ"
+  cargo_tool_install cargo-fuzz "$CARGO_FUZZ_VERSION" "$CARGO_ROOT" "cargo-fuzz $CARGO_FUZZ_VERSION" "$CARGO_FUZZ"
 }
 
 # stat NAME LOG: the value of libFuzzer's final `stat::NAME:` line in LOG (0 if absent).

@@ -50,6 +50,26 @@ warn() { echo "$LOG_NAME: warning: $*" >&2; }
 
 # containerd_bin_dir VERSION: where the scripts find containerd, its shim and ctr for VERSION
 # (install-deps links them there from $TOPOLET_CACHE/containerd-VERSION/bin).
+# cargo_tool_install CRATE VERSION ROOT VERSION_LINE LINK: the cargo-installed tool CRATE at
+# VERSION in ROOT (under $TOPOLET_CACHE: a fresh clone reuses it), installed with `cargo install
+# --locked --debug` unless ROOT/bin/CRATE already answers --version with VERSION_LINE, and linked
+# as LINK. --debug: these tools drive cargo or read a few files; an optimized build costs minutes
+# and saves fractions of a second. Without CARGO_TARGET_DIR: cargo install builds in a directory of
+# its own, never holding the lock of the workspace's target directory hack/test.sh builds in.
+cargo_tool_install() {
+  local crate="$1" version="$2" root="$3" line="$4" link="$5" cached="$3/bin/$1"
+  command -v cargo >/dev/null || die "cargo not found on PATH"
+  if [[ -x "$cached" ]] && "$cached" --version 2>/dev/null | grep -qx "$line"; then
+    say "$crate $version already installed ($root)"
+  else
+    say "installing $crate $version into $root"
+    env -u CARGO_TARGET_DIR cargo install --locked --quiet --force --debug "$crate@$version" --root "$root"
+    "$cached" --version | grep -qx "$line" || die "$crate $version did not install"
+  fi
+  mkdir -p "$(dirname "$link")"
+  [[ "$(readlink "$link" 2>/dev/null)" == "$cached" ]] || ln -sfn "$cached" "$link"
+}
+
 containerd_bin_dir() { echo "$DEPS/containerd-$1/bin"; }
 
 # go_cache_env CMD...: run CMD with Go's module and build caches in $KUBE_GO_CACHE (outside the

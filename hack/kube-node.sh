@@ -549,6 +549,9 @@ rules:
   - apiGroups: [""]
     resources: ["pods"]
     verbs: ["list", "watch"]
+  - apiGroups: ["resource.k8s.io"]
+    resources: ["resourceslices"]
+    verbs: ["list", "watch"]
 EOF
     { tail -n 20 "$DIR/kubectl.log" >&2; die "creating the topolet-evict-self ClusterRole failed"; }
   "$BIN/kubectl" --kubeconfig "$DIR/admin.kubeconfig" create clusterrolebinding topolet-test-user-evict \

@@ -218,8 +218,8 @@ assert sm["spec"]["namespaceSelector"]["matchNames"] == ["topolet-system"]
 PY
   echo "chart: the optional ServiceMonitor scrapes the metrics Service"
 
-  # rbac.evictAs=self: the eviction right of topolet's own, in a ClusterRole of its own, and no
-  # impersonation; the optional NetworkPolicy admits the metrics port from the node's CIDRs, the
+  # rbac.evictAs=self: the eviction and read rights of topolet's own (pods, ResourceSlices), in a
+  # ClusterRole of its own, and no impersonation; the optional NetworkPolicy admits the metrics port from the node's CIDRs, the
   # scrapers and the chart's test pod.
   "$HELM" template topolet "$CHART" --namespace topolet-system --set rbac.evictAs=self \
     --set networkPolicy.enabled=true --set 'networkPolicy.nodeCIDRs={10.0.0.0/24}' \
@@ -230,6 +230,8 @@ docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
 roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
 verbs = lambda r: {(g, res, v) for rule in r["rules"] for g in rule["apiGroups"] for res in rule["resources"] for v in rule["verbs"]}
 assert ("", "pods/eviction", "create") in verbs(roles["topolet-evict-self"]), roles.keys()
+assert {("resource.k8s.io", "resourceslices", v) for v in ("list", "watch")} <= verbs(roles["topolet-evict-self"])
+assert not any(res == "resourceslices" for _, res, _ in verbs(roles["topolet"])), verbs(roles["topolet"])
 assert not any(v.startswith("impersonate") for _, _, v in verbs(roles["topolet"])), verbs(roles["topolet"])
 cm = [d for d in docs if d["kind"] == "ConfigMap"][0]
 assert 'evict_as = "self"' in cm["data"]["config.toml"], cm["data"]["config.toml"]

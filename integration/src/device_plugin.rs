@@ -2,14 +2,13 @@
 //! beside the cluster's real kubelet: built once per target dir with `go build` (`GO`, else `go`
 //! on PATH, else /usr/local/go/bin/go; the module cache `$TOPOLET_CACHE/go` that
 //! hack/install-kube.sh fills, read-only go.mod), started against the kubelet's registration
-//! socket, stopped on drop.
+//! socket, stopped on drop ([`Program`]).
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-
-use anyhow::Context;
+use std::process::Command;
 
 use crate::cluster::Cluster;
+use crate::go::Program;
 use crate::paths;
 
 /// The device plugin's binary, built into the target dir (Go's build cache makes a rebuild of
@@ -21,51 +20,19 @@ pub fn binary() -> anyhow::Result<PathBuf> {
     Ok(to)
 }
 
-/// A running test device plugin.
-pub struct DevicePlugin {
-    child: Child,
-    pub log: PathBuf,
-}
-
-impl DevicePlugin {
-    /// Starts the plugin against `cluster`'s kubelet: `resource`, `count` devices, each on NUMA
-    /// node `numa`. Returns at once: wait for the node's allocatable to show the resource.
-    pub fn start(
-        cluster: &Cluster,
-        resource: &str,
-        count: u32,
-        numa: u32,
-    ) -> anyhow::Result<DevicePlugin> {
-        let bin = binary()?;
-        // The kubelet's /var/lib/kubelet is DIR/var-lib-kubelet (hack/kube-node.sh).
-        let socket = cluster
-            .dir()
-            .join("var-lib-kubelet/device-plugins/kubelet.sock");
-        let log = cluster.dir().join("device-plugin.log");
-        let file =
-            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let child = Command::new(&bin)
-            .arg("-kubelet-socket")
-            .arg(&socket)
-            .args(["-resource", resource])
-            .args(["-count", &count.to_string()])
-            .args(["-numa", &numa.to_string()])
-            .stdout(Stdio::null())
-            .stderr(file)
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
-        Ok(DevicePlugin { child, log })
-    }
-
-    /// What it logged.
-    pub fn logged(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for DevicePlugin {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Starts the plugin against `cluster`'s kubelet: `resource`, `count` devices, each on NUMA
+/// node `numa`. Returns at once: wait for the node's allocatable to show the resource.
+pub fn start(cluster: &Cluster, resource: &str, count: u32, numa: u32) -> anyhow::Result<Program> {
+    let bin = binary()?;
+    // The kubelet's /var/lib/kubelet is DIR/var-lib-kubelet (hack/kube-node.sh).
+    let socket = cluster
+        .dir()
+        .join("var-lib-kubelet/device-plugins/kubelet.sock");
+    let mut cmd = Command::new(&bin);
+    cmd.arg("-kubelet-socket")
+        .arg(&socket)
+        .args(["-resource", resource])
+        .args(["-count", &count.to_string()])
+        .args(["-numa", &numa.to_string()]);
+    Program::spawn(&mut cmd, cluster.dir().join("device-plugin.log"))
 }

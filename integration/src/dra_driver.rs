@@ -3,14 +3,14 @@
 //! device plugin is (`crate::go`, the module cache hack/install-kube.sh fills, read-only
 //! go.mod), started against the kubelet's plugin registry (`DIR/kubelet/plugins_registry`, its
 //! `--root-dir` being `DIR/kubelet`, hack/kube-node.sh) with the admin's kubeconfig (it
-//! publishes the node's ResourceSlice and reads the claims it prepares), stopped on drop.
+//! publishes the node's ResourceSlice and reads the claims it prepares), stopped on drop
+//! ([`Program`]: SIGTERM first, so the library unregisters its sockets).
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-
-use anyhow::Context;
+use std::process::Command;
 
 use crate::cluster::Cluster;
+use crate::go::Program;
 use crate::paths;
 
 /// The driver's name, and the DeviceClass the tests select its devices with.
@@ -24,58 +24,21 @@ pub fn binary() -> anyhow::Result<PathBuf> {
     Ok(to)
 }
 
-/// A running test DRA driver.
-pub struct DraDriver {
-    child: Child,
-    pub log: PathBuf,
-}
-
-impl DraDriver {
-    /// Starts the driver against `cluster`'s kubelet: `count` devices, each with
-    /// `resource.kubernetes.io/numaNode` = `numa`. Returns at once: wait for its ResourceSlice.
-    pub fn start(cluster: &Cluster, count: u32, numa: u32) -> anyhow::Result<DraDriver> {
-        let bin = binary()?;
-        let root = cluster.dir().join("kubelet");
-        let log = cluster.dir().join("dra-driver.log");
-        let file =
-            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let child = Command::new(&bin)
-            .arg("-kubeconfig")
-            .arg(cluster.env("KUBECONFIG")?)
-            .args(["-node", cluster.node_name()])
-            .args(["-driver", DRIVER])
-            .arg("-registry-dir")
-            .arg(root.join("plugins_registry"))
-            .arg("-plugin-dir")
-            .arg(root.join("plugins").join(DRIVER))
-            .args(["-count", &count.to_string()])
-            .args(["-numa", &numa.to_string()])
-            .stdout(Stdio::null())
-            .stderr(file)
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
-        Ok(DraDriver { child, log })
-    }
-
-    /// What it logged.
-    pub fn logged(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for DraDriver {
-    fn drop(&mut self) {
-        // SIGTERM first: the library unregisters its sockets.
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        for _ in 0..50 {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Starts the driver against `cluster`'s kubelet: `count` devices, each with
+/// `resource.kubernetes.io/numaNode` = `numa`. Returns at once: wait for its ResourceSlice.
+pub fn start(cluster: &Cluster, count: u32, numa: u32) -> anyhow::Result<Program> {
+    let bin = binary()?;
+    let root = cluster.dir().join("kubelet");
+    let mut cmd = Command::new(&bin);
+    cmd.arg("-kubeconfig")
+        .arg(cluster.env("KUBECONFIG")?)
+        .args(["-node", cluster.node_name()])
+        .args(["-driver", DRIVER])
+        .arg("-registry-dir")
+        .arg(root.join("plugins_registry"))
+        .arg("-plugin-dir")
+        .arg(root.join("plugins").join(DRIVER))
+        .args(["-count", &count.to_string()])
+        .args(["-numa", &numa.to_string()]);
+    Program::spawn(&mut cmd, cluster.dir().join("dra-driver.log"))
 }

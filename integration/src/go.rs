@@ -1,11 +1,19 @@
-//! `go build` of the project's small Go programs the tests run (hack/device-plugin,
-//! hack/bench/colocation): the toolchain (`GO`, else `go` on PATH, else /usr/local/go/bin/go),
-//! static (`CGO_ENABLED=0`), with the local toolchain only.
+//! The project's small Go programs the tests run (hack/device-plugin, hack/dra-driver,
+//! hack/bench/colocation): their `go build` (the toolchain `GO`, else `go` on PATH, else
+//! /usr/local/go/bin/go; static, `CGO_ENABLED=0`; the local toolchain only) and, for the ones
+//! that serve the kubelet, one running [`Program`] with its log, stopped on drop.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use anyhow::{ensure, Context};
+
+use crate::wait;
+
+/// How long a stopped [`Program`] has to exit after SIGTERM before it is killed: the upstream
+/// kubelet plugin libraries remove their sockets on SIGTERM, well within it.
+const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// The Go toolchain: `GO`, else `go` on PATH, else /usr/local/go/bin/go.
 pub fn go() -> PathBuf {
@@ -74,4 +82,49 @@ pub fn build(src: &Path, to: &Path, modules: Modules) -> anyhow::Result<()> {
         String::from_utf8_lossy(&out.stderr)
     );
     Ok(())
+}
+
+/// A running Go program serving the cluster's kubelet (a device plugin, a DRA driver): its
+/// stderr in `log`, stopped on drop with SIGTERM, so it unregisters as on a real node, and
+/// killed if it has not exited within [`STOP_GRACE`].
+pub struct Program {
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl Program {
+    /// Starts `cmd` (its stdout discarded, its stderr into a new file `log`).
+    pub fn spawn(cmd: &mut Command, log: PathBuf) -> anyhow::Result<Program> {
+        let file =
+            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .with_context(|| format!("starting {:?}", cmd.get_program()))?;
+        Ok(Program { child, log })
+    }
+
+    /// What it logged so far.
+    pub fn logged(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        let pid = self.child.id() as libc::pid_t;
+        // SAFETY: kill(2) on our own child's pid, not yet reaped (so not reused), with a valid
+        // signal number; it touches no memory of this process.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let exited = wait::until(
+            "a Go test program to exit after SIGTERM",
+            STOP_GRACE,
+            || Ok(self.child.try_wait()?),
+        );
+        if exited.is_err() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }

@@ -298,10 +298,10 @@ fn the_pod_watch_outlives_a_quiet_period_without_a_relist() -> anyhow::Result<()
 /// CPUs and node 0's memory.
 #[test]
 fn a_device_plugin_device_comes_from_pod_resources_with_its_numa_node() -> anyhow::Result<()> {
-    use topolet_integration::device_plugin::DevicePlugin;
+    use topolet_integration::device_plugin;
     const GPU: &str = "topolet.test/gpu";
     let mut node = start()?;
-    let plugin = DevicePlugin::start(&node.cluster, GPU, 2, 0)?;
+    let plugin = device_plugin::start(&node.cluster, GPU, 2, 0)?;
     wait::until_true(
         "the node advertises 2 topolet.test/gpu",
         cluster::POD_TIMEOUT,
@@ -319,48 +319,18 @@ fn a_device_plugin_device_comes_from_pod_resources_with_its_numa_node() -> anyho
     node.cluster
         .create_pod(pod("gpu", vec![ctr("main", r)], vec![]))?;
     let p = node.cluster.wait_running("gpu")?;
-    let entry = node.t.topolet.wait_status(
-        "default/gpu/main holds a device from pod-resources",
-        cluster::POD_TIMEOUT,
-        |s| {
-            s["devices"]
-                .as_array()?
-                .iter()
-                .find(|d| d["name"] == "default/gpu/main")
-                .cloned()
-        },
+    one_device_on_node_0(
+        &mut node,
+        &p,
+        "gpu",
+        "pod-resources",
+        "topolet.test/gpu=dev-",
     )?;
-    let devices = entry["devices"].as_array().context("devices")?;
-    ensure!(
-        devices.len() == 1
-            && devices[0]["source"] == "pod-resources"
-            && devices[0]["id"]
-                .as_str()
-                .is_some_and(|id| id.starts_with("topolet.test/gpu=dev-"))
-            && devices[0]["numa"] == 0,
-        "one device, from the kubelet's PodResources, on numa node 0: {entry:#}"
-    );
-    ensure!(
-        entry["device_numa_nodes"] == json!([0]) && entry["numa_affinity"] == "0",
-        "the device pulled the container to node 0: {entry:#}"
-    );
-    let cpus = entry["cpus"]
-        .as_str()
-        .context("exclusive cpus")?
-        .to_string();
-    ensure!(cpus == "1", "the one exclusive CPU: {entry:#}");
     let status = node.t.topolet.status()?;
     let source = &status["pod_resources"];
     ensure!(
         source["state"] == "answering" && source["last_error"].is_null(),
         "the kubelet's PodResources API answers: {source:#}"
-    );
-    let (cg, _) = node.observe(&p, "main")?;
-    ensure!(
-        cg.cpuset_cpus == cpus && cg.cpuset_mems == "0",
-        "cgroup cpuset.cpus {} / cpuset.mems {} follow the device (status: cpus {cpus}, node 0)",
-        cg.cpuset_cpus,
-        cg.cpuset_mems
     );
     let m = admissions::metrics(&mut node.t.topolet)?;
     ensure!(
@@ -387,9 +357,9 @@ fn a_device_plugin_device_comes_from_pod_resources_with_its_numa_node() -> anyho
 /// the container's cgroup holds exactly the status's CPUs and node 0's memory.
 #[test]
 fn a_dra_device_gets_its_numa_node_from_the_nodes_resource_slice() -> anyhow::Result<()> {
-    use topolet_integration::dra_driver::{DraDriver, DRIVER};
+    use topolet_integration::dra_driver::{self, DRIVER};
     let mut node = start()?;
-    let driver = DraDriver::start(&node.cluster, 2, 0)?;
+    let driver = dra_driver::start(&node.cluster, 2, 0)?;
     let node_name = node.cluster.node_name().to_string();
     let selector = format!("spec.nodeName={node_name}");
     wait::until_true(
@@ -408,6 +378,20 @@ fn a_dra_device_gets_its_numa_node_from_the_nodes_resource_slice() -> anyhow::Re
         },
     )
     .with_context(|| format!("dra driver log:\n{}", driver.logged()))?;
+    // topolet's watch holds it: the test cluster's topolet user reads as itself (a kubeconfig:
+    // `evict_as` "auto" is "self"), with the rbac.evictAs=self right.
+    node.t.topolet.wait_status(
+        "topolet's ResourceSlice watch holds the driver's 2 devices",
+        cluster::POD_TIMEOUT,
+        |s| {
+            let r = &s["resource_slices"];
+            (r["read_as"] == "self"
+                && r["state"] == "listed"
+                && r["devices"] == 2
+                && r["last_error"].is_null())
+            .then_some(())
+        },
+    )?;
     let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
          "metadata": {"name": "topolet-test-gpu"},
@@ -431,45 +415,8 @@ fn a_dra_device_gets_its_numa_node_from_the_nodes_resource_slice() -> anyhow::Re
         .cluster
         .wait_running("dra")
         .with_context(|| format!("dra driver log:\n{}", driver.logged()))?;
-    let entry = node.t.topolet.wait_status(
-        "default/dra/main holds a device from dra",
-        cluster::POD_TIMEOUT,
-        |s| {
-            s["devices"]
-                .as_array()?
-                .iter()
-                .find(|d| d["name"] == "default/dra/main")
-                .cloned()
-        },
-    )?;
-    let devices = entry["devices"].as_array().context("devices")?;
     let prefix = format!("{DRIVER}/{node_name}/gpu-");
-    ensure!(
-        devices.len() == 1
-            && devices[0]["source"] == "dra"
-            && devices[0]["id"]
-                .as_str()
-                .is_some_and(|id| id.starts_with(&prefix))
-            && devices[0]["numa"] == 0
-            && devices[0]["numa_unknown"].is_null(),
-        "one device, from DRA, on numa node 0 by its ResourceSlice: {entry:#}"
-    );
-    ensure!(
-        entry["device_numa_nodes"] == json!([0]) && entry["numa_affinity"] == "0",
-        "the device pulled the container to node 0: {entry:#}"
-    );
-    let cpus = entry["cpus"]
-        .as_str()
-        .context("exclusive cpus")?
-        .to_string();
-    ensure!(cpus == "1", "the one exclusive CPU: {entry:#}");
-    let (cg, _) = node.observe(&p, "main")?;
-    ensure!(
-        cg.cpuset_cpus == cpus && cg.cpuset_mems == "0",
-        "cgroup cpuset.cpus {} / cpuset.mems {} follow the device (status: cpus {cpus}, node 0)",
-        cg.cpuset_cpus,
-        cg.cpuset_mems
-    );
+    one_device_on_node_0(&mut node, &p, "dra", "dra", &prefix)?;
     node.cluster.delete_pod("dra")?;
     // Without a wait: no resourceclaim controller here releases the claim's reservation, so
     // its deletion-protection finalizer stays until the stack goes.
@@ -480,5 +427,59 @@ fn a_dra_device_gets_its_numa_node_from_the_nodes_resource_slice() -> anyhow::Re
         "-f",
         &file.to_string_lossy(),
     ])?;
+    Ok(())
+}
+
+/// What a container `main` of pod `name` holding one device is given (docs/src/devices.md):
+/// topolet's status names one device from `source`, its id starting with `id_prefix`, on NUMA
+/// node 0 by what the node says (not guessed); the device pulled the placement to node 0 with
+/// the one exclusive CPU this host has; and the container's cgroup holds exactly the status's
+/// CPUs and node 0's memory.
+fn one_device_on_node_0(
+    node: &mut KubeNode,
+    p: &Pod,
+    name: &str,
+    source: &str,
+    id_prefix: &str,
+) -> anyhow::Result<()> {
+    let full = format!("default/{name}/main");
+    let entry = node.t.topolet.wait_status(
+        &format!("{full} holds a device from {source}"),
+        cluster::POD_TIMEOUT,
+        |s| {
+            s["devices"]
+                .as_array()?
+                .iter()
+                .find(|d| d["name"] == full.as_str())
+                .cloned()
+        },
+    )?;
+    let devices = entry["devices"].as_array().context("devices")?;
+    ensure!(
+        devices.len() == 1
+            && devices[0]["source"] == source
+            && devices[0]["id"]
+                .as_str()
+                .is_some_and(|id| id.starts_with(id_prefix))
+            && devices[0]["numa"] == 0
+            && devices[0]["numa_unknown"].is_null(),
+        "one device, from {source}, known to be on numa node 0: {entry:#}"
+    );
+    ensure!(
+        entry["device_numa_nodes"] == json!([0]) && entry["numa_affinity"] == "0",
+        "the device pulled the container to node 0: {entry:#}"
+    );
+    let cpus = entry["cpus"]
+        .as_str()
+        .context("exclusive cpus")?
+        .to_string();
+    ensure!(cpus == "1", "the one exclusive CPU: {entry:#}");
+    let (cg, _) = node.observe(p, "main")?;
+    ensure!(
+        cg.cpuset_cpus == cpus && cg.cpuset_mems == "0",
+        "cgroup cpuset.cpus {} / cpuset.mems {} follow the device (status: cpus {cpus}, node 0)",
+        cg.cpuset_cpus,
+        cg.cpuset_mems
+    );
     Ok(())
 }

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::ResourceSlice;
 use serde_json::{json, Value};
 use topolet_integration::cluster::{self, Cluster, ClusterOptions};
 use topolet_integration::helm::{self, Helm, Image};
@@ -386,6 +387,26 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
             "pod_resources: {}",
             node.status()
                 .map(|s| s["pod_resources"].clone())
+                .unwrap_or_default()
+        )
+    })?;
+
+    // The DRA ResourceSlice watch lists this node's slices as the node (the chart's default
+    // rbac.evictAs: node grants topolet no slice read of its own; the Node authorizer serves the
+    // node its own slices): `listed`, no error.
+    wait::until_true(
+        "the installed topolet's ResourceSlice watch listed as the node",
+        TIMEOUT,
+        || {
+            let r = node.status()?["resource_slices"].clone();
+            Ok(r["read_as"] == "node" && r["state"] == "listed" && r["last_error"].is_null())
+        },
+    )
+    .with_context(|| {
+        format!(
+            "resource_slices: {}",
+            node.status()
+                .map(|s| s["resource_slices"].clone())
                 .unwrap_or_default()
         )
     })?;
@@ -1457,6 +1478,30 @@ fn node_scope(node: &Node, topolet_pod: &str, work: &Path) -> anyhow::Result<()>
     );
     let r = refusal(list_pods(&as_other_node, OTHER_NODE))?;
     ensure!(r.0 == 403, "acting as another node to list pods: {r:?}");
+
+    // ResourceSlice reads, the same: none as topolet itself; as its node, only that node's.
+    let list_slices =
+        |c: &kube::Client, node_name: &str| {
+            let slices: Api<ResourceSlice> = Api::all(c.clone());
+            k.block_on(slices.list(
+                &kube::api::ListParams::default().fields(&format!("spec.nodeName={node_name}")),
+            ))
+        };
+    let r = refusal(list_slices(&sa, &own))?;
+    ensure!(
+        r.0 == 403,
+        "listing ResourceSlices as topolet itself: {r:?}"
+    );
+    list_slices(&as_own_node, &own).context("as its node, listing its ResourceSlices")?;
+    let r = refusal(list_slices(&as_own_node, OTHER_NODE))?;
+    ensure!(
+        r.0 == 403,
+        "as its node, listing another node's ResourceSlices: {r:?}"
+    );
+    eprintln!(
+        "[helm] node scope: ResourceSlices: as topolet itself refused, as its node its own \
+         allowed, another node's refused"
+    );
 
     // Evictions.
     let evict = |c: &kube::Client, name: &str| {

@@ -165,6 +165,7 @@ async fn serve(
         let (slices, task) = crate::cluster::resource_slices::start(
             k.watch_client.clone(),
             k.node.clone(),
+            k.acts_as_node,
             kubernetes.watch_timeout(),
         );
         plugin.set_resource_slices(slices);

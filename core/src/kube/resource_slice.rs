@@ -35,6 +35,8 @@ use std::fmt;
 
 use serde_json::Value;
 
+use crate::machine::topology::node_list;
+
 /// KEP-6072's standard NUMA node attribute.
 pub const STANDARD_NUMA_NODE: &str = "resource.kubernetes.io/numaNode";
 /// The standard PCI address attribute.
@@ -418,14 +420,9 @@ fn same_place(a: &Locality, b: &Locality) -> bool {
 pub fn describe(l: &Locality) -> String {
     match l {
         Locality::Numa { node, attribute } => format!("numa {node} ({attribute})"),
-        Locality::Several { nodes, attribute } => format!(
-            "numa nodes {} ({attribute})",
-            nodes
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(",")
-        ),
+        Locality::Several { nodes, attribute } => {
+            format!("numa nodes {} ({attribute})", node_list(nodes))
+        }
         Locality::NoLocality { attribute } => format!("no numa locality ({attribute})"),
         Locality::Sysfs {
             pci_bus_id,

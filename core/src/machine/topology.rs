@@ -481,6 +481,16 @@ impl Topology {
     }
 }
 
+/// NUMA node ids as errors name them, `0,1` (no ranges: a device's node is read against the
+/// machine's list, which an operator compares with `/sys/devices/system/node`).
+pub fn node_list(nodes: &[usize]) -> String {
+    nodes
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// A regular machine shape, for tests, fixtures and benchmarks. CPU ids follow the Linux x86
 /// convention: every core's first thread first (core order), then every core's second thread, …
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

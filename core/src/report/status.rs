@@ -112,6 +112,9 @@ pub struct Status {
     /// The kubelet's PodResources API as a device source; `None` when it is not configured.
     #[serde(default)]
     pub pod_resources: Option<PodResourcesStatus>,
+    /// The watch of this node's DRA ResourceSlices; `None` without the API client.
+    #[serde(default)]
+    pub resource_slices: Option<ResourceSlicesStatus>,
 }
 
 /// The kubelet's PodResources API as a device source (the shell's `topolet::kubelet`).
@@ -128,6 +131,25 @@ pub struct PodResourcesStatus {
     pub last_error: Option<String>,
     /// What that means for the containers' devices, and what this source does not do yet.
     pub note: String,
+}
+
+/// The watch of this node's DRA ResourceSlices (the shell's `topolet::cluster::resource_slices`),
+/// which gives DRA devices their NUMA nodes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceSlicesStatus {
+    /// The field selector's node.
+    pub node: String,
+    /// The identity the watch reads as: `node` (`system:node:<node>`, `[kubernetes] evict_as`
+    /// resolved to the node) or `self`.
+    pub read_as: String,
+    /// `listed` (the store holds what the API server listed, and follows the watch) or
+    /// `not-listed` (not yet, or the watch lost the API server since).
+    pub state: String,
+    /// Slices of this node and the devices they give a NUMA node (or say have none).
+    pub slices: usize,
+    pub devices: usize,
+    /// The watch's last failure, until it lists again.
+    pub last_error: Option<String>,
 }
 
 /// A container given devices (`crate::managers::observed_devices`).
@@ -467,6 +489,7 @@ pub fn build(topology: &Topology, input: StatusInput) -> Status {
         breaches: snap.breaches.clone(),
         reclaimed: None,
         pod_resources: None,
+        resource_slices: None,
         devices,
     }
 }

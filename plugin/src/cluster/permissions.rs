@@ -52,15 +52,6 @@ pub const PERMISSIONS: &[Permission] = &[
         why: "[eviction] pressure_taint: the topolet.io/*-pressure NoSchedule taints (in spec)",
     },
     Permission {
-        group: "resource.k8s.io",
-        resource: "resourceslices",
-        subresource: None,
-        verbs: &["list", "watch"],
-        why: "this node's DRA ResourceSlices (field selector spec.nodeName), for the NUMA node \
-              of each DRA device a container was given; RBAC cannot narrow a read to one node's \
-              slices, and slices hold device inventories and attributes, no secrets",
-    },
-    Permission {
         group: "topology.node.k8s.io",
         resource: "noderesourcetopologies",
         subresource: None,
@@ -71,13 +62,13 @@ pub const PERMISSIONS: &[Permission] = &[
 ];
 
 /// What topolet does as the node (`[kubernetes] evict_as = "node"`, the chart's `rbac.evictAs:
-/// node`): evictions and reading this node's pods. No pod right of topolet's own, only the right
+/// node`): evictions, and reading this node's pods and DRA ResourceSlices. No pod right of topolet's own, only the right
 /// to act as the node its pod is bound to, and only for these requests (constrained
 /// impersonation, KEP-5284: the API server checks `impersonate:associated-node` on `nodes` of
 /// `authentication.k8s.io`, then `impersonate-on:associated-node:<verb>` on the resource of the
 /// request; the node's own rights decide the rest: NodeRestriction admits Evictions of its own
-/// pods only, and the Node authorizer lets a node list and watch only the pods whose
-/// `spec.nodeName` field selector names it, KEP-4601).
+/// pods only, and the Node authorizer lets a node list and watch only the pods and the
+/// ResourceSlices whose `spec.nodeName` field selector names it, KEP-4601).
 pub const AS_NODE: &[Permission] = &[
     Permission {
         group: "authentication.k8s.io",
@@ -107,10 +98,23 @@ pub const AS_NODE: &[Permission] = &[
               real spec and the eviction loop's pod facts, as the node: the Node authorizer \
               serves a node only its own pods",
     },
+    Permission {
+        group: "resource.k8s.io",
+        resource: "resourceslices",
+        subresource: None,
+        verbs: &[
+            "impersonate-on:associated-node:list",
+            "impersonate-on:associated-node:watch",
+        ],
+        why: "this node's DRA ResourceSlices (field selector spec.nodeName), for the NUMA node \
+              of each DRA device a container was given, as the node: the Node authorizer \
+              serves a node only its own slices",
+    },
 ];
 
 /// The same requests as topolet itself (`evict_as = "self"`, `rbac.evictAs: self`: clusters
-/// without constrained impersonation); these rights cover every pod of the cluster.
+/// without constrained impersonation); these rights cover every pod and every ResourceSlice of
+/// the cluster.
 pub const AS_SELF: &[Permission] = &[
     Permission {
         group: "",
@@ -127,6 +131,15 @@ pub const AS_SELF: &[Permission] = &[
         verbs: &["list", "watch"],
         why: "the pod specs of this node (field selector spec.nodeName), for admission from the \
               real spec and the eviction loop's pod facts",
+    },
+    Permission {
+        group: "resource.k8s.io",
+        resource: "resourceslices",
+        subresource: None,
+        verbs: &["list", "watch"],
+        why: "this node's DRA ResourceSlices (field selector spec.nodeName), for the NUMA node \
+              of each DRA device a container was given; RBAC cannot narrow the read to one \
+              node's slices, which hold device inventories and attributes, no secrets",
     },
 ];
 
@@ -263,13 +276,16 @@ mod tests {
         for p in AS_NODE.iter().chain(AS_SELF) {
             assert!(!p.verbs.is_empty() && p.why.len() > 10, "{p:?}");
         }
-        // topolet's own identity evicts nothing and reads no pod by default.
-        for (resource, verb) in [
-            ("pods/eviction", "create"),
-            ("pods", "list"),
-            ("pods", "watch"),
+        // topolet's own identity evicts nothing and reads no pod and no ResourceSlice by default.
+        for (group, resource, verb) in [
+            ("", "pods/eviction", "create"),
+            ("", "pods", "list"),
+            ("", "pods", "watch"),
+            ("resource.k8s.io", "resourceslices", "list"),
+            ("resource.k8s.io", "resourceslices", "watch"),
         ] {
-            assert!(!grants().contains(&(String::new(), resource.to_string(), verb.to_string())));
+            let grant = (group.to_string(), resource.to_string(), verb.to_string());
+            assert!(!grants().contains(&grant), "{grant:?}");
         }
     }
 }

@@ -15,6 +15,12 @@
 //! a container's device is asked for ([`ResourceSlices::numa_of`], through
 //! `crate::host::device_numa`).
 //!
+//! Read as the node when `[kubernetes] evict_as` resolves to it (the watch client,
+//! `crate::cluster::client::watch_client`): the Node authorizer serves a node only the slices
+//! whose `spec.nodeName` its field selector names (kubernetes `plugin/pkg/auth/authorizer/node`
+//! `authorizeResourceSlice`), so topolet holds no slice right of its own
+//! (`crate::cluster::permissions::AS_NODE`). [`ResourceSlices::status`] is `topolet status`'s line.
+//!
 //! Not watched: slices of no particular node (`allNodes`, `nodeSelector`; network-attached
 //! devices, not local to this machine) and per-device node selection
 //! (`spec.perDeviceNodeSelection`), which the field selector cannot pick out.
@@ -32,6 +38,8 @@ use kube::runtime::WatchStreamExt;
 
 use crate::host::device_numa;
 use topolet_core::kube::resource_slice::{self, DraDeviceKey, Indexed, Locality, Slice};
+use topolet_core::machine::topology::node_list;
+use topolet_core::report::status::ResourceSlicesStatus;
 
 /// The same watch error is logged at most this often.
 const ERROR_LOG_INTERVAL: Duration = Duration::from_secs(60);
@@ -39,6 +47,8 @@ const ERROR_LOG_INTERVAL: Duration = Duration::from_secs(60);
 #[derive(Debug, Default)]
 struct State {
     synced: bool,
+    /// The watch's last failure, cleared when it lists again.
+    last_error: Option<String>,
     slices: BTreeMap<String, Slice>,
     /// The list in progress (between `Init` and `InitDone`).
     relist: Option<BTreeMap<String, Slice>>,
@@ -49,6 +59,8 @@ struct State {
 #[derive(Debug, Clone)]
 pub struct ResourceSlices {
     node: String,
+    /// `node` or `self`: the identity of the watch client (`crate::cluster::client`).
+    read_as: &'static str,
     state: Arc<RwLock<State>>,
 }
 
@@ -63,9 +75,11 @@ pub enum SliceLookup {
 }
 
 impl ResourceSlices {
-    pub fn new(node: impl Into<String>) -> ResourceSlices {
+    /// The store of `node`'s slices, read as the node (`as_node`) or as topolet itself.
+    pub fn new(node: impl Into<String>, as_node: bool) -> ResourceSlices {
         ResourceSlices {
             node: node.into(),
+            read_as: if as_node { "node" } else { "self" },
             state: Arc::default(),
         }
     }
@@ -93,27 +107,20 @@ impl ResourceSlices {
         nodes: &[usize],
     ) -> Result<Option<usize>, String> {
         let key = parse_id(id).ok_or_else(|| format!("{id:?} is not <driver>/<pool>/<device>"))?;
-        let known = || {
-            nodes
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(",")
-        };
         let checked = |n: usize, what: String| {
             if nodes.contains(&n) {
                 Ok(Some(n))
             } else {
                 Err(format!(
                     "{what} says numa node {n}, not one of this machine's numa nodes ({})",
-                    known()
+                    node_list(nodes)
                 ))
             }
         };
         match self.locality(&key) {
             SliceLookup::NotSynced => Err(format!(
                 "the watch of this node's ResourceSlices has not listed them (yet), so {key} is \
-                 not placed (check the API server and topolet's RBAC: resourceslices list, watch)"
+                 not placed (check the API server and topolet's RBAC: resourceslices list, watch, as the node or its own)"
             )),
             SliceLookup::NotPublished => Err(format!(
                 "no ResourceSlice of node {} lists {key} (driver {}, pool {})",
@@ -173,6 +180,23 @@ impl ResourceSlices {
         (s.synced, s.slices.len(), s.index.len())
     }
 
+    /// The status line: the identity, whether the store follows the API server, what it holds,
+    /// the last failure.
+    pub fn status(&self) -> ResourceSlicesStatus {
+        let s = match self.state.read() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        ResourceSlicesStatus {
+            node: self.node.clone(),
+            read_as: self.read_as.to_string(),
+            state: if s.synced { "listed" } else { "not-listed" }.to_string(),
+            slices: s.slices.len(),
+            devices: s.index.len(),
+            last_error: s.last_error.clone(),
+        }
+    }
+
     fn with_state(&self, f: impl FnOnce(&mut State)) {
         let mut s = match self.state.write() {
             Ok(s) => s,
@@ -220,6 +244,7 @@ impl ResourceSlices {
                     s.slices = r;
                 }
                 s.synced = true;
+                s.last_error = None;
                 reindex(s);
             }),
             Event::Apply(o) => {
@@ -243,8 +268,11 @@ impl ResourceSlices {
         }
     }
 
-    fn not_synced(&self) {
-        self.with_state(|s| s.synced = false);
+    fn not_synced(&self, error: String) {
+        self.with_state(|s| {
+            s.synced = false;
+            s.last_error = Some(error);
+        });
     }
 
     async fn run(self, client: kube::Client, watch_timeout: Duration) {
@@ -279,14 +307,14 @@ impl ResourceSlices {
                     }
                 }
                 Err(e) => {
-                    self.not_synced();
                     let error = e.to_string();
+                    self.not_synced(error.clone());
                     let due = match &last_logged {
                         Some((t, at)) => *t != error || at.elapsed() >= ERROR_LOG_INTERVAL,
                         None => true,
                     };
                     if due {
-                        tracing::warn!(error = %error, node = %self.node, "the watch of this node's DRA ResourceSlices failed (check the API server and topolet's RBAC: resourceslices list, watch); DRA devices get no numa node until it is back");
+                        tracing::warn!(error = %error, node = %self.node, "the watch of this node's DRA ResourceSlices failed (check the API server and topolet's RBAC: resourceslices list, watch, as the node or its own); DRA devices get no numa node until it is back");
                         last_logged = Some((error, Instant::now()));
                     }
                 }
@@ -320,10 +348,11 @@ pub fn parse_id(id: &str) -> Option<DraDeviceKey> {
 pub fn start(
     client: kube::Client,
     node: String,
+    as_node: bool,
     watch_timeout: Duration,
 ) -> (ResourceSlices, tokio::task::JoinHandle<()>) {
-    tracing::info!(node = %node, "DRA devices' numa nodes from this node's ResourceSlices (watch)");
-    let slices = ResourceSlices::new(node);
+    tracing::info!(node = %node, as_node, "DRA devices' numa nodes from this node's ResourceSlices (watch)");
+    let slices = ResourceSlices::new(node, as_node);
     let task = tokio::spawn(slices.clone().run(client, watch_timeout));
     (slices, task)
 }
@@ -362,7 +391,7 @@ mod tests {
     fn the_store_answers_from_the_watch_and_never_guesses() {
         let tmp = tempfile::tempdir().expect("tempdir");
         sysfs_with_pci(tmp.path(), "0000:3b:00.0", "1\n");
-        let s = ResourceSlices::new("n");
+        let s = ResourceSlices::new("n", true);
         let id = "gpu.example.com/pool/a/gpu-0";
         let err = s.numa_of(id, tmp.path(), &[0, 1]).unwrap_err();
         assert!(err.contains("has not listed them"), "{err}");
@@ -428,8 +457,21 @@ mod tests {
         assert_eq!(s.numa_of(id, tmp.path(), &[0, 1]), Ok(Some(0)));
         s.apply(Event::Delete(slice("s1", "n", json!([]))));
         assert!(s.numa_of(id, tmp.path(), &[0, 1]).is_err());
-        s.not_synced();
+        let st = s.status();
+        assert_eq!(
+            (st.read_as.as_str(), st.state.as_str(), st.last_error),
+            ("node", "listed", None)
+        );
+        s.not_synced("403 Forbidden".into());
         let err = s.numa_of(id, tmp.path(), &[0, 1]).unwrap_err();
         assert!(err.contains("has not listed them"), "{err}");
+        let st = s.status();
+        assert_eq!(st.state, "not-listed");
+        assert_eq!(st.last_error.as_deref(), Some("403 Forbidden"));
+        // The next list clears the error.
+        s.apply(Event::Init);
+        s.apply(Event::InitDone);
+        let st = s.status();
+        assert_eq!((st.state.as_str(), st.last_error), ("listed", None));
     }
 }

@@ -18,6 +18,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use topolet_core::machine::topology::node_list;
 use topolet_core::managers::observed_devices::{DeviceSource, ObservedDevice};
 
 /// One device node of a container, as NRI gives it (`LinuxDevice`).
@@ -232,11 +233,7 @@ fn numa_of(
             device: d.path.clone(),
             path: file.to_path_buf(),
             node: n,
-            known: nodes
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(","),
+            known: node_list(nodes),
         }),
         Ok(numa) => Ok(numa),
         Err(reason) => Err(DeviceNumaError::Malformed {

@@ -413,6 +413,16 @@ pub fn render_table(s: &Status) -> String {
             let _ = writeln!(out, "  last error: {e}");
         }
     }
+    if let Some(r) = &s.resource_slices {
+        let _ = writeln!(
+            out,
+            "dra resource slices of node {} (read as {}): {}, {} slices, {} devices",
+            r.node, r.read_as, r.state, r.slices, r.devices
+        );
+        if let Some(e) = &r.last_error {
+            let _ = writeln!(out, "  last error: {e}");
+        }
+    }
     if let Some(a) = &s.metrics_address {
         let _ = writeln!(out, "metrics: http://{a}/metrics");
     }

@@ -15,6 +15,7 @@
 //! claim resource without driver, pool or device) are [`PodResourcesError`]s naming the pod,
 //! the container and the entry; the entry gives no NUMA node (or is skipped), never a panic.
 
+use topolet_core::machine::topology::node_list;
 use topolet_core::managers::observed_devices::{DeviceSource, ObservedDevice};
 
 use super::api;
@@ -75,13 +76,6 @@ pub fn container_devices(
     let Some(c) = pod.containers.iter().find(|c| c.name == container) else {
         return out;
     };
-    let known = || {
-        nodes
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(",")
-    };
     for entry in &c.devices {
         if entry.resource_name.is_empty() {
             out.errors.push(PodResourcesError::NoResourceName {
@@ -109,7 +103,7 @@ pub fn container_devices(
                         container: container.into(),
                         device: device.clone(),
                         node: n.id,
-                        known: known(),
+                        known: node_list(nodes),
                     }),
                 }
             }

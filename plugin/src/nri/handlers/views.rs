@@ -294,6 +294,7 @@ impl TopoletPlugin {
         );
         report.reclaimed = self.reclaimed_report();
         report.pod_resources = self.pod_resources_status();
+        report.resource_slices = self.resource_slices.get().map(|s| s.status());
         report
     }
 }

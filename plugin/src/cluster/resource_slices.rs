@@ -283,9 +283,18 @@ impl ResourceSlices {
         let timeout = u32::try_from(watch_timeout.as_secs())
             .unwrap_or(u32::MAX)
             .max(1);
-        let config = watcher::Config::default()
+        // Lists from the API server's watch cache (`resourceVersion=0`, as the pod watch's first
+        // list: `crate::cluster::pod_directory::list_params`), not from etcd: a fleet restart is
+        // one such list per node (hack/fleet.sh). Unpaged, as kube drops a `resourceVersion` of
+        // "0" from a request with a `limit` (`kube-core` `ListParams::populate_qp`); a node has a
+        // slice per driver and pool. A relist after 410 Gone may then be a little older than the
+        // newest version; the watch continues from the version it carries, and the store is
+        // replaced by each list whole, so it converges.
+        let mut config = watcher::Config::default()
             .fields(&format!("spec.nodeName={}", self.node))
-            .timeout(timeout);
+            .timeout(timeout)
+            .any_semantic();
+        config.page_size = None;
         let mut stream = watcher::watcher(api, config).default_backoff().boxed();
         let mut last_logged: Option<(String, Instant)> = None;
         while let Some(item) = stream.next().await {

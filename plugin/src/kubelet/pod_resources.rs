@@ -3,8 +3,10 @@
 //! `/var/lib/kubelet/pod-resources/kubelet.sock`; `[kubelet] pod_resources_socket`), as a source
 //! of the devices each container was given.
 //!
-//! - `List` at Synchronize (in a task of its own: Synchronize never waits for it): every pod's
-//!   answer is kept, so a container of a pod known then is answered from memory if `Get` fails.
+//! - `List` at Synchronize (in a task of its own: Synchronize never waits for it), bounded by
+//!   [`LIST_WAIT`] and asked again every [`RETRY_AFTER`] until it answers, so the source
+//!   recovers on a node where no container event comes: every pod's answer is kept, so a
+//!   container of a pod known then is answered from memory if `Get` fails.
 //! - `Get` for a pod at CreateContainer, bounded by `[kubelet] pod_resources_wait_ms` (connect
 //!   and call together): past it the container is admitted with its device nodes only. A kubelet
 //!   whose `Get` is off (`Unimplemented`, or its "disabled" answer: the `KubeletPodResourcesGet`
@@ -28,6 +30,11 @@ use topolet_core::report::status::PodResourcesStatus;
 
 /// How long a failed source is left alone before the next event asks it again.
 pub const RETRY_AFTER: Duration = Duration::from_secs(30);
+
+/// The bound on the Synchronize's `List` ([`PodResourcesSource::list_until_answered`]): it runs
+/// in a task of its own, on no container's path, so a busy kubelet that answers in more than
+/// `pod_resources_wait_ms` (the first call also connects) still answers it.
+pub const LIST_WAIT: Duration = Duration::from_secs(5);
 
 /// A PodResources call that gave no answer, naming the socket and the call.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -165,8 +172,13 @@ impl PodResourcesSource {
         g.paused_until = None;
     }
 
-    /// `call` on a clone of the client, within the wait; an absent socket is not dialled.
-    async fn ask<T, F, Fut>(&self, call: &'static str, f: F) -> Result<T, PodResourcesCallError>
+    /// `call` on a clone of the client, within `wait`; an absent socket is not dialled.
+    async fn ask<T, F, Fut>(
+        &self,
+        call: &'static str,
+        wait: Duration,
+        f: F,
+    ) -> Result<T, PodResourcesCallError>
     where
         F: FnOnce(PodResourcesListerClient<Channel>) -> Fut,
         Fut: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
@@ -182,11 +194,11 @@ impl PodResourcesSource {
                 socket: self.socket.clone(),
             });
         }
-        match tokio::time::timeout(self.wait, f(client)).await {
+        match tokio::time::timeout(wait, f(client)).await {
             Err(_) => Err(PodResourcesCallError::Timeout {
                 socket: self.socket.clone(),
                 call,
-                waited: self.wait,
+                waited: wait,
             }),
             Ok(Err(status)) => Err(PodResourcesCallError::Call {
                 socket: self.socket.clone(),
@@ -198,14 +210,37 @@ impl PodResourcesSource {
         }
     }
 
-    /// `List`: every pod's answer, kept (at Synchronize). Errors are the source's state.
+    /// The Synchronize's `List`, off every event's path: within [`LIST_WAIT`]; after a failure
+    /// asked again when the pause ([`RETRY_AFTER`]) ends, until it answers (or the task is
+    /// dropped with the connection).
+    pub async fn list_until_answered(&self) {
+        loop {
+            let resume = self.lock().paused_until;
+            if let Some(at) = resume.filter(|at| Instant::now() < *at) {
+                tokio::time::sleep_until(at.into()).await;
+                continue;
+            }
+            // Asked and answered; a pause an event's failure began meanwhile waits again.
+            if let Ok(true) = self.list_within(LIST_WAIT).await {
+                return;
+            }
+        }
+    }
+
+    /// `List` within the CreateContainer wait: every pod's answer, kept. Errors are the
+    /// source's state; a paused source is not asked.
     pub async fn list(&self) -> Result<(), PodResourcesCallError> {
+        self.list_within(self.wait).await.map(|_| ())
+    }
+
+    /// `Ok(false)`: paused, not asked.
+    async fn list_within(&self, wait: Duration) -> Result<bool, PodResourcesCallError> {
         if self.paused("list") {
-            return Ok(());
+            return Ok(false);
         }
         let req = api::ListPodResourcesRequest {};
         match self
-            .ask("List", |mut c| async move { c.list(req).await })
+            .ask("List", wait, |mut c| async move { c.list(req).await })
             .await
         {
             Ok(r) => {
@@ -216,7 +251,7 @@ impl PodResourcesSource {
                     .into_iter()
                     .map(|p| ((p.namespace.clone(), p.name.clone()), p))
                     .collect();
-                Ok(())
+                Ok(true)
             }
             Err(e) => {
                 self.failed("list", &e);
@@ -244,7 +279,7 @@ impl PodResourcesSource {
             pod_namespace: namespace.into(),
         };
         match self
-            .ask("Get", |mut c| async move { c.get(req).await })
+            .ask("Get", self.wait, |mut c| async move { c.get(req).await })
             .await
         {
             Ok(r) => {

@@ -18,7 +18,13 @@ enum Mode {
     Hang,
     /// `Get` off, as the kubelet says without its feature gate; `List` answers.
     GetOff,
+    /// A busy kubelet: `List` answers after [`SLOW`], `Get` never.
+    Slow,
 }
+
+/// How long [`Mode::Slow`]'s `List` takes: above the CreateContainer wait of the test using it,
+/// far below [`super::pod_resources::LIST_WAIT`].
+const SLOW: Duration = Duration::from_millis(300);
 
 struct Fake {
     mode: Mode,
@@ -51,8 +57,10 @@ impl PodResourcesLister for Fake {
         _: tonic::Request<api::ListPodResourcesRequest>,
     ) -> Result<tonic::Response<api::ListPodResourcesResponse>, tonic::Status> {
         self.calls.fetch_add(1, Ordering::SeqCst);
-        if let Mode::Hang = self.mode {
-            std::future::pending::<()>().await;
+        match self.mode {
+            Mode::Hang => std::future::pending::<()>().await,
+            Mode::Slow => tokio::time::sleep(SLOW).await,
+            Mode::Answer | Mode::GetOff => {}
         }
         Ok(tonic::Response::new(api::ListPodResourcesResponse {
             pod_resources: vec![one_pod()],
@@ -72,7 +80,7 @@ impl PodResourcesLister for Fake {
     ) -> Result<tonic::Response<api::GetPodResourcesResponse>, tonic::Status> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         match self.mode {
-            Mode::Hang => std::future::pending().await,
+            Mode::Hang | Mode::Slow => std::future::pending().await,
             Mode::GetOff => Err(tonic::Status::unknown(
                 "PodResources API Get method disabled",
             )),
@@ -179,6 +187,35 @@ async fn a_hung_kubelet_costs_one_bounded_wait_then_nothing() {
     assert!(
         text.contains("topolet_pod_resources_calls_total{call=\"get\",result=\"skipped\"} 5"),
         "{text}"
+    );
+}
+
+/// A busy kubelet that answers `List` later than the CreateContainer wait: the Synchronize's
+/// `List` (bounded by `LIST_WAIT`, not by that wait) still gets its answer and the source is
+/// `answering`; the same `List` within the CreateContainer wait is a timeout (the server cannot
+/// answer before [`SLOW`]).
+#[tokio::test]
+async fn a_busy_kubelet_still_answers_the_synchronize_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let (socket, calls) = serve(dir.path(), Mode::Slow);
+    let (src, _) = source(&socket, 100);
+    tokio::time::timeout(Duration::from_secs(20), src.list_until_answered())
+        .await
+        .expect("the List answers within LIST_WAIT");
+    let s = src.status();
+    assert_eq!((s.state.as_str(), s.last_error), ("answering", None));
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "asked once");
+    let p = src.pod("ns", "p").await;
+    assert!(
+        p.is_some(),
+        "the pod from what List kept, Get being past the wait"
+    );
+    // Another source on the same kubelet, asking within the CreateContainer wait.
+    let (within_wait, _) = source(&socket, 100);
+    let err = within_wait.list().await.unwrap_err();
+    assert!(
+        err.to_string().contains("List: no answer within 100 ms"),
+        "{err}"
     );
 }
 

@@ -388,12 +388,11 @@ impl Plugin for TopoletPlugin {
         containers: Vec<api::Container>,
     ) -> PluginResult<Vec<api::ContainerUpdate>> {
         let _timer = self.metrics.time(event::SYNCHRONIZE);
-        // The kubelet's PodResources `List`, in a task of its own: Synchronize never waits for it.
+        // The kubelet's PodResources `List`, in a task of its own (Synchronize never waits for
+        // it), asked again until it answers.
         if let Some(source) = self.pod_resources.get() {
             let source = source.clone();
-            tokio::spawn(async move {
-                let _ = source.list().await;
-            });
+            tokio::spawn(async move { source.list_until_answered().await });
         }
         self.on_synchronize(pods, containers)
     }

@@ -13,11 +13,13 @@
 //! - [`report`]: what the node reports about itself (the status report, NodeResourceTopology).
 //! - [`reclaimed`]: reclaimed CPU — how much of the idle shared pool batch pods may be sold, and
 //!   how fast it is taken back.
+//! - [`jitter`]: spreading a fleet's periodic writes from a seed the shell draws.
 
 // Pure code has no use for `unsafe`; forbid (not deny) so that no module can allow it back.
 #![forbid(unsafe_code)]
 
 pub mod eviction;
+pub mod jitter;
 pub mod kube;
 pub mod machine;
 pub mod managers;

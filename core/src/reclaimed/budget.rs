@@ -25,6 +25,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
+use super::aging::Aging;
 use super::settings::percent_of;
 
 /// The formula's terms, in milli-CPU.
@@ -145,29 +146,30 @@ pub enum Publish {
 #[derive(Debug, Clone)]
 pub struct Advertiser {
     min_change_percent: u8,
-    max_age: Duration,
-    published: Option<(u64, Instant)>,
+    aging: Aging,
+    /// The amount written, when, and the age at which it falls due ([`Aging::draw`]).
+    published: Option<(u64, Instant, Duration)>,
 }
 
 impl Advertiser {
-    pub fn new(min_change_percent: u8, max_age: Duration) -> Advertiser {
+    pub fn new(min_change_percent: u8, aging: Aging) -> Advertiser {
         Advertiser {
             min_change_percent,
-            max_age,
+            aging,
             published: None,
         }
     }
 
     /// What to do with `amount` (of a pool of `pool_millis`) at `now`: the first amount, any
-    /// lower one and one older than `max_age` are published; a higher one only when it moved by
-    /// more than `min_change_percent` of the pool.
+    /// lower one and one that has aged (its age drawn up to `max_age`, [`Aging`]) are
+    /// published; a higher one only when it moved by more than `min_change_percent` of the pool.
     pub fn decide(&self, amount: u64, pool_millis: u64, now: Instant) -> Publish {
-        let Some((last, at)) = self.published else {
+        let Some((last, at, due)) = self.published else {
             return Publish::Now(amount);
         };
         if amount < last
             || amount.saturating_sub(last) > percent_of(pool_millis, self.min_change_percent)
-            || now.saturating_duration_since(at) >= self.max_age
+            || now.saturating_duration_since(at) >= due
         {
             Publish::Now(amount)
         } else {
@@ -178,11 +180,11 @@ impl Advertiser {
     /// The rule of an advisory copy of the amount (the NodeResourceTopology zones,
     /// [`crate::reclaimed::zones`]): the first amount is published; then only a **material**
     /// change either way — by more than `min_change_percent` of the pool, or down to 0 — or
-    /// a different amount once the written one is older than `max_age`. A small fall is held,
+    /// a different amount once the written one has aged ([`Aging`]). A small fall is held,
     /// unlike [`Advertiser::decide`]'s, because the Node's own amount, written at once on any
     /// fall, is what bounds placement.
     pub fn decide_material(&self, amount: u64, pool_millis: u64, now: Instant) -> Publish {
-        let Some((last, at)) = self.published else {
+        let Some((last, at, due)) = self.published else {
             return Publish::Now(amount);
         };
         if amount == last {
@@ -190,7 +192,7 @@ impl Advertiser {
         }
         if last.abs_diff(amount) > percent_of(pool_millis, self.min_change_percent)
             || (amount == 0 && last > 0)
-            || now.saturating_duration_since(at) >= self.max_age
+            || now.saturating_duration_since(at) >= due
         {
             Publish::Now(amount)
         } else {
@@ -201,19 +203,19 @@ impl Advertiser {
     /// The amount an API object already holds, found at start (a restarted topolet's
     /// predecessor wrote it), taken as published at `written` ([`written_at`]): the next amount
     /// is decided against it, so a restart writes only a change this rule would have written
-    /// anyway, or an amount due by `max_age`.
+    /// anyway, or an amount due by its age (drawn now, as for a write).
     pub fn seed(&mut self, amount: u64, written: Instant) {
-        self.published = Some((amount, written));
+        self.published = Some((amount, written, self.aging.draw()));
     }
 
     /// `amount` was written at `now`.
     pub fn published(&mut self, amount: u64, now: Instant) {
-        self.published = Some((amount, now));
+        self.published = Some((amount, now, self.aging.draw()));
     }
 
     /// The amount last written, if any.
     pub fn last(&self) -> Option<u64> {
-        self.published.map(|(a, _)| a)
+        self.published.map(|(a, _, _)| a)
     }
 
     /// Forgets what was written (the next amount is published whatever it is).
@@ -254,7 +256,7 @@ mod tests {
         let max_age = Duration::from_secs(300);
         let at = written_at(wall - Duration::from_secs(100), wall, now, max_age);
         assert_eq!(now.saturating_duration_since(at), Duration::from_secs(100));
-        let mut a = Advertiser::new(10, max_age);
+        let mut a = Advertiser::new(10, Aging::exact(max_age));
         a.seed(500, at);
         assert_eq!(a.last(), Some(500));
         // A rise within 10 % of the pool is kept, a fall is written at once, as before a restart.
@@ -280,7 +282,7 @@ mod tests {
         // Written an hour ago: due at once (the age is capped at max_age, not an hour).
         let old = written_at(wall - Duration::from_secs(3600), wall, now, max_age);
         assert!(now.saturating_duration_since(old) <= max_age);
-        let mut a = Advertiser::new(10, max_age);
+        let mut a = Advertiser::new(10, Aging::exact(max_age));
         a.seed(500, old);
         assert_eq!(a.decide(520, 1000, now), Publish::Now(520));
         // A clock skewed ahead: written "now".
@@ -372,7 +374,7 @@ mod tests {
     #[test]
     fn lower_amounts_publish_at_once_higher_ones_past_the_hysteresis_or_age() {
         let t0 = Instant::now();
-        let mut a = Advertiser::new(10, Duration::from_secs(60));
+        let mut a = Advertiser::new(10, Aging::exact(Duration::from_secs(60)));
         assert_eq!(a.decide(500, 1000, t0), Publish::Now(500));
         a.published(500, t0);
         assert_eq!(a.last(), Some(500));
@@ -394,7 +396,7 @@ mod tests {
         // published amount is at most what the formula gives for the usage at that second.
         let t0 = Instant::now();
         let mut w = UsageWindow::new(Duration::from_secs(5));
-        let mut a = Advertiser::new(10, Duration::from_secs(300));
+        let mut a = Advertiser::new(10, Aging::exact(Duration::from_secs(300)));
         let mut changes = 0;
         for s in 0..40u64 {
             let usage = if (10..20).contains(&s) { 700 } else { 100 };
@@ -414,5 +416,41 @@ mod tests {
         }
         // Published: 700 at start, 100 at the step up, 700 once the window forgot the step.
         assert_eq!(changes, 3);
+    }
+
+    #[test]
+    fn a_fleet_that_wrote_together_rewrites_its_aged_amounts_spread_over_half_max_age() {
+        // 100 instances publish 500m at the same instant; from then on each sees a small rise
+        // (within min_change_percent), written only once aged. Each second, count the writes.
+        let t0 = Instant::now();
+        let max_age = Duration::from_secs(300);
+        let mut fleet: Vec<Advertiser> = (0..100u64)
+            .map(|seed| Advertiser::new(10, Aging::spread(max_age, seed)))
+            .collect();
+        for a in &mut fleet {
+            a.published(500, t0);
+        }
+        let mut per_second = vec![0usize; 301];
+        for (s, n) in per_second.iter_mut().enumerate() {
+            let now = t0 + Duration::from_secs(s as u64);
+            for a in fleet.iter_mut().filter(|a| a.last() == Some(500)) {
+                if a.decide(520, 1000, now) == Publish::Now(520) {
+                    a.published(520, now);
+                    *n += 1;
+                }
+            }
+        }
+        // Every one is due by max_age, none before half of it.
+        assert_eq!(per_second.iter().sum::<usize>(), 100);
+        assert_eq!(per_second[..150].iter().sum::<usize>(), 0);
+        // No minute holds more than 60 of them (an even spread puts 40 % in any 60 s of the
+        // 150 s, 54 in this fleet's busiest); without the spread all 100 fell in one second.
+        let most = (0..=240)
+            .map(|s| per_second[s..s + 61].iter().sum::<usize>())
+            .max();
+        assert!(
+            most.is_some_and(|m| m <= 60),
+            "{most:?} in one minute: {per_second:?}"
+        );
     }
 }

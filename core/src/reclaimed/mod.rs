@@ -7,6 +7,8 @@
 //!   and what each container asked for;
 //! - [`budget`]: how much is reclaimable — the one formula, its terms, the smoothing window and
 //!   when a new amount is worth publishing;
+//! - [`aging`]: when an amount the damping kept is rewritten anyway (an age drawn per write up
+//!   to `max_age`, so a fleet does not rewrite in step);
 //! - [`spill`]: how regular use of the reserved CPUs (regular pods float over them, batch pods
 //!   never run there) counts against the pool;
 //! - [`suppress`]: how much CPU the batch containers may use right now (cut at once, grown back
@@ -21,6 +23,7 @@
 //! (`pkg/koordlet/qosmanager/plugins/cpusuppress`); katalyst reports `reclaimed_millicpu` through
 //! its own node resource object. Here one node agent does both, against the stock scheduler.
 
+pub mod aging;
 pub mod batch;
 pub mod budget;
 pub mod report;
@@ -30,6 +33,7 @@ pub mod starvation;
 pub mod suppress;
 pub mod zones;
 
+pub use aging::Aging;
 pub use batch::{batch_pod, BatchContainer, BatchPod, NotBatch};
 pub use budget::{overrun, written_at, Advertiser, Publish, Terms, UsageWindow};
 pub use report::{BatchStatus, ReclaimedStatus, ZoneTerms};

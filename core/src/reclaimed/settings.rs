@@ -57,7 +57,8 @@ pub struct ReclaimedSettings {
     /// A higher amount is published only when it moved by more than this share of the pool
     /// (a lower one at once)…
     pub min_change_percent: u8,
-    /// …or when the published one is older than this.
+    /// …or when the published one has aged: by an age drawn for each write from half of this to
+    /// this ([`crate::reclaimed::aging`]).
     pub max_age: Duration,
     /// How far the batch budget grows back per suppress interval, as a share of the pool.
     pub grow_step_percent: u8,

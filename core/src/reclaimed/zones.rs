@@ -1,7 +1,8 @@
 //! The per-NUMA amounts of the NodeResourceTopology zones, damped: each zone keeps its own
 //! [`Advertiser`], and a zone's amount is rewritten only on a material change
 //! ([`Advertiser::decide_material`]: by more than `min_change_percent` of the zone's pool either
-//! way, or down to 0) or, changed at all, once the written one is older than `max_age`. Without
+//! way, or down to 0) or, changed at all, once the written one has aged (an age drawn per write
+//! up to `max_age`, [`crate::reclaimed::aging`], each zone its own). Without
 //! it each interval's new per-NUMA amount was a full-object write of the NodeResourceTopology a
 //! second later; with the Node's rule (any fall at once) every fall of the Node's amount was one
 //! too (hack/fleet.sh: as many NodeResourceTopology updates as Node patches, docs/src/fleet.md).
@@ -10,8 +11,9 @@
 //! once.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use super::aging::Aging;
 use super::budget::{Advertiser, Publish};
 use super::report::ZoneTerms;
 
@@ -19,27 +21,31 @@ use super::report::ZoneTerms;
 #[derive(Debug, Clone)]
 pub struct ZoneAdvertisers {
     min_change_percent: u8,
-    max_age: Duration,
+    /// Each zone's ages are derived from it ([`Aging::derive`] with the NUMA node).
+    aging: Aging,
     zones: BTreeMap<usize, Advertiser>,
 }
 
 impl ZoneAdvertisers {
-    pub fn new(min_change_percent: u8, max_age: Duration) -> ZoneAdvertisers {
+    pub fn new(min_change_percent: u8, aging: Aging) -> ZoneAdvertisers {
         ZoneAdvertisers {
             min_change_percent,
-            max_age,
+            aging,
             zones: BTreeMap::new(),
         }
+    }
+
+    fn advertiser(&mut self, numa_node: usize) -> &mut Advertiser {
+        let (min, aging) = (self.min_change_percent, &self.aging);
+        self.zones
+            .entry(numa_node)
+            .or_insert_with(|| Advertiser::new(min, aging.derive(numa_node as u64)))
     }
 
     /// The amount zone `numa_node` of the object already holds, found at start, taken as
     /// written at `written` ([`Advertiser::seed`]).
     pub fn seed(&mut self, numa_node: usize, amount: u64, written: Instant) {
-        let (min, age) = (self.min_change_percent, self.max_age);
-        self.zones
-            .entry(numa_node)
-            .or_insert_with(|| Advertiser::new(min, age))
-            .seed(amount, written);
+        self.advertiser(numa_node).seed(amount, written);
     }
 
     /// Decides every zone of `zones` at `now` and records what is to be written; returns the
@@ -51,11 +57,7 @@ impl ZoneAdvertisers {
         zones
             .iter()
             .map(|z| {
-                let (min, age) = (self.min_change_percent, self.max_age);
-                let a = self
-                    .zones
-                    .entry(z.numa_node)
-                    .or_insert_with(|| Advertiser::new(min, age));
+                let a = self.advertiser(z.numa_node);
                 let amount = z.terms.reclaimable_millis;
                 if let Publish::Now(v) = a.decide_material(amount, z.terms.pool_millis, now) {
                     a.published(v, now);
@@ -70,6 +72,7 @@ impl ZoneAdvertisers {
 mod tests {
     use super::*;
     use crate::reclaimed::Terms;
+    use std::time::Duration;
 
     fn zones(amounts: &[(usize, u64)]) -> Vec<ZoneTerms> {
         amounts
@@ -85,7 +88,7 @@ mod tests {
     #[test]
     fn a_rise_below_min_change_is_not_written_one_above_is() {
         let t0 = Instant::now();
-        let mut z = ZoneAdvertisers::new(10, Duration::from_secs(60));
+        let mut z = ZoneAdvertisers::new(10, Aging::exact(Duration::from_secs(60)));
         // Regular 300m: 1000 − 300 − 200 = 500m on both zones.
         assert_eq!(
             z.publish(&zones(&[(0, 300), (1, 300)]), t0),
@@ -102,7 +105,7 @@ mod tests {
     #[test]
     fn a_small_drop_waits_a_material_one_is_written_at_once() {
         let t0 = Instant::now();
-        let mut z = ZoneAdvertisers::new(10, Duration::from_secs(60));
+        let mut z = ZoneAdvertisers::new(10, Aging::exact(Duration::from_secs(60)));
         z.publish(&zones(&[(0, 300), (1, 300)]), t0);
         let t1 = t0 + Duration::from_secs(1);
         // Zone 0 falls by 100m (10 % of its pool: not more), zone 1 by 101m.
@@ -111,11 +114,11 @@ mod tests {
             BTreeMap::from([(0, 500), (1, 399)])
         );
         // Down to nothing is written however small the fall: 50m → 0.
-        let mut z = ZoneAdvertisers::new(10, Duration::from_secs(60));
+        let mut z = ZoneAdvertisers::new(10, Aging::exact(Duration::from_secs(60)));
         z.publish(&zones(&[(0, 750)]), t0);
         assert_eq!(z.publish(&zones(&[(0, 800)]), t1), BTreeMap::from([(0, 0)]));
         // A small fall is written once the written amount has aged.
-        let mut z = ZoneAdvertisers::new(10, Duration::from_secs(60));
+        let mut z = ZoneAdvertisers::new(10, Aging::exact(Duration::from_secs(60)));
         z.publish(&zones(&[(0, 300)]), t0);
         assert_eq!(
             z.publish(&zones(&[(0, 350)]), t1),
@@ -130,7 +133,7 @@ mod tests {
     #[test]
     fn an_unchanged_amount_is_not_rewritten_when_it_ages() {
         let t0 = Instant::now();
-        let mut a = Advertiser::new(10, Duration::from_secs(60));
+        let mut a = Advertiser::new(10, Aging::exact(Duration::from_secs(60)));
         a.published(500, t0);
         let aged = t0 + Duration::from_secs(600);
         assert_eq!(a.decide_material(500, 1000, aged), Publish::Keep);
@@ -140,7 +143,7 @@ mod tests {
     #[test]
     fn max_age_forces_a_write_of_a_small_rise() {
         let t0 = Instant::now();
-        let mut z = ZoneAdvertisers::new(10, Duration::from_secs(60));
+        let mut z = ZoneAdvertisers::new(10, Aging::exact(Duration::from_secs(60)));
         z.publish(&zones(&[(0, 300)]), t0);
         let before = t0 + Duration::from_secs(59);
         assert_eq!(
@@ -163,7 +166,7 @@ mod tests {
     fn a_seeded_zone_is_not_rewritten_within_min_change_an_unseeded_one_is() {
         let written = Instant::now();
         let t0 = written + Duration::from_secs(10);
-        let mut z = ZoneAdvertisers::new(10, Duration::from_secs(60));
+        let mut z = ZoneAdvertisers::new(10, Aging::exact(Duration::from_secs(60)));
         // The object held 480m on zone 0, written 10 s before; zone 1 held nothing.
         z.seed(0, 480, written);
         assert_eq!(
@@ -180,7 +183,7 @@ mod tests {
     #[test]
     fn a_zone_that_leaves_starts_over_when_it_comes_back() {
         let t0 = Instant::now();
-        let mut z = ZoneAdvertisers::new(10, Duration::from_secs(60));
+        let mut z = ZoneAdvertisers::new(10, Aging::exact(Duration::from_secs(60)));
         z.publish(&zones(&[(0, 300), (1, 300)]), t0);
         let t1 = t0 + Duration::from_secs(1);
         assert_eq!(

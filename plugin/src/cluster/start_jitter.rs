@@ -14,6 +14,7 @@
 use std::time::Duration;
 
 use tokio::time::Instant;
+use topolet_core::jitter::mix;
 
 /// When the API writers may send their first request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,20 +61,13 @@ pub fn delay(max: Duration, seed: u64) -> Duration {
     Duration::from_millis(mix(seed) % span.saturating_add(1))
 }
 
-/// A seed that differs between processes (and between runs of one).
-fn seed() -> u64 {
+/// A seed that differs between processes (and between runs of one): the start gate's, and the
+/// reclaimed loop's for its rewrite ages (`topolet_core::reclaimed::aging`).
+pub fn seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u32(std::process::id());
     h.finish()
-}
-
-/// splitmix64's finaliser: neighbouring seeds give unrelated delays.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]

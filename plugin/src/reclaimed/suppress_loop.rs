@@ -31,8 +31,9 @@ use topolet_core::eviction::duration::format_duration;
 use topolet_core::kube::events::{EventType, ObjectRef, Occurrence};
 use topolet_core::reclaimed::starvation::Fed;
 use topolet_core::reclaimed::{
-    overrun, written_at, Advertiser, BatchStatus, Publish, ReclaimedSettings, ReclaimedStatus,
-    Spill, Starvation, SuppressStep, Suppressor, Terms, UsageWindow, ZoneAdvertisers, ZoneTerms,
+    overrun, written_at, Advertiser, Aging, BatchStatus, Publish, ReclaimedSettings,
+    ReclaimedStatus, Spill, Starvation, SuppressStep, Suppressor, Terms, UsageWindow,
+    ZoneAdvertisers, ZoneTerms,
 };
 
 /// The state without the Kubernetes API client: measured, shown, never advertised or enforced.
@@ -62,6 +63,8 @@ pub struct ReclaimedLoop {
     /// What the Node and its NodeResourceTopology held when this topolet started: the first
     /// advertisers are seeded from it ([`ReclaimedLoop::seed`]), once.
     at_start: Option<AtStart>,
+    /// This process's seed of the advertisers' rewrite ages ([`Aging`]).
+    aging_seed: u64,
     state: State,
 }
 
@@ -139,8 +142,19 @@ impl ReclaimedLoop {
             events: None,
             controller: None,
             at_start: None,
+            aging_seed: crate::cluster::start_jitter::seed(),
             state: State::default(),
         }
+    }
+
+    /// The Node's advertiser and the zones' for `settings`, their ages drawn from this
+    /// process's seed (a fleet started together does not rewrite together).
+    fn advertisers(&self, settings: &ReclaimedSettings) -> (Advertiser, ZoneAdvertisers) {
+        let aging = Aging::spread(settings.max_age, self.aging_seed);
+        (
+            Advertiser::new(settings.min_change_percent, aging.derive(u64::MAX)),
+            ZoneAdvertisers::new(settings.min_change_percent, aging),
+        )
     }
 
     /// Writes the amount on the Node through `tx`, evicts starved batch pods with `evictor` and
@@ -174,8 +188,7 @@ impl ReclaimedLoop {
         zones: &[ZoneTerms],
         now: Instant,
     ) -> (Advertiser, ZoneAdvertisers) {
-        let mut node = Advertiser::new(settings.min_change_percent, settings.max_age);
-        let mut zone = ZoneAdvertisers::new(settings.min_change_percent, settings.max_age);
+        let (mut node, mut zone) = self.advertisers(settings);
         let Some(found) = self.at_start.take() else {
             return (node, zone);
         };
@@ -603,22 +616,23 @@ impl ReclaimedLoop {
             self.state.advertiser = Some(node);
             self.state.zone_advertisers = Some(zone);
         }
+        if self.state.advertiser.is_none() || self.state.zone_advertisers.is_none() {
+            let (node, zone) = self.advertisers(settings);
+            self.state.advertiser.get_or_insert(node);
+            self.state.zone_advertisers.get_or_insert(zone);
+        }
         // The zones' amounts, damped like the Node's; the NodeResourceTopology publisher writes
         // only these (`topolet_core::report::nrt::add_reclaimed`).
-        let published = self
-            .state
-            .zone_advertisers
-            .get_or_insert_with(|| {
-                ZoneAdvertisers::new(settings.min_change_percent, settings.max_age)
-            })
-            .publish(&self.state.zone_terms, now);
+        let (Some(advertiser), Some(zone_advertisers)) = (
+            self.state.advertiser.as_mut(),
+            self.state.zone_advertisers.as_mut(),
+        ) else {
+            return;
+        };
+        let published = zone_advertisers.publish(&self.state.zone_terms, now);
         for z in &mut self.state.zone_terms {
             z.advertised_millis = published.get(&z.numa_node).copied();
         }
-        let advertiser = self
-            .state
-            .advertiser
-            .get_or_insert_with(|| Advertiser::new(settings.min_change_percent, settings.max_age));
         let amount = self.state.node_terms.reclaimable_millis;
         if let Publish::Now(v) = advertiser.decide(amount, pool_millis, now) {
             if advertiser.last().is_none() {

@@ -63,13 +63,27 @@ impl Aging {
         if self.exact {
             return self.max_age;
         }
+        self.between(self.max_age / 2, self.max_age)
+    }
+
+    /// How long after a restart's first decision an amount its predecessor wrote, already due
+    /// by then, is rewritten: from 0 to half of `max_age`. A fleet restarted together decides
+    /// first together (its usage windows fill together), and without it every amount that fell
+    /// due while the fleet was down — all of them, after a fleet-wide outage — is rewritten in
+    /// that same second.
+    pub fn overdue(&mut self) -> Duration {
+        if self.exact {
+            return Duration::ZERO;
+        }
+        self.between(Duration::ZERO, self.max_age / 2)
+    }
+
+    fn between(&mut self, low: Duration, high: Duration) -> Duration {
         self.draws = self.draws.wrapping_add(1);
-        jitter::between(
-            self.max_age / 2,
-            self.max_age,
-            self.seed
-                .wrapping_add(self.draws.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
-        )
+        let seed = self
+            .seed
+            .wrapping_add(self.draws.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        jitter::between(low, high, seed)
     }
 }
 
@@ -87,6 +101,10 @@ mod tests {
         let distinct: std::collections::BTreeSet<_> = ages.iter().collect();
         assert!(distinct.len() > 190, "{} distinct of 200", distinct.len());
         assert_eq!(Aging::exact(max).draw(), max);
+        let overdue: Vec<Duration> = (0..200).map(|_| a.overdue()).collect();
+        assert!(overdue.iter().all(|d| *d <= max / 2), "{overdue:?}");
+        assert!(overdue.iter().any(|d| *d < max / 10) && overdue.iter().any(|d| *d > max * 2 / 5));
+        assert_eq!(Aging::exact(max).overdue(), Duration::ZERO);
         assert_eq!(a.max_age(), max);
     }
 

@@ -201,11 +201,18 @@ impl Advertiser {
     }
 
     /// The amount an API object already holds, found at start (a restarted topolet's
-    /// predecessor wrote it), taken as published at `written` ([`written_at`]): the next amount
-    /// is decided against it, so a restart writes only a change this rule would have written
-    /// anyway, or an amount due by its age (drawn now, as for a write).
-    pub fn seed(&mut self, amount: u64, written: Instant) {
-        self.published = Some((amount, written, self.aging.draw()));
+    /// predecessor wrote it), taken as published at `written` ([`written_at`]), decided first
+    /// at `now`: the next amount is decided against it, so a restart writes only a change this
+    /// rule would have written anyway, or an amount due by its age (drawn now, as for a write;
+    /// one already due by `now` falls due within half of `max_age` from `now`,
+    /// [`Aging::overdue`]).
+    pub fn seed(&mut self, amount: u64, written: Instant, now: Instant) {
+        let mut due = self.aging.draw();
+        let age = now.saturating_duration_since(written);
+        if age >= due {
+            due = age + self.aging.overdue();
+        }
+        self.published = Some((amount, written, due));
     }
 
     /// `amount` was written at `now`.
@@ -257,7 +264,7 @@ mod tests {
         let at = written_at(wall - Duration::from_secs(100), wall, now, max_age);
         assert_eq!(now.saturating_duration_since(at), Duration::from_secs(100));
         let mut a = Advertiser::new(10, Aging::exact(max_age));
-        a.seed(500, at);
+        a.seed(500, at, now);
         assert_eq!(a.last(), Some(500));
         // A rise within 10 % of the pool is kept, a fall is written at once, as before a restart.
         assert_eq!(a.decide(500, 1000, now), Publish::Keep);
@@ -283,7 +290,7 @@ mod tests {
         let old = written_at(wall - Duration::from_secs(3600), wall, now, max_age);
         assert!(now.saturating_duration_since(old) <= max_age);
         let mut a = Advertiser::new(10, Aging::exact(max_age));
-        a.seed(500, old);
+        a.seed(500, old, now);
         assert_eq!(a.decide(520, 1000, now), Publish::Now(520));
         // A clock skewed ahead: written "now".
         assert_eq!(
@@ -452,5 +459,42 @@ mod tests {
             most.is_some_and(|m| m <= 60),
             "{most:?} in one minute: {per_second:?}"
         );
+    }
+
+    #[test]
+    fn a_fleet_restarted_with_its_amounts_overdue_rewrites_them_over_half_max_age() {
+        // 100 instances restart and decide first at the same instant; every amount their
+        // predecessors wrote is 400 s old (past max_age: the fleet was down). A small rise.
+        let now = Instant::now() + Duration::from_secs(3600);
+        let max_age = Duration::from_secs(300);
+        let mut fleet: Vec<Advertiser> = (0..100u64)
+            .map(|seed| Advertiser::new(10, Aging::spread(max_age, seed)))
+            .collect();
+        for a in &mut fleet {
+            a.seed(500, now - Duration::from_secs(400), now);
+        }
+        let mut per_second = vec![0usize; 151];
+        for (s, n) in per_second.iter_mut().enumerate() {
+            let t = now + Duration::from_secs(s as u64);
+            for a in fleet.iter_mut().filter(|a| a.last() == Some(500)) {
+                if a.decide(520, 1000, t) == Publish::Now(520) {
+                    a.published(520, t);
+                    *n += 1;
+                }
+            }
+        }
+        // All within half of max_age; no 10 s holds more than 20 (an even spread: 6.7).
+        assert_eq!(per_second.iter().sum::<usize>(), 100);
+        let most = (0..=140)
+            .map(|s| per_second[s..s + 10].iter().sum::<usize>())
+            .max();
+        assert!(
+            most.is_some_and(|m| m <= 20),
+            "{most:?} in 10 s: {per_second:?}"
+        );
+        // A fall is still written at once.
+        let mut a = Advertiser::new(10, Aging::spread(max_age, 7));
+        a.seed(500, now - Duration::from_secs(400), now);
+        assert_eq!(a.decide(499, 1000, now), Publish::Now(499));
     }
 }

@@ -43,9 +43,9 @@ impl ZoneAdvertisers {
     }
 
     /// The amount zone `numa_node` of the object already holds, found at start, taken as
-    /// written at `written` ([`Advertiser::seed`]).
-    pub fn seed(&mut self, numa_node: usize, amount: u64, written: Instant) {
-        self.advertiser(numa_node).seed(amount, written);
+    /// written at `written` and decided first at `now` ([`Advertiser::seed`]).
+    pub fn seed(&mut self, numa_node: usize, amount: u64, written: Instant, now: Instant) {
+        self.advertiser(numa_node).seed(amount, written, now);
     }
 
     /// Decides every zone of `zones` at `now` and records what is to be written; returns the
@@ -168,7 +168,7 @@ mod tests {
         let t0 = written + Duration::from_secs(10);
         let mut z = ZoneAdvertisers::new(10, Aging::exact(Duration::from_secs(60)));
         // The object held 480m on zone 0, written 10 s before; zone 1 held nothing.
-        z.seed(0, 480, written);
+        z.seed(0, 480, written, t0);
         assert_eq!(
             z.publish(&zones(&[(0, 300), (1, 300)]), t0),
             BTreeMap::from([(0, 480), (1, 500)])

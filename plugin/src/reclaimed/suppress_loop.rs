@@ -200,14 +200,14 @@ impl ReclaimedLoop {
                 age_s = now.saturating_duration_since(at(written)).as_secs(),
                 "reclaimed CPU: the Node's amount before this start is the last published (a change is written as the damping rules, or at max_age)"
             );
-            node.seed(millis, at(written));
+            node.seed(millis, at(written), now);
         }
         let numa: Vec<usize> = zones.iter().map(|z| z.numa_node).collect();
         for (n, (millis, written)) in found
             .zone_amounts(&settings.resource_name, &numa)
             .unwrap_or_default()
         {
-            zone.seed(n, millis, at(written));
+            zone.seed(n, millis, at(written), now);
         }
         (node, zone)
     }

@@ -310,13 +310,13 @@ pub const RECLAIMED_CPU_CGROUP_ERRORS_TOTAL: Family = Family {
     name: "topolet_reclaimed_cpu_cgroup_errors_total",
     kind: Kind::Counter,
     labels: &["op"],
-    help: "Batch pods' cgroups that could not be read (op read: the batch use is then unknown) or batch containers' freezers not written (op freeze).",
+    help: "Batch pods' cgroups that could not be read (op read: the batch use is then unknown), batch containers' freezers not written (op freeze) or their quotas not written directly (op quota: the runtime's update still carries them).",
 };
 pub const RECLAIMED_CPU_CUT_LATENCY_SECONDS: Family = Family {
     name: "topolet_reclaimed_cpu_cut_latency_seconds",
     kind: Kind::Histogram,
     labels: &[],
-    help: "From the usage reading that showed the regular pods' rise to the cut quotas handed to the runtime.",
+    help: "From the usage reading that showed the regular pods' rise to the cut quotas written into the batch containers' cgroups and handed to the runtime.",
 };
 pub const RECLAIMED_CPU_EVICTIONS_TOTAL: Family = Family {
     name: "topolet_reclaimed_cpu_evictions_total",

@@ -606,8 +606,8 @@ impl Metrics {
         *self.lock().reclaimed.evictions.entry(result).or_default() += 1;
     }
 
-    /// A batch pod's cgroup could not be read (`read`) or a batch container's freezer written
-    /// (`freeze`).
+    /// A batch pod's cgroup could not be read (`read`), a batch container's freezer written
+    /// (`freeze`) or its quota written directly (`quota`).
     pub fn reclaimed_cgroup_error(&self, op: &'static str) {
         *self.lock().reclaimed.cgroup_errors.entry(op).or_default() += 1;
     }

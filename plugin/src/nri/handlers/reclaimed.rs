@@ -334,19 +334,86 @@ impl TopoletPlugin {
     }
 
     /// Splits `budget` (milli-CPU) among the batch containers and queues every container whose
-    /// cpuset or quota changed; returns how many. Sent at once when the runtime is quiet.
+    /// cpuset or quota changed; returns how many. A quota that fell (a cut) is written straight
+    /// into the container's cgroup at once ([`crate::host::container_quota`]); every change is
+    /// also sent to the runtime, at once when it is quiet.
     pub fn set_batch_budget(self: &Arc<Self>, budget: u64) -> usize {
-        let changed = {
+        let (changed, cut) = {
             let mut node = self.lock();
+            let before: BTreeMap<String, i64> = node
+                .batch
+                .containers
+                .keys()
+                .filter_map(|id| Some((id.clone(), node.records.get(id)?.target().cpu_quota)))
+                .collect();
             node.batch.budget = Some(budget);
             let changed = rebalance(&mut node, None);
             self.hold_batch(&mut node);
-            changed
+            let cut: Vec<String> = before
+                .into_iter()
+                .filter(|(id, was)| {
+                    node.records.get(id).is_some_and(|r| {
+                        let now = r.target().cpu_quota;
+                        now >= 0 && (*was < 0 || now < *was)
+                    })
+                })
+                .map(|(id, _)| id)
+                .collect();
+            (changed, cut)
         };
+        if !cut.is_empty() {
+            self.write_batch_quotas(&cut);
+        }
         if changed > 0 {
             self.flush_updates();
         }
         changed
+    }
+
+    /// Writes the current quota of each live, unheld batch container among `ids` straight into
+    /// its cgroup; returns how many were written. A cgroup that is gone (the container ended
+    /// meanwhile) is skipped quietly; any other failure is counted and logged, and the runtime's
+    /// update still carries the quota.
+    pub(super) fn write_batch_quotas(&self, ids: &[String]) -> usize {
+        let work: Vec<(&String, String, i64)> = {
+            let node = self.lock();
+            ids.iter()
+                .filter(|id| {
+                    node.batch.containers.contains_key(*id) && !node.batch.held.contains(*id)
+                })
+                .filter_map(|id| {
+                    let r = node.records.get(id)?;
+                    let quota = r.target().cpu_quota;
+                    (r.lifecycle().is_live() && quota >= 0)
+                        .then(|| (id, r.view().cgroups_path.clone(), quota))
+                })
+                .collect()
+        };
+        if work.is_empty() {
+            return 0;
+        }
+        let writer = match crate::host::container_quota::ContainerQuota::of(&self.cgroup_roots()) {
+            Ok(w) => w,
+            Err(e) => {
+                self.metrics.reclaimed_cgroup_error("quota");
+                tracing::warn!(error = %e, "reclaimed CPU: no cpu controller to write batch quotas into; the runtime's update carries them");
+                return 0;
+            }
+        };
+        let mut written = 0;
+        for (id, path, quota) in work {
+            match writer.write(&path, quota, PERIOD_US) {
+                Ok(()) => written += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    tracing::debug!(container = %id, error = %e, "reclaimed CPU: a batch container's cgroup is gone; its quota not written");
+                }
+                Err(e) => {
+                    self.metrics.reclaimed_cgroup_error("quota");
+                    tracing::warn!(container = %id, quota, error = %e, "reclaimed CPU: a batch container's quota not written directly; the runtime's update carries it");
+                }
+            }
+        }
+        written
     }
 
     /// The feature turned off: every batch container is sent the plain BestEffort values back

@@ -47,7 +47,8 @@ fn node_with(change: impl FnOnce(&mut Config)) -> Node {
     fs::create_dir_all(dir.path().join("proc/self")).expect("mkdir");
     fs::write(
         dir.path().join("proc/self/mountinfo"),
-        "36 25 0:31 / /sys/fs/cgroup/freezer rw,relatime shared:15 - cgroup cgroup rw,freezer\n",
+        "36 25 0:31 / /sys/fs/cgroup/freezer rw,relatime shared:15 - cgroup cgroup rw,freezer\n\
+         37 25 0:32 / /sys/fs/cgroup/cpu,cpuacct rw,relatime shared:16 - cgroup cgroup rw,cpu,cpuacct\n",
     )
     .expect("mountinfo");
     let pods = PodDirectory::new(plugin.metrics().clone());
@@ -90,6 +91,18 @@ impl Node {
         fs::create_dir_all(state.parent().unwrap_or(Path::new("/"))).expect("mkdir");
         fs::write(&state, "THAWED").expect("freezer.state");
         (sb, c)
+    }
+
+    /// The container's `cpu.cfs_quota_us` in the cpu hierarchy, created holding `-1`.
+    fn quota_file(&self, id: &str, uid: &str) -> PathBuf {
+        let f = self.dir.path().join(format!(
+            "sys/fs/cgroup/cpu,cpuacct/kubepods/besteffort/pod{uid}/{id}/cpu.cfs_quota_us"
+        ));
+        if !f.exists() {
+            fs::create_dir_all(f.parent().unwrap_or(Path::new("/"))).expect("mkdir");
+            fs::write(&f, "-1").expect("cpu.cfs_quota_us");
+        }
+        f
     }
 
     fn state(&self, id: &str, uid: &str) -> String {
@@ -269,6 +282,36 @@ async fn containers_learnt_late_get_a_quota_at_once_and_a_restart_keeps_grants()
         "{:?}",
         quota("kept-app")
     );
+}
+
+/// A cut of the batch budget reaches the batch containers' cgroups at once, written directly,
+/// without the runtime (none is connected here: its update waits, queued); a rise does not (the
+/// runtime's update carries it); a container without a cgroup is skipped and the rest written.
+#[tokio::test]
+async fn a_cut_is_written_into_the_batch_cgroups_at_once_a_rise_is_left_to_the_runtime() {
+    let n = node();
+    let p = &n.plugin;
+    let (a, b) = (n.batch("a", 500), n.batch("b", 500));
+    for c in [&a, &b] {
+        create(p, c).await.expect("created");
+        p.on_post_start_container(&c.1).expect("started");
+    }
+    let (fa, fb) = (n.quota_file("a-app", "a"), n.quota_file("b-app", "b"));
+    let read = |f: &Path| fs::read_to_string(f).unwrap_or_default();
+    let target = |id: &str| p.lock().records.get(id).map(|r| r.target().cpu_quota);
+    p.set_batch_budget(800);
+    assert_eq!(target("a-app"), Some(40_000));
+    // Cut to 200m: written at once, each container its share.
+    p.set_batch_budget(200);
+    assert_eq!((read(&fa), read(&fb)), ("10000".into(), "10000".into()));
+    // Grown back to 600m: the targets move, the files wait for the runtime.
+    p.set_batch_budget(600);
+    assert_eq!(target("a-app"), Some(30_000));
+    assert_eq!((read(&fa), read(&fb)), ("10000".into(), "10000".into()));
+    // One cgroup gone: the other is still written.
+    fs::remove_file(&fa).expect("rm");
+    assert_eq!(p.write_batch_quotas(&["a-app".into(), "b-app".into()]), 1);
+    assert_eq!(read(&fb), "30000");
 }
 
 async fn configure_runtime(p: &TopoletPlugin, version: &str, nri: (u32, u32, u32)) {

@@ -53,6 +53,10 @@ impl TopoletPlugin {
                     }
                     if !outcome.superseded.is_empty() {
                         tracing::debug!(containers = ?outcome.superseded, "targets changed while their update was in flight: sent again");
+                        // A batch quota cut written directly while this request carried the
+                        // older one: the runtime has just applied the older value; the cut is
+                        // written again now, not after the next lull.
+                        p.write_batch_quotas(&outcome.superseded);
                     }
                     let error = match &result {
                         Ok(failed) if failed.is_empty() => {

@@ -15,13 +15,16 @@
 //! nothing new is placed either way.
 //!
 //! A task of its own, fed the latest amount through a `watch` channel: the suppress loop never
-//! waits on the API server, a failed write is retried every second with the newest amount (never
-//! a stale one), and an amount that was superseded before it could be written is never written.
+//! waits on the API server, a failed write is retried with back-off ([`RETRY_MAX`]) with the
+//! newest amount (never a stale one), and an amount that was superseded before it could be
+//! written is never written.
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::utils::Backoff;
+use kube::runtime::watcher::DefaultBackoff;
 use kube::Client;
 use serde_json::json;
 use tokio::sync::watch;
@@ -30,8 +33,9 @@ use crate::cluster::start_jitter::StartGate;
 use crate::telemetry::metrics::Metrics;
 use std::sync::Arc;
 
-/// How long a failed write waits before the next try.
-const RETRY: Duration = Duration::from_secs(1);
+/// The longest a failed write waits before the next try (kube-runtime's `DefaultBackoff`, the
+/// watcher's: 0.8 s doubling to 30 s, jittered, reset by a success).
+const RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// What the Node should say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +105,7 @@ pub fn start(
         gate.wait().await;
         let api: Api<Node> = Api::all(client.clone());
         let mut logged_failure = false;
+        let mut backoff = DefaultBackoff::default();
         loop {
             let want = *rx.borrow_and_update();
             let result = match want {
@@ -126,18 +131,23 @@ pub fn start(
                         tracing::debug!(node = %node, resource = %name, advert = ?want, "reclaimed CPU written on the Node");
                     }
                     logged_failure = false;
+                    backoff.reset();
                     if rx.changed().await.is_err() {
                         return;
                     }
                 }
                 Err(e) => {
                     metrics.reclaimed_publish("error");
+                    let delay = backoff.next().unwrap_or(RETRY_MAX);
                     if !logged_failure {
-                        tracing::warn!(node = %node, resource = %name, error = %e, "kubernetes API: writing the reclaimed CPU on the Node failed; retrying every second with the newest amount (check topolet's RBAC: nodes/status patch)");
+                        tracing::warn!(node = %node, resource = %name, error = %e, retry_in = ?delay, "kubernetes API: writing the reclaimed CPU on the Node failed; retrying with back-off (up to 30 s) with the newest amount (check topolet's RBAC: nodes/status patch)");
                         logged_failure = true;
                     }
-                    // The newest amount at the next try; a change wakes it early.
-                    let _ = tokio::time::timeout(RETRY, rx.changed()).await;
+                    // The newest amount at the next try. A change does not wake it early: a
+                    // fleet's amounts change together (one load, a restart), and an API server
+                    // refusing with 429 must not be asked again by every node each second
+                    // (hack/fleet.sh at N = 600, docs/src/fleet.md).
+                    tokio::time::sleep(delay).await;
                 }
             }
         }

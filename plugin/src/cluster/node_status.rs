@@ -10,7 +10,8 @@
 //! a plain list: they are patched on the Node (`nodes patch`) as a merge patch of the whole list
 //! with the Node's `resourceVersion`, so a concurrent change answers 409 and is retried from a
 //! fresh read. Every failed request is counted and logged (the same target at most once a
-//! minute) and retried after [`RETRY`]. Otherwise the publisher sleeps until the next report (one
+//! minute) and retried with back-off (kube-runtime's `DefaultBackoff`: 0.8 s doubling to
+//! [`RETRY_MAX`], jittered, reset by a sync that succeeds; a new report also tries). Otherwise the publisher sleeps until the next report (one
 //! per eviction interval), which is also when a heartbeat found due is sent: no timer of its own.
 
 use std::collections::BTreeSet;
@@ -19,6 +20,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::utils::Backoff;
+use kube::runtime::watcher::DefaultBackoff;
 use kube::Client;
 use serde_json::json;
 use tokio::sync::watch;
@@ -32,8 +35,8 @@ use topolet_core::eviction::node_status::{
 };
 use topolet_core::eviction::NodeCondition;
 
-/// How soon a failed request is tried again (a new report also tries).
-pub const RETRY: Duration = Duration::from_secs(1);
+/// The longest a failed request waits to be tried again (a new report also tries).
+pub const RETRY_MAX: Duration = Duration::from_secs(30);
 /// The same failure is logged at most this often.
 const LOG_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -77,6 +80,8 @@ pub fn start(
         taints: None,
         logged: Default::default(),
         failing: false,
+        retry_in: Duration::ZERO,
+        backoff: DefaultBackoff::default(),
         at_start,
     };
     (tx, tokio::spawn(p.run(rx)))
@@ -95,8 +100,10 @@ struct Publisher {
     /// The Node's taints as last read (`None`: to be read).
     taints: Option<(Vec<Taint>, String)>,
     logged: std::collections::HashMap<&'static str, Instant>,
-    /// A request of the last sync failed: try again after [`RETRY`].
+    /// A request of the last sync failed: try again after `retry_in`.
     failing: bool,
+    retry_in: Duration,
+    backoff: DefaultBackoff,
     at_start: AtStart,
 }
 
@@ -155,17 +162,23 @@ impl Publisher {
         loop {
             tokio::select! {
                 r = rx.changed() => if r.is_err() { return },
-                _ = tokio::time::sleep(RETRY), if self.failing => {}
+                _ = tokio::time::sleep(self.retry_in), if self.failing => {}
             }
             let report = rx.borrow_and_update().clone();
             if let Some(report) = report {
                 self.sync(&report).await;
+                if !self.failing {
+                    self.backoff.reset();
+                }
             }
         }
     }
 
     fn failed(&mut self, target: &'static str, error: &kube::Error) {
-        self.failing = true;
+        if !self.failing {
+            self.failing = true;
+            self.retry_in = self.backoff.next().unwrap_or(RETRY_MAX);
+        }
         self.metrics.node_status_patch(target, "error");
         let now = Instant::now();
         let due = self

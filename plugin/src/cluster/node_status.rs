@@ -11,8 +11,9 @@
 //! with the Node's `resourceVersion`, so a concurrent change answers 409 and is retried from a
 //! fresh read. Every failed request is counted and logged (the same target at most once a
 //! minute) and retried with back-off (kube-runtime's `DefaultBackoff`: 0.8 s doubling to
-//! [`RETRY_MAX`], jittered, reset by a sync that succeeds; a new report also tries). Otherwise the publisher sleeps until the next report (one
-//! per eviction interval), which is also when a heartbeat found due is sent: no timer of its own.
+//! [`RETRY_MAX`], jittered, reset by a sync that succeeds; a new report also tries). Otherwise
+//! the publisher sleeps until the next report (one per eviction interval), which is also when a
+//! heartbeat found due is sent: no timer of its own.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

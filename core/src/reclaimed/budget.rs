@@ -425,6 +425,27 @@ mod tests {
         assert_eq!(changes, 3);
     }
 
+    /// Each second from `from` for `seconds`, every advertiser of `fleet` still at 500m (of a
+    /// 1000m pool) is offered 520m (a rise within min_change_percent: written only once aged);
+    /// how many wrote it in each second.
+    fn first_rewrites_per_second(
+        fleet: &mut [Advertiser],
+        from: Instant,
+        seconds: usize,
+    ) -> Vec<usize> {
+        let mut per_second = vec![0usize; seconds];
+        for (s, n) in per_second.iter_mut().enumerate() {
+            let t = from + Duration::from_secs(s as u64);
+            for a in fleet.iter_mut().filter(|a| a.last() == Some(500)) {
+                if a.decide(520, 1000, t) == Publish::Now(520) {
+                    a.published(520, t);
+                    *n += 1;
+                }
+            }
+        }
+        per_second
+    }
+
     #[test]
     fn a_fleet_that_wrote_together_rewrites_its_aged_amounts_spread_over_half_max_age() {
         // 100 instances publish 500m at the same instant; from then on each sees a small rise
@@ -437,16 +458,7 @@ mod tests {
         for a in &mut fleet {
             a.published(500, t0);
         }
-        let mut per_second = vec![0usize; 301];
-        for (s, n) in per_second.iter_mut().enumerate() {
-            let now = t0 + Duration::from_secs(s as u64);
-            for a in fleet.iter_mut().filter(|a| a.last() == Some(500)) {
-                if a.decide(520, 1000, now) == Publish::Now(520) {
-                    a.published(520, now);
-                    *n += 1;
-                }
-            }
-        }
+        let per_second = first_rewrites_per_second(&mut fleet, t0, 301);
         // Every one is due by max_age, none before half of it.
         assert_eq!(per_second.iter().sum::<usize>(), 100);
         assert_eq!(per_second[..150].iter().sum::<usize>(), 0);
@@ -473,16 +485,7 @@ mod tests {
         for a in &mut fleet {
             a.seed(500, now - Duration::from_secs(400), now);
         }
-        let mut per_second = vec![0usize; 151];
-        for (s, n) in per_second.iter_mut().enumerate() {
-            let t = now + Duration::from_secs(s as u64);
-            for a in fleet.iter_mut().filter(|a| a.last() == Some(500)) {
-                if a.decide(520, 1000, t) == Publish::Now(520) {
-                    a.published(520, t);
-                    *n += 1;
-                }
-            }
-        }
+        let per_second = first_rewrites_per_second(&mut fleet, now, 151);
         // All within half of max_age; no 10 s holds more than 20 (an even spread: 6.7).
         assert_eq!(per_second.iter().sum::<usize>(), 100);
         let most = (0..=140)

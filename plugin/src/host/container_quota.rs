@@ -9,13 +9,13 @@
 //! the same reason (`pkg/koordlet/qosmanager/plugins/cpusuppress`).
 //!
 //! Path: the container's `linux.cgroups_path` as NRI gives it
-//! ([`crate::host::freezer::container_cgroup`]), under the cpu controller's mount; v1 writes
+//! ([`crate::host::freezer::container_dir`]), under the cpu controller's mount; v1 writes
 //! `cpu.cfs_quota_us` (the period is the runtime's already), v2 `cpu.max`. The cgroup must
 //! exist: nothing is created.
 
 use std::io;
 
-use crate::host::freezer::container_cgroup;
+use crate::host::freezer::container_dir;
 use crate::host::pod_cgroup::{CpuController, PodDir, Roots};
 
 /// The cpu controller's hierarchy, for containers' quotas.
@@ -35,16 +35,10 @@ impl ContainerQuota {
     /// Writes `quota` µs per `period` (−1: unlimited) into the cgroup of the container whose
     /// cgroups path is `cgroups_path`.
     pub fn write(&self, cgroups_path: &str, quota: i64, period: u64) -> io::Result<()> {
-        let rel = container_cgroup(cgroups_path).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("container cgroups path {cgroups_path:?} names no cgroup"),
-            )
-        })?;
         // A container's cgroup holds the same CPU files as a pod's.
         PodDir {
             version: self.cpu.version,
-            dir: self.cpu.mount_point.join(rel),
+            dir: container_dir(&self.cpu, cgroups_path)?,
         }
         .write_quota(quota, period)
     }

@@ -43,6 +43,18 @@ pub fn container_cgroup(cgroups_path: &str) -> Option<PathBuf> {
     }
 }
 
+/// The directory of the container whose cgroups path is `cgroups_path` in `hierarchy`; an error
+/// naming the path when it names no cgroup.
+pub fn container_dir(hierarchy: &CpuController, cgroups_path: &str) -> io::Result<PathBuf> {
+    let rel = container_cgroup(cgroups_path).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("container cgroups path {cgroups_path:?} names no cgroup"),
+        )
+    })?;
+    Ok(hierarchy.mount_point.join(rel))
+}
+
 /// The freezer hierarchy (v1 `freezer`, else the v2 unified mount).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Freezer {
@@ -69,17 +81,11 @@ impl Freezer {
     }
 
     fn file(&self, cgroups_path: &str) -> io::Result<PathBuf> {
-        let rel = container_cgroup(cgroups_path).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("container cgroups path {cgroups_path:?} names no cgroup"),
-            )
-        })?;
         let name = match self.hierarchy.version {
             Version::V1 => "freezer.state",
             Version::V2 => "cgroup.freeze",
         };
-        Ok(self.hierarchy.mount_point.join(rel).join(name))
+        Ok(container_dir(&self.hierarchy, cgroups_path)?.join(name))
     }
 
     /// Freezes (`true`) or thaws the container whose cgroups path is `cgroups_path`. The cgroup

@@ -610,16 +610,12 @@ impl ReclaimedLoop {
             // amount fall, with each step of the load until it has filled.
             return;
         }
-        if self.state.advertiser.is_none() && self.state.zone_advertisers.is_none() {
+        // Both are dropped together (a withdrawal, a reload of their keys) and built together.
+        if self.state.advertiser.is_none() || self.state.zone_advertisers.is_none() {
             let zones = self.state.zone_terms.clone();
             let (node, zone) = self.seed(settings, &zones, now);
             self.state.advertiser = Some(node);
             self.state.zone_advertisers = Some(zone);
-        }
-        if self.state.advertiser.is_none() || self.state.zone_advertisers.is_none() {
-            let (node, zone) = self.advertisers(settings);
-            self.state.advertiser.get_or_insert(node);
-            self.state.zone_advertisers.get_or_insert(zone);
         }
         // The zones' amounts, damped like the Node's; the NodeResourceTopology publisher writes
         // only these (`topolet_core::report::nrt::add_reclaimed`).

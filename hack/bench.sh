@@ -1160,6 +1160,9 @@ def reclaimed_rows(f, daemons):
     row("node CPU busy, both CPUs (milli-CPU)", so["node_busy_millis"], co["node_busy_millis"],
         f"{rc['node_busy_rise_millis']:+.0f}m; the batch pods got {co['batch_millis']:.0f}m")
     row("pool CPU 1 busy (milli-CPU)", so["pool_busy_millis"], co["pool_busy_millis"], f"{rc['pool_busy_rise_millis']:+.0f}m")
+    if "pool_busy_ticks_millis" in so:
+        row("pool CPU 1 busy by /proc/stat's ticks (milli-CPU)", so["pool_busy_ticks_millis"],
+            co["pool_busy_ticks_millis"], "the tick's sampling, for comparison")
     row("regular pod / batch pods CPU (milli-CPU)", f"{so['regular_millis']:.0f} / {so['batch_millis']:.0f}",
         f"{co['regular_millis']:.0f} / {co['batch_millis']:.0f}", "")
     la0, la1 = rc["loadavg_start"], rc["loadavg_end"]

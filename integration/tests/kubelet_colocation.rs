@@ -14,8 +14,9 @@
 //!    units over the window's wall time, so a late or missed tick is lost work. The batch probes
 //!    spin while the control file `hog` exists. Solo and colocated windows alternate (the order
 //!    flips every alternation, so drift and the shared machine's noise hit both alike); around
-//!    each window the test reads `/proc/stat` (the node's busy CPU, all CPUs and the pool's)
-//!    and both containers' `cpuacct.usage`.
+//!    each window the test reads each CPU's busy time (the node's, all CPUs, and the pool's:
+//!    the cgroup v1 root's exact `cpuacct.usage_percpu` where the host has it, as topolet does,
+//!    else `/proc/stat`; see [`proc_stat`]) and both containers' `cpuacct.usage`.
 //! 2. **Suppress reaction.** With the batch probes spinning and the regular one idle, the regular
 //!    probe starts two spinning threads (a step to the whole pool); the test polls the batch
 //!    containers' `cpu.cfs_quota_us` every 5 ms from the moment it asks for the step, and the
@@ -25,7 +26,7 @@
 //!    step ends once the cut is seen; the quotas must grow back before the next repetition.
 //! 3. **Advertised amount over a load step.** Every 200 ms: the Node's capacity, the `reclaimed`
 //!    section of `topolet status`, and the really idle CPU of the pool since the last sample (its
-//!    `/proc/stat` idle plus what the batch pods used: their CPU is for the taking);
+//!    idle time, [`proc_stat`], plus what the batch pods used: their CPU is for the taking);
 //!    the regular probe ticks, then spins until the Node's amount has fallen, then ticks again
 //!    until it is back up.
 //! 4. **Regular use of the reserved CPU.** The batch pods idle, the amount back up, the regular
@@ -46,6 +47,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use ::topolet::host::cpu_usage::CpuTimeSource;
+use ::topolet::host::pod_cgroup::find_controller;
 use anyhow::{bail, ensure, Context};
 use serde_json::{json, Value};
 use topolet_core::machine::cpuset::CpuSet;
@@ -178,10 +181,47 @@ fn quota(c: &KubeContainer) -> anyhow::Result<i64> {
         .with_context(|| format!("{} holds {t:?}", p.display()))
 }
 
-/// `/proc/stat` CPU lines: per line (`cpu`, `cpu0`, …) its (busy, total) jiffies. Busy is user,
-/// nice, system, irq and softirq (guest time is inside user); steal is neither ours nor idle, so
-/// it is left out of both.
+/// Each CPU's busy time, per line name (`cpu`: the node, `cpu0`, …) its (busy, total). The
+/// same source topolet reads ([`CpuTimeSource`]): where the host's cgroup v1 root offers it,
+/// `cpuacct.usage_percpu` (run time in ns; total: the monotonic clock's ns, × the CPUs for
+/// `cpu`), because `/proc/stat` is sampled at the scheduler tick and the regular probe, which
+/// wakes on every 1 ms boundary, is in step with it (on this host's HZ=250 kernel a thread busy
+/// 300 µs of each 1 ms reads as anything from 7m to 829m there, by its phase against the tick);
+/// else `/proc/stat`'s jiffies (busy: user, nice, system, irq and softirq; guest time is inside
+/// user; steal is neither ours nor idle, so it is left out of both). Only online CPUs (those
+/// `/proc/stat` lists) count.
 fn proc_stat() -> anyhow::Result<Vec<(String, u64, u64)>> {
+    let ticks = proc_stat_ticks()?;
+    let mountinfo = read_trimmed(Path::new("/proc/self/mountinfo"))?;
+    let Some(controller) = find_controller(&mountinfo, "cpuacct") else {
+        return Ok(ticks);
+    };
+    let (source, _) = CpuTimeSource::detect(&controller);
+    if source == CpuTimeSource::ProcStat {
+        return Ok(ticks);
+    }
+    let exact = source.read(Path::new("/proc"))?;
+    let mut out = ticks;
+    let mut node = (0u64, 0u64);
+    for (name, busy, total) in out.iter_mut().filter(|l| l.0 != "cpu") {
+        let cpu: usize = name["cpu".len()..]
+            .parse()
+            .with_context(|| format!("/proc/stat line {name:?}"))?;
+        let t = exact
+            .get(&cpu)
+            .with_context(|| format!("CPU {cpu} is not in {source:?}"))?;
+        (*busy, *total) = (t.busy, t.total);
+        node = (node.0 + t.busy, node.1 + t.total);
+    }
+    if let Some(l) = out.iter_mut().find(|l| l.0 == "cpu") {
+        (l.1, l.2) = node;
+    }
+    Ok(out)
+}
+
+/// `/proc/stat`'s lines as they are, in jiffies: the bench prints the node's busy CPU by them
+/// too, beside [`proc_stat`]'s, to show what the tick's sampling makes of the same windows.
+fn proc_stat_ticks() -> anyhow::Result<Vec<(String, u64, u64)>> {
     let text = read_trimmed(Path::new("/proc/stat"))?;
     let mut out = Vec::new();
     for line in text.lines().filter(|l| l.starts_with("cpu")) {
@@ -195,7 +235,14 @@ fn proc_stat() -> anyhow::Result<Vec<(String, u64, u64)>> {
     Ok(out)
 }
 
-/// Milli-CPU busy on line `name` between two `/proc/stat` readings (`cpu`: the whole node).
+/// Whether [`proc_stat`] reads the exact per-CPU run time on this host.
+fn exact_cpu_time() -> anyhow::Result<bool> {
+    let mountinfo = read_trimmed(Path::new("/proc/self/mountinfo"))?;
+    Ok(find_controller(&mountinfo, "cpuacct")
+        .is_some_and(|c| CpuTimeSource::detect(&c).0 != CpuTimeSource::ProcStat))
+}
+
+/// Milli-CPU busy on line `name` between two [`proc_stat`] readings (`cpu`: the whole node).
 fn busy_millis(a: &[(String, u64, u64)], b: &[(String, u64, u64)], name: &str) -> f64 {
     let get = |s: &[(String, u64, u64)]| s.iter().find(|l| l.0 == name).map(|l| (l.1, l.2));
     let (Some((b0, t0)), Some((b1, t1))) = (get(a), get(b)) else {
@@ -249,6 +296,8 @@ struct Window {
     result: Value,
     node_millis: f64,
     pool_millis: f64,
+    /// The pool's busy CPU by `/proc/stat`'s ticks ([`proc_stat_ticks`]), for comparison.
+    pool_ticks_millis: f64,
     batch_millis: f64,
     regular_millis: f64,
     /// The batch quotas (summed) and topolet's batch budget when the window ended.
@@ -268,14 +317,16 @@ fn measure_window(
     // Warm-up: the hog starts or stops and the suppress loop settles the batch budget on the
     // regular pod's ticking.
     probe.ticks(1.0)?;
-    let (s0, b0, g0, t0) = (
+    let (k0, s0, b0, g0, t0) = (
+        proc_stat_ticks()?,
         proc_stat()?,
         batch_usage_ns(batches)?,
         usage_ns(regular)?,
         Instant::now(),
     );
     let result = probe.ticks(seconds)?;
-    let (s1, b1, g1, el) = (
+    let (k1, s1, b1, g1, el) = (
+        proc_stat_ticks()?,
         proc_stat()?,
         batch_usage_ns(batches)?,
         usage_ns(regular)?,
@@ -285,6 +336,7 @@ fn measure_window(
         colocated,
         node_millis: busy_millis(&s0, &s1, "cpu"),
         pool_millis: busy_millis(&s0, &s1, "cpu1"),
+        pool_ticks_millis: busy_millis(&k0, &k1, "cpu1"),
         batch_millis: b1.saturating_sub(b0) as f64 / 1e6 / el,
         regular_millis: g1.saturating_sub(g0) as f64 / 1e6 / el,
         result,
@@ -328,6 +380,7 @@ fn summary(ws: &[&Window]) -> Value {
         "ticks": f("ticks").iter().sum::<f64>(),
         "node_busy_millis": r1(m(ws.iter().map(|w| w.node_millis).collect())),
         "pool_busy_millis": r1(m(ws.iter().map(|w| w.pool_millis).collect())),
+        "pool_busy_ticks_millis": r1(m(ws.iter().map(|w| w.pool_ticks_millis).collect())),
         "batch_millis": r1(m(ws.iter().map(|w| w.batch_millis).collect())),
         "regular_millis": r1(m(ws.iter().map(|w| w.regular_millis).collect())),
     })
@@ -393,8 +446,8 @@ struct AdvSample {
     node: Option<u64>,
     status_advertised: Option<u64>,
     status_regular_peak: Option<u64>,
-    /// The pool's really idle CPU since the last sample: `/proc/stat` idle plus what the batch
-    /// pods used (theirs is for the taking).
+    /// The pool's really idle CPU since the last sample: its idle time ([`proc_stat`]) plus
+    /// what the batch pods used (theirs is for the taking).
     idle_millis: f64,
     regular_measured: f64,
 }
@@ -654,6 +707,27 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
         coloc.iter().all(|w| w.batch_millis > 0.0),
         "the batch pod used no CPU in a colocated window"
     );
+    // Where the host has the exact source, topolet reads it, and the pool's busy time holds at
+    // least what the pods ran there (the probes' work threads are confined to it; the regular
+    // Go runtime's own threads may float to the reserved CPU, hence the slack). `/proc/stat`,
+    // in step with the probe's ticks, can read a fraction of it.
+    if exact_cpu_time()? {
+        let said = node.t.topolet.status()?["reclaimed"]["cpu_time"].clone();
+        ensure!(
+            said.as_str()
+                .is_some_and(|s| s.contains("cpuacct.usage_percpu")),
+            "topolet does not read the exact per-CPU run time the host offers: {said}"
+        );
+        for w in &windows {
+            let ran = w.batch_millis + w.regular_millis;
+            ensure!(
+                w.pool_millis >= 0.9 * ran - 10.0,
+                "the pool's busy time ({:.0}m) is less than the pods ran there ({:.0}m)",
+                w.pool_millis,
+                ran
+            );
+        }
+    }
     // Paired ratios, alternation by alternation.
     let paired = |k: &str| -> Vec<f64> {
         solo.iter()
@@ -825,7 +899,8 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
         "reserved_step": reserved_step,
         "windows": windows.iter().map(|w| json!({
             "colocated": w.colocated, "probe": w.result, "node_busy_millis": r1(w.node_millis),
-            "pool_busy_millis": r1(w.pool_millis), "batch_millis": r1(w.batch_millis),
+            "pool_busy_millis": r1(w.pool_millis), "pool_busy_ticks_millis": r1(w.pool_ticks_millis),
+            "batch_millis": r1(w.batch_millis),
             "regular_millis": r1(w.regular_millis), "quota_end": w.quota_end,
             "budget_end_millis": w.budget_end,
         })).collect::<Vec<_>>(),

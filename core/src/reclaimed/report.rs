@@ -34,6 +34,10 @@ pub struct ReclaimedStatus {
     /// The rule that decided it, in words ([`Spill::rule`]).
     #[serde(default)]
     pub reserved_rule: String,
+    /// Where each CPU's busy time is read (exact run time, or sampled clock ticks), in words;
+    /// empty before the first reading.
+    #[serde(default)]
+    pub cpu_time: String,
     /// What needs an operator's eye, one line each: batch pods' cgroups that cannot be read,
     /// pods asking for the resource that are not batch (and why).
     #[serde(default)]

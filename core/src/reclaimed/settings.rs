@@ -10,8 +10,8 @@ pub const DEFAULT_RESOURCE_NAME: &str = "topolet.io/reclaimed-cpu";
 /// What counts as the regular pods' use of the pool's CPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum UsageSource {
-    /// Everything that is not batch on the pool's CPUs (`/proc/stat`): regular pods, system
-    /// daemons, kernel threads, interrupts — what is really idle.
+    /// Everything that is not batch on the pool's CPUs (each CPU's busy time): regular pods,
+    /// system daemons, kernel threads, interrupts — what is really idle.
     #[default]
     Cpus,
     /// The regular pods' own usage (their cgroups), for nodes whose system daemons are kept on

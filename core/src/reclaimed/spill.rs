@@ -12,8 +12,8 @@
 //! regular = pool busy − batch + spill
 //! ```
 //!
-//! The reserved CPUs' busy time (system daemons, interrupts, regular pods: `/proc/stat` cannot
-//! tell them apart) up to their capacity less the margin is theirs; beyond it, it is counted as
+//! The reserved CPUs' busy time (system daemons, interrupts, regular pods: a CPU's busy time
+//! cannot tell them apart) up to their capacity less the margin is theirs; beyond it, it is counted as
 //! regular use of the pool. With `usage = "pods"` the regular pods' own cgroup time already
 //! counts wherever they run, reserved CPUs included, so nothing is added.
 

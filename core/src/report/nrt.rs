@@ -421,6 +421,7 @@ mod tests {
             batch: vec![],
             reserved: Default::default(),
             reserved_rule: String::new(),
+            cpu_time: String::new(),
             problems: vec![],
         };
         let before = content.clone();
@@ -475,6 +476,7 @@ mod tests {
             batch: vec![],
             reserved: Default::default(),
             reserved_rule: String::new(),
+            cpu_time: String::new(),
             problems: vec![],
         };
         // What the previous instance wrote.

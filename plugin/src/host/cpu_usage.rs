@@ -7,15 +7,30 @@
 //! statistics"); `guest` and `guest_nice` are already counted in `user` and `nice`. Busy is
 //! everything but `idle` and `iowait`. Rates are taken as busy ticks over total ticks of the
 //! same CPU, so the tick length never matters.
+//!
+//! Those counters are **sampled**: on a kernel built with `CONFIG_TICK_CPU_ACCOUNTING` (the
+//! default unless `CONFIG_VIRT_CPU_ACCOUNTING_GEN` with `nohz_full` or `CONFIG_IRQ_TIME_ACCOUNTING`)
+//! each scheduler tick charges its whole length to whatever the CPU is doing at that instant
+//! (`kernel/sched/cputime.c`, `account_process_tick`). A load in step with the tick (a task
+//! waking every millisecond on a timer, as Go's and many runtimes' tickers do) is then read as
+//! anything from nothing to the whole CPU: on a HZ=250 host a thread busy 300 µs of every 1 ms
+//! read as 7m, 567m or 829m depending on its phase against the tick. The cgroup v1 root's
+//! `cpuacct.usage_percpu` counts every task's run time per CPU in nanoseconds, exactly
+//! (`kernel/sched/cpuacct.c`, charged from `update_curr`), so [`CpuTimeSource::detect`] prefers
+//! it; cgroup v2 has no per-CPU counterpart (its root `cpu.stat` is summed from the same ticks),
+//! and there `/proc/stat` is all there is.
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Instant;
 
-use crate::host::pod_cgroup::{PodDir, Version};
+use crate::host::pod_cgroup::{CpuController, PodDir, Version};
 
-/// One CPU's counters, in clock ticks.
+/// One CPU's counters: clock ticks, or nanoseconds ([`CpuTimeSource`]); only the ratio of two
+/// readings' differences is ever used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CpuTicks {
     pub busy: u64,
@@ -69,6 +84,99 @@ pub fn read_proc_stat(proc_root: &Path) -> io::Result<BTreeMap<usize, CpuTicks>>
             format!("{}: {m}", path.display()),
         )
     })
+}
+
+/// Where each CPU's busy time is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpuTimeSource {
+    /// The cgroup v1 root's `cpuacct.usage_percpu`: nanoseconds of task run time per CPU, exact.
+    /// The path is that file.
+    Cpuacct(PathBuf),
+    /// `<proc>/stat`: clock ticks, sampled at each tick.
+    ProcStat,
+}
+
+impl CpuTimeSource {
+    /// The root `cpuacct.usage_percpu` of `controller` when it is a v1 hierarchy whose file can
+    /// be read and parsed now; else `/proc/stat`, and why, for the status line.
+    pub fn detect(controller: &CpuController) -> (Self, Option<String>) {
+        if controller.version != Version::V1 {
+            return (
+                Self::ProcStat,
+                Some("cgroup v2 has no per-CPU run time".to_string()),
+            );
+        }
+        let path = controller.mount_point.join("cpuacct.usage_percpu");
+        match fs::read_to_string(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| parse_cpuacct_percpu(&t))
+        {
+            Ok(_) => (Self::Cpuacct(path), None),
+            Err(e) => (Self::ProcStat, Some(format!("{}: {e}", path.display()))),
+        }
+    }
+
+    /// The source in words, for `topolet status`.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Cpuacct(path) => format!("{} (run time per CPU, exact)", path.display()),
+            Self::ProcStat => {
+                "/proc/stat (clock ticks, sampled: a load in step with the tick reads wrong)"
+                    .to_string()
+            }
+        }
+    }
+
+    /// Each CPU's busy and total time now: clock ticks from `<proc_root>/stat`, or nanoseconds
+    /// of run time with the monotonic clock's nanoseconds as the total (the same for every CPU:
+    /// a rate is the run time over the time that passed).
+    pub fn read(&self, proc_root: &Path) -> io::Result<BTreeMap<usize, CpuTicks>> {
+        match self {
+            Self::ProcStat => read_proc_stat(proc_root),
+            Self::Cpuacct(path) => {
+                let text = fs::read_to_string(path)
+                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+                let now = monotonic_ns();
+                let ns = parse_cpuacct_percpu(&text).map_err(|m| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("{}: {m}", path.display()),
+                    )
+                })?;
+                Ok(run_time_at(ns, now))
+            }
+        }
+    }
+}
+
+/// Per-CPU run times (ns, in CPU order) read at `now` (ns on the monotonic clock).
+fn run_time_at(ns: Vec<u64>, now: u64) -> BTreeMap<usize, CpuTicks> {
+    ns.into_iter()
+        .enumerate()
+        .map(|(cpu, busy)| (cpu, CpuTicks { busy, total: now }))
+        .collect()
+}
+
+/// Nanoseconds on the monotonic clock since this process first asked.
+fn monotonic_ns() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A `cpuacct.usage_percpu` text: one count of nanoseconds per possible CPU, in CPU order.
+pub fn parse_cpuacct_percpu(text: &str) -> Result<Vec<u64>, String> {
+    let values: Vec<u64> = text
+        .split_ascii_whitespace()
+        .map(|f| {
+            f.parse::<u64>()
+                .map_err(|_| format!("{f:?} is not a count of nanoseconds"))
+        })
+        .collect::<Result<_, _>>()?;
+    if values.is_empty() {
+        return Err("no CPU in it".into());
+    }
+    Ok(values)
 }
 
 /// Milli-CPUs busy on one CPU between two readings (0–1000).
@@ -167,6 +275,58 @@ intr 1 2 3\n";
             .contains("cpu0 1 2"));
         assert!(parse_proc_stat("cpux 1 2 3 4\n").is_err());
         assert!(parse_proc_stat("intr 1\n").is_err());
+    }
+
+    #[test]
+    fn cpuacct_percpu_is_nanoseconds_per_cpu_in_order() {
+        assert_eq!(
+            parse_cpuacct_percpu("100 200 0 \n").unwrap(),
+            vec![100, 200, 0]
+        );
+        let e = parse_cpuacct_percpu("1 x\n").unwrap_err();
+        assert!(e.contains("\"x\""), "{e}");
+        assert!(parse_cpuacct_percpu("\n").is_err());
+    }
+
+    #[test]
+    fn the_exact_source_is_taken_where_v1_offers_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let v1 = CpuController {
+            version: Version::V1,
+            mount_point: dir.path().to_path_buf(),
+        };
+        // No file: /proc/stat, and why.
+        let (s, why) = CpuTimeSource::detect(&v1);
+        assert_eq!(s, CpuTimeSource::ProcStat);
+        assert!(why.unwrap().contains("cpuacct.usage_percpu"));
+        // A bad file: the same, naming what is wrong.
+        std::fs::write(dir.path().join("cpuacct.usage_percpu"), "5 -1\n").unwrap();
+        let (s, why) = CpuTimeSource::detect(&v1);
+        assert_eq!(s, CpuTimeSource::ProcStat);
+        assert!(why.unwrap().contains("\"-1\""));
+        std::fs::write(dir.path().join("cpuacct.usage_percpu"), "5000 7000\n").unwrap();
+        let (s, why) = CpuTimeSource::detect(&v1);
+        assert!(matches!(s, CpuTimeSource::Cpuacct(_)), "{s:?}");
+        assert_eq!(why, None);
+        let a = s.read(dir.path()).unwrap();
+        assert_eq!(a.len(), 2);
+        assert_eq!(a[&1].busy, 7000);
+        assert_eq!(a[&0].total, a[&1].total, "one clock for every CPU");
+        let v2 = CpuController {
+            version: Version::V2,
+            mount_point: dir.path().to_path_buf(),
+        };
+        assert_eq!(CpuTimeSource::detect(&v2).0, CpuTimeSource::ProcStat);
+    }
+
+    #[test]
+    fn run_time_rates_are_run_time_over_the_time_that_passed() {
+        // 10 ms pass: CPU 0 ran all of it, CPU 1 a quarter, CPU 2 none.
+        let a = run_time_at(vec![1_000, 2_000, 3_000], 50_000_000);
+        let b = run_time_at(vec![10_001_000, 2_502_000, 3_000], 60_000_000);
+        assert_eq!(busy_millis(a[&0], b[&0]), 1000);
+        assert_eq!(busy_millis(a[&1], b[&1]), 250);
+        assert_eq!(busy_millis(a[&2], b[&2]), 0);
     }
 
     #[test]

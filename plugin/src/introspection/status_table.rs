@@ -96,6 +96,9 @@ fn render_reclaimed(out: &mut String, r: &topolet_core::reclaimed::ReclaimedStat
     if !r.reserved_rule.is_empty() {
         let _ = writeln!(out, "  reserved CPUs: {} ({})", r.reserved, r.reserved_rule);
     }
+    if !r.cpu_time.is_empty() {
+        let _ = writeln!(out, "  CPU busy time from: {}", r.cpu_time);
+    }
     for z in &r.zones {
         match z.advertised_millis {
             Some(a) => {
@@ -544,6 +547,7 @@ mod tests {
                 20,
             ),
             reserved_rule: topolet_core::reclaimed::spill::RULE_CPUS.into(),
+            cpu_time: "/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage_percpu (run time per CPU, exact)".into(),
             problems: vec!["pod default/mixed asks for topolet.io/reclaimed-cpu but is not batch: container \"b\" asks for both".into()],
         });
         let text = render_table(&s);
@@ -565,6 +569,10 @@ mod tests {
         );
         assert!(
             text.contains("advertised 590m; batch budget 600m"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\n  CPU busy time from: /sys/fs/cgroup/cpu,cpuacct/cpuacct.usage_percpu (run time per CPU, exact)\n"),
             "{text}"
         );
         let row = text

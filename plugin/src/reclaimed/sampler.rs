@@ -1,4 +1,5 @@
-//! One reading of what the reclaimed-CPU loop measures — every CPU's ticks (`/proc/stat`) and
+//! One reading of what the reclaimed-CPU loop measures — every CPU's busy time (exact run time
+//! where cgroup v1 offers it, else `/proc/stat`'s ticks: [`CpuTimeSource`]) and
 //! the batch pods' (and, with `usage = "pods"`, the regular pods') cgroup CPU time — and the
 //! rates between two readings, in milli-CPU.
 //!
@@ -21,7 +22,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use crate::host::cgroupfs::cgroup_path;
-use crate::host::cpu_usage::{busy_millis, cgroup_usage_ns, read_proc_stat, CpuTicks};
+use crate::host::cpu_usage::{busy_millis, cgroup_usage_ns, CpuTicks, CpuTimeSource};
 use crate::host::pod_cgroup::{CpuController, PodDir};
 use crate::nri::handlers::ReclaimedInputs;
 use topolet_core::machine::cpuset::CpuSet;
@@ -40,15 +41,16 @@ pub struct Reading {
     pub batch_failed: Vec<(String, String)>,
 }
 
-/// Takes a reading. Fails when `/proc/stat` cannot be read; a pod whose cgroup is gone (it just
-/// ended) is left out.
+/// Takes a reading. Fails when the CPUs' busy time cannot be read; a pod whose cgroup is gone
+/// (it just ended) is left out.
 pub fn read(
     proc_root: &Path,
     controller: &CpuController,
+    cpu_time: &CpuTimeSource,
     inputs: &ReclaimedInputs,
     usage: UsageSource,
 ) -> Result<Reading, String> {
-    let cpus = read_proc_stat(proc_root).map_err(|e| e.to_string())?;
+    let cpus = cpu_time.read(proc_root).map_err(|e| e.to_string())?;
     let usage_of = |parent: &str| -> Option<u64> {
         let dir = PodDir {
             version: controller.version,

@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use crate::cluster::at_start::AtStart;
 use crate::cluster::extended_resource::Advert;
 use crate::cluster::recorder::EventSink;
+use crate::host::cpu_usage::CpuTimeSource;
 use crate::host::pod_cgroup::CpuController;
 use crate::nri::handlers::ReclaimedInputs;
 use crate::pressure::actions::{EvictPod, Evicted, Evictor};
@@ -59,13 +60,32 @@ pub struct ReclaimedLoop {
     advert: Option<watch::Sender<Advert>>,
     evictor: Option<Arc<dyn Evictor>>,
     events: Option<EventSink>,
-    controller: Option<CpuController>,
+    /// Where the readings come from, found at the first reading.
+    meters: Option<Meters>,
     /// What the Node and its NodeResourceTopology held when this topolet started: the first
     /// advertisers are seeded from it ([`ReclaimedLoop::seed`]), once.
     at_start: Option<AtStart>,
     /// This process's seed of the advertisers' rewrite ages ([`Aging`]).
     aging_seed: u64,
     state: State,
+}
+
+/// The cpuacct hierarchy (the pods' CPU time) and where each CPU's busy time is read.
+#[derive(Debug, Clone)]
+struct Meters {
+    controller: CpuController,
+    cpu_time: CpuTimeSource,
+    /// Why the exact source could not be used, when it could not.
+    why: Option<String>,
+}
+
+impl Meters {
+    fn describe(&self) -> String {
+        match &self.why {
+            Some(why) => format!("{} ({why})", self.cpu_time.describe()),
+            None => self.cpu_time.describe(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -140,7 +160,7 @@ impl ReclaimedLoop {
             advert: None,
             evictor: None,
             events: None,
-            controller: None,
+            meters: None,
             at_start: None,
             aging_seed: crate::cluster::start_jitter::seed(),
             state: State::default(),
@@ -512,20 +532,37 @@ impl ReclaimedLoop {
         settings: &ReclaimedSettings,
     ) -> Result<Reading, String> {
         let roots = self.plugin.cgroup_roots();
-        let controller = self.controller.clone();
+        let meters = self.meters.clone();
         let inputs = inputs.clone();
         let usage = settings.usage;
-        let (controller, reading) = tokio::task::spawn_blocking(move || {
-            let controller = match controller {
-                Some(c) => c,
-                None => roots.cpuacct_controller().map_err(|e| e.to_string())?,
+        let (meters, reading) = tokio::task::spawn_blocking(move || {
+            let meters = match meters {
+                Some(m) => m,
+                None => {
+                    let controller = roots.cpuacct_controller().map_err(|e| e.to_string())?;
+                    let (cpu_time, why) = CpuTimeSource::detect(&controller);
+                    Meters {
+                        controller,
+                        cpu_time,
+                        why,
+                    }
+                }
             };
-            let r = sampler::read(&roots.proc_root, &controller, &inputs, usage)?;
-            Ok::<_, String>((controller, r))
+            let r = sampler::read(
+                &roots.proc_root,
+                &meters.controller,
+                &meters.cpu_time,
+                &inputs,
+                usage,
+            )?;
+            Ok::<_, String>((meters, r))
         })
         .await
         .map_err(|e| format!("the reading's thread failed: {e}"))??;
-        self.controller = Some(controller);
+        if self.meters.is_none() {
+            tracing::info!(cpu_time = %meters.describe(), "reclaimed CPU: where the CPUs' busy time is read");
+        }
+        self.meters = Some(meters);
         Ok(reading)
     }
 
@@ -816,6 +853,11 @@ impl ReclaimedLoop {
             batch,
             reserved: s.reserved,
             reserved_rule: Spill::rule(settings.usage).to_string(),
+            cpu_time: self
+                .meters
+                .as_ref()
+                .map(Meters::describe)
+                .unwrap_or_default(),
             problems: s
                 .batch_failed
                 .iter()
@@ -854,6 +896,7 @@ fn off_report(settings: &ReclaimedSettings, state: &str) -> ReclaimedStatus {
         batch: Vec::new(),
         reserved: Spill::default(),
         reserved_rule: Spill::rule(settings.usage).to_string(),
+        cpu_time: String::new(),
         problems: Vec::new(),
     }
 }

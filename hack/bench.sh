@@ -1180,7 +1180,7 @@ def reclaimed_rows(f, daemons):
     row("Node amount moves / direction flips", f"{adv['changes']} / {adv['direction_flips']}",
         f"smallest rise {adv['min_up_move_millis']}m", f"hysteresis {adv['hysteresis_millis']}m")
     rs = f["reclaimed_reserved"]
-    row("regular thread on the reserved CPU: Node amount (m)", f"{rs['amount_before_millis']} -> {rs['amount_during_millis']}",
+    row("regular thread on the reserved CPU: formula before -> Node during (m)", f"{rs['amount_before_millis']} -> {rs['amount_during_millis']}",
         f"spill counted {rs['spill_millis']}m", "")
     if f.get("reclaimed_goals"):
         rows.append((f"[reclaimed] goals, daemons {daemons} (integration/src/colocation_goals.rs)", "value", "goal", "met"))

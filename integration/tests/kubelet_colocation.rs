@@ -31,7 +31,10 @@
 //!    until it is back up.
 //! 4. **Regular use of the reserved CPU.** The batch pods idle, the amount back up, the regular
 //!    probe spins one thread confined to the reserved CPU (its own cpuset allows it, as the
-//!    kubelet's shared pool does): the Node's amount must fall. Under `usage = "cpus"` through
+//!    kubelet's shared pool does): the formula's amount (`topolet status`) must fall below what
+//!    it was once the usage window held only the idle present, and the Node's amount must not
+//!    be above it (any fall is written at once; a small rise is held, so the Node's amount
+//!    itself may lag the formula and is no reference). Under `usage = "cpus"` through
 //!    the reserved CPU's busy time beyond its headroom (`topolet_core::reclaimed::spill`, the
 //!    `reserved` terms of `topolet status`, which must show it counted); under `usage = "pods"`
 //!    through the pod's own cgroup time, wherever it ran.
@@ -793,17 +796,39 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
 
     // 4. Regular use of the reserved CPU: the amount back up with room for both batch pods,
     // then one thread spinning on the reserved CPU only.
-    let calm = wait::until(
+    wait::until(
         "the amount back up before the reserved step",
         FOLLOW,
         || Ok(advertised(&node)?.filter(|a| *a >= both)),
+    )?;
+    // The reference: the formula's amount once the usage window holds only the present (its
+    // peak within 50m of the last reading), not the Node's: a rise smaller than
+    // `min_change_percent` is held there until it ages, so the Node's amount can lag the
+    // formula by up to that and a later fall need not go below it.
+    let calm = wait::until(
+        "the usage window holding only the present before the reserved step",
+        FOLLOW,
+        || {
+            let r = node.t.topolet.status()?["reclaimed"].clone();
+            let (peak, now) = (
+                r["node"]["regular_millis"].as_u64(),
+                r["regular_now_millis"].as_u64(),
+            );
+            Ok(match (peak, now) {
+                (Some(p), Some(n)) if p <= n + 50 => r["node"]["reclaimable_millis"].as_u64(),
+                _ => None,
+            })
+        },
     )?;
     let id = probe.request_body(
         json!({"mode": "spin", "seconds": 600.0, "threads": 1, "cpus": [RESERVED_CPU]}),
     )?;
     probe.wait("ack", id, POD_TIMEOUT)?;
     let bench = plan.out.is_some();
-    let (during, spill) = wait::until(
+    // What the wait saw last, for its error: the status's terms and the reserved CPU's busy time.
+    let mut seen = String::new();
+    let mut cpu_last = proc_stat()?;
+    let found = wait::until(
         "the Node's amount lowered by regular use of the reserved CPU",
         FOLLOW,
         || {
@@ -811,15 +836,29 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
             let spill = s["reclaimed"]["reserved"]["spill_millis"]
                 .as_u64()
                 .unwrap_or(0);
+            let formula = s["reclaimed"]["node"]["reclaimable_millis"]
+                .as_u64()
+                .unwrap_or(u64::MAX);
             let now = advertised(&node)?.unwrap_or(0);
-            // usage = "cpus" (the bench): counted through the reserved CPU's spill.
-            Ok((now < calm && (!bench || spill > 0)).then_some((now, spill)))
+            let cpus = proc_stat()?;
+            seen = format!(
+                "amount {now}m, the formula's {formula}m (before the step {calm}m); CPU \
+                 {RESERVED_CPU} busy {:.0}m since the last look; status: node {}, reserved {}",
+                busy_millis(&cpu_last, &cpus, &format!("cpu{RESERVED_CPU}")),
+                s["reclaimed"]["node"],
+                s["reclaimed"]["reserved"]
+            );
+            cpu_last = cpus;
+            // The formula fell, and the Node carries no more than it (any fall is written at
+            // once). usage = "cpus" (the bench): through the reserved CPU's spill.
+            Ok((formula < calm && now <= formula && (!bench || spill > 0)).then_some((now, spill)))
         },
-    )?;
+    );
+    let (during, spill) = found.with_context(|| format!("last seen: {seen}"))?;
     let rule = node.t.topolet.status()?["reclaimed"]["reserved_rule"].clone();
     probe.stop(id)?;
     probe.wait("res", id, POD_TIMEOUT)?;
-    eprintln!("[reserved] amount {calm}m -> {during}m while a regular thread spun on CPU {RESERVED_CPU}; spill counted {spill}m; rule {rule}");
+    eprintln!("[reserved] the formula's amount {calm}m before, the Node's {during}m while a regular thread spun on CPU {RESERVED_CPU}; spill counted {spill}m; rule {rule}");
     let reserved_step = json!({
         "amount_before_millis": calm, "amount_during_millis": during,
         "spill_millis": spill, "rule": rule,

@@ -13,6 +13,7 @@
 //! (and `topolet status` shows no pressure), never with made-up values.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -220,6 +221,8 @@ pub struct StallLine {
 #[derive(Debug, Default)]
 pub struct Metrics {
     families: Mutex<Families>,
+    /// The last exposition's size: the next one's buffer starts that large.
+    last_size: AtomicUsize,
 }
 
 /// Times one NRI event: records its duration when dropped (also on early returns).
@@ -649,37 +652,25 @@ impl Metrics {
                 node_status_patches: g.node_status_patches.clone(),
             }
         };
-        let mut w = Writer::default();
+        let mut w = Writer::with_capacity(self.last_size.load(Ordering::Relaxed));
+        // The buckets' `le` values, spelled once per render.
+        let les: Vec<String> = EVENT_BUCKETS.iter().map(|le| format_float(*le)).collect();
 
         w.header(&family::BUILD_INFO);
         w.sample(
             family::BUILD_INFO.name,
-            &[("version", crate::version().to_string())],
+            &[("version", crate::version())],
             1.0,
         );
 
         w.header(&family::NRI_EVENT_DURATION_SECONDS);
         for (event, h) in &f.event_duration {
-            let name = family::NRI_EVENT_DURATION_SECONDS.name;
-            let mut cumulative = 0;
-            for (i, le) in EVENT_BUCKETS.iter().enumerate() {
-                cumulative += h.buckets[i];
-                w.sample(
-                    &format!("{name}_bucket"),
-                    &[("event", event.clone()), ("le", format_float(*le))],
-                    cumulative as f64,
-                );
-            }
-            w.sample(
-                &format!("{name}_bucket"),
-                &[("event", event.clone()), ("le", "+Inf".into())],
-                h.count as f64,
-            );
-            w.sample(&format!("{name}_sum"), &[("event", event.clone())], h.sum);
-            w.sample(
-                &format!("{name}_count"),
-                &[("event", event.clone())],
-                h.count as f64,
+            write_histogram(
+                &mut w,
+                family::NRI_EVENT_DURATION_SECONDS.name,
+                Some(("event", event.as_str())),
+                h,
+                &les,
             );
         }
 
@@ -687,7 +678,7 @@ impl Metrics {
         for ((qos, cpus), n) in &f.admissions {
             w.sample(
                 family::ADMISSIONS_TOTAL.name,
-                &[("qos", qos.clone()), ("cpus", cpus.to_string())],
+                &[("qos", qos.as_str()), ("cpus", cpus)],
                 *n as f64,
             );
         }
@@ -695,7 +686,7 @@ impl Metrics {
         for ((op, reason), n) in &f.refusals {
             w.sample(
                 family::REFUSALS_TOTAL.name,
-                &[("operation", op.to_string()), ("reason", reason.clone())],
+                &[("operation", op), ("reason", reason.as_str())],
                 *n as f64,
             );
         }
@@ -704,7 +695,7 @@ impl Metrics {
         for (op, n) in &f.refusal_logs_suppressed {
             w.sample(
                 family::REFUSAL_LOGS_SUPPRESSED_TOTAL.name,
-                &[("operation", op.to_string())],
+                &[("operation", op)],
                 *n as f64,
             );
         }
@@ -715,7 +706,7 @@ impl Metrics {
         for (node, n) in &gauges.exclusive_cpus {
             w.sample(
                 family::EXCLUSIVE_CPUS.name,
-                &[("numa_node", node.to_string())],
+                &[("numa_node", node.to_string().as_str())],
                 *n as f64,
             );
         }
@@ -723,7 +714,7 @@ impl Metrics {
         for (node, n) in &gauges.free_cpus {
             w.sample(
                 family::FREE_EXCLUSIVE_CPUS.name,
-                &[("numa_node", node.to_string())],
+                &[("numa_node", node.to_string().as_str())],
                 *n as f64,
             );
         }
@@ -747,7 +738,7 @@ impl Metrics {
         for (result, n) in &f.state_writes {
             w.sample(
                 family::STATE_FILE_WRITES_TOTAL.name,
-                &[("result", result.to_string())],
+                &[("result", result)],
                 *n as f64,
             );
         }
@@ -763,7 +754,7 @@ impl Metrics {
         for (result, n) in &f.pod_cgroup_writes {
             w.sample(
                 family::POD_CGROUP_WRITES_TOTAL.name,
-                &[("result", result.to_string())],
+                &[("result", result)],
                 *n as f64,
             );
         }
@@ -772,7 +763,7 @@ impl Metrics {
         for (signal, n) in &f.evictions {
             w.sample(
                 family::EVICTIONS_TOTAL.name,
-                &[("signal", signal.clone())],
+                &[("signal", signal.as_str())],
                 *n as f64,
             );
         }
@@ -781,7 +772,7 @@ impl Metrics {
             for (result, n) in &c.runs {
                 w.sample(
                     family::NODE_RECLAIM_TOTAL.name,
-                    &[("signal", signal.clone()), ("result", result.to_string())],
+                    &[("signal", signal.as_str()), ("result", result)],
                     *n as f64,
                 );
             }
@@ -800,17 +791,14 @@ impl Metrics {
         ] {
             w.header(family);
             for (signal, c) in &f.node_reclaim {
-                w.sample(family.name, &[("signal", signal.clone())], get(c) as f64);
+                w.sample(family.name, &[("signal", signal.as_str())], get(c) as f64);
             }
         }
         w.header(&family::EVICTION_ATTEMPTS_TOTAL);
         for ((action, result), n) in &f.eviction_results {
             w.sample(
                 family::EVICTION_ATTEMPTS_TOTAL.name,
-                &[
-                    ("action", action.to_string()),
-                    ("result", result.to_string()),
-                ],
+                &[("action", action), ("result", result)],
                 *n as f64,
             );
         }
@@ -818,10 +806,7 @@ impl Metrics {
         for ((target, result), n) in &f.node_status_patches {
             w.sample(
                 family::NODE_STATUS_PATCHES_TOTAL.name,
-                &[
-                    ("target", target.to_string()),
-                    ("result", result.to_string()),
-                ],
+                &[("target", target), ("result", result)],
                 *n as f64,
             );
         }
@@ -829,7 +814,7 @@ impl Metrics {
         for (signal, v) in &f.signals {
             w.sample(
                 family::EVICTION_SIGNAL_VALUE.name,
-                &[("signal", signal.clone())],
+                &[("signal", signal.as_str())],
                 *v,
             );
         }
@@ -837,7 +822,7 @@ impl Metrics {
         for ((signal, kind), v) in &f.thresholds {
             w.sample(
                 family::EVICTION_THRESHOLD.name,
-                &[("signal", signal.clone()), ("kind", kind.clone())],
+                &[("signal", signal.as_str()), ("kind", kind.as_str())],
                 *v,
             );
         }
@@ -845,7 +830,7 @@ impl Metrics {
         for (cond, on) in &f.conditions {
             w.sample(
                 family::NODE_CONDITION.name,
-                &[("condition", cond.clone())],
+                &[("condition", cond.as_str())],
                 if *on { 1.0 } else { 0.0 },
             );
         }
@@ -859,7 +844,7 @@ impl Metrics {
         for (result, n) in &f.kube_events {
             w.sample(
                 family::KUBE_EVENTS_TOTAL.name,
-                &[("result", result.to_string())],
+                &[("result", result)],
                 *n as f64,
             );
         }
@@ -867,7 +852,7 @@ impl Metrics {
         for ((op, code), n) in &f.kube_api_errors {
             w.sample(
                 family::KUBE_API_ERRORS_TOTAL.name,
-                &[("operation", op.to_string()), ("code", code.clone())],
+                &[("operation", op), ("code", code.as_str())],
                 *n as f64,
             );
         }
@@ -875,7 +860,7 @@ impl Metrics {
         for (result, n) in &f.nrt_writes {
             w.sample(
                 family::NRT_WRITES_TOTAL.name,
-                &[("result", result.to_string())],
+                &[("result", result)],
                 *n as f64,
             );
         }
@@ -883,7 +868,7 @@ impl Metrics {
         for ((call, result), n) in &f.pod_resources_calls {
             w.sample(
                 family::POD_RESOURCES_CALLS_TOTAL.name,
-                &[("call", call.to_string()), ("result", result.to_string())],
+                &[("call", call), ("result", result)],
                 *n as f64,
             );
         }
@@ -891,7 +876,7 @@ impl Metrics {
         for (result, n) in &f.http_connections {
             w.sample(
                 family::HTTP_CONNECTIONS_TOTAL.name,
-                &[("result", result.to_string())],
+                &[("result", result)],
                 *n as f64,
             );
         }
@@ -903,7 +888,7 @@ impl Metrics {
         for (field, n) in &f.drift_repairs {
             w.sample(
                 family::DRIFT_REPAIRS_TOTAL.name,
-                &[("field", field.to_string())],
+                &[("field", field)],
                 *n as f64,
             );
         }
@@ -923,15 +908,41 @@ impl Metrics {
         for ((trigger, result), n) in &f.config_reloads {
             w.sample(
                 family::CONFIG_RELOADS_TOTAL.name,
-                &[
-                    ("trigger", trigger.to_string()),
-                    ("result", result.to_string()),
-                ],
+                &[("trigger", trigger), ("result", result)],
                 *n as f64,
             );
         }
-        w.finish()
+        let text = w.finish();
+        self.last_size.store(text.len(), Ordering::Relaxed);
+        text
     }
+}
+
+/// One histogram series: its cumulative buckets (`les`: [`EVENT_BUCKETS`] spelled), `+Inf`,
+/// `_sum` and `_count`, each with `label` when given.
+fn write_histogram(
+    w: &mut Writer,
+    name: &str,
+    label: Option<(&str, &str)>,
+    h: &Histogram,
+    les: &[String],
+) {
+    let bucket = |w: &mut Writer, le: &str, n: u64| match label {
+        Some(l) => w.sample_of(name, "_bucket", &[l, ("le", le)], n as f64),
+        None => w.sample_of(name, "_bucket", &[("le", le)], n as f64),
+    };
+    let mut cumulative = 0;
+    for (le, n) in les.iter().zip(h.buckets) {
+        cumulative += n;
+        bucket(w, le, cumulative);
+    }
+    bucket(w, "+Inf", h.count);
+    let label: &[(&str, &str)] = match &label {
+        Some(l) => std::slice::from_ref(l),
+        None => &[],
+    };
+    w.sample_of(name, "_sum", label, h.sum);
+    w.sample_of(name, "_count", label, h.count as f64);
 }
 
 fn render_pressure(w: &mut Writer, node: &[StallLine], pods: &BTreeMap<String, Vec<StallLine>>) {
@@ -939,10 +950,7 @@ fn render_pressure(w: &mut Writer, node: &[StallLine], pods: &BTreeMap<String, V
     for s in node {
         w.sample(
             family::PRESSURE_STALL_SECONDS_TOTAL.name,
-            &[
-                ("resource", s.resource.to_string()),
-                ("kind", s.kind.to_string()),
-            ],
+            &[("resource", s.resource), ("kind", s.kind)],
             s.total_us as f64 / 1e6,
         );
     }
@@ -950,10 +958,7 @@ fn render_pressure(w: &mut Writer, node: &[StallLine], pods: &BTreeMap<String, V
     for s in node {
         w.sample(
             family::PRESSURE_STALL_AVG10_RATIO.name,
-            &[
-                ("resource", s.resource.to_string()),
-                ("kind", s.kind.to_string()),
-            ],
+            &[("resource", s.resource), ("kind", s.kind)],
             s.avg10 / 100.0,
         );
     }
@@ -963,9 +968,9 @@ fn render_pressure(w: &mut Writer, node: &[StallLine], pods: &BTreeMap<String, V
             w.sample(
                 family::POD_PRESSURE_STALL_SECONDS_TOTAL.name,
                 &[
-                    ("pod_uid", uid.clone()),
-                    ("resource", s.resource.to_string()),
-                    ("kind", s.kind.to_string()),
+                    ("pod_uid", uid.as_str()),
+                    ("resource", s.resource),
+                    ("kind", s.kind),
                 ],
                 s.total_us as f64 / 1e6,
             );
@@ -978,7 +983,7 @@ fn render_reclaimed(w: &mut Writer, r: &ReclaimedFamilies) {
     for (zone, v) in &r.advertised {
         w.sample(
             family::RECLAIMED_CPU_ADVERTISED_MILLICPU.name,
-            &[("zone", zone.clone())],
+            &[("zone", zone.as_str())],
             *v as f64,
         );
     }
@@ -997,29 +1002,15 @@ fn render_reclaimed(w: &mut Writer, r: &ReclaimedFamilies) {
     for (kind, n) in &r.reactions {
         w.sample(
             family::RECLAIMED_CPU_REACTIONS_TOTAL.name,
-            &[("kind", kind.to_string())],
+            &[("kind", kind)],
             *n as f64,
         );
     }
     let name = family::RECLAIMED_CPU_CUT_LATENCY_SECONDS.name;
     w.header(&family::RECLAIMED_CPU_CUT_LATENCY_SECONDS);
     if r.cut_latency.count > 0 {
-        let mut cumulative = 0;
-        for (i, le) in EVENT_BUCKETS.iter().enumerate() {
-            cumulative += r.cut_latency.buckets[i];
-            w.sample(
-                &format!("{name}_bucket"),
-                &[("le", format_float(*le))],
-                cumulative as f64,
-            );
-        }
-        w.sample(
-            &format!("{name}_bucket"),
-            &[("le", "+Inf".to_string())],
-            r.cut_latency.count as f64,
-        );
-        w.sample(&format!("{name}_sum"), &[], r.cut_latency.sum);
-        w.sample(&format!("{name}_count"), &[], r.cut_latency.count as f64);
+        let les: Vec<String> = EVENT_BUCKETS.iter().map(|le| format_float(*le)).collect();
+        write_histogram(w, name, None, &r.cut_latency, &les);
     }
     for (family, map) in [
         (&family::RECLAIMED_CPU_EVICTIONS_TOTAL, &r.evictions),
@@ -1027,13 +1018,13 @@ fn render_reclaimed(w: &mut Writer, r: &ReclaimedFamilies) {
     ] {
         w.header(family);
         for (result, n) in map {
-            w.sample(family.name, &[("result", result.to_string())], *n as f64);
+            w.sample(family.name, &[("result", result)], *n as f64);
         }
     }
     let family = &family::RECLAIMED_CPU_CGROUP_ERRORS_TOTAL;
     w.header(family);
     for (op, n) in &r.cgroup_errors {
-        w.sample(family.name, &[("op", op.to_string())], *n as f64);
+        w.sample(family.name, &[("op", op)], *n as f64);
     }
 }
 
@@ -1042,10 +1033,7 @@ fn render_pod_truth(w: &mut Writer, p: &PodTruth) {
     for ((op, source), n) in &p.decisions {
         w.sample(
             family::ADMISSION_DECISIONS_TOTAL.name,
-            &[
-                ("operation", op.to_string()),
-                ("source", source.to_string()),
-            ],
+            &[("operation", op), ("source", source)],
             *n as f64,
         );
     }
@@ -1053,7 +1041,7 @@ fn render_pod_truth(w: &mut Writer, p: &PodTruth) {
     for (reason, n) in &p.fallbacks {
         w.sample(
             family::ADMISSION_FALLBACKS_TOTAL.name,
-            &[("reason", reason.to_string())],
+            &[("reason", reason)],
             *n as f64,
         );
     }
@@ -1067,7 +1055,7 @@ fn render_pod_truth(w: &mut Writer, p: &PodTruth) {
     for (result, n) in &p.waits {
         w.sample(
             family::KUBE_POD_WAITS_TOTAL.name,
-            &[("result", result.to_string())],
+            &[("result", result)],
             *n as f64,
         );
     }
@@ -1093,7 +1081,7 @@ fn render_pod_truth(w: &mut Writer, p: &PodTruth) {
     for verb in ["list", "watch"] {
         w.sample(
             family::KUBE_POD_WATCH_REQUESTS_TOTAL.name,
-            &[("verb", verb.to_string())],
+            &[("verb", verb)],
             p.watch_requests.get(verb).copied().unwrap_or(0) as f64,
         );
     }

@@ -11,10 +11,11 @@
 #             version ldflags of CRI-O's Makefile (internal/version.buildDate and buildCommit: the
 #             tag's time and commit as the module proxy's .info records them; the version itself is
 #             a constant in the source, so `crio version` names CRIO_VERSION)
-#   copyimg   CRI-O's own test image copier (test/copyimg in the same module, same tags), built
-#             against the containers/image and containers/storage versions that crio itself
-#             links: hack/crio.sh uses it to copy the project's OCI tarballs (oci-archive:) into
-#             the stack's containers-storage, as CRI-O has no image import
+#   crio-import  hack/crio-import (this repository's Go module, after CRI-O's test/copyimg):
+#             copies the project's OCI tarballs (oci-archive:) into a stack's containers-storage, as
+#             CRI-O has no image import (hack/crio.sh). Its go.mod pins containers/image and
+#             containers/storage (go.podman.io/...) at the versions CRI-O's go.mod requires, and
+#             every module the two share at CRI-O's version: checked here, a drift fails the install
 #   pinns     compiled with gcc from the C sources in the same module (pinns/src, flags of
 #             pinns/Makefile: -std=c99 -Os -O3 -Wall -Werror -Wextra, linked -static, stripped)
 #   conmon    Debian's package (apt-get install conmon; bookworm: 2.1.6), linked as .deps/bin/conmon
@@ -23,11 +24,12 @@
 # apt-installs what is missing: conmon, gcc, libc6-dev, libseccomp-dev, pkg-config.
 #
 # Where things go:
-#   $TOPOLET_CACHE/crio-<version>/bin/   crio, copyimg, pinns, and `stamp` (the module's go.sum hash
-#                                        and the build tags: a cached build is used only if both
-#                                        match and `crio version` names the version)
+#   $TOPOLET_CACHE/crio-<version>/bin/   crio, pinns, and `stamp` (the module's go.sum hash and
+#                                        the build tags: a cached build is used only if both match
+#                                        and `crio version` names the version)
+#   $TOPOLET_CACHE/crio-import-<hash>/   crio-import, keyed by the sha256 of hack/crio-import's files
 #   $TOPOLET_CACHE/go/{path,build}       Go's module and build caches (shared with install-deps.sh)
-#   <repo>/.deps/crio-<version>/bin/     symlinks to the three cached binaries
+#   <repo>/.deps/crio-<version>/bin/     symlinks to crio, pinns and crio-import
 #   <repo>/.deps/bin/conmon              symlink to Debian's /usr/bin/conmon
 #   <repo>/.deps/logs/crio-*.log         build logs of the last install
 # Builds go to a temporary directory renamed into place, under $TOPOLET_CACHE/install-crio.lock.
@@ -78,7 +80,7 @@ download_module() {
 # crio_ok DIR: DIR holds a complete build of this version with these tags.
 crio_ok() {
   local dir="$1" f
-  for f in crio copyimg pinns; do [[ -x "$dir/$f" ]] || return 1; done
+  for f in crio pinns; do [[ -x "$dir/$f" ]] || return 1; done
   [[ "$(cat "$dir/stamp" 2>/dev/null)" == "$CRIO_VERSION $MODULE_SUM $CRIO_TAGS" ]] || return 1
   "$dir/crio" version 2>/dev/null | grep -Eq "^Version: +${CRIO_VERSION#v}\$"
 }
@@ -86,16 +88,16 @@ crio_ok() {
 build_go() {
   local tmp="$1" log="$DEPS/logs/crio-go.log" start=$SECONDS
   local ldflags="-s -w -X $CRIO_MODULE/internal/version.buildDate=$BUILD_DATE -X $CRIO_MODULE/internal/version.buildCommit=$BUILD_COMMIT"
-  say "building crio and copyimg $CRIO_VERSION (go build, tags: $CRIO_TAGS)"
+  say "building crio $CRIO_VERSION (go build, tags: $CRIO_TAGS)"
   # `go build` inside the downloaded module, not `go install MODULE@VERSION`: the latter asks the
   # proxy's version list for deprecations, and a proxy that serves only exact versions refuses it.
   # The module's go.mod and go.sum pin every dependency (no replace directives).
   if ! (cd "$MODULE_DIR" && go_cache_env CGO_ENABLED=1 "$GO" build -trimpath -tags "$CRIO_TAGS" -ldflags "$ldflags" \
-      -o "$tmp/" ./cmd/crio ./test/copyimg) >"$log" 2>&1; then
+      -o "$tmp/" ./cmd/crio) >"$log" 2>&1; then
     tail -n 30 "$log" >&2
     die "go build of crio $CRIO_VERSION failed (log: $log)"
   fi
-  say "built crio and copyimg in $((SECONDS - start))s"
+  say "built crio in $((SECONDS - start))s"
 }
 
 # pinns: the module's C sources compiled as pinns/Makefile does (objects in the temporary directory:
@@ -139,9 +141,44 @@ install_crio() {
   fi
   local dest="$DEPS/crio-$CRIO_VERSION/bin" n
   mkdir -p "$dest"
-  for n in crio copyimg pinns; do
+  for n in crio pinns; do
     [[ "$(readlink "$dest/$n" 2>/dev/null)" == "$out/$n" ]] || ln -sfn "$out/$n" "$dest/$n"
   done
+}
+
+# check_import_pins: every module hack/crio-import/go.mod names that CRI-O's go.mod names too is at
+# CRI-O's version (so the copy writes the storage exactly as crio's own code would).
+check_import_pins() {
+  local drift
+  drift="$(LC_ALL=C join <(awk '/^\t/ { print $1, $2 }' "$HACK_DIR/crio-import/go.mod" | LC_ALL=C sort) \
+                <(awk '/^\t/ { print $1, $2 }' "$MODULE_DIR/go.mod" | LC_ALL=C sort) | awk '$2 != $3')"
+  [[ -z "$drift" ]] || die "hack/crio-import/go.mod differs from CRI-O $CRIO_VERSION's go.mod (module, ours, CRI-O's): $drift"
+  grep -q '^[[:space:]]go.podman.io/image/v5 ' "$HACK_DIR/crio-import/go.mod" || die "hack/crio-import/go.mod does not pin go.podman.io/image/v5"
+}
+
+install_crio_import() {
+  local src="$HACK_DIR/crio-import" hash out tmp log="$DEPS/logs/crio-import.log"
+  hash="$(cat "$src/go.mod" "$src/go.sum" "$src"/*.go | sha256sum | cut -c1-16)"
+  out="$TOPOLET_CACHE/crio-import-$hash"
+  if [[ -x "$out/crio-import" ]]; then
+    say "crio-import already built ($out)"
+  else
+    check_import_pins
+    say "building crio-import (hack/crio-import)"
+    tmp="$(mktemp -d "$out.tmp.XXXXXX")"
+    if ! (cd "$src" && go_cache_env CGO_ENABLED=1 "$GO" build -trimpath -mod=readonly -tags "$CRIO_TAGS" \
+        -ldflags "-s -w" -o "$tmp/" .) >"$log" 2>&1; then
+      rm -rf "$tmp"
+      tail -n 30 "$log" >&2
+      die "go build of hack/crio-import failed (log: $log)"
+    fi
+    chmod 755 "$tmp"
+    rm -rf "$out"
+    mv "$tmp" "$out"
+    CHANGED=1
+  fi
+  local link="$DEPS/crio-$CRIO_VERSION/bin/crio-import"
+  [[ "$(readlink "$link" 2>/dev/null)" == "$out/crio-import" ]] || ln -sfn "$out/crio-import" "$link"
 }
 
 link_conmon() {
@@ -167,9 +204,10 @@ main() {
   flock 9
   download_module
   install_crio
+  install_crio_import
   link_conmon
   if ((CHANGED)); then
-    say "done in $((SECONDS - start))s: crio $CRIO_VERSION (+ pinns, copyimg) in $TOPOLET_CACHE, conmon $(conmon --version | sed -n 's/^conmon version //p'), linked into $DEPS"
+    say "done in $((SECONDS - start))s: crio $CRIO_VERSION (+ pinns, crio-import) in $TOPOLET_CACHE, conmon $(conmon --version | sed -n 's/^conmon version //p'), linked into $DEPS"
   else
     say "up to date (crio $CRIO_VERSION, conmon $(conmon --version | sed -n 's/^conmon version //p'))"
   fi

@@ -2,7 +2,7 @@
 #
 # Defines: REPO_ROOT, DEPS (<repo>/.deps), DEFAULT_CONTAINERD_VERSION, SUPPORTED_CONTAINERD_VERSIONS,
 #          PAUSE_IMAGE, TEST_IMAGE, PAUSE_TAR, TEST_TAR, TOPOLET_CACHE, KUBE_GO_CACHE, KUBE_VERSION,
-#          ETCD_VERSION, HELM_VERSION, and functions containerd_bin_dir VERSION, validate_containerd_version VERSION,
+#          ETCD_VERSION, HELM_VERSION, DEFAULT_CRIO_VERSION, and functions containerd_bin_dir VERSION, validate_containerd_version VERSION,
 #          go_cache_env CMD..., apt_ensure PKG..., and the scripts' messages: die, say, warn.
 # Environment: none (callers read CONTAINERD_VERSION themselves).
 # shellcheck shell=bash
@@ -32,6 +32,9 @@ ETCD_VERSION=v3.7.0
 # Helm 4 (hack/install-kube.sh builds it from the Go module proxy): renders and installs
 # deploy/helm/topolet.
 HELM_VERSION=v4.3.2
+# CRI-O, the second runtime (hack/install-crio.sh builds it from the Go module proxy, hack/crio.sh
+# runs it): the line tried so far.
+DEFAULT_CRIO_VERSION=v1.36.3
 
 # The scripts' messages, each line prefixed with LOG_NAME (the sourcing script's file name unless
 # it sets LOG_NAME itself, e.g. LOG_NAME=install-deps):

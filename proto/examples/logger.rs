@@ -1,4 +1,5 @@
-//! Minimal NRI plugin that logs every event it receives.
+//! Minimal NRI plugin that logs every event it receives (every lifecycle event the runtime's NRI
+//! version knows, validation aside), with each container's state and pid as the runtime sent them.
 //!
 //! Usage: `logger [--socket PATH] [--name NAME] [--idx NN]`. When started by the
 //! runtime as a pre-installed plugin, `NRI_PLUGIN_SOCKET`/`NRI_PLUGIN_NAME`/
@@ -21,11 +22,15 @@ impl Plugin for Logger {
             Event::STOP_POD_SANDBOX,
             Event::REMOVE_POD_SANDBOX,
             Event::CREATE_CONTAINER,
+            Event::POST_CREATE_CONTAINER,
             Event::START_CONTAINER,
+            Event::POST_START_CONTAINER,
             Event::UPDATE_CONTAINER,
+            Event::POST_UPDATE_CONTAINER,
             Event::STOP_CONTAINER,
             Event::REMOVE_CONTAINER,
             Event::UPDATE_POD_SANDBOX,
+            Event::POST_UPDATE_POD_SANDBOX,
         ])
     }
     async fn configure(&self, req: &api::ConfigureRequest, rt: &RuntimeInfo) -> PluginResult<()> {
@@ -60,30 +65,64 @@ impl Plugin for Logger {
         tracing::info!(pod = %req.pod.name, "update pod sandbox");
         Ok(())
     }
+    async fn post_update_pod_sandbox(&self, pod: api::PodSandbox) -> PluginResult<()> {
+        tracing::info!(pod = %pod.name, "post-update pod sandbox");
+        Ok(())
+    }
     async fn create_container(
         &self,
         req: api::CreateContainerRequest,
     ) -> PluginResult<api::CreateContainerResponse> {
-        tracing::info!(pod = %req.pod.name, container = %req.container.name, "create container");
+        let c = &req.container;
+        tracing::info!(pod = %req.pod.name, container = %c.name, state = ?c.state, pid = c.pid, "create container");
         Ok(Default::default())
     }
+    async fn post_create_container(
+        &self,
+        pod: api::PodSandbox,
+        c: api::Container,
+    ) -> PluginResult<()> {
+        tracing::info!(pod = %pod.name, container = %c.name, state = ?c.state, pid = c.pid, "post-create container");
+        Ok(())
+    }
     async fn start_container(&self, pod: api::PodSandbox, c: api::Container) -> PluginResult<()> {
-        tracing::info!(pod = %pod.name, container = %c.name, "start container");
+        tracing::info!(pod = %pod.name, container = %c.name, state = ?c.state, pid = c.pid, "start container");
+        Ok(())
+    }
+    async fn post_start_container(
+        &self,
+        pod: api::PodSandbox,
+        c: api::Container,
+    ) -> PluginResult<()> {
+        tracing::info!(pod = %pod.name, container = %c.name, state = ?c.state, pid = c.pid, "post-start container");
         Ok(())
     }
     async fn update_container(
         &self,
         req: api::UpdateContainerRequest,
     ) -> PluginResult<api::UpdateContainerResponse> {
-        tracing::info!(container = %req.container.name, "update container");
+        let cpus = req
+            .linux_resources
+            .as_ref()
+            .and_then(|r| r.cpu.as_ref())
+            .map(|c| c.cpus.clone());
+        tracing::info!(container = %req.container.name, pid = req.container.pid, ?cpus, "update container");
         Ok(Default::default())
+    }
+    async fn post_update_container(
+        &self,
+        pod: api::PodSandbox,
+        c: api::Container,
+    ) -> PluginResult<()> {
+        tracing::info!(pod = %pod.name, container = %c.name, pid = c.pid, "post-update container");
+        Ok(())
     }
     async fn stop_container(
         &self,
         pod: api::PodSandbox,
         c: api::Container,
     ) -> PluginResult<Vec<api::ContainerUpdate>> {
-        tracing::info!(pod = %pod.name, container = %c.name, "stop container");
+        tracing::info!(pod = %pod.name, container = %c.name, state = ?c.state, pid = c.pid, "stop container");
         Ok(Vec::new())
     }
     async fn remove_container(&self, pod: api::PodSandbox, c: api::Container) -> PluginResult<()> {

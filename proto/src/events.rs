@@ -17,6 +17,9 @@ impl EventMask {
     pub const EMPTY: EventMask = EventMask(0);
     /// Events valid for NRI ≤ v0.9 (containerd ≤ 2.1): bits 0x07FF.
     pub const VALID_PRE_V0_10: EventMask = EventMask(0x07FF);
+    /// Events valid for CRI-O 1.33's NRI pseudo-version (`NriVersion::V0_9_1_PSEUDO`, `Event.LAST`
+    /// 14): UpdatePodSandbox and PostUpdatePodSandbox, no validation, bits 0x1FFF.
+    pub const VALID_V0_9_1_PSEUDO: EventMask = EventMask(0x1FFF);
     /// Events valid for NRI ≥ v0.10: bits 0x3FFF.
     pub const VALID_V0_10: EventMask = EventMask(0x3FFF);
     /// Events that must never be sent to NRI ≤ v0.9.
@@ -75,6 +78,7 @@ impl EventMask {
     pub fn valid_for(version: Option<NriVersion>) -> EventMask {
         match version {
             Some(v) if v >= NriVersion::V0_10 => Self::VALID_V0_10,
+            Some(v) if v >= NriVersion::V0_9_1_PSEUDO => Self::VALID_V0_9_1_PSEUDO,
             _ => Self::VALID_PRE_V0_10,
         }
     }
@@ -127,5 +131,23 @@ mod tests {
         assert_eq!(m.for_runtime(None).bits(), 0x8);
         let only_new = EventMask::of(&[Event::UPDATE_POD_SANDBOX]);
         assert_eq!(only_new.for_runtime(None).bits(), 0x4);
+    }
+
+    #[test]
+    fn crio_133_gets_pod_sandbox_updates_but_no_validation() {
+        let m = EventMask::of(&[
+            Event::CREATE_CONTAINER,
+            Event::UPDATE_POD_SANDBOX,
+            Event::POST_UPDATE_POD_SANDBOX,
+            Event::VALIDATE_CONTAINER_ADJUSTMENT,
+        ]);
+        let v = crate::version::infer_from_runtime("cri-o", "1.33.4");
+        assert_eq!(m.for_runtime(v).bits(), 0x1808);
+        assert_eq!(EventMask::valid_for(v).bits(), 0x1FFF);
+        // 1.32 (v0.9.0) has neither; 1.34 (v0.10.0) has all three
+        let old = crate::version::infer_from_runtime("cri-o", "1.32.3");
+        assert_eq!(m.for_runtime(old).bits(), 0x8);
+        let new = crate::version::infer_from_runtime("cri-o", "1.34.0");
+        assert_eq!(m.for_runtime(new).bits(), 0x3808);
     }
 }

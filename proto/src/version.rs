@@ -1,5 +1,5 @@
 //! The runtime's NRI version: parsing, and inference from runtime name/version
-//! for runtimes older than NRI v0.12 (which do not send `NRI_version`).
+//! for runtimes older than NRI v0.12 (which do not send `NRI_version`): containerd and CRI-O.
 
 use std::fmt;
 
@@ -26,6 +26,11 @@ impl NriVersion {
         }
     }
 
+    /// The NRI CRI-O 1.33 vendors: the pseudo-version `v0.9.1-0.20250219…` (cri-o/cri-o `go.mod`
+    /// at v1.33.x), a commit between v0.9.0 and v0.10.0 that already has UpdatePodSandbox and
+    /// PostUpdatePodSandbox but not the validation event (its `Event.LAST` is 14, not 15).
+    /// [`NriVersion::parse`] reads the pseudo-version as this, its suffix dropped.
+    pub const V0_9_1_PSEUDO: NriVersion = NriVersion::new(0, 9, 1);
     /// First version with UpdatePodSandbox, PostUpdatePodSandbox and validation events.
     pub const V0_10: NriVersion = NriVersion::new(0, 10, 0);
     /// First version whose container adjustment carries a scheduling policy (`scheduler`),
@@ -64,12 +69,18 @@ impl fmt::Display for NriVersion {
     }
 }
 
-/// Maps a runtime release to the NRI module it vendors. Only containerd is known;
-/// other runtimes give `None` (callers then assume the oldest wire behaviour).
+/// Maps a runtime release to the NRI module it vendors: containerd (`containerd`) and CRI-O
+/// (`cri-o`, its build version without a `v`). Unknown runtimes and releases give `None` (callers
+/// then assume the oldest wire behaviour).
 pub fn infer_from_runtime(runtime_name: &str, runtime_version: &str) -> Option<NriVersion> {
-    if runtime_name != "containerd" {
-        return None;
+    match runtime_name {
+        "containerd" => infer_containerd(runtime_version),
+        "cri-o" => infer_crio(runtime_version),
+        _ => None,
     }
+}
+
+fn infer_containerd(runtime_version: &str) -> Option<NriVersion> {
     let v = NriVersion::parse(runtime_version)?;
     let nri = match (v.major, v.minor, v.patch) {
         (1, 7, p) if p <= 6 => NriVersion::new(0, 3, 0),
@@ -82,6 +93,25 @@ pub fn infer_from_runtime(runtime_name: &str, runtime_version: &str) -> Option<N
         (2, 2, _) => NriVersion::new(0, 11, 0),
         (2, 3, _) => NriVersion::new(0, 12, 0),
         _ => NriVersion::new(0, 12, 1),
+    };
+    Some(nri)
+}
+
+/// CRI-O's lines from 1.30, when NRI became on by default (cri-o/cri-o `go.mod` at each tag).
+/// From 1.37 (NRI v0.12) the handshake carries `NRI_version`, which [`NriVersion::from_configure`]
+/// reads first; a newer CRI-O without it is taken as v0.12.0. Before 1.30, and any other major
+/// version: `None`.
+fn infer_crio(runtime_version: &str) -> Option<NriVersion> {
+    let v = NriVersion::parse(runtime_version)?;
+    let nri = match (v.major, v.minor) {
+        (1, 30) => NriVersion::new(0, 6, 0),
+        (1, 31) => NriVersion::new(0, 6, 1),
+        (1, 32) => NriVersion::new(0, 9, 0),
+        (1, 33) => NriVersion::V0_9_1_PSEUDO,
+        (1, 34) => NriVersion::V0_10,
+        (1, 35 | 36) => NriVersion::V0_11,
+        (1, m) if m >= 37 => NriVersion::V0_12,
+        _ => return None,
     };
     Some(nri)
 }
@@ -114,6 +144,63 @@ mod tests {
         assert_eq!(f("2.2.0"), Some(NriVersion::new(0, 10, 0)));
         assert_eq!(f("v2.2.3"), Some(NriVersion::new(0, 11, 0)));
         assert_eq!(f("v2.3.0"), Some(NriVersion::new(0, 12, 0)));
-        assert_eq!(infer_from_runtime("cri-o", "1.30.0"), None);
+        assert_eq!(infer_from_runtime("containerd", "1.36.3"), None);
+    }
+
+    #[test]
+    fn infers_crio_lines() {
+        let f = |v| infer_from_runtime("cri-o", v);
+        assert_eq!(f("1.30.0"), Some(NriVersion::new(0, 6, 0)));
+        assert_eq!(f("1.30.14"), Some(NriVersion::new(0, 6, 0)));
+        assert_eq!(f("1.31.5"), Some(NriVersion::new(0, 6, 1)));
+        assert_eq!(f("1.32.0"), Some(NriVersion::new(0, 9, 0)));
+        assert_eq!(f("1.33.2"), Some(NriVersion::V0_9_1_PSEUDO));
+        assert_eq!(f("1.34.1"), Some(NriVersion::new(0, 10, 0)));
+        assert_eq!(f("1.35.0"), Some(NriVersion::new(0, 11, 0)));
+        assert_eq!(f("1.36.3"), Some(NriVersion::new(0, 11, 0)));
+        assert_eq!(f("1.37.0"), Some(NriVersion::new(0, 12, 0)));
+        // a `v` or a build suffix does not change the line
+        assert_eq!(f("v1.36.3"), Some(NriVersion::new(0, 11, 0)));
+        assert_eq!(f("1.34.0-dev+abc"), Some(NriVersion::new(0, 10, 0)));
+    }
+
+    #[test]
+    fn unknown_crio_versions_give_none() {
+        let f = |v| infer_from_runtime("cri-o", v);
+        // NRI off by default before 1.30; those lines are not inferred
+        assert_eq!(f("1.29.9"), None);
+        assert_eq!(f("1.0.0"), None);
+        assert_eq!(f("2.0.0"), None);
+        assert_eq!(f("0.36.3"), None);
+        assert_eq!(f(""), None);
+        assert_eq!(f("unknown"), None);
+        // the name must be exact
+        assert_eq!(infer_from_runtime("crio", "1.36.3"), None);
+        assert_eq!(infer_from_runtime("CRI-O", "1.36.3"), None);
+    }
+
+    #[test]
+    fn nri_version_field_wins_over_crio_inference() {
+        let mut req = ConfigureRequest::new();
+        req.runtime_name = "cri-o".into();
+        req.runtime_version = "1.36.3".into();
+        assert_eq!(
+            NriVersion::from_configure(&req),
+            Some(NriVersion::new(0, 11, 0))
+        );
+        req.runtime_version = "1.37.1".into();
+        req.NRI_version = "v0.12.2".into();
+        assert_eq!(
+            NriVersion::from_configure(&req),
+            Some(NriVersion::new(0, 12, 2))
+        );
+    }
+
+    #[test]
+    fn crio_133_pseudo_version_parses_as_its_constant() {
+        assert_eq!(
+            NriVersion::parse("v0.9.1-0.20250219135117-9d5a2b6f5c3e"),
+            Some(NriVersion::V0_9_1_PSEUDO)
+        );
     }
 }

@@ -141,6 +141,9 @@ pub struct TopoletPlugin {
     sysfs_root: PathBuf,
     /// The pod cgroup writer, started at its first use.
     pod_cgroups: OnceLock<pod_cgroup::Writer>,
+    /// Where batch containers' quotas are written directly, found (in `mountinfo`) at the first
+    /// cut that finds it, not at every cut.
+    container_quota: OnceLock<crate::host::container_quota::ContainerQuota>,
     metrics: Arc<Metrics>,
     /// Events on pods (`crate::cluster::recorder`), when the API client is on: a non-blocking hand-off.
     events: OnceLock<EventSink>,
@@ -210,6 +213,7 @@ impl TopoletPlugin {
             proc_root: PathBuf::from("/proc"),
             sysfs_root: PathBuf::from("/sys"),
             pod_cgroups: OnceLock::new(),
+            container_quota: OnceLock::new(),
             metrics: Arc::new(Metrics::new()),
             events: OnceLock::new(),
             books_changed: Arc::new(tokio::sync::Notify::new()),

@@ -392,7 +392,12 @@ impl TopoletPlugin {
         if work.is_empty() {
             return 0;
         }
-        let writer = match crate::host::container_quota::ContainerQuota::of(&self.cgroup_roots()) {
+        let found = match self.container_quota.get() {
+            Some(w) => Ok(w),
+            None => crate::host::container_quota::ContainerQuota::of(&self.cgroup_roots())
+                .map(|w| self.container_quota.get_or_init(|| w)),
+        };
+        let writer = match found {
             Ok(w) => w,
             Err(e) => {
                 self.metrics.reclaimed_cgroup_error("quota");

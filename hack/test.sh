@@ -10,7 +10,9 @@
 # lane (`-` for a step of the script itself), outcome (ok; FAILED for the step that failed, the
 # last one; stopped for a step a signal or a failing lane ended; skipped for the guests under
 # TEST_GUESTS=0) and seconds, the wall time of the lanes side by side, and the run's total seconds.
-#   1. hack/install-deps.sh for every containerd line (default v2.4.2, v2.3.7 and v2.0.14)
+#   1. hack/install-deps.sh for every containerd line (default v2.4.2, v2.3.7 and v2.0.14); with
+#      cri-o in TEST_RUNTIMES, hack/install-crio.sh (CRI-O built from its Go module, pinns, conmon)
+#      starts in the background beside the Kubernetes build and is joined with it, in step 6
 #   2. cargo fmt --all --check; hack/module-cycles.py (no module depends on one that depends back,
 #      no folder of plugin/src uses one that uses it back or that lib.rs's table does not allow);
 #      every shell script under hack/, .ci/ and deploy/ through shellcheck (`shell_scripts`, below);
@@ -21,6 +23,7 @@
 #   5. the upgrade image's topolet (TOPOLET_NEXT_BIN, for kubelet_helm.rs: a second build whose
 #      version string differs), built before the integration build (build_next_bin, below)
 #   6. hack/install-kube.sh (started in the background after step 1, joined here), then
+#      hack/install-crio.sh (likewise, with cri-o in TEST_RUNTIMES), then
 #      hack/smoke-stack.sh                                           (the containerd test stack itself)
 #   7. three lanes side by side (docs/src/ci-time.md; `run_lanes`, below), each a process group
 #      with its own log ($TARGET_DIR/ci/lanes/<lane>.log: printed whole when the lane fails, its
@@ -36,7 +39,9 @@
 #         `hack/deny.sh install`, started in the background after step 6 (`start_deny_install`,
 #         below) and joined here; hack/validate-deploy.sh (the Helm chart, deploy/ manifests
 #         rendered from it, unit, snippets)
-#      C: its kubelet suites, then hack/fuzz.sh (cargo-fuzz, FUZZ_SECONDS per target; installs
+#      C: with cri-o in TEST_RUNTIMES, first the CRI-O NRI suites (CRIO_SUITES, below, on
+#         TEST_CRIO_VERSION: TOPOLET_RUNTIME=cri-o cargo test -p topolet-integration --test ...),
+#         then its kubelet suites, then hack/fuzz.sh (cargo-fuzz, FUZZ_SECONDS per target; installs
 #         cargo-fuzz, needs nightly; its build started in the background after step 6 under
 #         `nice -n 19`, `start_fuzz_build` below, and joined here), the fuzzing under `nice`; then
 #         the manual: hack/docs.sh build (mdBook renders docs/ into target/book; installed by
@@ -45,7 +50,7 @@
 #      B: the NRI suites (every other integration/tests/*.rs) on the newest line and the version-
 #         skew suites (SKEW_SUITES, below) on the other older lines, but ALONE_SUITES:
 #           TOPOLET_CONTAINERD_VERSION=<v> cargo test -p topolet-integration --test ... -- --test-threads=1
-#         then, once lane A's NRI suites are done too, hack/guest.sh test (the real-kernel suite
+#         then, once lane A's and lane C's NRI suites are done too, hack/guest.sh test (the real-kernel suite
 #         in QEMU guests of every shape: SMT + 2 NUMA nodes with the cgroupfs driver; 4 SNC-like
 #         nodes with a memory-only one under systemd with the systemd driver; image built once
 #         and cached: docs/src/real-kernels.md), under `nice`: never beside an NRI suite
@@ -64,6 +69,11 @@
 #   GO                         go binary for install-deps (default: go on PATH, else /usr/local/go/bin/go)
 #   FUZZ_SECONDS               seconds each fuzz target runs (default 20; see hack/fuzz.sh)
 #   TEST_GUESTS                0: skip the QEMU guests of lane B (default 1: run them)
+#   TEST_RUNTIMES              the runtimes to test (default "containerd cri-o"): containerd must
+#                              be one (every suite runs on it); cri-o adds hack/install-crio.sh and
+#                              the CRI-O NRI suites (CRIO_SUITES) in lane C; "containerd" alone
+#                              leaves CRI-O out (nothing of it installed or run)
+#   TEST_CRIO_VERSION          the CRI-O line (default DEFAULT_CRIO_VERSION of hack/lib/common.sh)
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -71,6 +81,8 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$HACK_DIR/lib/common.sh"
 
 VERSIONS="${TEST_CONTAINERD_VERSIONS:-$SUPPORTED_CONTAINERD_VERSIONS}"
+RUNTIMES="${TEST_RUNTIMES:-containerd cri-o}"
+CRIO_LINE="${TEST_CRIO_VERSION:-$DEFAULT_CRIO_VERSION}"
 TARGET_DIR="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
 RUN_START=$SECONDS
 
@@ -189,6 +201,24 @@ SKEW_SUITES="nri_foundation qos_resources faults soak"
 # assertions never depend on speed; the shake harness runs each under a CPU and I/O hog).
 ALONE_SUITES="eviction kubelet_eviction kubelet_colocation"
 
+# The NRI suites CRI-O runs (with cri-o in TEST_RUNTIMES): SKEW_SUITES, for the same reason as
+# the older containerd lines: their subject is the runtime boundary (the NRI protocol as CRI-O
+# speaks it, adjustments as CRI-O and runc apply them, CRI-O's side of faults and restarts), which
+# is what differs on a second runtime; topolet's own logic does not. The tests whose subject does
+# not exist on CRI-O skip by name and say why (integration/src/stack.rs, `skipped_on_crio`).
+CRIO_SUITES="$SKEW_SUITES"
+
+# has_runtime NAME: NAME (containerd, cri-o) is in TEST_RUNTIMES.
+has_runtime() { [[ " $RUNTIMES " == *" $1 "* ]]; }
+# check_runtimes: TEST_RUNTIMES names only known runtimes, containerd among them.
+check_runtimes() {
+  local r
+  for r in $RUNTIMES; do
+    [[ "$r" == containerd || "$r" == cri-o ]] || die "TEST_RUNTIMES: unknown runtime $r (containerd, cri-o)"
+  done
+  has_runtime containerd || die "TEST_RUNTIMES: containerd must be one (every suite runs on it)"
+}
+
 is_kubelet_suite() { [[ "$1" == kubelet || "$1" == kubelet_* ]]; }
 is_alone() { [[ " $ALONE_SUITES " == *" $1 "* ]]; }
 
@@ -229,8 +259,8 @@ pick() {
 # check_suite_lists: every suite SKEW_SUITES and ALONE_SUITES name exists (before any lane starts).
 check_suite_lists() {
   local s
-  for s in $SKEW_SUITES $ALONE_SUITES; do
-    [[ -f "$REPO_ROOT/integration/tests/$s.rs" ]] || die "SKEW_SUITES or ALONE_SUITES: no integration/tests/$s.rs"
+  for s in $SKEW_SUITES $ALONE_SUITES $CRIO_SUITES; do
+    [[ -f "$REPO_ROOT/integration/tests/$s.rs" ]] || die "SKEW_SUITES, ALONE_SUITES or CRIO_SUITES: no integration/tests/$s.rs"
   done
 }
 
@@ -243,6 +273,14 @@ suites() {
   done
   echo "suites: ${args[*]}"
   TOPOLET_CONTAINERD_VERSION="$version" linted cargo test -p topolet-integration "${args[@]}" -- --test-threads=1
+}
+# crio_suites SUITE...: those integration test targets on CRI-O CRIO_LINE (hack/crio.sh stacks).
+crio_suites() {
+  local s args=()
+  for s in "$@"; do args+=(--test "$s"); done
+  echo "suites on cri-o $CRIO_LINE: ${args[*]}"
+  TOPOLET_RUNTIME=cri-o TOPOLET_CRIO_VERSION="$CRIO_LINE" \
+    linted cargo test -p topolet-integration "${args[@]}" -- --test-threads=1
 }
 
 # The Helm suite upgrades topolet to an image of another build: the same source with another
@@ -280,6 +318,23 @@ join_kube_install() {
   wait "$KUBE_PID" || rc=$?
   KUBE_PID=""
   cat "$KUBE_LOG"
+  return "$rc"
+}
+# CRI-O (hack/install-crio.sh: a Go build of crio, gcc for pinns; needs install-deps' runc and
+# crictl) builds in the background beside the Kubernetes stack, and is joined with it.
+CRIO_PID=""
+start_crio_install() {
+  CRIO_LOG="$REPO_ROOT/.deps/logs/install-crio.out"
+  mkdir -p "$(dirname "$CRIO_LOG")"
+  CRIO_VERSION="$CRIO_LINE" "$HACK_DIR/install-crio.sh" >"$CRIO_LOG" 2>&1 &
+  CRIO_PID=$!
+  echo "install-crio.sh ($CRIO_LINE) runs in the background (pid $CRIO_PID, log $CRIO_LOG)"
+}
+join_crio_install() {
+  local rc=0
+  wait "$CRIO_PID" || rc=$?
+  CRIO_PID=""
+  cat "$CRIO_LOG"
   return "$rc"
 }
 
@@ -372,21 +427,34 @@ oldest_line() {
   n="$(printf '%s\n' $VERSIONS | wc -l)"
   ((n < 2)) || printf '%s\n' $VERSIONS | sort -V | head -n1
 }
-# The NRI suites are done in lane A (its marker file): the guests wait for it.
-nri_done_a() { : >"$LANE_DIR/A.nri-done"; }
-wait_nri_done_a() {
-  while [[ ! -f "$LANE_DIR/A.nri-done" ]]; do sleep 1; done
+# The NRI suites are done in lane A, and in lane C (the CRI-O suites): their marker files; the
+# guests wait for both.
+nri_done() { : >"$LANE_DIR/$LANE.nri-done"; }
+wait_nri_done_elsewhere() {
+  while [[ ! -f "$LANE_DIR/A.nri-done" || ! -f "$LANE_DIR/C.nri-done" ]]; do sleep 1; done
 }
 lane_a() {
   local oldest
   oldest="$(oldest_line)"
   [[ -z "$oldest" ]] || nri_line_step "$oldest"
-  nri_done_a
+  nri_done
   kubelet_steps 0
   lane_step "dependency policy (cargo deny, offline)" deny_check
   lane_step "deployment artifacts" "$HACK_DIR/validate-deploy.sh"
 }
+# Lane C starts with the CRI-O NRI suites (126 s alone on 2 CPUs, 2026-12-07): by
+# docs/src/ci-time.md's warm three-lane figures it had the most slack (707 s against lane B's 887
+# and A's 820; the warm run is the tighter goal), and first in the lane they are done long before
+# lane B's own NRI suites (about 660 s), so the guests, which wait for them, start no later.
 lane_c() {
+  local beside
+  if has_runtime cri-o; then
+    # shellcheck disable=SC2086 # CRIO_SUITES is a list
+    read -ra beside <<<"$(pick beside $CRIO_SUITES)"
+    ((${#beside[@]} == 0)) ||
+      lane_step "integration tests (cri-o $CRIO_LINE, CRIO_SUITES but ALONE_SUITES)" crio_suites "${beside[@]}"
+  fi
+  nri_done
   kubelet_steps 1
   lane_step "fuzzing" fuzz_after_build
   lane_step "the manual (mdBook)" docs_build
@@ -405,7 +473,7 @@ lane_b() {
     section "real kernels (QEMU guests): skipped (TEST_GUESTS=0)"
     lane_row "real kernels (QEMU guests)" skipped 0
   else
-    wait_nri_done_a
+    wait_nri_done_elsewhere
     lane_step "real kernels (QEMU guests)" \
       linted env CONTAINERD_VERSION="$(newest_line)" nice -n 10 "$HACK_DIR/guest.sh" test
   fi
@@ -468,7 +536,13 @@ stop_leftover_stacks() {
     d="${d%/}"
     echo "test.sh: stopping what a stopped test left in $d" >&2
     if [[ -f "$d/ports" ]]; then "$HACK_DIR/kube-node.sh" stop "$d" >&2 || true; fi
-    if [[ -f "$d/env" && ! -f "$d/ports" ]]; then "$HACK_DIR/containerd.sh" stop "$d" >&2 || true; fi
+    if [[ -f "$d/env" && ! -f "$d/ports" ]]; then
+      if grep -qx 'export RUNTIME=cri-o' "$d/env"; then
+        "$HACK_DIR/crio.sh" stop "$d" >&2 || true
+      else
+        "$HACK_DIR/containerd.sh" stop "$d" >&2 || true
+      fi
+    fi
     for p in /proc/[0-9]*; do
       [[ "${p#/proc/}" != "$$" ]] || continue
       if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$d/"; then kill -KILL "${p#/proc/}" 2>/dev/null || true; fi
@@ -619,6 +693,7 @@ fuzz_after_build() {
 
 stop_background() {
   [[ -z "$KUBE_PID" ]] || kill -- "$KUBE_PID" 2>/dev/null || true
+  [[ -z "$CRIO_PID" ]] || kill -- "$CRIO_PID" 2>/dev/null || true
   [[ -z "$DENY_PID" ]] || kill -- "-$DENY_PID" 2>/dev/null || true
   [[ -z "$MDBOOK_PID" ]] || kill -- "-$MDBOOK_PID" 2>/dev/null || true
   [[ -z "$FUZZ_BUILD_PID" ]] || kill -- "-$FUZZ_BUILD_PID" 2>/dev/null || true
@@ -647,10 +722,12 @@ main() {
   cd "$REPO_ROOT"
   trap on_exit EXIT
   require_tools
+  check_runtimes
   check_suite_lists
   local v
   for v in $VERSIONS; do step "install deps (containerd $v)" install_line "$v"; done
   step "start the Kubernetes stack build" start_kube_install
+  if has_runtime cri-o; then step "start the CRI-O build ($CRIO_LINE)" start_crio_install; fi
   step "cargo fmt" cargo fmt --all --check
   step "module cycles" python3 "$HACK_DIR/module-cycles.py"
   step "shellcheck" check_scripts
@@ -668,6 +745,7 @@ main() {
   step "clippy + build (topolet-integration)" \
     linted cargo test -p topolet-integration --all-targets --no-run
   step "install the Kubernetes stack (join)" join_kube_install
+  if has_runtime cri-o; then step "install CRI-O $CRIO_LINE (join)" join_crio_install; fi
   step "containerd stack smoke test" env SMOKE_VERSIONS="$VERSIONS" "$HACK_DIR/smoke-stack.sh"
   # Started here, not with the Kubernetes build: the steps before are CPU-bound on both CPUs
   # (a warm run's workspace build took 435 s with the fuzz build beside it, against 205 s in the

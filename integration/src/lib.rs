@@ -1,4 +1,5 @@
-//! Harness for topolet's end-to-end tests against a real containerd + runc on real cgroups.
+//! Harness for topolet's end-to-end tests against a real containerd (or CRI-O) + runc on real
+//! cgroups.
 //!
 //! One concept per module:
 //! - [`cluster`]: a real single-node Kubernetes (`hack/kube-node.sh`) driving a stack, and the
@@ -9,7 +10,9 @@
 //!   container, from topolet's status and metrics;
 //! - [`fixture`]: the usual set-up, a stack with topolet registered on it;
 //! - [`freeze`]: a container's shim stopped for a while (a runtime that applies no update);
-//! - [`stack`]: an isolated containerd started with `hack/containerd.sh` (start, restart, stop on drop);
+//! - [`stack`]: an isolated containerd started with `hack/containerd.sh`, or CRI-O with
+//!   `hack/crio.sh` when `TOPOLET_RUNTIME=cri-o` (start, restart, stop on drop; named skips on
+//!   CRI-O);
 //! - [`topolet`]: the plugin process under test (config, spawn, log lines, SIGKILL, restart);
 //! - [`kube`]: pod and container configs shaped exactly like the kubelet sends them per QoS class
 //!   (the test kit's kubelet simulator, `topolet_testkit::kubelet`);

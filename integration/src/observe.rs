@@ -13,12 +13,14 @@ use crate::stack::Stack;
 /// Root of the cgroup v1 hierarchies.
 pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 
-/// The cgroup directory of container `id` with `cgroup_parent` in `controller`'s hierarchy.
+/// The cgroup directory of container `id` with `cgroup_parent` in `controller`'s hierarchy, as
+/// the runtime under test names it (`<id>`, or `crio-<id>` on CRI-O:
+/// [`crate::stack::Runtime::container_cgroup`]).
 pub fn cgroup_dir(controller: &str, cgroup_parent: &str, id: &str) -> PathBuf {
     Path::new(CGROUP_ROOT)
         .join(controller)
         .join(cgroup_parent.trim_start_matches('/'))
-        .join(id)
+        .join(crate::stack::Runtime::under_test().container_cgroup(id))
 }
 
 fn read_trimmed(path: &Path) -> anyhow::Result<String> {

@@ -1,6 +1,7 @@
-//! An isolated containerd (CRI + NRI, runc, cgroupfs) run by `hack/containerd.sh` in a scratch
-//! directory under the target dir. Dropping a [`Stack`] stops it and removes everything it left
-//! (processes, mounts, cgroups), even when the test failed.
+//! An isolated container runtime (CRI + NRI, runc, cgroupfs) in a scratch directory under the
+//! target dir: containerd run by `hack/containerd.sh`, or CRI-O run by `hack/crio.sh` (the same
+//! DIR and DIR/env contract) when `TOPOLET_RUNTIME=cri-o`. Dropping a [`Stack`] stops it and
+//! removes everything it left (processes, mounts, cgroups), even when the test failed.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -16,8 +17,130 @@ use crate::paths;
 /// as `DEFAULT_CONTAINERD_VERSION` in hack/lib/common.sh.
 pub const DEFAULT_VERSION: &str = "v2.4.2";
 
-/// The variables of `DIR/env` the harness uses.
+/// The CRI-O line used when `TOPOLET_CRIO_VERSION` is unset, as `DEFAULT_CRIO_VERSION` in
+/// hack/lib/common.sh.
+pub const DEFAULT_CRIO_VERSION: &str = "v1.36.3";
+
+/// The container runtime a stack runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runtime {
+    Containerd,
+    CriO,
+}
+
+impl Runtime {
+    /// `TOPOLET_RUNTIME`: `containerd` (also when unset or empty) or `cri-o`. Any other value
+    /// panics: a typo must not test containerd while the run believes it tested CRI-O.
+    pub fn under_test() -> Runtime {
+        match std::env::var("TOPOLET_RUNTIME").as_deref() {
+            Err(_) | Ok("") | Ok("containerd") => Runtime::Containerd,
+            Ok("cri-o") => Runtime::CriO,
+            Ok(other) => panic!("TOPOLET_RUNTIME={other:?}: want containerd or cri-o"),
+        }
+    }
+
+    /// The runtime's name as NRI's Configure request carries it (`runtime_name`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Runtime::Containerd => "containerd",
+            Runtime::CriO => "cri-o",
+        }
+    }
+
+    pub fn is_crio(self) -> bool {
+        self == Runtime::CriO
+    }
+
+    /// The hack/ script that runs a stack of this runtime.
+    fn script(self) -> &'static str {
+        match self {
+            Runtime::Containerd => "hack/containerd.sh",
+            Runtime::CriO => "hack/crio.sh",
+        }
+    }
+
+    /// The variable the script reads the line from.
+    fn version_var(self) -> &'static str {
+        match self {
+            Runtime::Containerd => "CONTAINERD_VERSION",
+            Runtime::CriO => "CRIO_VERSION",
+        }
+    }
+
+    /// The line under test: `TOPOLET_CONTAINERD_VERSION` or `TOPOLET_CRIO_VERSION`, default
+    /// [`DEFAULT_VERSION`] or [`DEFAULT_CRIO_VERSION`].
+    pub fn version_under_test(self) -> String {
+        let (var, default) = match self {
+            Runtime::Containerd => ("TOPOLET_CONTAINERD_VERSION", DEFAULT_VERSION),
+            Runtime::CriO => ("TOPOLET_CRIO_VERSION", DEFAULT_CRIO_VERSION),
+        };
+        std::env::var(var)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| default.to_string())
+    }
+
+    /// The leaf of a container's cgroup under its pod's cgroup parent (cgroupfs driver):
+    /// containerd names it by the container id; CRI-O `crio-<id>` (cri-o/cri-o
+    /// internal/config/cgmgr/cgmgr_linux.go, `containerCgroupPath`).
+    pub fn container_cgroup(self, id: &str) -> String {
+        match self {
+            Runtime::Containerd => id.to_string(),
+            Runtime::CriO => format!("crio-{id}"),
+        }
+    }
+
+    /// `hack/containerd.sh`'s optional setting `key` as this runtime's script spells it: for
+    /// CRI-O, `CONTAINERD_NRI_REQUEST_TIMEOUT` is `hack/crio.sh`'s `CRIO_NRI_REQUEST_TIMEOUT`;
+    /// a containerd setting CRI-O has no counterpart for is an error (the test needs a runtime
+    /// that does not exist here), never dropped.
+    fn setting(self, key: &str) -> anyhow::Result<String> {
+        match (self, key) {
+            (Runtime::Containerd, k) => Ok(k.to_string()),
+            (Runtime::CriO, "CONTAINERD_NRI_REQUEST_TIMEOUT") => {
+                Ok("CRIO_NRI_REQUEST_TIMEOUT".to_string())
+            }
+            (Runtime::CriO, k) if k.starts_with("CRIO_") || k == "CRICTL_TIMEOUT" => {
+                Ok(k.to_string())
+            }
+            (Runtime::CriO, k) => bail!("hack/crio.sh has no counterpart of {k}"),
+        }
+    }
+}
+
+/// An explicit, named skip: when the runtime under test is CRI-O, prints `SKIPPED on cri-o:
+/// <test>: <reason>` and returns true (the test then returns at once, having checked nothing,
+/// and says so); on containerd returns false. For a test whose subject does not exist on
+/// CRI-O, never for one that merely fails there.
+pub fn skipped_on_crio(test: &str, reason: &str) -> bool {
+    let skip = Runtime::under_test().is_crio();
+    if skip {
+        eprintln!("SKIPPED on cri-o: {test}: {reason}");
+    }
+    skip
+}
+
+/// Why the tests that kill topolet mid-burst skip on CRI-O: CRI-O v1.36.3 never blocks plugin
+/// synchronization while a container is being created (containerd does: internal/cri/server/
+/// container_create.go takes the NRI adaptation's BlockPluginSync). cri-o/cri-o
+/// server/container_create.go runs the NRI CreateContainer (createSandboxContainer) before it
+/// adds the container to its store (addContainer), so a container created while topolet is
+/// down can join the store after the restarted topolet's Synchronize: neither call shows it to
+/// topolet, and it keeps the runtime's cpuset (seen here: a BestEffort container left on CPU 1).
+/// topolet does not yet adopt a container it first sees at PostStartContainer.
+pub const CRIO_NO_SYNC_BLOCK: &str = "CRI-O v1.36.3 does not block NRI plugin synchronization \
+     while a container is created (no BlockPluginSync in cri-o/cri-o server/container_create.go; \
+     containerd takes it in internal/cri/server/container_create.go): a container created while \
+     topolet is down can be missed by both the restarted topolet's Synchronize and \
+     CreateContainer, and topolet does not yet adopt it at PostStartContainer";
+
+/// The variables of `DIR/env` the harness uses (each runtime's script exports a subset: those
+/// only one of them has are optional).
 const ENV_KEYS: &[&str] = &[
+    "RUNTIME",
+    "CRIO_VERSION",
+    "CRIO_LOG",
+    "CRIO_PID_FILE",
     "CRI_ENDPOINT",
     "CONTAINER_RUNTIME_ENDPOINT",
     "IMAGE_SERVICE_ENDPOINT",
@@ -37,37 +160,36 @@ const ENV_KEYS: &[&str] = &[
     "PATH",
 ];
 
-/// A running containerd of the test stack.
+/// A running container runtime of the test stack.
 pub struct Stack {
     dir: tempfile::TempDir,
     env: HashMap<String, String>,
+    runtime: Runtime,
     version: String,
     stopped: bool,
 }
 
-/// The containerd line under test: `TOPOLET_CONTAINERD_VERSION`, default [`DEFAULT_VERSION`].
+/// The line of the runtime under test ([`Runtime::under_test`]): `TOPOLET_CONTAINERD_VERSION`
+/// (default [`DEFAULT_VERSION`]) or `TOPOLET_CRIO_VERSION` (default [`DEFAULT_CRIO_VERSION`]).
 pub fn version_under_test() -> String {
-    std::env::var("TOPOLET_CONTAINERD_VERSION")
-        .ok()
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| DEFAULT_VERSION.to_string())
+    Runtime::under_test().version_under_test()
 }
 
-fn script() -> PathBuf {
-    paths::repo_root().join("hack/containerd.sh")
-}
-
-/// Runs `hack/containerd.sh ACTION DIR` and fails with its output if it fails.
-fn containerd_sh(
+/// Runs `hack/containerd.sh` or `hack/crio.sh` `ACTION DIR` and fails with its output if it
+/// fails.
+fn runtime_sh(
+    runtime: Runtime,
     action: &str,
     dir: &Path,
     version: &str,
     env: &[(&str, &str)],
 ) -> anyhow::Result<()> {
-    let mut cmd = Command::new(script());
-    cmd.arg(action).arg(dir).env("CONTAINERD_VERSION", version);
-    cmd.envs(env.iter().copied());
-    run_hack_script(cmd, "stack", "hack/containerd.sh", action, dir)
+    let mut cmd = Command::new(paths::repo_root().join(runtime.script()));
+    cmd.arg(action).arg(dir).env(runtime.version_var(), version);
+    for (k, v) in env {
+        cmd.env(runtime.setting(k)?, v);
+    }
+    run_hack_script(cmd, "stack", runtime.script(), action, dir)
 }
 
 /// Runs a hack/ script's `ACTION DIR` (`label` prefixes the timing line on stderr); fails with
@@ -102,48 +224,52 @@ pub(crate) fn run_hack_script(
 }
 
 impl Stack {
-    /// Starts a fresh stack of the line under test. Fails (never skips) if it cannot.
+    /// Starts a fresh stack of the runtime and line under test. Fails (never skips) if it
+    /// cannot.
     pub fn start() -> anyhow::Result<Stack> {
         Stack::start_version(&version_under_test())
     }
 
-    /// Starts a fresh stack of containerd `version`.
+    /// Starts a fresh stack of `version` of the runtime under test.
     pub fn start_version(version: &str) -> anyhow::Result<Stack> {
         Stack::start_with_env(version, &[])
     }
 
-    /// Starts a fresh stack of containerd `version` with `hack/containerd.sh`'s optional
-    /// settings `env` (e.g. `CONTAINERD_NRI_REQUEST_TIMEOUT`).
+    /// Starts a fresh stack of `version` of the runtime under test with `hack/containerd.sh`'s
+    /// optional settings `env` (e.g. `CONTAINERD_NRI_REQUEST_TIMEOUT`; on CRI-O, their
+    /// `hack/crio.sh` counterparts, [`Runtime::setting`]).
     pub fn start_with_env(version: &str, env: &[(&str, &str)]) -> anyhow::Result<Stack> {
+        let runtime = Runtime::under_test();
         let dir = paths::scratch_dir("s")?;
         let mut stack = Stack {
             dir,
             env: HashMap::new(),
+            runtime,
             version: version.to_string(),
             stopped: true,
         };
         // From here on, Drop cleans up whatever part of the start succeeded.
         stack.stopped = false;
-        containerd_sh("start", stack.dir.path(), version, env)?;
+        runtime_sh(runtime, "start", stack.dir.path(), version, env)?;
         stack.env = read_env(&stack.dir.path().join("env"))?;
         Ok(stack)
     }
 
-    /// Stops and starts only the containerd process (containers keep running); returns when
-    /// CRI answers again.
+    /// Stops and starts only the runtime's own process (containerd or crio; the shims or
+    /// conmons and the containers keep running); returns when CRI answers again.
     /// DIR/env is rewritten with the same values.
-    pub fn restart_containerd(&self) -> anyhow::Result<()> {
-        containerd_sh("restart", self.dir.path(), &self.version, &[])
+    pub fn restart_runtime(&self) -> anyhow::Result<()> {
+        runtime_sh(self.runtime, "restart", self.dir.path(), &self.version, &[])
     }
 
-    /// Stops the stack: removes every pod and container, kills containerd and the shims, unmounts
-    /// and removes the stack's cgroups.
+    /// Stops the stack: removes every pod and container, kills the runtime and the shims or
+    /// conmons, unmounts and removes the stack's cgroups.
     pub fn stop(&mut self) -> anyhow::Result<()> {
         if self.stopped {
             return Ok(());
         }
         self.stopped = true;
-        containerd_sh("stop", self.dir.path(), &self.version, &[])
+        runtime_sh(self.runtime, "stop", self.dir.path(), &self.version, &[])
     }
 
     /// Keeps the logs and leaves the stack running when dropped: only for a machine that is thrown
@@ -163,9 +289,19 @@ impl Stack {
         self.dir.path()
     }
 
-    /// The containerd line (e.g. `v2.4.2`).
+    /// The runtime this stack runs.
+    pub fn runtime(&self) -> Runtime {
+        self.runtime
+    }
+
+    /// The runtime's line (e.g. `v2.4.2`, `v1.36.3`).
     pub fn version(&self) -> &str {
         &self.version
+    }
+
+    /// The runtime and its line, for messages (`containerd v2.4.2`, `cri-o v1.36.3`).
+    pub fn describe(&self) -> String {
+        format!("{} {}", self.runtime.name(), self.version)
     }
 
     /// A variable of `DIR/env`.
@@ -181,35 +317,38 @@ impl Stack {
         self.dir().join("nri-socket/nri.sock")
     }
 
-    /// The pre-installed plugin directory containerd launches plugins from.
+    /// The pre-installed plugin directory the runtime launches plugins from.
     pub fn nri_plugin_dir(&self) -> PathBuf {
         self.dir().join("nri/plugins")
     }
 
-    /// containerd's log file.
-    pub fn containerd_log_path(&self) -> PathBuf {
-        self.dir().join("containerd.log")
+    /// The runtime's log file (DIR/containerd.log or DIR/crio.log).
+    pub fn runtime_log_path(&self) -> PathBuf {
+        match self.runtime {
+            Runtime::Containerd => self.dir().join("containerd.log"),
+            Runtime::CriO => self.dir().join("crio.log"),
+        }
     }
 
-    /// Current length of containerd's log: pass it to [`Stack::wait_containerd_log`].
-    pub fn containerd_log_mark(&self) -> usize {
-        crate::logs::mark(&self.containerd_log_path())
+    /// Current length of the runtime's log: pass it to [`Stack::wait_runtime_log`].
+    pub fn runtime_log_mark(&self) -> usize {
+        crate::logs::mark(&self.runtime_log_path())
     }
 
-    /// Waits until a containerd log line after byte `after` contains `pattern`; returns it.
-    pub fn wait_containerd_log(
+    /// Waits until a runtime log line after byte `after` contains `pattern`; returns it.
+    pub fn wait_runtime_log(
         &self,
         pattern: &str,
         after: usize,
         timeout: std::time::Duration,
     ) -> anyhow::Result<String> {
-        crate::logs::wait_for_line(&self.containerd_log_path(), pattern, after, timeout)
+        crate::logs::wait_for_line(&self.runtime_log_path(), pattern, after, timeout)
     }
 
-    /// Every containerd log line after byte `after` containing `pattern`.
-    pub fn containerd_log_lines(&self, pattern: &str, after: usize) -> Vec<String> {
+    /// Every runtime log line after byte `after` containing `pattern`.
+    pub fn runtime_log_lines(&self, pattern: &str, after: usize) -> Vec<String> {
         crate::logs::lines_matching(
-            &crate::logs::read_lossy(&self.containerd_log_path()),
+            &crate::logs::read_lossy(&self.runtime_log_path()),
             after,
             pattern,
         )
@@ -222,14 +361,46 @@ impl Stack {
         Ok(d)
     }
 
-    /// containerd's pid (from DIR/containerd.pid).
-    pub fn containerd_pid(&self) -> anyhow::Result<i32> {
-        let p = self.dir().join("containerd.pid");
+    /// The runtime's pid (from DIR/containerd.pid or DIR/crio.pid).
+    pub fn runtime_pid(&self) -> anyhow::Result<i32> {
+        let p = match self.runtime {
+            Runtime::Containerd => self.dir().join("containerd.pid"),
+            Runtime::CriO => self.dir().join("crio.pid"),
+        };
         let text =
             std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
         text.trim()
             .parse()
             .with_context(|| format!("{} holds {text:?}, not a pid", p.display()))
+    }
+
+    /// The lowest oom_score_adj the runtime can give a container: its own value when it lacks
+    /// CAP_SYS_RESOURCE (this project's machines), else -1000. containerd clamps a lower CRI
+    /// value to it (`restrict_oom_score_adj`); CRI-O passes it to runc, which then fails the
+    /// container (cri-o/cri-o internal/factory/container/container.go,
+    /// SpecSetLinuxContainerResources).
+    pub fn oom_floor(&self) -> anyhow::Result<i64> {
+        let pid = self.runtime_pid()?;
+        let adj_path = format!("/proc/{pid}/oom_score_adj");
+        let adj_text =
+            std::fs::read_to_string(&adj_path).with_context(|| format!("reading {adj_path}"))?;
+        let adj: i64 = adj_text
+            .trim()
+            .parse()
+            .with_context(|| format!("{adj_path} holds {adj_text:?}"))?;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .with_context(|| format!("reading /proc/{pid}/status"))?;
+        let cap_eff = status
+            .lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .context("the runtime's CapEff")?;
+        const CAP_SYS_RESOURCE: u32 = 24;
+        Ok(if cap_eff & (1 << CAP_SYS_RESOURCE) != 0 {
+            -1000
+        } else {
+            adj
+        })
     }
 
     /// `CGROUP_PARENT_BASE`: every pod's cgroup parent must be under it.
@@ -251,15 +422,33 @@ impl Stack {
         cmd
     }
 
-    /// Where containerd keeps a task's bundle (`config.json` is in it).
+    /// Where the runtime keeps a container's bundle (`config.json` is in it, as runc was given
+    /// it). containerd: its task state directory. CRI-O: the container's run directory in
+    /// containers/storage, `<runroot>/<driver>-containers/<id>/userdata` (cri-o/cri-o
+    /// server/container_create.go saves config.json into `containerInfo.RunDir`); the driver is
+    /// the one hack/crio.sh chose (overlay, or vfs on overlayfs), the one whose directory exists.
     pub fn bundle_dir(&self, container_id: &str) -> PathBuf {
-        self.dir()
-            .join("state/io.containerd.runtime.v2.task/k8s.io")
-            .join(container_id)
+        match self.runtime {
+            Runtime::Containerd => self
+                .dir()
+                .join("state/io.containerd.runtime.v2.task/k8s.io")
+                .join(container_id),
+            Runtime::CriO => {
+                let runroot = self.dir().join("runroot");
+                let driver = ["overlay", "vfs"]
+                    .into_iter()
+                    .find(|d| runroot.join(format!("{d}-containers")).is_dir())
+                    .unwrap_or("overlay");
+                runroot
+                    .join(format!("{driver}-containers"))
+                    .join(container_id)
+                    .join("userdata")
+            }
+        }
     }
 }
 
-/// Keeps the logs of a stack (containerd's, and every `*.log` / `*.stderr` under DIR) in
+/// Keeps the logs of a stack (the runtime's, and every `*.log` / `*.stderr` under DIR) in
 /// `<target>/it-logs/<DIR name>/` for post-mortems; the scratch DIR itself is removed.
 fn keep_logs(dir: &Path) -> anyhow::Result<PathBuf> {
     let name = dir

@@ -592,7 +592,7 @@ fn restarts_of_topolet_containerd_and_kubelet_and_a_pod_created_while_topolet_is
 
     // containerd restart: topolet re-registers and re-synchronizes; nothing moves.
     let connects = node.t.topolet.nri_connects()?;
-    node.t.stack.restart_containerd()?;
+    node.t.stack.restart_runtime()?;
     node.t.topolet.wait_nri_synchronized(connects + 1)?;
     node.cluster.wait_running("gx")?;
     assert_eq!(cpusets(&node, &pods)?, want, "after a containerd restart");

@@ -706,7 +706,7 @@ fn installed_with_helm_upgraded_and_rolled_back_keeping_every_pod_then_uninstall
     let kubelet_pid: i32 = std::fs::read_to_string(k.env("KUBELET_PID_FILE")?)?
         .trim()
         .parse()?;
-    let daemons = [node.stack.containerd_pid()?, kubelet_pid];
+    let daemons = [node.stack.runtime_pid()?, kubelet_pid];
     let (readable, canaries, open) = readable_from_container(&node, &ctr_a, &canary, &daemons)?;
     let mut by_top: BTreeMap<String, usize> = BTreeMap::new();
     for f in &readable {

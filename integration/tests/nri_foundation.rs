@@ -1,4 +1,5 @@
-//! topolet speaks NRI to a real containerd.
+//! topolet speaks NRI to a real containerd (or CRI-O, `TOPOLET_RUNTIME=cri-o`: every test holds
+//! there as written, the runtime's own lines being the NRI adaptation's, below).
 //!
 //! - it registers (its own log and containerd's);
 //! - Synchronize lists the pods that existed before it started;
@@ -14,7 +15,9 @@ use topolet_integration::topolet::{self, KillOnDrop, LOG_TIMEOUT};
 use topolet_integration::{fixture, Stack, Topolet, TopoletConfig, WithTopolet};
 
 /// containerd's registration lines, as logrus writes them (msg quoted, inner quotes escaped);
-/// v2.3 and later append " (with NRI version …)" to the first.
+/// v2.3 and later append " (with NRI version …)" to the first. They are the NRI adaptation's
+/// (containerd/nri pkg/adaptation/plugin.go and adaptation.go), which CRI-O embeds too and logs
+/// through logrus the same way (cri-o/cri-o internal/nri/nri.go): the same lines on CRI-O.
 const CTRD_REGISTERED: &str = r#"registered as \"50-topolet\""#;
 const CTRD_SYNCED: &str = r#"plugin \"50-topolet\" connected and synchronized"#;
 /// The same for a pre-installed plugin containerd launched itself.
@@ -26,10 +29,8 @@ fn registers_with_containerd() -> anyhow::Result<()> {
     let mut t = WithTopolet::start()?;
     let synced = t.topolet.wait_synchronized(1)?;
     let registered = t.topolet.logged("nri plugin registered", 0)?;
-    let reg = t
-        .stack
-        .wait_containerd_log(CTRD_REGISTERED, 0, LOG_TIMEOUT)?;
-    let conn = t.stack.wait_containerd_log(CTRD_SYNCED, 0, LOG_TIMEOUT)?;
+    let reg = t.stack.wait_runtime_log(CTRD_REGISTERED, 0, LOG_TIMEOUT)?;
+    let conn = t.stack.wait_runtime_log(CTRD_SYNCED, 0, LOG_TIMEOUT)?;
     ensure!(
         reg.contains(r#"plugin \"external:50-topolet["#),
         "containerd should name an external plugin with its pid: {reg}"
@@ -43,7 +44,8 @@ fn registers_with_containerd() -> anyhow::Result<()> {
         field(&synced, "pods").as_deref() == Some("0"),
         "empty stack: want pods=0 in {synced}"
     );
-    eprintln!("topolet: {registered}\ntopolet: {synced}\ncontainerd: {reg}\ncontainerd: {conn}");
+    let rt = t.stack.runtime().name();
+    eprintln!("topolet: {registered}\ntopolet: {synced}\n{rt}: {reg}\n{rt}: {conn}");
     Ok(())
 }
 
@@ -116,7 +118,7 @@ fn sigkill_leaves_containerd_creating_containers() -> anyhow::Result<()> {
     // topolet took part before the kill: runc was given its adjustment.
     adjusted_by_topolet(&t.stack, &first.id)?;
 
-    let ctrd_mark = t.stack.containerd_log_mark();
+    let ctrd_mark = t.stack.runtime_log_mark();
     t.topolet.kill9()?;
     let (p2, c2) = t.pod(
         "after-kill",
@@ -131,7 +133,7 @@ fn sigkill_leaves_containerd_creating_containers() -> anyhow::Result<()> {
         let state = cri.state(id)?;
         ensure!(state == "CONTAINER_RUNNING", "container {id} is {state}");
     }
-    let seen = t.stack.containerd_log_lines("50-topolet", ctrd_mark);
+    let seen = t.stack.runtime_log_lines("50-topolet", ctrd_mark);
     eprintln!(
         "create after SIGKILL: {:?}; containerd lines about the plugin after the kill:\n{}",
         second.create_time,
@@ -149,9 +151,9 @@ fn reconnects_after_containerd_restart() -> anyhow::Result<()> {
     let pid = t.topolet.pid().context("topolet not running")?;
 
     let mark = t.topolet.log_mark();
-    let ctrd_mark = t.stack.containerd_log_mark();
+    let ctrd_mark = t.stack.runtime_log_mark();
     let connects = t.topolet.nri_connects()?;
-    t.stack.restart_containerd()?;
+    t.stack.restart_runtime()?;
     // The state: synchronized on a new connection (the old one's end was logged before).
     let synced = t.topolet.wait_synchronized(connects + 1)?;
     let closed = t
@@ -160,7 +162,7 @@ fn reconnects_after_containerd_restart() -> anyhow::Result<()> {
         .or_else(|_| t.topolet.logged("nri reconnecting", mark))?;
     t.topolet.logged("nri plugin registered", mark)?;
     t.stack
-        .wait_containerd_log(CTRD_SYNCED, ctrd_mark, LOG_TIMEOUT)?;
+        .wait_runtime_log(CTRD_SYNCED, ctrd_mark, LOG_TIMEOUT)?;
     ensure!(t.topolet.is_running(), "topolet exited");
     ensure!(
         t.topolet.pid() == Some(pid),
@@ -190,15 +192,15 @@ fn preinstalled_mode_is_launched_by_containerd() -> anyhow::Result<()> {
     let log_path = work.join("preinstalled.log");
     let _reap = KillOnDrop(config_path.to_string_lossy().into_owned());
     let wrapper = topolet::install_preinstalled(&stack, &config, &config_path, &log_path)?;
-    let ctrd_mark = stack.containerd_log_mark();
-    stack.restart_containerd()?;
+    let ctrd_mark = stack.runtime_log_mark();
+    stack.restart_runtime()?;
 
     // The state: its status says synchronized; the lines were written before.
     topolet::wait_nri_synchronized_at(&config.admin_socket)?;
     let reg = logged(&log_path, "nri plugin registered", 0)?;
     logged(&log_path, " synchronized", 0)?;
-    let ctrd_reg = stack.wait_containerd_log(CTRD_PRE_REGISTERED, ctrd_mark, LOG_TIMEOUT)?;
-    let ctrd = stack.wait_containerd_log(CTRD_PRE_SYNCED, ctrd_mark, LOG_TIMEOUT)?;
+    let ctrd_reg = stack.wait_runtime_log(CTRD_PRE_REGISTERED, ctrd_mark, LOG_TIMEOUT)?;
+    let ctrd = stack.wait_runtime_log(CTRD_PRE_SYNCED, ctrd_mark, LOG_TIMEOUT)?;
     let launched = topolet::pids_with_cmdline(&config_path.to_string_lossy());
     ensure!(
         launched.len() == 1,
@@ -206,7 +208,7 @@ fn preinstalled_mode_is_launched_by_containerd() -> anyhow::Result<()> {
     );
     // containerd made the socketpair itself, so the peer-credential pid it logs for a
     // pre-connected plugin is its own; the plugin process is its child.
-    let ctrd_pid = stack.containerd_pid()?;
+    let ctrd_pid = stack.runtime_pid()?;
     ensure!(
         ctrd_reg.contains(&format!("[{ctrd_pid}]")),
         "containerd (pid {ctrd_pid}) should log its own pid for a pre-connected plugin: {ctrd_reg}"
@@ -224,7 +226,7 @@ fn preinstalled_mode_is_launched_by_containerd() -> anyhow::Result<()> {
     eprintln!(
         "wrapper {}: topolet: {reg}\ncontainerd: {ctrd_reg}\ncontainerd: {ctrd}\ncontainerd lines:\n{}",
         wrapper.display(),
-        stack.containerd_log_lines("50-topolet", ctrd_mark).join("\n")
+        stack.runtime_log_lines("50-topolet", ctrd_mark).join("\n")
     );
     Ok(())
 }

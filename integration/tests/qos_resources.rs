@@ -43,24 +43,9 @@ fn wait_cpus(cri: &Cri, c: &Created, name: &str, want: &str) -> anyhow::Result<(
     })
 }
 
-/// The lowest oom_score_adj containerd can give a container: its own value when it lacks
-/// CAP_SYS_RESOURCE (this project's machines), else -1000.
+/// The lowest oom_score_adj the runtime can give a container ([`Stack::oom_floor`]).
 fn oom_floor(stack: &Stack) -> anyhow::Result<i64> {
-    let pid = stack.containerd_pid()?;
-    let adj = observe::proc_values(pid)?.oom_score_adj;
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .with_context(|| format!("reading /proc/{pid}/status"))?;
-    let cap_eff = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .context("containerd's CapEff")?;
-    const CAP_SYS_RESOURCE: u32 = 24;
-    Ok(if cap_eff & (1 << CAP_SYS_RESOURCE) != 0 {
-        -1000
-    } else {
-        adj
-    })
+    stack.oom_floor()
 }
 
 #[test]
@@ -293,11 +278,19 @@ fn check_values(
     );
     let spec = observe::bundle_spec(stack, &c.id)?;
     let b = observe::bundle_resources(&spec)?;
+    // CRI-O writes the CRI's cpu_quota into the bundle even when it is 0, the kubelet's "no
+    // limit" (cri-o/cri-o internal/factory/container/container.go,
+    // SpecSetLinuxContainerResources); runc leaves a 0 quota unset (the cgroup's -1, checked
+    // above). containerd leaves the field out.
+    let bundle_quota = match want.bundle_quota {
+        None if stack.runtime().is_crio() => Some(0),
+        q => q,
+    };
     let want_b = BundleResources {
         cpus: Some(want.cpus.to_string()),
         mems: b.mems.clone(),
         shares: Some(want.shares),
-        quota: want.bundle_quota,
+        quota: bundle_quota,
         period: Some(kube::CPU_PERIOD as u64),
         memory_limit: want.memory.map(|m| m as i64),
         pids_limit: Some(PIDS_LIMIT),
@@ -417,6 +410,12 @@ fn check_books(
 
 #[test]
 fn sigkill_during_parallel_creates_then_books_balance_across_restarts() -> anyhow::Result<()> {
+    if topolet_integration::stack::skipped_on_crio(
+        "sigkill_during_parallel_creates_then_books_balance_across_restarts",
+        topolet_integration::stack::CRIO_NO_SYNC_BLOCK,
+    ) {
+        return Ok(());
+    }
     let mut t = WithTopolet::start()?;
     let mark = t.topolet.log_mark();
     let (admitted_before, _) = t.topolet.create_decisions()?;
@@ -519,18 +518,18 @@ fn sigkill_during_parallel_creates_then_books_balance_across_restarts() -> anyho
         .collect();
     eprintln!("after SIGKILL + restart: running {before:?}\nfailed creates: {failed:#?}");
 
-    // containerd restart: topolet re-synchronizes and nothing moves.
+    // The runtime restarts: topolet re-synchronizes and nothing moves.
     let connects = t.topolet.nri_connects()?;
-    t.stack.restart_containerd()?;
+    t.stack.restart_runtime()?;
     t.topolet.wait_nri_synchronized(connects + 1)?;
     let after = wait::until(
-        "the books to balance after containerd's restart",
+        "the books to balance after the runtime's restart",
         MOVE_TIMEOUT,
         || check_books(&cri, &batch, saved.as_deref()).map(Some),
     )?;
     ensure!(
         before == after,
-        "cpusets changed across the containerd restart:\n before {before:?}\n after {after:?}"
+        "cpusets changed across the runtime's restart:\n before {before:?}\n after {after:?}"
     );
 
     // Removing every Guaranteed container returns CPU 1 to the shared pool (nothing leaked).
@@ -620,17 +619,24 @@ fn another_cpuset_owner_at_a_lower_index_keeps_every_container_it_set_up() -> an
     let mut t = WithTopolet::start()?;
     let cri = t.stack.cri();
     let ready = t.work.join("cpuset-owner.ready");
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_cpuset_owner"))
+    let mut owner_cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cpuset_owner"));
+    owner_cmd
         .arg("--socket")
         .arg(t.stack.nri_socket())
         .args(["--cpus", "0", "--idx", "00", "--ready"])
-        .arg(&ready)
+        .arg(&ready);
+    if t.stack.runtime().is_crio() {
+        // CRI-O passes the kubelet's -997 to runc unclamped (no restrict_oom_score_adj); the
+        // owner of the containers topolet leaves alone clamps it instead (cpuset_owner's docs).
+        owner_cmd.args(["--oom-floor", &oom_floor(&t.stack)?.to_string()]);
+    }
+    let child = owner_cmd
         .stdout(std::process::Stdio::null())
         .spawn()
         .context("starting cpuset_owner")?;
     let mut owner = Owner(child);
     wait::until_true(
-        "cpuset_owner synchronized by containerd",
+        "cpuset_owner synchronized by the runtime",
         Duration::from_secs(60),
         || Ok(ready.exists()),
     )?;

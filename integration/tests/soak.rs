@@ -35,7 +35,7 @@ use topolet_integration::books::{self, TopoletSide, Tracked};
 use topolet_integration::churn;
 use topolet_integration::cri::Cri;
 use topolet_integration::kube::{ContainerSpec, PodSpec, Qos, Requirements};
-use topolet_integration::stack::version_under_test;
+use topolet_integration::stack::{version_under_test, Runtime};
 use topolet_integration::{observe, wait, WithTopolet};
 
 const MIB: u64 = 1 << 20;
@@ -62,7 +62,9 @@ fn cycles() -> anyhow::Result<usize> {
             .trim()
             .parse()
             .with_context(|| format!("TOPOLET_SOAK_CYCLES={v:?} is not a number")),
-        Err(_) if version_under_test() == FULL_SOAK_LINE => Ok(1000),
+        Err(_) if !Runtime::under_test().is_crio() && version_under_test() == FULL_SOAK_LINE => {
+            Ok(1000)
+        }
         Err(_) => Ok(200),
     }
 }
@@ -308,8 +310,9 @@ fn soak_create_stop_remove_cycles_leave_nothing_behind() -> anyhow::Result<()> {
         2 * SAMPLE_EVERY
     );
     eprintln!(
-        "soak: {total} cycles on containerd {} (1000 on {FULL_SOAK_LINE}, 200 on the other lines; \
-         TOPOLET_SOAK_CYCLES overrides)",
+        "soak: {total} cycles on {} {} (1000 on containerd {FULL_SOAK_LINE}, 200 on the other \
+         lines and on CRI-O; TOPOLET_SOAK_CYCLES overrides)",
+        Runtime::under_test().name(),
         version_under_test()
     );
     let t = WithTopolet::start()?;

@@ -2,7 +2,14 @@
 //! external NRI plugin, built on the proto crate's stub, that sets `cpuset.cpus` of every
 //! container it sees created, as kubernetes-sigs/dra-driver-cpu does at NRI index 00.
 //!
-//! `cpuset_owner --socket PATH --cpus LIST [--idx NN] [--ready FILE]`
+//! `cpuset_owner --socket PATH --cpus LIST [--idx NN] [--ready FILE] [--oom-floor N]`
+//!
+//! `--oom-floor N` also raises every container's oom_score_adj to at least N: on CRI-O, which has
+//! no counterpart of containerd's `restrict_oom_score_adj` (cri-o/cri-o
+//! internal/factory/container/container.go, SpecSetLinuxContainerResources, passes the CRI value
+//! to runc as it is), a runtime without CAP_SYS_RESOURCE cannot start a Guaranteed container
+//! (-997) that topolet leaves to this owner; topolet's own floor stands in only for containers
+//! it adjusts.
 //!
 //! It writes FILE (empty) once the runtime has synchronized it: from then on the runtime calls it
 //! for every CreateContainer, before plugins of a higher index. Runs until killed.
@@ -19,6 +26,7 @@ use topolet_nri::{EventMask, Plugin, PluginResult, Stub, StubConfig};
 struct Owner {
     cpus: String,
     ready: Option<PathBuf>,
+    oom_floor: Option<i64>,
 }
 
 #[async_trait]
@@ -42,8 +50,14 @@ impl Plugin for Owner {
 
     async fn create_container(
         &self,
-        _req: api::CreateContainerRequest,
+        req: api::CreateContainerRequest,
     ) -> PluginResult<api::CreateContainerResponse> {
+        let current_oom = req
+            .container
+            .as_ref()
+            .and_then(|c| c.linux.as_ref())
+            .and_then(|l| l.oom_score_adj.as_ref())
+            .map(|o| o.value);
         let cpu = api::LinuxCPU {
             cpus: self.cpus.clone(),
             ..Default::default()
@@ -52,10 +66,18 @@ impl Plugin for Owner {
             cpu: protobuf::MessageField::some(cpu),
             ..Default::default()
         };
-        let linux = api::LinuxContainerAdjustment {
+        let mut linux = api::LinuxContainerAdjustment {
             resources: protobuf::MessageField::some(resources),
             ..Default::default()
         };
+        if let (Some(floor), Some(cur)) = (self.oom_floor, current_oom) {
+            if cur < floor {
+                linux.oom_score_adj = protobuf::MessageField::some(api::OptionalInt {
+                    value: floor,
+                    ..Default::default()
+                });
+            }
+        }
         Ok(api::CreateContainerResponse {
             adjust: protobuf::MessageField::some(api::ContainerAdjustment {
                 linux: protobuf::MessageField::some(linux),
@@ -68,6 +90,7 @@ impl Plugin for Owner {
 
 fn main() -> anyhow::Result<()> {
     let (mut socket, mut cpus, mut idx, mut ready) = (None, None, "00".to_string(), None);
+    let mut oom_floor = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().with_context(|| format!("{a} needs a value"));
@@ -76,8 +99,12 @@ fn main() -> anyhow::Result<()> {
             "--cpus" => cpus = Some(val()?),
             "--idx" => idx = val()?,
             "--ready" => ready = Some(PathBuf::from(val()?)),
+            "--oom-floor" => {
+                let v = val()?;
+                oom_floor = Some(v.parse().with_context(|| format!("--oom-floor {v}"))?);
+            }
             other => bail!(
-                "unknown argument {other}; usage: cpuset_owner --socket PATH --cpus LIST [--idx NN] [--ready FILE]"
+                "unknown argument {other}; usage: cpuset_owner --socket PATH --cpus LIST [--idx NN] [--ready FILE] [--oom-floor N]"
             ),
         }
     }
@@ -90,7 +117,14 @@ fn main() -> anyhow::Result<()> {
         .context("building a tokio runtime")?
         .block_on(async {
             // The stub starts its updater task: inside the runtime.
-            let stub = Stub::new(Arc::new(Owner { cpus, ready }), cfg)?;
+            let stub = Stub::new(
+                Arc::new(Owner {
+                    cpus,
+                    ready,
+                    oom_floor,
+                }),
+                cfg,
+            )?;
             stub.run().await?;
             anyhow::Ok(())
         })

@@ -1,27 +1,32 @@
 #!/usr/bin/env bash
-# hack/nri-latency.sh — round-trip cost of a no-op CreateContainer through a real containerd + NRI.
+# hack/nri-latency.sh — round-trip cost of a no-op CreateContainer through a real containerd (or
+# CRI-O) + NRI.
 # (CreateContainer + StartContainer against no plugin / topolet / the Go baseline: hack/bench.sh.)
 #
 # Usage: hack/nri-latency.sh        (as root, after hack/install-deps.sh; builds topolet and the client)
 #
-# Method: one isolated containerd (hack/containerd.sh). A small Go CRI client (hack/nri-latency/,
+# Method: one isolated containerd (hack/containerd.sh), or CRI-O (hack/crio.sh, the same contract)
+# with LATENCY_RUNTIME=cri-o. A small Go CRI client (hack/nri-latency/,
 # k8s.io/cri-api over gRPC, built offline from the module cache install-deps filled for the
 # default line, $TOPOLET_CACHE/go) times each
 # CreateContainer call in-process (no process start-up inside the measurement); every created
 # container is removed again, untimed; the first create of each block is a discarded warm-up.
 # Three conditions, interleaved in blocks (rotating order) so drift and other load on the machine
 # hit all of them alike:
-#   none     no NRI plugin connected (containerd's own cost)
+#   none     no NRI plugin connected (the runtime's own cost)
 #   noop     topolet connected; the pod's cgroup parent is not a kubelet pod cgroup, so topolet
 #            answers CreateContainer with an empty adjustment: the pure NRI round trip
 #   managed  topolet connected; a BestEffort pod (<base>/kubepods/besteffort/pod…): topolet
 #            computes and returns a real adjustment (cpuset, pids, …)
 # Reported: per condition n, median, p10, p90, p99, mean; the NRI cost is median(noop) − median(none).
-# Toggling the plugin between blocks waits for containerd's own log lines ("… connected and
-# synchronized" / "connection to plugin … closed"), so no block runs half-connected.
+# Toggling the plugin between blocks waits for the runtime's own log lines ("… connected and
+# synchronized" / "connection to plugin … closed": containerd/nri's pkg/adaptation logs them through
+# either runtime's logger), so no block runs half-connected.
 #
 # Environment:
+#   LATENCY_RUNTIME  containerd (default) or cri-o (hack/install-crio.sh first)
 #   CONTAINERD_VERSION / TOPOLET_CONTAINERD_VERSION   line to use (default v2.4.2)
+#   CRIO_VERSION     the CRI-O line with LATENCY_RUNTIME=cri-o (default DEFAULT_CRIO_VERSION)
 #   LATENCY_ROUNDS   blocks per condition (default 10)
 #   LATENCY_BLOCK    timed creates per block (default 25)  → ROUNDS×BLOCK samples per condition
 #   LATENCY_OUT      samples file to keep (default: a temp file, removed)
@@ -34,6 +39,12 @@ source "$HACK_DIR/lib/common.sh"
 ROUNDS="${LATENCY_ROUNDS:-10}"
 BLOCK="${LATENCY_BLOCK:-25}"
 VERSION="${CONTAINERD_VERSION:-${TOPOLET_CONTAINERD_VERSION:-$DEFAULT_CONTAINERD_VERSION}}"
+RUNTIME="${LATENCY_RUNTIME:-containerd}"
+case "$RUNTIME" in
+  containerd) STACK_SCRIPT="$HACK_DIR/containerd.sh" ;;
+  cri-o) STACK_SCRIPT="$HACK_DIR/crio.sh"; VERSION="${CRIO_VERSION:-$DEFAULT_CRIO_VERSION}" ;;
+  *) echo "nri-latency: LATENCY_RUNTIME: unknown runtime $RUNTIME (containerd, cri-o)" >&2; exit 2 ;;
+esac
 
 LOG_NAME=nri-latency
 SAY_TO_STDERR=1
@@ -45,7 +56,7 @@ TOPOLET_PID=""
 cleanup() {
   local rc=$?
   [[ -z "$TOPOLET_PID" ]] || { kill -TERM "$TOPOLET_PID" 2>/dev/null || true; wait "$TOPOLET_PID" 2>/dev/null || true; }
-  "$HACK_DIR/containerd.sh" stop "$STACK" >/dev/null 2>&1 || echo "nri-latency: stop of $STACK failed" >&2
+  "$STACK_SCRIPT" stop "$STACK" >/dev/null 2>&1 || echo "nri-latency: stop of $STACK failed" >&2
   rm -rf "$WORK"
   exit "$rc"
 }
@@ -58,11 +69,16 @@ CLIENT="$DEPS/bin/nri-latency"
 (cd "$HACK_DIR/nri-latency" && go_cache_env GOPROXY=off GOFLAGS=-mod=readonly CGO_ENABLED=0 \
   "${GO:-$(command -v go || echo /usr/local/go/bin/go)}" build -o "$CLIENT" .) || die "building hack/nri-latency failed"
 
-say "starting containerd $VERSION"
-CONTAINERD_VERSION="$VERSION" "$HACK_DIR/containerd.sh" start "$STACK" >/dev/null || die "containerd.sh start failed"
+say "starting $RUNTIME $VERSION"
+if [[ "$RUNTIME" == containerd ]]; then
+  CONTAINERD_VERSION="$VERSION" "$STACK_SCRIPT" start "$STACK" >/dev/null || die "containerd.sh start failed"
+else
+  CRIO_VERSION="$VERSION" "$STACK_SCRIPT" start "$STACK" >/dev/null || die "crio.sh start failed"
+fi
 # shellcheck disable=SC1091
 source "$STACK/env"
-LOG="$CONTAINERD_LOG"
+LOG="${CONTAINERD_LOG:-${CRIO_LOG:-}}"
+[[ -n "$LOG" ]] || die "$STACK/env names no runtime log (CONTAINERD_LOG or CRIO_LOG)"
 SAMPLES="${LATENCY_OUT:-$WORK/samples.txt}"
 : >"$SAMPLES"
 mkdir -p "$WORK/ids" "$WORK/logs" "$WORK/topolet"
@@ -128,6 +144,11 @@ for ((r = 0; r < ROUNDS; r++)); do
 done
 plugin_off
 
-echo "containerd $VERSION ($(containerd --version | awk '{print $3}')), runc $(runc --version | head -n1 | awk '{print $3}'), $(nproc) CPUs"
+if [[ "$RUNTIME" == containerd ]]; then
+  rt="containerd $VERSION ($(containerd --version | awk '{print $3}'))"
+else
+  rt="CRI-O $VERSION ($(crio version 2>/dev/null | awk '$1 == "Version:" {print $2; exit}'))"
+fi
+echo "$rt, runc $(runc --version | head -n1 | awk '{print $3}'), $(nproc) CPUs"
 "$CLIENT" stats "$SAMPLES"
 grep -q "container placed" "$WORK/topolet/topolet.log" || die "topolet placed no container in the managed blocks"

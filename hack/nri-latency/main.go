@@ -129,9 +129,11 @@ func run(args []string) {
 		name := fmt.Sprintf("c%d", time.Now().UnixNano())
 		cfg := &runtimeapi.ContainerConfig{
 			Metadata: &runtimeapi.ContainerMetadata{Name: name},
-			Image:    &runtimeapi.ImageSpec{Image: *image},
-			Command:  []string{"/bin/sleep", "3600"},
-			LogPath:  name + ".log",
+			// The name as the user wrote it, as the kubelet sends it: CRI-O refuses a create
+			// without it ("user specified image not specified, cannot verify image signature").
+			Image:   &runtimeapi.ImageSpec{Image: *image, UserSpecifiedImage: *image},
+			Command: []string{"/bin/sleep", "3600"},
+			LogPath: name + ".log",
 			Linux: &runtimeapi.LinuxContainerConfig{
 				Resources:       res,
 				SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: nsNode},

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::telemetry::exposition::{format_float, Family, Writer};
@@ -653,8 +653,6 @@ impl Metrics {
             }
         };
         let mut w = Writer::with_capacity(self.last_size.load(Ordering::Relaxed));
-        // The buckets' `le` values, spelled once per render.
-        let les: Vec<String> = EVENT_BUCKETS.iter().map(|le| format_float(*le)).collect();
 
         w.header(&family::BUILD_INFO);
         w.sample(
@@ -670,7 +668,7 @@ impl Metrics {
                 family::NRI_EVENT_DURATION_SECONDS.name,
                 Some(("event", event.as_str())),
                 h,
-                &les,
+                bucket_les(),
             );
         }
 
@@ -918,7 +916,14 @@ impl Metrics {
     }
 }
 
-/// One histogram series: its cumulative buckets (`les`: [`EVENT_BUCKETS`] spelled), `+Inf`,
+/// [`EVENT_BUCKETS`] spelled as the `le` labels write them, once per process.
+fn bucket_les() -> &'static [String] {
+    static LES: LazyLock<Vec<String>> =
+        LazyLock::new(|| EVENT_BUCKETS.iter().map(|le| format_float(*le)).collect());
+    &LES
+}
+
+/// One histogram series: its cumulative buckets (`les`: [`bucket_les`]), `+Inf`,
 /// `_sum` and `_count`, each with `label` when given.
 fn write_histogram(
     w: &mut Writer,
@@ -1009,8 +1014,7 @@ fn render_reclaimed(w: &mut Writer, r: &ReclaimedFamilies) {
     let name = family::RECLAIMED_CPU_CUT_LATENCY_SECONDS.name;
     w.header(&family::RECLAIMED_CPU_CUT_LATENCY_SECONDS);
     if r.cut_latency.count > 0 {
-        let les: Vec<String> = EVENT_BUCKETS.iter().map(|le| format_float(*le)).collect();
-        write_histogram(w, name, None, &r.cut_latency, &les);
+        write_histogram(w, name, None, &r.cut_latency, bucket_les());
     }
     for (family, map) in [
         (&family::RECLAIMED_CPU_EVICTIONS_TOTAL, &r.evictions),

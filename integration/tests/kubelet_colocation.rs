@@ -48,6 +48,7 @@
 //! else /usr/local/go/bin/go).
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use ::topolet::host::cpu_usage::CpuTimeSource;
@@ -194,15 +195,29 @@ fn quota(c: &KubeContainer) -> anyhow::Result<i64> {
 /// user; steal is neither ours nor idle, so it is left out of both). Only online CPUs (those
 /// `/proc/stat` lists) count.
 fn proc_stat() -> anyhow::Result<Vec<(String, u64, u64)>> {
-    let ticks = proc_stat_ticks()?;
+    exact_over(proc_stat_ticks()?)
+}
+
+/// The exact per-CPU source of this host (cgroup v1's root `cpuacct.usage_percpu`), `None` where
+/// there is only `/proc/stat`: found at the first call, as topolet finds it at its first reading.
+fn exact_source() -> anyhow::Result<Option<&'static CpuTimeSource>> {
+    static SOURCE: OnceLock<Option<CpuTimeSource>> = OnceLock::new();
+    if let Some(s) = SOURCE.get() {
+        return Ok(s.as_ref());
+    }
     let mountinfo = read_trimmed(Path::new("/proc/self/mountinfo"))?;
-    let Some(controller) = find_controller(&mountinfo, "cpuacct") else {
+    let found = find_controller(&mountinfo, "cpuacct")
+        .map(|c| CpuTimeSource::detect(&c).0)
+        .filter(|s| *s != CpuTimeSource::ProcStat);
+    Ok(SOURCE.get_or_init(|| found).as_ref())
+}
+
+/// `ticks` ([`proc_stat_ticks`]) with each online CPU's busy and total time replaced by the
+/// exact source's where the host has one (the node's line: their sums).
+fn exact_over(ticks: Vec<(String, u64, u64)>) -> anyhow::Result<Vec<(String, u64, u64)>> {
+    let Some(source) = exact_source()? else {
         return Ok(ticks);
     };
-    let (source, _) = CpuTimeSource::detect(&controller);
-    if source == CpuTimeSource::ProcStat {
-        return Ok(ticks);
-    }
     let exact = source.read(Path::new("/proc"))?;
     let mut out = ticks;
     let mut node = (0u64, 0u64);
@@ -236,13 +251,6 @@ fn proc_stat_ticks() -> anyhow::Result<Vec<(String, u64, u64)>> {
         out.push((name, busy, busy + v[3] + v[4]));
     }
     Ok(out)
-}
-
-/// Whether [`proc_stat`] reads the exact per-CPU run time on this host.
-fn exact_cpu_time() -> anyhow::Result<bool> {
-    let mountinfo = read_trimmed(Path::new("/proc/self/mountinfo"))?;
-    Ok(find_controller(&mountinfo, "cpuacct")
-        .is_some_and(|c| CpuTimeSource::detect(&c).0 != CpuTimeSource::ProcStat))
 }
 
 /// Milli-CPU busy on line `name` between two [`proc_stat`] readings (`cpu`: the whole node).
@@ -320,17 +328,17 @@ fn measure_window(
     // Warm-up: the hog starts or stops and the suppress loop settles the batch budget on the
     // regular pod's ticking.
     probe.ticks(1.0)?;
-    let (k0, s0, b0, g0, t0) = (
-        proc_stat_ticks()?,
-        proc_stat()?,
+    let k0 = proc_stat_ticks()?;
+    let (s0, b0, g0, t0) = (
+        exact_over(k0.clone())?,
         batch_usage_ns(batches)?,
         usage_ns(regular)?,
         Instant::now(),
     );
     let result = probe.ticks(seconds)?;
-    let (k1, s1, b1, g1, el) = (
-        proc_stat_ticks()?,
-        proc_stat()?,
+    let k1 = proc_stat_ticks()?;
+    let (s1, b1, g1, el) = (
+        exact_over(k1.clone())?,
         batch_usage_ns(batches)?,
         usage_ns(regular)?,
         t0.elapsed().as_secs_f64(),
@@ -714,7 +722,7 @@ fn a_batch_pod_takes_the_idle_pool_beside_a_regular_pod_and_yields_it() -> anyho
     // least what the pods ran there (the probes' work threads are confined to it; the regular
     // Go runtime's own threads may float to the reserved CPU, hence the slack). `/proc/stat`,
     // in step with the probe's ticks, can read a fraction of it.
-    if exact_cpu_time()? {
+    if exact_source()?.is_some() {
         let said = node.t.topolet.status()?["reclaimed"]["cpu_time"].clone();
         ensure!(
             said.as_str()

@@ -204,6 +204,40 @@ async fn serve(
     let _kubernetes = kube.map(|k| AbortOnDrop(k.recorder));
     let stub = Stub::new(plugin.clone(), stub_config).context("nri plugin settings")?;
     plugin.attach(stub.updater(), stub.status());
+    // topolet's own PodResources socket (`crate::kubelet::reexport`): never fatal; a failure is
+    // logged and shown in `topolet status`.
+    let _pod_resources_export = match &kubelet.pod_resources_export_socket {
+        Some(socket) => {
+            let books: Arc<dyn crate::kubelet::reexport::ExportSource> = plugin.clone();
+            let bound = crate::kubelet::reexport::bind(
+                socket,
+                &kubelet.pod_resources_socket,
+                books,
+                plugin.metrics().clone(),
+            )
+            .await;
+            let status = |state: &str, error: Option<String>| {
+                topolet_core::report::status::PodResourcesExportStatus {
+                    socket: socket.display().to_string(),
+                    state: state.into(),
+                    error,
+                }
+            };
+            match bound {
+                Ok(b) => {
+                    tracing::info!(socket = %b.socket().display(), kubelet = %kubelet.pod_resources_socket.display(), "serving PodResources: the kubelet's answers with topolet's exclusive CPUs and pinned memory");
+                    plugin.set_pod_resources_export(status("serving", None));
+                    Some(AbortOnDrop(tokio::spawn(b.serve())))
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "the PodResources re-export is not served");
+                    plugin.set_pod_resources_export(status("failed", Some(e.to_string())));
+                    None
+                }
+            }
+        }
+        None => None,
+    };
     // `topolet status` (admin socket) and /metrics, /healthz, /readyz: never fatal.
     let _endpoints =
         crate::introspection::start(&admin_config, &metrics_config, plugin.clone(), pressure).await;

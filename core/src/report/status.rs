@@ -115,6 +115,20 @@ pub struct Status {
     /// The watch of this node's DRA ResourceSlices; `None` without the API client.
     #[serde(default)]
     pub resource_slices: Option<ResourceSlicesStatus>,
+    /// topolet's own PodResources socket; `None` when it is not configured.
+    #[serde(default)]
+    pub pod_resources_export: Option<PodResourcesExportStatus>,
+}
+
+/// topolet's PodResources re-export (the shell's `topolet::kubelet::reexport`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodResourcesExportStatus {
+    /// The socket served.
+    pub socket: String,
+    /// `serving`, or `failed` (not served: [`PodResourcesExportStatus::error`] says why).
+    pub state: String,
+    /// Why it is not served, naming the path and what failed.
+    pub error: Option<String>,
 }
 
 /// The kubelet's PodResources API as a device source (the shell's `topolet::kubelet`).
@@ -489,6 +503,7 @@ pub fn build(topology: &Topology, input: StatusInput) -> Status {
         breaches: snap.breaches.clone(),
         reclaimed: None,
         pod_resources: None,
+        pod_resources_export: None,
         resource_slices: None,
         devices,
     }

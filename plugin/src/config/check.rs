@@ -220,6 +220,24 @@ impl Config {
                 ),
             ));
         }
+        if let Some(p) = self.kubelet.pod_resources_export_socket.as_ref() {
+            if !p.is_absolute() {
+                return Err(value_err(
+                    "kubelet.pod_resources_export_socket",
+                    format!("{} is not an absolute path", p.display()),
+                ));
+            }
+            if *p == self.kubelet.pod_resources_socket {
+                return Err(value_err(
+                    "kubelet.pod_resources_export_socket",
+                    format!(
+                        "{} is the kubelet's own socket (kubelet.pod_resources_socket); serve \
+                         the re-export beside it, e.g. in a directory of topolet's",
+                        p.display()
+                    ),
+                ));
+            }
+        }
         if let Some(s) = self
             .kubernetes
             .watch_timeout_s
@@ -334,6 +352,14 @@ mod tests {
             (
                 "[kubelet]\npod_resources_wait_ms = 501",
                 "kubelet.pod_resources_wait_ms",
+            ),
+            (
+                "[kubelet]\npod_resources_export_socket = \"topolet.sock\"",
+                "kubelet.pod_resources_export_socket",
+            ),
+            (
+                "[kubelet]\npod_resources_export_socket = \"/var/lib/kubelet/pod-resources/kubelet.sock\"",
+                "kubelet.pod_resources_export_socket",
             ),
             (
                 "[kubernetes]\nwatch_timeout_s = 5",

@@ -316,6 +316,10 @@ pub struct KubeletConfig {
     /// How long CreateContainer may wait for the kubelet's answer, in milliseconds. Unset:
     /// [`DEFAULT_POD_RESOURCES_WAIT_MS`]; from 1 to [`MAX_POD_RESOURCES_WAIT_MS`].
     pub pod_resources_wait_ms: Option<u64>,
+    /// Serve a PodResources socket of topolet's own here (absolute path; unset: none): the
+    /// kubelet's answers with each container's exclusive CPUs (`cpu_ids`) and pinned memory
+    /// filled in, for PodResources consumers (`crate::kubelet::reexport`). Mode 0600.
+    pub pod_resources_export_socket: Option<PathBuf>,
 }
 
 impl Default for KubeletConfig {
@@ -324,6 +328,7 @@ impl Default for KubeletConfig {
             pod_resources: true,
             pod_resources_socket: PathBuf::from("/var/lib/kubelet/pod-resources/kubelet.sock"),
             pod_resources_wait_ms: None,
+            pod_resources_export_socket: None,
         }
     }
 }

@@ -416,6 +416,17 @@ pub fn render_table(s: &Status) -> String {
             let _ = writeln!(out, "  last error: {e}");
         }
     }
+    if let Some(x) = &s.pod_resources_export {
+        let _ = writeln!(
+            out,
+            "pod resources re-export: {} ({}): the kubelet's answers with topolet's exclusive \
+             cpus and pinned memory",
+            x.state, x.socket
+        );
+        if let Some(e) = &x.error {
+            let _ = writeln!(out, "  error: {e}");
+        }
+    }
     if let Some(r) = &s.resource_slices {
         let _ = writeln!(
             out,

@@ -10,9 +10,12 @@
 //! - [`pod_resources`]: the client over the kubelet's unix socket: `List` at Synchronize, `Get`
 //!   for a pod at CreateContainer within a bounded wait, a pause after a failure instead of a
 //!   retry per event, and the source's status line and metrics.
+//! - [`reexport`]: topolet's own PodResources socket (`[kubelet] pod_resources_export_socket`):
+//!   the kubelet's answers with topolet's exclusive CPUs and pinned memory filled in, for the
+//!   consumers that read PodResources.
 
 /// The PodResources v1 messages and the `PodResourcesLister` client and server (the server for
-/// the tests' fake kubelet), as tonic-prost-build generated them.
+/// the re-export and the tests' fake kubelet), as tonic-prost-build generated them.
 #[allow(
     clippy::all,
     clippy::pedantic,
@@ -25,3 +28,4 @@ pub mod api {
 }
 pub mod devices;
 pub mod pod_resources;
+pub mod reexport;

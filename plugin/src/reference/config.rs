@@ -110,6 +110,10 @@ const TYPES: &[(&str, &str)] = &[
     ("kubelet.pod_resources", "boolean"),
     ("kubelet.pod_resources_socket", "path"),
     ("kubelet.pod_resources_wait_ms", "integer (milliseconds)"),
+    (
+        "kubelet.pod_resources_export_socket",
+        "path (absolute; unset: not served)",
+    ),
     ("reclaimed.enabled", "boolean"),
     ("reclaimed.resource_name", "string (extended resource name)"),
     ("reclaimed.interval", "duration"),

@@ -269,6 +269,12 @@ pub const POD_RESOURCES_CALLS_TOTAL: Family = Family {
     labels: &["call", "result"],
     help: "Calls to the kubelet's PodResources API (a device source) by call (get, list) and result: ok, absent (no socket), timeout (no answer within pod_resources_wait_ms), error, skipped (the source is paused after a failure; the container got its device nodes only).",
 };
+pub const POD_RESOURCES_SERVED_TOTAL: Family = Family {
+    name: "topolet_pod_resources_served_total",
+    kind: Kind::Counter,
+    labels: &["call", "result"],
+    help: "Calls served by topolet's PodResources re-export ([kubelet] pod_resources_export_socket) by call (list, get, allocatable) and result: ok, kubelet_error (the kubelet's error passed on), kubelet_unavailable (no answer from the kubelet's socket), busy (refused: too many calls at once).",
+};
 pub const POD_PRESSURE_STALL_SECONDS_TOTAL: Family = Family {
     name: "topolet_pod_pressure_stall_seconds_total",
     kind: Kind::Counter,
@@ -426,6 +432,7 @@ pub const CATALOGUE: &[&Family] = &[
     &POD_CGROUP_WRITES_TOTAL,
     &POD_PRESSURE_STALL_SECONDS_TOTAL,
     &POD_RESOURCES_CALLS_TOTAL,
+    &POD_RESOURCES_SERVED_TOTAL,
     &PRESSURE_STALL_AVG10_RATIO,
     &PRESSURE_STALL_SECONDS_TOTAL,
     &RECLAIMED_CPU_ADVERTISED_MILLICPU,

@@ -125,6 +125,8 @@ struct Families {
     nrt_writes: BTreeMap<&'static str, u64>,
     /// (call, result) → calls to the kubelet's PodResources API (`crate::kubelet`).
     pod_resources_calls: BTreeMap<(&'static str, &'static str), u64>,
+    /// (call, result) → calls served by the PodResources re-export (`crate::kubelet::reexport`).
+    pod_resources_served: BTreeMap<(&'static str, &'static str), u64>,
     /// Connections to the HTTP endpoint by outcome (`crate::introspection::http`).
     http_connections: BTreeMap<&'static str, u64>,
     pod_truth: PodTruth,
@@ -467,6 +469,15 @@ impl Metrics {
             .or_default() += 1;
     }
 
+    /// A call served by the PodResources re-export (`crate::kubelet::reexport`).
+    pub fn pod_resources_served(&self, call: &'static str, result: &'static str) {
+        *self
+            .lock()
+            .pod_resources_served
+            .entry((call, result))
+            .or_default() += 1;
+    }
+
     /// The inversion decided instead of the API, for `reason` (`topolet_core::placement::admission_input::Fallback`).
     pub fn admission_fallback(&self, reason: &'static str) {
         *self.lock().pod_truth.fallbacks.entry(reason).or_default() += 1;
@@ -639,6 +650,7 @@ impl Metrics {
                 kube_client: g.kube_client,
                 nrt_writes: g.nrt_writes.clone(),
                 pod_resources_calls: g.pod_resources_calls.clone(),
+                pod_resources_served: g.pod_resources_served.clone(),
                 http_connections: g.http_connections.clone(),
                 pod_truth: g.pod_truth.clone(),
                 drift_checks: g.drift_checks,
@@ -866,6 +878,14 @@ impl Metrics {
         for ((call, result), n) in &f.pod_resources_calls {
             w.sample(
                 family::POD_RESOURCES_CALLS_TOTAL.name,
+                &[("call", call), ("result", result)],
+                *n as f64,
+            );
+        }
+        w.header(&family::POD_RESOURCES_SERVED_TOTAL);
+        for ((call, result), n) in &f.pod_resources_served {
+            w.sample(
+                family::POD_RESOURCES_SERVED_TOTAL.name,
                 &[("call", call), ("result", result)],
                 *n as f64,
             );
@@ -1151,6 +1171,7 @@ mod tests {
         m.kube_api_error("event", "500");
         m.nrt_write("created");
         m.pod_resources_call("get", "ok");
+        m.pod_resources_served("list", "ok");
         m.eviction_result("api", "evicted");
         m.node_reclaim(
             "nodefs.available",

@@ -162,6 +162,8 @@ pub struct TopoletPlugin {
     /// This node's DRA ResourceSlices (`crate::cluster::resource_slices`), when the API client
     /// is on: the NUMA nodes of the DRA devices the PodResources answer names.
     resource_slices: OnceLock<crate::cluster::resource_slices::ResourceSlices>,
+    /// The PodResources re-export's state (`crate::kubelet::reexport`), when it is configured.
+    pod_resources_export: Mutex<Option<topolet_core::report::status::PodResourcesExportStatus>>,
     /// How many containers were in exclusive-CPU breach at the background task's last observation
     /// (`breach`).
     breaching: watch::Sender<usize>,
@@ -221,6 +223,7 @@ impl TopoletPlugin {
             pods: OnceLock::new(),
             pod_resources: OnceLock::new(),
             resource_slices: OnceLock::new(),
+            pod_resources_export: Mutex::new(None),
             breaching: watch::Sender::new(0),
             reclaimed_report: Mutex::new(None),
         })
@@ -257,6 +260,27 @@ impl TopoletPlugin {
     /// Resolves DRA devices' NUMA nodes through this node's ResourceSlices from now on.
     pub fn set_resource_slices(&self, slices: crate::cluster::resource_slices::ResourceSlices) {
         let _ = self.resource_slices.set(slices);
+    }
+
+    /// Records the PodResources re-export's state, for `topolet status`.
+    pub fn set_pod_resources_export(
+        &self,
+        state: topolet_core::report::status::PodResourcesExportStatus,
+    ) {
+        *self
+            .pod_resources_export
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(state);
+    }
+
+    /// The PodResources re-export's state, when it is configured.
+    pub fn pod_resources_export_status(
+        &self,
+    ) -> Option<topolet_core::report::status::PodResourcesExportStatus> {
+        self.pod_resources_export
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The PodResources source's status line, when it is on.

@@ -367,6 +367,63 @@ async fn a_shared_container_s_pinned_memory_is_persisted_at_create() {
     assert!(a.memory.is_some(), "its pinned memory: {a:?}");
 }
 
+/// The PodResources re-export reads each container's exclusive CPUs and pinned memory by pod
+/// name, and the CPUs and per-node memory the node hands out (`crate::kubelet::reexport`).
+#[tokio::test]
+async fn the_reexport_reads_each_containers_cpus_and_memory_by_pod_name() {
+    use crate::kubelet::reexport::ExportSource;
+    let f = fixture(|c| {
+        c.memory.policy = crate::config::MemoryPolicyName::Static;
+        for node in ["0", "1"] {
+            c.memory.reserved.insert(node.into(), "512Mi".into());
+        }
+    });
+    configure(&f.plugin).await;
+    create(&f.plugin, &guaranteed("g", "app", 2))
+        .await
+        .expect("exclusive grant");
+    create(&f.plugin, &besteffort("b", "app"))
+        .await
+        .expect("shared container");
+    let cpus = f
+        .plugin
+        .lock()
+        .placement
+        .exclusive()
+        .get(&ContainerKey::new("g", "app"))
+        .cloned()
+        .expect("the grant");
+    let x = f.plugin.exported();
+    assert_eq!(
+        x.containers.len(),
+        1,
+        "only the container holding anything: {x:?}"
+    );
+    let a = &x.containers[&("default".into(), "pod-g".into(), "app".into())];
+    let want: Vec<i64> = cpus.iter().map(|c| c as i64).collect();
+    assert_eq!(a.cpus, want);
+    assert_eq!(a.memory.len(), 1, "{a:?}");
+    assert_eq!(a.memory[0].memory_type, "memory");
+    assert_eq!(a.memory[0].size, GIB as u64);
+    // Every CPU but the reserved one (0), and each node's memory less its reservation.
+    let all: Vec<i64> = (1..8).collect();
+    assert_eq!(x.allocatable.cpus, all);
+    let per_node: Vec<(Vec<i64>, u64)> = x
+        .allocatable
+        .memory
+        .iter()
+        .filter(|m| m.memory_type == "memory")
+        .map(|m| (m.nodes.clone(), m.size))
+        .collect();
+    assert_eq!(
+        per_node,
+        vec![
+            (vec![0], (8 << 30) - (512 << 20)),
+            (vec![1], (8 << 30) - (512 << 20))
+        ]
+    );
+}
+
 /// A `/proc/<pid>/status` under the fixture's proc root.
 fn fake_status(f: &Fixture, pid: u32, cpus: &str, mems: &str) {
     let d = f.dir.path().join("proc").join(pid.to_string());

@@ -11,11 +11,15 @@ use topolet_nri::stub::{ConnState, ConnectionStatus};
 use super::{PluginState, TopoletPlugin};
 use crate::cluster::nrt::NrtSource;
 use crate::cluster::pod_directory::Lookup;
+use crate::kubelet::reexport::{
+    Allocatable, ContainerAllocation, ExportSource, Exported, MemoryBlock,
+};
 use crate::nri::view;
 use crate::telemetry::metrics::Metrics;
 use topolet_core::kube::container_key::ContainerKey;
 use topolet_core::machine::cpuset::CpuSet;
 use topolet_core::machine::topology::Topology;
+use topolet_core::managers::memory::policy::{MemoryAssignment, MemoryPolicyKind};
 use topolet_core::managers::topology::hints::NumaMask;
 use topolet_core::placement::admission_input::AdmissionRecord;
 use topolet_core::report::nrt::{self, NrtContent};
@@ -295,8 +299,90 @@ impl TopoletPlugin {
         report.reclaimed = self.reclaimed_report();
         report.pod_resources = self.pod_resources_status();
         report.resource_slices = self.resource_slices.get().map(|s| s.status());
+        report.pod_resources_export = self.pod_resources_export_status();
         report
     }
+}
+
+/// The PodResources re-export's view of the plugin (`crate::kubelet::reexport`): each
+/// container's exclusive CPUs and pinned memory by pod name, and what the node hands out.
+impl ExportSource for TopoletPlugin {
+    fn exported(&self) -> Exported {
+        let node = self.quiet_lock();
+        let p = &node.placement;
+        let assignments = p.assignments();
+        let mut pods: HashMap<&ContainerKey, &str> = HashMap::new();
+        for (_, m) in node.records.iter() {
+            pods.insert(&m.view().key, m.view().pod_ref.as_str());
+        }
+        let mut containers = HashMap::new();
+        for a in &assignments.containers {
+            let key = a.key();
+            // Only containers of a pod topolet knows by name (the kubelet answers by name).
+            let Some((namespace, pod)) = pods.get(&key).and_then(|r| r.split_once('/')) else {
+                continue;
+            };
+            let allocation = ContainerAllocation {
+                cpus: a
+                    .cpus
+                    .iter()
+                    .flat_map(|c| c.iter())
+                    .map(|c| c as i64)
+                    .collect(),
+                memory: a.memory.as_ref().map(memory_blocks).unwrap_or_default(),
+            };
+            if allocation != ContainerAllocation::default() {
+                containers.insert(
+                    (namespace.to_string(), pod.to_string(), a.container.clone()),
+                    allocation,
+                );
+            }
+        }
+        let allocatable_cpus: Vec<i64> = self
+            .topology()
+            .cpus()
+            .difference(p.reserved())
+            .iter()
+            .map(|c| c as i64)
+            .collect();
+        drop(node);
+        let static_memory = self.config.get().memory.policy == MemoryPolicyKind::Static;
+        let mut memory = Vec::new();
+        if static_memory {
+            for (node_id, per) in self.books() {
+                for (name, book) in per {
+                    let is_memory = name == "memory" || name.starts_with("hugepages-");
+                    if is_memory && book.allocatable > 0 {
+                        memory.push(MemoryBlock {
+                            memory_type: name,
+                            size: book.allocatable,
+                            nodes: vec![node_id as i64],
+                        });
+                    }
+                }
+            }
+        }
+        Exported {
+            containers,
+            allocatable: Allocatable {
+                cpus: allocatable_cpus,
+                memory,
+            },
+        }
+    }
+}
+
+/// A memory assignment as PodResources blocks: per resource, its bytes over the nodes it was
+/// taken from.
+fn memory_blocks(m: &MemoryAssignment) -> Vec<MemoryBlock> {
+    m.taken
+        .iter()
+        .map(|(resource, per_node)| MemoryBlock {
+            memory_type: resource.to_string(),
+            size: per_node.values().sum(),
+            nodes: per_node.keys().map(|&n| n as i64).collect(),
+        })
+        .collect()
 }
 
 /// The NodeResourceTopology publisher's view of the plugin (`crate::cluster::nrt`).

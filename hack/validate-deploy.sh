@@ -242,13 +242,36 @@ assert {"ipBlock": {"cidr": "10.0.0.0/24"}} in peers, peers
 PY
   echo "chart: rbac.evictAs=self grants its own eviction right; the NetworkPolicy renders"
 
+  # kubelet.podResourcesExport: the re-export's socket in the config, its directory mounted
+  # read-write from the node (created there), the kubelet's directory still read-only.
+  "$HELM" template topolet "$CHART" --namespace topolet-system \
+    --set kubelet.podResourcesExport=/var/lib/topolet/pod-resources/kubelet.sock \
+    >"$tmp/export.yaml" || die "helm template with kubelet.podResourcesExport failed"
+  "$VENV/bin/python" - "$tmp/export.yaml" <<'PY' || die "kubelet.podResourcesExport renders wrong"
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+cm = [d for d in docs if d["kind"] == "ConfigMap"][0]
+toml = cm["data"]["config.toml"]
+assert 'pod_resources_export_socket = "/var/lib/topolet/pod-resources/kubelet.sock"' in toml, toml
+pod = [d for d in docs if d["kind"] == "DaemonSet"][0]["spec"]["template"]["spec"]
+vols = {v["name"]: v for v in pod["volumes"]}
+assert vols["pod-resources-export"]["hostPath"] == {"path": "/var/lib/topolet/pod-resources", "type": "DirectoryOrCreate"}, vols
+mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
+assert mounts["pod-resources-export"]["mountPath"] == "/var/lib/topolet/pod-resources", mounts
+assert not mounts["pod-resources-export"].get("readOnly"), mounts["pod-resources-export"]
+assert mounts["pod-resources"]["readOnly"] is True, mounts["pod-resources"]
+PY
+  echo "chart: kubelet.podResourcesExport serves the re-export from a writable directory of its own"
+
   # Bad values fail, naming the value: SET|what the error must say.
   local case set want
   for case in "nri.socket=relative.sock|'/nri/socket'" "logFormat=yaml|'/logFormat'" \
               "metrics.port=0|'/metrics/port'" "nodePools[0].name=Bad_Name,nodePools[0].config=x|'/nodePools/0/name'" \
               "imagee.tag=x|'imagee'" "metrics.bindAddress=127.0.0.1|metrics.bindAddress 127.0.0.1" \
               "rbac.evictAs=root|'/rbac/evictAs'" "cri.socket=containerd.sock|'/cri/socket'" \
-              "nodePools[0].name=a,nodePools[0].config=x,nodePools[1].name=a,nodePools[1].config=x|pool name \"a\" appears twice"; do
+              "nodePools[0].name=a,nodePools[0].config=x,nodePools[1].name=a,nodePools[1].config=x|pool name \"a\" appears twice" \
+              "kubelet.podResourcesExport=topolet.sock|'/kubelet/podResourcesExport'" \
+              "kubelet.podResourcesExport=/var/lib/kubelet/pod-resources/topolet.sock|kubelet.podResourcesExport /var/lib/kubelet/pod-resources/topolet.sock is in the kubelet's pod-resources directory"; do
     set="${case%%|*}"; want="${case#*|}"
     if "$HELM" template topolet "$CHART" --set "$set" >"$tmp/bad.log" 2>&1; then
       die "helm template --set $set rendered; the chart must refuse it"

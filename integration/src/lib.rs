@@ -50,6 +50,7 @@ pub mod logs;
 pub mod manifests;
 pub mod observe;
 pub mod paths;
+pub mod pod_resources_client;
 pub mod pressure;
 pub mod probe;
 pub mod runtime_internal;

@@ -301,6 +301,7 @@ fn a_device_plugin_device_comes_from_pod_resources_with_its_numa_node() -> anyho
     use topolet_integration::device_plugin;
     const GPU: &str = "topolet.test/gpu";
     let mut node = start()?;
+    let export = serve_pod_resources_export(&mut node)?;
     let plugin = device_plugin::start(&node.cluster, GPU, 2, 0)?;
     wait::until_true(
         "the node advertises 2 topolet.test/gpu",
@@ -341,7 +342,127 @@ fn a_device_plugin_device_comes_from_pod_resources_with_its_numa_node() -> anyho
         .is_some_and(|n| n >= 1.0),
         "CreateContainer asked the kubelet:\n{m}"
     );
+    the_reexport_answers_with_topolets_cpus(&mut node, &export, &status, GPU)?;
     node.cluster.delete_pod("gpu")?;
+    Ok(())
+}
+
+/// topolet restarted with its PodResources re-export on (`[kubelet]
+/// pod_resources_export_socket`, off by default: an operator turns it on for the consumers
+/// that read it) in a directory of its own under the node's; returns the socket.
+fn serve_pod_resources_export(node: &mut KubeNode) -> anyhow::Result<std::path::PathBuf> {
+    let socket = node
+        .cluster
+        .dir()
+        .join("topolet-pod-resources/kubelet.sock");
+    node.t.config.kubelet.push_str(&format!(
+        "\npod_resources_export_socket = {:?}\n",
+        socket.to_string_lossy()
+    ));
+    node.t.config.write(node.t.topolet.config_path())?;
+    node.t
+        .topolet
+        .terminate(topolet_integration::topolet::TERMINATE_TIMEOUT)?;
+    node.t.topolet.restart()?;
+    node.t.topolet.wait_nri_synchronized(1)?;
+    admissions::wait_store_synced(&mut node.t.topolet, true)?;
+    Ok(socket)
+}
+
+/// The re-export read by the kubelet's own client (hack/podresources-client), beside the
+/// kubelet's socket read by the same client: the same pods and devices, and where the kubelet
+/// (`cpuManagerPolicy: none`) gives the container no `cpu_ids`, the re-export gives topolet's
+/// exclusive CPUs, as `topolet status` shows them; `GetAllocatableResources` gives every CPU but
+/// the reserved one with the kubelet's devices; an unknown pod is the kubelet's `NotFound`; the
+/// socket is the owner's only.
+fn the_reexport_answers_with_topolets_cpus(
+    node: &mut KubeNode,
+    export: &std::path::Path,
+    status: &serde_json::Value,
+    resource: &str,
+) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    use topolet_integration::pod_resources_client::call;
+    let served = &status["pod_resources_export"];
+    ensure!(
+        served["state"] == "serving" && served["socket"] == export.to_string_lossy().as_ref(),
+        "topolet's status says the re-export is served: {served:#}"
+    );
+    let mode = std::fs::metadata(export)?.permissions().mode() & 0o777;
+    ensure!(
+        mode == 0o600,
+        "the re-export's socket is mode {mode:o}, not 600"
+    );
+    let kubelet_socket = node.cluster.pod_resources_socket();
+    let container_of = |answer: &serde_json::Value| -> Option<serde_json::Value> {
+        answer["pod_resources"]
+            .as_array()?
+            .iter()
+            .find(|p| p["namespace"] == "default" && p["name"] == "gpu")?["containers"]
+            .as_array()?
+            .iter()
+            .find(|c| c["name"] == "main")
+            .cloned()
+    };
+    let kubelet = call(&kubelet_socket, &["list"])?
+        .map_err(|e| anyhow::anyhow!("the kubelet's List: {e}"))?;
+    let ours =
+        call(export, &["list"])?.map_err(|e| anyhow::anyhow!("the re-export's List: {e}"))?;
+    let k = container_of(&kubelet).context("the kubelet lists default/gpu main")?;
+    let o = container_of(&ours).context("the re-export lists default/gpu main")?;
+    let want_cpus: Vec<i64> = vec![status["devices"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["name"] == "default/gpu/main"))
+        .and_then(|d| d["cpus"].as_str())
+        .context("the status's CPUs of default/gpu/main")?
+        .parse()?];
+    ensure!(
+        k["cpu_ids"].is_null() && k["devices"][0]["resource_name"] == resource,
+        "the kubelet (cpuManagerPolicy none) gives no cpu_ids and the device: {k:#}"
+    );
+    ensure!(
+        o["cpu_ids"] == serde_json::json!(want_cpus) && o["devices"] == k["devices"],
+        "the re-export gives topolet's CPUs {want_cpus:?} and the kubelet's devices: {o:#}\nkubelet: {k:#}"
+    );
+    let pods = |a: &serde_json::Value| a["pod_resources"].as_array().map_or(0, Vec::len);
+    ensure!(
+        pods(&kubelet) == pods(&ours),
+        "the same pods: the kubelet {} / the re-export {}",
+        pods(&kubelet),
+        pods(&ours)
+    );
+    let got = call(export, &["get", "default", "gpu"])?
+        .map_err(|e| anyhow::anyhow!("the re-export's Get: {e}"))?;
+    let main = got["pod_resources"]["containers"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "main"))
+        .context("Get names main")?;
+    ensure!(
+        main["cpu_ids"] == serde_json::json!(want_cpus),
+        "Get gives topolet's CPUs: {got:#}"
+    );
+    let missing = call(export, &["get", "default", "no-such-pod"])?;
+    ensure!(
+        matches!(&missing, Err(e) if e.starts_with("NotFound")),
+        "an unknown pod is the kubelet's NotFound: {missing:?}"
+    );
+    let alloc = call(export, &["allocatable"])?
+        .map_err(|e| anyhow::anyhow!("the re-export's GetAllocatableResources: {e}"))?;
+    let kubelet_alloc = call(&kubelet_socket, &["allocatable"])?
+        .map_err(|e| anyhow::anyhow!("the kubelet's GetAllocatableResources: {e}"))?;
+    let reserved = status["reserved"].as_str().context("reserved CPUs")?;
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online")?;
+    let all = topolet_integration::guest::parse_list(online.trim())?;
+    let reserved = topolet_integration::guest::parse_list(reserved)?;
+    let want: Vec<i64> = all
+        .iter()
+        .filter(|c| !reserved.contains(c))
+        .map(|&c| c as i64)
+        .collect();
+    ensure!(
+        alloc["cpu_ids"] == serde_json::json!(want) && alloc["devices"] == kubelet_alloc["devices"],
+        "allocatable: every CPU but the reserved ({want:?}) and the kubelet's devices: {alloc:#}\nkubelet: {kubelet_alloc:#}"
+    );
     Ok(())
 }
 

@@ -148,7 +148,7 @@ impl Evictor for CriEvictor {
         let mut stopped = 0;
         for c in containers
             .iter()
-            .filter(|c| c.state() != ContainerState::Exited)
+            .filter(|c| c.state() != ContainerState::ContainerExited)
         {
             match self.client.stop_container(&c.id, grace).await {
                 Ok(()) => stopped += 1,

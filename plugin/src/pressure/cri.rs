@@ -1,27 +1,36 @@
-//! A minimal CRI client (`runtime.v1.RuntimeService` and `runtime.v1.ImageService`) over the
-//! runtime's unix socket: what the eviction `cri` action, the per-pod disk usage and node-level
-//! reclaim (dead containers and sandboxes, unused images: `crate::pressure::reclaim`) need,
-//! nothing more.
+//! A CRI client (`runtime.v1.RuntimeService` and `runtime.v1.ImageService`) over the runtime's
+//! unix socket: what the eviction `cri` action, the per-pod disk usage and node-level reclaim
+//! (dead containers and sandboxes, unused images: `crate::pressure::reclaim`) need, nothing more.
 //!
-//! The messages are a hand-written subset of k8s.io/cri-api `pkg/apis/runtime/v1/api.proto`
-//! (field numbers checked against cri-api v0.34): only the fields topolet reads or sets.
-//! Protobuf 3 decoders skip unknown fields, so a newer runtime's larger messages decode fine and
-//! fields we leave out are simply never sent. Writing the prost derives by hand avoids a
-//! build-time protoc (and a build script) for a few messages. The image service's messages
-//! (`Image`, `ListImages*`, `RemoveImageRequest`, `ImageSpec`, `ImageFsInfoResponse`,
-//! `FilesystemUsage`) and the sandbox ones (`PodSandbox`, `ListPodSandbox*`,
-//! `RemovePodSandboxRequest`) were checked against the same file.
+//! The messages and the two service clients are generated at build time from the upstream
+//! `api.proto` of k8s.io/cri-api v0.37.2 (vendored in `plugin/proto/cri/`; protox and
+//! tonic-prost-build, plugin/build.rs), not written by hand: [`api`].
 //!
 //! Transport: tonic's channel dialing `unix:<path>` (HTTP/2 over a unix stream, the way the
-//! kubelet and crictl talk to containerd). Each call has a deadline; errors name the endpoint
+//! kubelet and crictl talk to the runtime). Each call has a deadline; errors name the endpoint
 //! and the call.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::{Channel, Endpoint};
+
+use api::image_service_client::ImageServiceClient;
+use api::runtime_service_client::RuntimeServiceClient;
+pub use api::{Container, ContainerState, ContainerStatus, Image, PodSandbox, PodSandboxState};
+
+/// The CRI v1 messages and the `RuntimeService` and `ImageService` clients, as
+/// tonic-prost-build generated them from k8s.io/cri-api v0.37.2's `api.proto`.
+#[allow(
+    clippy::all,
+    clippy::pedantic,
+    clippy::unwrap_used,
+    missing_docs,
+    rustdoc::all
+)]
+pub mod api {
+    include!(concat!(env!("OUT_DIR"), "/runtime.v1.rs"));
+}
 
 /// A CRI call that failed, naming the endpoint and the call.
 #[derive(Debug, thiserror::Error)]
@@ -46,77 +55,10 @@ impl CriError {
     }
 }
 
-/// `runtime.v1.ContainerState`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
-#[repr(i32)]
-pub enum ContainerState {
-    Created = 0,
-    Running = 1,
-    Exited = 2,
-    Unknown = 3,
-}
-
-/// `runtime.v1.ContainerStateValue`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ContainerStateValue {
-    #[prost(enumeration = "ContainerState", tag = "1")]
-    pub state: i32,
-}
-
-/// `runtime.v1.ContainerFilter`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ContainerFilter {
-    #[prost(string, tag = "1")]
-    pub id: String,
-    #[prost(message, optional, tag = "2")]
-    pub state: Option<ContainerStateValue>,
-    #[prost(string, tag = "3")]
-    pub pod_sandbox_id: String,
-}
-
-/// `runtime.v1.ListContainersRequest`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ListContainersRequest {
-    #[prost(message, optional, tag = "1")]
-    pub filter: Option<ContainerFilter>,
-}
-
-/// `runtime.v1.ContainerMetadata`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ContainerMetadata {
-    #[prost(string, tag = "1")]
-    pub name: String,
-    #[prost(uint32, tag = "2")]
-    pub attempt: u32,
-}
-
-/// `runtime.v1.Container` (subset).
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Container {
-    #[prost(string, tag = "1")]
-    pub id: String,
-    #[prost(string, tag = "2")]
-    pub pod_sandbox_id: String,
-    #[prost(message, optional, tag = "3")]
-    pub metadata: Option<ContainerMetadata>,
-    /// The image as the container was created with (a name or an id).
-    #[prost(message, optional, tag = "4")]
-    pub image: Option<ImageSpec>,
-    /// "Digested reference to the image in use" (containerd: the image id).
-    #[prost(string, tag = "5")]
-    pub image_ref: String,
-    #[prost(enumeration = "ContainerState", tag = "6")]
-    pub state: i32,
-    /// Nanoseconds since the epoch.
-    #[prost(int64, tag = "7")]
-    pub created_at: i64,
-    /// The image's id on the node as the image service lists it (newer runtimes).
-    #[prost(string, tag = "10")]
-    pub image_id: String,
-}
-
 impl Container {
-    /// Every reference to its image it carries (empty ones left out).
+    /// Every reference to its image it carries (empty ones left out): `image_ref` ("digested
+    /// reference to the image in use"; containerd: the image id), `image_id` (the image's id on
+    /// the node as the image service lists it, newer runtimes) and the image it was created with.
     pub fn image_refs(&self) -> Vec<String> {
         let spec = self.image.as_ref().map(|i| i.image.clone());
         [
@@ -129,214 +71,6 @@ impl Container {
         .filter(|r| !r.is_empty())
         .collect()
     }
-}
-
-/// `runtime.v1.ImageSpec` (subset).
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ImageSpec {
-    #[prost(string, tag = "1")]
-    pub image: String,
-}
-
-/// `runtime.v1.ImageFilter`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ImageFilter {
-    #[prost(message, optional, tag = "1")]
-    pub image: Option<ImageSpec>,
-}
-
-/// `runtime.v1.ListImagesRequest`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ListImagesRequest {
-    #[prost(message, optional, tag = "1")]
-    pub filter: Option<ImageFilter>,
-}
-
-/// `runtime.v1.Image` (subset).
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Image {
-    #[prost(string, tag = "1")]
-    pub id: String,
-    #[prost(string, repeated, tag = "2")]
-    pub repo_tags: Vec<String>,
-    #[prost(string, repeated, tag = "3")]
-    pub repo_digests: Vec<String>,
-    /// Bytes; "must be > 0", so 0 means the runtime did not say.
-    #[prost(uint64, tag = "4")]
-    pub size: u64,
-    /// The runtime recommends keeping it (containerd pins its sandbox image).
-    #[prost(bool, tag = "8")]
-    pub pinned: bool,
-}
-
-/// `runtime.v1.ListImagesResponse`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ListImagesResponse {
-    #[prost(message, repeated, tag = "1")]
-    pub images: Vec<Image>,
-}
-
-/// `runtime.v1.RemoveImageRequest`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct RemoveImageRequest {
-    #[prost(message, optional, tag = "1")]
-    pub image: Option<ImageSpec>,
-}
-
-/// `runtime.v1.UInt64Value`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct UInt64Value {
-    #[prost(uint64, tag = "1")]
-    pub value: u64,
-}
-
-/// `runtime.v1.FilesystemIdentifier`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct FilesystemIdentifier {
-    #[prost(string, tag = "1")]
-    pub mountpoint: String,
-}
-
-/// `runtime.v1.FilesystemUsage`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct FilesystemUsage {
-    #[prost(int64, tag = "1")]
-    pub timestamp: i64,
-    #[prost(message, optional, tag = "2")]
-    pub fs_id: Option<FilesystemIdentifier>,
-    /// Bytes the images use on it.
-    #[prost(message, optional, tag = "3")]
-    pub used_bytes: Option<UInt64Value>,
-    #[prost(message, optional, tag = "4")]
-    pub inodes_used: Option<UInt64Value>,
-}
-
-/// `runtime.v1.ImageFsInfoResponse`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ImageFsInfoResponse {
-    #[prost(message, repeated, tag = "1")]
-    pub image_filesystems: Vec<FilesystemUsage>,
-    #[prost(message, repeated, tag = "2")]
-    pub container_filesystems: Vec<FilesystemUsage>,
-}
-
-/// `runtime.v1.RemoveContainerRequest`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct RemoveContainerRequest {
-    #[prost(string, tag = "1")]
-    pub container_id: String,
-}
-
-/// `runtime.v1.PodSandboxState`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
-#[repr(i32)]
-pub enum PodSandboxState {
-    SandboxReady = 0,
-    SandboxNotready = 1,
-}
-
-/// `runtime.v1.PodSandboxMetadata`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PodSandboxMetadata {
-    #[prost(string, tag = "1")]
-    pub name: String,
-    #[prost(string, tag = "2")]
-    pub uid: String,
-    #[prost(string, tag = "3")]
-    pub namespace: String,
-    #[prost(uint32, tag = "4")]
-    pub attempt: u32,
-}
-
-/// `runtime.v1.PodSandbox` (subset).
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PodSandbox {
-    #[prost(string, tag = "1")]
-    pub id: String,
-    #[prost(message, optional, tag = "2")]
-    pub metadata: Option<PodSandboxMetadata>,
-    #[prost(enumeration = "PodSandboxState", tag = "3")]
-    pub state: i32,
-    /// Nanoseconds since the epoch.
-    #[prost(int64, tag = "4")]
-    pub created_at: i64,
-}
-
-/// `runtime.v1.ListPodSandboxRequest` (no filter: every sandbox).
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ListPodSandboxRequest {}
-
-/// `runtime.v1.ListPodSandboxResponse`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ListPodSandboxResponse {
-    #[prost(message, repeated, tag = "1")]
-    pub items: Vec<PodSandbox>,
-}
-
-/// `runtime.v1.RemovePodSandboxRequest`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct RemovePodSandboxRequest {
-    #[prost(string, tag = "1")]
-    pub pod_sandbox_id: String,
-}
-
-/// `runtime.v1.ListContainersResponse`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ListContainersResponse {
-    #[prost(message, repeated, tag = "1")]
-    pub containers: Vec<Container>,
-}
-
-/// `runtime.v1.StopContainerRequest`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct StopContainerRequest {
-    #[prost(string, tag = "1")]
-    pub container_id: String,
-    /// Seconds to wait before SIGKILL.
-    #[prost(int64, tag = "2")]
-    pub timeout: i64,
-}
-
-/// `runtime.v1.StopContainerResponse` (and every other empty response).
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Empty {}
-
-/// `runtime.v1.StopPodSandboxRequest`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct StopPodSandboxRequest {
-    #[prost(string, tag = "1")]
-    pub pod_sandbox_id: String,
-}
-
-/// `runtime.v1.ContainerStatusRequest`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ContainerStatusRequest {
-    #[prost(string, tag = "1")]
-    pub container_id: String,
-    #[prost(bool, tag = "2")]
-    pub verbose: bool,
-}
-
-/// `runtime.v1.ContainerStatus` (subset).
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ContainerStatus {
-    #[prost(string, tag = "1")]
-    pub id: String,
-    #[prost(enumeration = "ContainerState", tag = "3")]
-    pub state: i32,
-    /// Absolute path of the container's log file (containerd joins the sandbox's log directory
-    /// and the container's relative log path).
-    #[prost(string, tag = "15")]
-    pub log_path: String,
-}
-
-/// `runtime.v1.ContainerStatusResponse`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ContainerStatusResponse {
-    #[prost(message, optional, tag = "1")]
-    pub status: Option<ContainerStatus>,
-    #[prost(map = "string, string", tag = "2")]
-    pub info: HashMap<String, String>,
 }
 
 /// A connected CRI runtime service client. Cheap to clone (shares the channel).
@@ -370,49 +104,49 @@ impl CriClient {
         &self.endpoint
     }
 
-    async fn unary<Req, Resp>(
+    fn runtime(&self) -> RuntimeServiceClient<Channel> {
+        RuntimeServiceClient::new(self.channel.clone())
+    }
+
+    fn images(&self) -> ImageServiceClient<Channel> {
+        ImageServiceClient::new(self.channel.clone())
+    }
+
+    /// `req` with its deadline.
+    fn request<T>(req: T, timeout: Duration) -> tonic::Request<T> {
+        let mut r = tonic::Request::new(req);
+        r.set_timeout(timeout);
+        r
+    }
+
+    /// The answer of `call`, or its error naming the endpoint and the call.
+    async fn answer<T>(
         &self,
         call: &'static str,
-        path: &'static str,
-        req: Req,
-        timeout: Duration,
-    ) -> Result<Resp, CriError>
-    where
-        Req: prost::Message + Send + Sync + 'static,
-        Resp: prost::Message + Default + Send + Sync + 'static,
-    {
-        let err = |status: tonic::Status| CriError::Call {
-            endpoint: self.endpoint.clone(),
-            call,
-            status: Box::new(status),
-        };
-        let mut grpc = tonic::client::Grpc::new(self.channel.clone());
-        grpc.ready()
-            .await
-            .map_err(|e| err(tonic::Status::unavailable(e.to_string())))?;
-        let mut request = tonic::Request::new(req);
-        request.set_timeout(timeout);
-        let codec = tonic_prost::ProstCodec::<Req, Resp>::default();
-        grpc.unary(request, PathAndQuery::from_static(path), codec)
-            .await
+        fut: impl std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    ) -> Result<T, CriError> {
+        fut.await
             .map(tonic::Response::into_inner)
-            .map_err(err)
+            .map_err(|status| CriError::Call {
+                endpoint: self.endpoint.clone(),
+                call,
+                status: Box::new(status),
+            })
     }
 
     /// ListContainers of one pod sandbox (every state).
     pub async fn list_pod_containers(&self, sandbox_id: &str) -> Result<Vec<Container>, CriError> {
-        let req = ListContainersRequest {
-            filter: Some(ContainerFilter {
+        let req = api::ListContainersRequest {
+            filter: Some(api::ContainerFilter {
                 pod_sandbox_id: sandbox_id.to_string(),
                 ..Default::default()
             }),
         };
-        let resp: ListContainersResponse = self
-            .unary(
+        let mut c = self.runtime();
+        let resp = self
+            .answer(
                 "ListContainers",
-                "/runtime.v1.RuntimeService/ListContainers",
-                req,
-                self.timeout,
+                c.list_containers(Self::request(req, self.timeout)),
             )
             .await?;
         Ok(resp.containers)
@@ -421,49 +155,44 @@ impl CriClient {
     /// StopContainer with `grace` before SIGKILL. The call's deadline is the grace period plus
     /// the client timeout.
     pub async fn stop_container(&self, id: &str, grace: Duration) -> Result<(), CriError> {
-        let req = StopContainerRequest {
+        let req = api::StopContainerRequest {
             container_id: id.to_string(),
             timeout: i64::try_from(grace.as_secs()).unwrap_or(i64::MAX),
         };
-        let _: Empty = self
-            .unary(
-                "StopContainer",
-                "/runtime.v1.RuntimeService/StopContainer",
-                req,
-                grace + self.timeout,
-            )
-            .await?;
+        let mut c = self.runtime();
+        self.answer(
+            "StopContainer",
+            c.stop_container(Self::request(req, grace + self.timeout)),
+        )
+        .await?;
         Ok(())
     }
 
     /// StopPodSandbox (the runtime kills whatever still runs in it).
     pub async fn stop_pod_sandbox(&self, id: &str) -> Result<(), CriError> {
-        let req = StopPodSandboxRequest {
+        let req = api::StopPodSandboxRequest {
             pod_sandbox_id: id.to_string(),
         };
-        let _: Empty = self
-            .unary(
-                "StopPodSandbox",
-                "/runtime.v1.RuntimeService/StopPodSandbox",
-                req,
-                self.timeout * 2,
-            )
-            .await?;
+        let mut c = self.runtime();
+        self.answer(
+            "StopPodSandbox",
+            c.stop_pod_sandbox(Self::request(req, self.timeout * 2)),
+        )
+        .await?;
         Ok(())
     }
 
     /// ContainerStatus (not verbose).
     pub async fn container_status(&self, id: &str) -> Result<Option<ContainerStatus>, CriError> {
-        let req = ContainerStatusRequest {
+        let req = api::ContainerStatusRequest {
             container_id: id.to_string(),
             verbose: false,
         };
-        let resp: ContainerStatusResponse = self
-            .unary(
+        let mut c = self.runtime();
+        let resp = self
+            .answer(
                 "ContainerStatus",
-                "/runtime.v1.RuntimeService/ContainerStatus",
-                req,
-                self.timeout,
+                c.container_status(Self::request(req, self.timeout)),
             )
             .await?;
         Ok(resp.status)
@@ -471,12 +200,12 @@ impl CriClient {
 
     /// ListContainers of every sandbox, every state.
     pub async fn list_containers(&self) -> Result<Vec<Container>, CriError> {
-        let resp: ListContainersResponse = self
-            .unary(
+        let req = api::ListContainersRequest { filter: None };
+        let mut c = self.runtime();
+        let resp = self
+            .answer(
                 "ListContainers",
-                "/runtime.v1.RuntimeService/ListContainers",
-                ListContainersRequest { filter: None },
-                self.timeout,
+                c.list_containers(Self::request(req, self.timeout)),
             )
             .await?;
         Ok(resp.containers)
@@ -484,12 +213,12 @@ impl CriClient {
 
     /// ListPodSandbox, every state.
     pub async fn list_pod_sandboxes(&self) -> Result<Vec<PodSandbox>, CriError> {
-        let resp: ListPodSandboxResponse = self
-            .unary(
+        let req = api::ListPodSandboxRequest { filter: None };
+        let mut c = self.runtime();
+        let resp = self
+            .answer(
                 "ListPodSandbox",
-                "/runtime.v1.RuntimeService/ListPodSandbox",
-                ListPodSandboxRequest {},
-                self.timeout,
+                c.list_pod_sandbox(Self::request(req, self.timeout)),
             )
             .await?;
         Ok(resp.items)
@@ -497,44 +226,40 @@ impl CriClient {
 
     /// RemoveContainer (idempotent in the runtime: an absent container is no error).
     pub async fn remove_container(&self, id: &str) -> Result<(), CriError> {
-        let req = RemoveContainerRequest {
+        let req = api::RemoveContainerRequest {
             container_id: id.to_string(),
         };
-        let _: Empty = self
-            .unary(
-                "RemoveContainer",
-                "/runtime.v1.RuntimeService/RemoveContainer",
-                req,
-                self.timeout,
-            )
-            .await?;
+        let mut c = self.runtime();
+        self.answer(
+            "RemoveContainer",
+            c.remove_container(Self::request(req, self.timeout)),
+        )
+        .await?;
         Ok(())
     }
 
     /// RemovePodSandbox (idempotent in the runtime).
     pub async fn remove_pod_sandbox(&self, id: &str) -> Result<(), CriError> {
-        let req = RemovePodSandboxRequest {
+        let req = api::RemovePodSandboxRequest {
             pod_sandbox_id: id.to_string(),
         };
-        let _: Empty = self
-            .unary(
-                "RemovePodSandbox",
-                "/runtime.v1.RuntimeService/RemovePodSandbox",
-                req,
-                self.timeout * 2,
-            )
-            .await?;
+        let mut c = self.runtime();
+        self.answer(
+            "RemovePodSandbox",
+            c.remove_pod_sandbox(Self::request(req, self.timeout * 2)),
+        )
+        .await?;
         Ok(())
     }
 
     /// ListImages (no filter).
     pub async fn list_images(&self) -> Result<Vec<Image>, CriError> {
-        let resp: ListImagesResponse = self
-            .unary(
+        let req = api::ListImagesRequest { filter: None };
+        let mut c = self.images();
+        let resp = self
+            .answer(
                 "ListImages",
-                "/runtime.v1.ImageService/ListImages",
-                ListImagesRequest { filter: None },
-                self.timeout,
+                c.list_images(Self::request(req, self.timeout)),
             )
             .await?;
         Ok(resp.images)
@@ -542,29 +267,27 @@ impl CriClient {
 
     /// RemoveImage by id (idempotent in the runtime: an absent image is no error).
     pub async fn remove_image(&self, id: &str) -> Result<(), CriError> {
-        let req = RemoveImageRequest {
-            image: Some(ImageSpec {
+        let req = api::RemoveImageRequest {
+            image: Some(api::ImageSpec {
                 image: id.to_string(),
+                ..Default::default()
             }),
         };
-        let _: Empty = self
-            .unary(
-                "RemoveImage",
-                "/runtime.v1.ImageService/RemoveImage",
-                req,
-                self.timeout,
-            )
-            .await?;
+        let mut c = self.images();
+        self.answer(
+            "RemoveImage",
+            c.remove_image(Self::request(req, self.timeout)),
+        )
+        .await?;
         Ok(())
     }
 
     /// ImageFsInfo: the image filesystems and the bytes images use on each.
-    pub async fn image_fs_info(&self) -> Result<ImageFsInfoResponse, CriError> {
-        self.unary(
+    pub async fn image_fs_info(&self) -> Result<api::ImageFsInfoResponse, CriError> {
+        let mut c = self.images();
+        self.answer(
             "ImageFsInfo",
-            "/runtime.v1.ImageService/ImageFsInfo",
-            Empty {},
-            self.timeout,
+            c.image_fs_info(Self::request(api::ImageFsInfoRequest {}, self.timeout)),
         )
         .await
     }
@@ -572,11 +295,12 @@ impl CriClient {
 
 #[cfg(test)]
 mod tests {
+    use super::api::*;
     use super::*;
     use prost::Message;
 
-    /// The wire bytes match what protoc-generated code gives for the same values (field numbers
-    /// and types as in cri-api's api.proto).
+    /// The generated messages' wire bytes: the field numbers and types of cri-api's api.proto
+    /// (what containerd and CRI-O decode).
     #[test]
     fn wire_format_matches_the_cri_field_numbers() {
         let req = StopContainerRequest {
@@ -596,16 +320,19 @@ mod tests {
     }
 
     #[test]
-    fn decoding_skips_fields_we_do_not_declare() {
-        // Container { id=1 "c", image_ref=5 "x", state=6 RUNNING, created_at=7 5 }
-        let bytes = [0x0a, 1, b'c', 0x2a, 1, b'x', 0x30, 1, 0x38, 5];
+    fn decoding_skips_fields_no_version_declares() {
+        // Container { id=1 "c", image_ref=5 "x", state=6 RUNNING, created_at=7 5, 99: varint }
+        let bytes = [
+            0x0a, 1, b'c', 0x2a, 1, b'x', 0x30, 1, 0x38, 5, 0x98, 0x06, 7,
+        ];
         let c = Container::decode(&bytes[..]).unwrap();
         assert_eq!(c.id, "c");
-        assert_eq!(c.state(), ContainerState::Running);
+        assert_eq!(c.state(), ContainerState::ContainerRunning);
     }
 
-    /// An image list as a runtime may send it: one image without a size, one with fields this
-    /// client does not declare (uid 5, username 6, spec 7, image_source 9), one empty.
+    /// An image list as a runtime may send it: one image without a size, one with more fields
+    /// (uid 5, username 6, spec 7, pinned 8, image_source 9) and one no version declares, one
+    /// empty.
     #[test]
     fn an_image_list_with_missing_sizes_and_unknown_fields_decodes() {
         let mut bytes = Vec::new();
@@ -639,7 +366,10 @@ mod tests {
     #[test]
     fn image_service_requests_use_the_cri_field_numbers() {
         let req = RemoveImageRequest {
-            image: Some(ImageSpec { image: "i".into() }),
+            image: Some(ImageSpec {
+                image: "i".into(),
+                ..Default::default()
+            }),
         };
         // field 1 (message ImageSpec) { field 1 (string) "i" }
         assert_eq!(req.encode_to_vec(), vec![0x0a, 3, 0x0a, 1, b'i']);

@@ -54,7 +54,7 @@ pub fn container_info(c: &cri::Container) -> ContainerInfo {
             .as_ref()
             .map(|m| m.name.clone())
             .unwrap_or_default(),
-        running: c.state() == ContainerState::Running,
+        running: c.state() == ContainerState::ContainerRunning,
         created_at: c.created_at,
         image_refs: c.image_refs(),
     }

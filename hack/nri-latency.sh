@@ -18,6 +18,14 @@
 #            answers CreateContainer with an empty adjustment: the pure NRI round trip
 #   managed  topolet connected; a BestEffort pod (<base>/kubepods/besteffort/pod…): topolet
 #            computes and returns a real adjustment (cpuset, pids, …)
+# With LATENCY_PODRESOURCES=1, two conditions instead, on containerd: what the kubelet's
+# PodResources lookup adds to CreateContainer (docs/src/devices.md):
+#   managed  as above, `[kubelet] pod_resources = false`
+#   lookup   as above, topolet asking a real kubelet's PodResources API (`Get` for the pod, within
+#            pod_resources_wait_ms) at every CreateContainer: the kubelet of a single-node
+#            cluster (hack/kube-node.sh) on a second containerd stack of its own (a kubelet on the
+#            measured stack would kill the client's pods, which it does not know), running a pod
+#            of the same namespace and name as the client's, so every lookup finds its pod
 # Reported: per condition n, median, p10, p90, p99, mean; the NRI cost is median(noop) − median(none).
 # Toggling the plugin between blocks waits for the runtime's own log lines ("… connected and
 # synchronized" / "connection to plugin … closed": containerd/nri's pkg/adaptation logs them through
@@ -30,6 +38,7 @@
 #   LATENCY_ROUNDS   blocks per condition (default 10)
 #   LATENCY_BLOCK    timed creates per block (default 25)  → ROUNDS×BLOCK samples per condition
 #   LATENCY_OUT      samples file to keep (default: a temp file, removed)
+#   LATENCY_PODRESOURCES  1: the managed / lookup conditions above (hack/install-kube.sh first)
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -40,6 +49,7 @@ ROUNDS="${LATENCY_ROUNDS:-10}"
 BLOCK="${LATENCY_BLOCK:-25}"
 VERSION="${CONTAINERD_VERSION:-${TOPOLET_CONTAINERD_VERSION:-$DEFAULT_CONTAINERD_VERSION}}"
 RUNTIME="${LATENCY_RUNTIME:-containerd}"
+PODRESOURCES="${LATENCY_PODRESOURCES:-0}"
 case "$RUNTIME" in
   containerd) STACK_SCRIPT="$HACK_DIR/containerd.sh" ;;
   cri-o) STACK_SCRIPT="$HACK_DIR/crio.sh"; VERSION="${CRIO_VERSION:-$DEFAULT_CRIO_VERSION}" ;;
@@ -53,9 +63,17 @@ SAY_TO_STDERR=1
 WORK="$(mktemp -d /tmp/topolet-lat.XXXXXX)"
 STACK="$WORK/s"
 TOPOLET_PID=""
+KUBE_STACK="$WORK/k"
+KUBE_DIR="$WORK/kube"
 cleanup() {
   local rc=$?
   [[ -z "$TOPOLET_PID" ]] || { kill -TERM "$TOPOLET_PID" 2>/dev/null || true; wait "$TOPOLET_PID" 2>/dev/null || true; }
+  if [[ -f "$KUBE_DIR/env" ]]; then
+    "$HACK_DIR/kube-node.sh" stop "$KUBE_DIR" >/dev/null 2>&1 || echo "nri-latency: stop of $KUBE_DIR failed" >&2
+  fi
+  if [[ -f "$KUBE_STACK/env" ]]; then
+    "$HACK_DIR/containerd.sh" stop "$KUBE_STACK" >/dev/null 2>&1 || echo "nri-latency: stop of $KUBE_STACK failed" >&2
+  fi
   "$STACK_SCRIPT" stop "$STACK" >/dev/null 2>&1 || echo "nri-latency: stop of $STACK failed" >&2
   rm -rf "$WORK"
   exit "$rc"
@@ -98,6 +116,31 @@ dir = "$WORK/topolet/state"
 [qos]
 pids_limit = 1024
 EOT
+# Without the lookup (pod_resources = false): the managed condition of either mode.
+cp "$WORK/topolet/topolet.toml" "$WORK/topolet/lookup.toml"
+printf '\n[kubelet]\npod_resources = false\n' >>"$WORK/topolet/topolet.toml"
+
+if [[ "$PODRESOURCES" == 1 ]]; then
+  [[ "$RUNTIME" == containerd ]] || die "LATENCY_PODRESOURCES=1 runs on containerd only"
+  say "starting a kubelet beside it (its own containerd stack) for the PodResources lookup"
+  CONTAINERD_VERSION="$VERSION" "$HACK_DIR/containerd.sh" start "$KUBE_STACK" >/dev/null || die "containerd.sh start $KUBE_STACK failed"
+  KUBE_CONTAINERD_DIR="$KUBE_STACK" "$HACK_DIR/kube-node.sh" start "$KUBE_DIR" >/dev/null || die "kube-node.sh start failed"
+  (
+    # shellcheck disable=SC1091
+    source "$KUBE_DIR/env"
+    kubectl create namespace latency >/dev/null
+    # The client's pod's namespace and name (hack/nri-latency: namespace latency, -pod lat-be).
+    kubectl apply -f - >/dev/null <<EOT
+{"apiVersion": "v1", "kind": "Pod",
+ "metadata": {"name": "lat-be", "namespace": "latency"},
+ "spec": {"automountServiceAccountToken": false,
+          "containers": [{"name": "c", "image": "$PAUSE_IMAGE"}]}}
+EOT
+    kubectl wait -n latency --for=condition=Ready pod/lat-be --timeout=120s >/dev/null
+  ) || die "the kubelet's pod latency/lat-be did not start"
+  printf '\n[kubelet]\npod_resources_socket = "%s"\n' \
+    "$KUBE_DIR/var-lib-kubelet/pod-resources/kubelet.sock" >>"$WORK/topolet/lookup.toml"
+fi
 
 count() { grep -cF -- "$1" "$LOG" || true; }
 wait_count() { # wait_count PATTERN N: until PATTERN occurs N times in containerd's log
@@ -109,11 +152,15 @@ wait_count() { # wait_count PATTERN N: until PATTERN occurs N times in container
 }
 CONNECTED='plugin \"50-topolet\" connected and synchronized'
 CLOSED='connection to plugin \"50-topolet\" closed'
-plugin_on() {
+TOPOLET_CONFIG=""
+plugin_on() { # plugin_on [CONFIG]: topolet running with CONFIG (default topolet.toml)
+  local config="${1:-$WORK/topolet/topolet.toml}"
+  [[ -n "$TOPOLET_PID" && "$TOPOLET_CONFIG" != "$config" ]] && plugin_off
   [[ -z "$TOPOLET_PID" ]] || return 0
   local n; n=$(count "$CONNECTED")
-  "$TOPOLET" run --config "$WORK/topolet/topolet.toml" --log-file "$WORK/topolet/topolet.log" 2>>"$WORK/topolet/stderr" &
+  "$TOPOLET" run --config "$config" --log-file "$WORK/topolet/topolet.log" 2>>"$WORK/topolet/stderr" &
   TOPOLET_PID=$!
+  TOPOLET_CONFIG="$config"
   wait_count "$CONNECTED" $((n + 1))
 }
 plugin_off() {
@@ -132,10 +179,12 @@ run_condition() {
     none) plugin_off; block none lat-foreign "$CGROUP_PARENT_BASE/other/lat-foreign" ;;
     noop) plugin_on; block noop lat-foreign "$CGROUP_PARENT_BASE/other/lat-foreign" ;;
     managed) plugin_on; block managed lat-be "$CGROUP_PARENT_BASE/kubepods/besteffort/podlat-be" ;;
+    lookup) plugin_on "$WORK/topolet/lookup.toml"; block lookup lat-be "$CGROUP_PARENT_BASE/kubepods/besteffort/podlat-be" ;;
   esac
 }
 
 CONDS=(none noop managed)
+[[ "$PODRESOURCES" != 1 ]] || CONDS=(managed lookup)
 say "$ROUNDS rounds x $BLOCK creates per condition (${CONDS[*]}), interleaved"
 for ((r = 0; r < ROUNDS; r++)); do
   for ((k = 0; k < ${#CONDS[@]}; k++)); do
@@ -152,3 +201,10 @@ fi
 echo "$rt, runc $(runc --version | head -n1 | awk '{print $3}'), $(nproc) CPUs"
 "$CLIENT" stats "$SAMPLES"
 grep -q "container placed" "$WORK/topolet/topolet.log" || die "topolet placed no container in the managed blocks"
+if [[ "$PODRESOURCES" == 1 ]]; then
+  # Every lookup block asked the kubelet and was answered (topolet logs when the source answers
+  # after not having answered: once per start of the lookup condition).
+  answered=$(grep -c "the kubelet's PodResources API answers" "$WORK/topolet/topolet.log" || true)
+  ((answered >= ROUNDS)) || die "the kubelet answered topolet's lookup in $answered of $ROUNDS lookup blocks"
+  echo "the kubelet's PodResources API answered topolet in every lookup block ($answered)"
+fi

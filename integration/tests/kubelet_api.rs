@@ -343,8 +343,47 @@ fn a_device_plugin_device_comes_from_pod_resources_with_its_numa_node() -> anyho
         "CreateContainer asked the kubelet:\n{m}"
     );
     the_reexport_answers_with_topolets_cpus(&mut node, &export, &status, GPU)?;
+    // The NodeResourceTopology counts the kubelet's devices on their zone: 2, one held.
+    wait_nrt_devices(&node, GPU, ("2", "2", "1"))?;
     node.cluster.delete_pod("gpu")?;
+    wait_nrt_devices(&node, GPU, ("2", "2", "2"))?;
     Ok(())
+}
+
+/// Waits until the node's NodeResourceTopology zone `node-0` has `resource` with (capacity,
+/// allocatable, available): the kubelet's device-plugin devices (`GetAllocatableResources`) and
+/// those its pods hold (`List`), read by topolet every 10 s.
+fn wait_nrt_devices(
+    node: &KubeNode,
+    resource: &str,
+    want: (&str, &str, &str),
+) -> anyhow::Result<()> {
+    let name = node.cluster.node_name().to_string();
+    let mut last = serde_json::Value::Null;
+    wait::until_true(
+        &format!("NodeResourceTopology {name}: node-0 {resource} {want:?}"),
+        cluster::POD_TIMEOUT,
+        || {
+            let Some(obj) = node.cluster.nrt(&name)? else {
+                return Ok(false);
+            };
+            let r = obj["zones"]
+                .as_array()
+                .and_then(|z| z.iter().find(|z| z["name"] == "node-0"))
+                .and_then(|z| z["resources"].as_array())
+                .and_then(|r| r.iter().find(|r| r["name"] == resource))
+                .cloned()
+                .unwrap_or_default();
+            let got = (
+                r["capacity"].as_str().unwrap_or_default().to_string(),
+                r["allocatable"].as_str().unwrap_or_default().to_string(),
+                r["available"].as_str().unwrap_or_default().to_string(),
+            );
+            last = r;
+            Ok(got == (want.0.into(), want.1.into(), want.2.into()))
+        },
+    )
+    .with_context(|| format!("last seen: {last:#}"))
 }
 
 /// topolet restarted with its PodResources re-export on (`[kubelet]
@@ -373,7 +412,7 @@ fn serve_pod_resources_export(node: &mut KubeNode) -> anyhow::Result<std::path::
 /// kubelet's socket read by the same client: the same pods and devices, and where the kubelet
 /// (`cpuManagerPolicy: none`) gives the container no `cpu_ids`, the re-export gives topolet's
 /// exclusive CPUs, as `topolet status` shows them; `GetAllocatableResources` gives every CPU but
-/// the reserved one with the kubelet's devices; an unknown pod is the kubelet's `NotFound`; the
+/// the reserved one with the kubelet's devices; an unknown pod is the kubelet's own error; the
 /// socket is the owner's only.
 fn the_reexport_answers_with_topolets_cpus(
     node: &mut KubeNode,
@@ -421,7 +460,7 @@ fn the_reexport_answers_with_topolets_cpus(
         "the kubelet (cpuManagerPolicy none) gives no cpu_ids and the device: {k:#}"
     );
     ensure!(
-        o["cpu_ids"] == serde_json::json!(want_cpus) && o["devices"] == k["devices"],
+        int64s(&o["cpu_ids"]) == want_cpus && o["devices"] == k["devices"],
         "the re-export gives topolet's CPUs {want_cpus:?} and the kubelet's devices: {o:#}\nkubelet: {k:#}"
     );
     let pods = |a: &serde_json::Value| a["pod_resources"].as_array().map_or(0, Vec::len);
@@ -438,13 +477,13 @@ fn the_reexport_answers_with_topolets_cpus(
         .and_then(|c| c.iter().find(|c| c["name"] == "main"))
         .context("Get names main")?;
     ensure!(
-        main["cpu_ids"] == serde_json::json!(want_cpus),
+        int64s(&main["cpu_ids"]) == want_cpus,
         "Get gives topolet's CPUs: {got:#}"
     );
     let missing = call(export, &["get", "default", "no-such-pod"])?;
     ensure!(
-        matches!(&missing, Err(e) if e.starts_with("NotFound")),
-        "an unknown pod is the kubelet's NotFound: {missing:?}"
+        matches!(&missing, Err(e) if e == "Unknown: pod no-such-pod in namespace default not found"),
+        "an unknown pod is the kubelet's own error, passed on: {missing:?}"
     );
     let alloc = call(export, &["allocatable"])?
         .map_err(|e| anyhow::anyhow!("the re-export's GetAllocatableResources: {e}"))?;
@@ -460,7 +499,7 @@ fn the_reexport_answers_with_topolets_cpus(
         .map(|&c| c as i64)
         .collect();
     ensure!(
-        alloc["cpu_ids"] == serde_json::json!(want) && alloc["devices"] == kubelet_alloc["devices"],
+        int64s(&alloc["cpu_ids"]) == want && alloc["devices"] == kubelet_alloc["devices"],
         "allocatable: every CPU but the reserved ({want:?}) and the kubelet's devices: {alloc:#}\nkubelet: {kubelet_alloc:#}"
     );
     Ok(())
@@ -549,6 +588,18 @@ fn a_dra_device_gets_its_numa_node_from_the_nodes_resource_slice() -> anyhow::Re
         &file.to_string_lossy(),
     ])?;
     Ok(())
+}
+
+/// A repeated int64 of protojson (each a string, as the proto3 JSON mapping spells 64-bit
+/// integers); absent or malformed: empty.
+fn int64s(v: &serde_json::Value) -> Vec<i64> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().and_then(|s| s.parse().ok()).or(x.as_i64()))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// What a container `main` of pod `name` holding one device is given (docs/src/devices.md):

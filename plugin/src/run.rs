@@ -139,6 +139,19 @@ async fn serve(
             at_start.clone(),
         ))
     });
+    // The kubelet's device-plugin devices per NUMA node for that publisher: read again every
+    // DEVICE_INVENTORY_EVERY, in a task of its own (`crate::kubelet::inventory`).
+    let _device_inventory = (kube.is_some() && kubelet.pod_resources).then(|| {
+        let plugin = plugin.clone();
+        AbortOnDrop(tokio::spawn(async move {
+            let mut every = tokio::time::interval(DEVICE_INVENTORY_EVERY);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                plugin.refresh_device_inventory().await;
+            }
+        }))
+    });
     // This node's pods from the API: admission from their specs (`crate::cluster::pod_directory`),
     // and the eviction loop's pod facts from the same store while it is synced.
     let _pod_watch = kube.as_ref().map(|k| {
@@ -282,6 +295,11 @@ async fn serve(
 fn config_reclaimed_name(plugin: &TopoletPlugin) -> String {
     plugin.config().reclaimed.resource_name.clone()
 }
+
+/// How often the kubelet's device-plugin devices are read for the NodeResourceTopology: a
+/// device a pod takes or gives back shows in the zones within this (node-feature-discovery's
+/// topology updater reads the same answers every 60 s by default).
+const DEVICE_INVENTORY_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The reclaimed-CPU publisher as a stop finds it.
 struct Advert {

@@ -16,6 +16,9 @@
 //!     and `[memory] reserved`; minus what the memory manager pinned;
 //!   - every `[devices]` resource with a device on the node: its devices, all allocatable,
 //!     minus those handed out;
+//!   - every device-plugin resource the kubelet reports on the node (its PodResources API:
+//!     [`crate::report::device_inventory`], [`add_devices`]): its devices, all allocatable,
+//!     minus those the node's pods hold;
 //! - top-level attributes with the kubelet's spellings, the only thing the plugin filters on
 //!   besides the zones ([`policy_attributes`]);
 //! - topolet's own zone attribute [`LARGEST_BLOCK_ATTRIBUTE`]: how many CPUs the largest free
@@ -55,6 +58,33 @@ pub struct Zone {
     pub costs: Vec<Cost>,
     pub attributes: Vec<Attribute>,
     pub resources: Vec<ResourceInfo>,
+}
+
+/// Adds the kubelet's device-plugin devices to each zone they sit on: capacity and allocatable
+/// the devices the kubelet can allocate there, available those no pod holds. A resource the zone
+/// already has (a `[devices]` resource of topolet's own) is left as it is.
+pub fn add_devices(
+    content: &mut NrtContent,
+    inventory: &crate::report::device_inventory::DeviceInventory,
+) {
+    for (node, per) in &inventory.per_node {
+        let name = zone_name(*node);
+        let Some(zone) = content.zones.iter_mut().find(|zone| zone.name == name) else {
+            continue;
+        };
+        for (resource, c) in per {
+            if zone.resources.iter().any(|r| &r.name == resource) {
+                continue;
+            }
+            zone.resources.push(ResourceInfo {
+                name: resource.clone(),
+                capacity: c.allocatable.to_string(),
+                allocatable: c.allocatable.to_string(),
+                available: c.allocatable.saturating_sub(c.used).to_string(),
+            });
+        }
+        zone.resources.sort_by(|a, b| a.name.cmp(&b.name));
+    }
 }
 
 /// Adds reclaimed CPU to each zone: capacity the zone's pool, allocatable and available the
@@ -383,6 +413,60 @@ mod tests {
             assert_eq!(attrs[1].value, scope);
             assert_eq!(attrs[2].value, "16");
         }
+    }
+
+    #[test]
+    fn the_kubelets_devices_are_counted_on_their_zone_beside_topolets_own() {
+        use crate::report::device_inventory::{DeviceInventory, ReportedDevice};
+        let t = two_nodes();
+        let st = status_of(&t, "", "none", "pod");
+        let books: Books = BTreeMap::from([(
+            1,
+            BTreeMap::from([(
+                "gpu".to_string(),
+                Book {
+                    capacity: 4,
+                    allocatable: 4,
+                    available: 4,
+                },
+            )]),
+        )]);
+        let mut content = build(&t, &st, &books, 8);
+        let dev = |r: &str, id: &str, n: usize| ReportedDevice {
+            resource: r.into(),
+            id: id.into(),
+            nodes: vec![n],
+        };
+        let inv = DeviceInventory::new(
+            &[
+                dev("nic", "a", 1),
+                dev("nic", "b", 1),
+                dev("gpu", "g", 1),
+                dev("nic", "c", 7),
+            ],
+            &[dev("nic", "a", 1)],
+        );
+        add_devices(&mut content, &inv);
+        let z1 = &content.zones[1];
+        let nic = z1.resources.iter().find(|r| r.name == "nic").unwrap();
+        assert_eq!(
+            (
+                nic.capacity.as_str(),
+                nic.allocatable.as_str(),
+                nic.available.as_str()
+            ),
+            ("2", "2", "1")
+        );
+        let gpu = z1.resources.iter().find(|r| r.name == "gpu").unwrap();
+        assert_eq!(gpu.capacity, "4", "topolet's own [devices] books stay");
+        let names: Vec<&str> = z1.resources.iter().map(|r| r.name.as_str()).collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(names, sorted);
+        assert!(
+            content.zones[0].resources.iter().all(|r| r.name != "nic"),
+            "node 0 has none; node 7 is no zone"
+        );
     }
 
     #[test]

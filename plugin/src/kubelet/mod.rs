@@ -10,6 +10,8 @@
 //! - [`pod_resources`]: the client over the kubelet's unix socket: `List` at Synchronize, `Get`
 //!   for a pod at CreateContainer within a bounded wait, a pause after a failure instead of a
 //!   retry per event, and the source's status line and metrics.
+//! - [`inventory`]: the kubelet's device-plugin devices per NUMA node (allocatable, held), for
+//!   the NodeResourceTopology.
 //! - [`reexport`]: topolet's own PodResources socket (`[kubelet] pod_resources_export_socket`):
 //!   the kubelet's answers with topolet's exclusive CPUs and pinned memory filled in, for the
 //!   consumers that read PodResources.
@@ -27,5 +29,6 @@ pub mod api {
     include!(concat!(env!("OUT_DIR"), "/v1.rs"));
 }
 pub mod devices;
+pub mod inventory;
 pub mod pod_resources;
 pub mod reexport;

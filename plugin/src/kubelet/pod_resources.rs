@@ -288,11 +288,13 @@ impl PodResourcesSource {
                 self.lock().known.insert(key, p.clone());
                 Some(p)
             }
-            // The kubelet does not know the pod (yet): an answer, not a failure.
-            Err(PodResourcesCallError::Call {
-                code: tonic::Code::NotFound,
-                ..
-            }) => {
+            // The kubelet does not know the pod (yet): an answer, not a failure. The kubelet
+            // says so with a plain error ("pod <name> in namespace <ns> not found": code
+            // Unknown, pkg/kubelet/apis/podresources/server_v1.go `Get`); NotFound is taken too.
+            Err(PodResourcesCallError::Call { code, message, .. })
+                if code == tonic::Code::NotFound
+                    || (code == tonic::Code::Unknown && message.ends_with("not found")) =>
+            {
                 self.answered("get");
                 None
             }
@@ -310,6 +312,49 @@ impl PodResourcesSource {
                 cached()
             }
         }
+    }
+
+    /// `r`, counted in `topolet_pod_resources_calls_total` under `call`.
+    fn counted<T>(
+        &self,
+        call: &'static str,
+        r: Result<T, PodResourcesCallError>,
+    ) -> Result<T, PodResourcesCallError> {
+        match &r {
+            Ok(_) => self.metrics.pod_resources_call(call, "ok"),
+            Err(e) => self.metrics.pod_resources_call(call, e.result()),
+        }
+        r
+    }
+
+    /// The kubelet's device-plugin devices per NUMA node: `GetAllocatableResources` and `List`,
+    /// each within [`LIST_WAIT`], off every container's path (the NodeResourceTopology's
+    /// refresh). A paused source is not asked (`Ok(None)`); a failure is returned and counted,
+    /// and does not pause the source (the container path's state is its own calls').
+    pub async fn device_inventory(
+        &self,
+    ) -> Result<
+        Option<topolet_core::report::device_inventory::DeviceInventory>,
+        PodResourcesCallError,
+    > {
+        if self.paused("allocatable") {
+            return Ok(None);
+        }
+        let req = api::AllocatableResourcesRequest {};
+        let allocatable = self.counted(
+            "allocatable",
+            self.ask("GetAllocatableResources", LIST_WAIT, |mut c| async move {
+                c.get_allocatable_resources(req).await
+            })
+            .await,
+        )?;
+        let req = api::ListPodResourcesRequest {};
+        let list = self.counted(
+            "list",
+            self.ask("List", LIST_WAIT, |mut c| async move { c.list(req).await })
+                .await,
+        )?;
+        Ok(Some(super::inventory::inventory(&allocatable, &list)))
     }
 
     /// The source's status line.

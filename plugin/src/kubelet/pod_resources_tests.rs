@@ -71,7 +71,18 @@ impl PodResourcesLister for Fake {
         &self,
         _: tonic::Request<api::AllocatableResourcesRequest>,
     ) -> Result<tonic::Response<api::AllocatableResourcesResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented("not in the fake"))
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        // Two devices on node 0, dev-0 held by [`one_pod`].
+        Ok(tonic::Response::new(api::AllocatableResourcesResponse {
+            devices: vec![api::ContainerDevices {
+                resource_name: "topolet.test/gpu".into(),
+                device_ids: vec!["dev-0".into(), "dev-1".into()],
+                topology: Some(api::TopologyInfo {
+                    nodes: vec![api::NumaNode { id: 0 }],
+                }),
+            }],
+            ..Default::default()
+        }))
     }
 
     async fn get(
@@ -89,7 +100,12 @@ impl PodResourcesLister for Fake {
                     pod_resources: Some(one_pod()),
                 }))
             }
-            Mode::Answer => Err(tonic::Status::not_found("pod not found")),
+            // As the kubelet says it (pkg/kubelet/apis/podresources/server_v1.go `Get`).
+            Mode::Answer => Err(tonic::Status::unknown(format!(
+                "pod {} in namespace {} not found",
+                req.get_ref().pod_name,
+                req.get_ref().pod_namespace
+            ))),
         }
     }
 }
@@ -248,4 +264,27 @@ async fn a_kubelet_without_get_is_asked_with_list() {
     assert_eq!(p.containers[0].devices[0].device_ids, ["dev-0"]);
     assert_eq!(src.status().state, "answering");
     assert!(src.pod("ns", "p").await.is_some());
+}
+
+#[tokio::test]
+async fn the_device_inventory_counts_allocatable_and_held_devices_per_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let (socket, _) = serve(dir.path(), Mode::Answer);
+    let (src, metrics) = source(&socket, 1000);
+    let inv = src
+        .device_inventory()
+        .await
+        .expect("answered")
+        .expect("not paused");
+    let gpu = inv.per_node[&0]["topolet.test/gpu"];
+    assert_eq!((gpu.allocatable, gpu.used), (2, 1));
+    let text = metrics.render(&crate::telemetry::metrics::Gauges::default());
+    assert!(
+        text.contains("topolet_pod_resources_calls_total{call=\"allocatable\",result=\"ok\"} 1"),
+        "{text}"
+    );
+    // An absent kubelet: an error, and the container path's source is not paused by it.
+    let (absent, _) = source(&dir.path().join("none.sock"), 1000);
+    assert!(absent.device_inventory().await.is_err());
+    assert_eq!(absent.status().state, "not-asked");
 }

@@ -11,8 +11,8 @@
 //!
 //! Each call asks the kubelet first (the pods and devices are the kubelet's truth; a pod only
 //! topolet knows, e.g. one created through `crictl`, is not invented) within [`UPSTREAM_WAIT`];
-//! the kubelet's error is passed on with its code (`NotFound` for an unknown pod), a kubelet that
-//! does not answer is `Unavailable` naming its socket. Then topolet's books are read (one short
+//! the kubelet's error is passed on with its code (an unknown pod: `Unknown`, "pod … not found",
+//! as the kubelet says it), a kubelet that does not answer is `Unavailable` naming its socket. Then topolet's books are read (one short
 //! lock, as `topolet status` takes it) and laid over the answer ([`merge_pod`],
 //! [`merge_allocatable`]): a container topolet holds CPUs or memory for gets them; every other
 //! field is the kubelet's, unchanged.

@@ -267,7 +267,7 @@ pub const POD_RESOURCES_CALLS_TOTAL: Family = Family {
     name: "topolet_pod_resources_calls_total",
     kind: Kind::Counter,
     labels: &["call", "result"],
-    help: "Calls to the kubelet's PodResources API (a device source) by call (get, list) and result: ok, absent (no socket), timeout (no answer within pod_resources_wait_ms), error, skipped (the source is paused after a failure; the container got its device nodes only).",
+    help: "Calls to the kubelet's PodResources API (a device source; the NodeResourceTopology's device counts) by call (get, list, allocatable) and result: ok, absent (no socket), timeout (no answer within pod_resources_wait_ms), error, skipped (the source is paused after a failure; the container got its device nodes only).",
 };
 pub const POD_RESOURCES_SERVED_TOTAL: Family = Family {
     name: "topolet_pod_resources_served_total",

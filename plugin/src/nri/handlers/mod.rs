@@ -162,6 +162,9 @@ pub struct TopoletPlugin {
     /// This node's DRA ResourceSlices (`crate::cluster::resource_slices`), when the API client
     /// is on: the NUMA nodes of the DRA devices the PodResources answer names.
     resource_slices: OnceLock<crate::cluster::resource_slices::ResourceSlices>,
+    /// The kubelet's device-plugin devices per NUMA node (`crate::kubelet::inventory`), as last
+    /// read, for the NodeResourceTopology.
+    device_inventory: Mutex<Option<topolet_core::report::device_inventory::DeviceInventory>>,
     /// The PodResources re-export's state (`crate::kubelet::reexport`), when it is configured.
     pod_resources_export: Mutex<Option<topolet_core::report::status::PodResourcesExportStatus>>,
     /// How many containers were in exclusive-CPU breach at the background task's last observation
@@ -224,6 +227,7 @@ impl TopoletPlugin {
             pod_resources: OnceLock::new(),
             resource_slices: OnceLock::new(),
             pod_resources_export: Mutex::new(None),
+            device_inventory: Mutex::new(None),
             breaching: watch::Sender::new(0),
             reclaimed_report: Mutex::new(None),
         })
@@ -260,6 +264,41 @@ impl TopoletPlugin {
     /// Resolves DRA devices' NUMA nodes through this node's ResourceSlices from now on.
     pub fn set_resource_slices(&self, slices: crate::cluster::resource_slices::ResourceSlices) {
         let _ = self.resource_slices.set(slices);
+    }
+
+    /// Reads the kubelet's device-plugin devices per NUMA node again (its PodResources API, when
+    /// that source is on) and, when they changed, keeps them and signals the NodeResourceTopology
+    /// publisher. A failed read keeps the last inventory (and logs at debug: the source's own
+    /// status line says when the kubelet does not answer).
+    pub async fn refresh_device_inventory(&self) {
+        let Some(source) = self.pod_resources.get() else {
+            return;
+        };
+        match source.device_inventory().await {
+            Ok(Some(inventory)) => {
+                let mut last = self
+                    .device_inventory
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                if last.as_ref() != Some(&inventory) {
+                    *last = Some(inventory);
+                    drop(last);
+                    self.books_changed.notify_one();
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::debug!(error = %e, "the kubelet's device inventory was not read"),
+        }
+    }
+
+    /// The kubelet's device-plugin devices per NUMA node, as last read.
+    pub fn device_inventory(
+        &self,
+    ) -> Option<topolet_core::report::device_inventory::DeviceInventory> {
+        self.device_inventory
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Records the PodResources re-export's state, for `topolet status`.

@@ -396,6 +396,9 @@ impl NrtSource for TopoletPlugin {
             &books,
             self.max_allowable_numa_nodes(),
         );
+        if let Some(inventory) = self.device_inventory() {
+            nrt::add_devices(&mut content, &inventory);
+        }
         if let Some(r) = status.reclaimed.as_ref() {
             nrt::add_reclaimed(&mut content, r);
             if let Some(p) = previous {

@@ -460,7 +460,7 @@ fn the_reexport_answers_with_topolets_cpus(
         "the kubelet (cpuManagerPolicy none) gives no cpu_ids and the device: {k:#}"
     );
     ensure!(
-        int64s(&o["cpu_ids"]) == want_cpus && o["devices"] == k["devices"],
+        int64s(&o["cpu_ids"]) == want_cpus && device_set(&o["devices"]) == device_set(&k["devices"]),
         "the re-export gives topolet's CPUs {want_cpus:?} and the kubelet's devices: {o:#}\nkubelet: {k:#}"
     );
     let pods = |a: &serde_json::Value| a["pod_resources"].as_array().map_or(0, Vec::len);
@@ -499,7 +499,8 @@ fn the_reexport_answers_with_topolets_cpus(
         .map(|&c| c as i64)
         .collect();
     ensure!(
-        int64s(&alloc["cpu_ids"]) == want && alloc["devices"] == kubelet_alloc["devices"],
+        int64s(&alloc["cpu_ids"]) == want
+            && device_set(&alloc["devices"]) == device_set(&kubelet_alloc["devices"]),
         "allocatable: every CPU but the reserved ({want:?}) and the kubelet's devices: {alloc:#}\nkubelet: {kubelet_alloc:#}"
     );
     Ok(())
@@ -588,6 +589,24 @@ fn a_dra_device_gets_its_numa_node_from_the_nodes_resource_slice() -> anyhow::Re
         &file.to_string_lossy(),
     ])?;
     Ok(())
+}
+
+/// The (resource, device id, NUMA nodes) of a protojson `devices` list, as a set: the kubelet
+/// lists them in no fixed order.
+fn device_set(v: &serde_json::Value) -> std::collections::BTreeSet<(String, String, String)> {
+    let mut out = std::collections::BTreeSet::new();
+    for d in v.as_array().into_iter().flatten() {
+        let resource = d["resource_name"].as_str().unwrap_or_default().to_string();
+        let nodes = d["topology"]["nodes"].to_string();
+        for id in d["device_ids"].as_array().into_iter().flatten() {
+            out.insert((
+                resource.clone(),
+                id.as_str().unwrap_or_default().to_string(),
+                nodes.clone(),
+            ));
+        }
+    }
+    out
 }
 
 /// A repeated int64 of protojson (each a string, as the proto3 JSON mapping spells 64-bit

@@ -380,4 +380,4 @@ impl PodResourcesSource {
 
 #[cfg(test)]
 #[path = "pod_resources_tests.rs"]
-mod tests;
+pub(crate) mod tests;

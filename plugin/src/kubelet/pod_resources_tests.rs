@@ -110,6 +110,19 @@ impl PodResourcesLister for Fake {
     }
 }
 
+/// Serves `service` on `listener` in a task of its own (it ends with the runtime): a fake
+/// kubelet for these tests and the re-export's (`super::reexport`).
+pub(crate) fn serve_lister(listener: tokio::net::UnixListener, service: impl PodResourcesLister) {
+    let incoming = futures::stream::unfold(listener, |l| async move {
+        let conn = l.accept().await.map(|(s, _)| s);
+        Some((conn, l))
+    });
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .serve_with_incoming(PodResourcesListerServer::new(service), incoming),
+    );
+}
+
 /// A fake kubelet serving on `dir/kubelet.sock`; its task ends with the runtime.
 fn serve(dir: &Path, mode: Mode) -> (PathBuf, Arc<AtomicUsize>) {
     let socket = dir.join("kubelet.sock");
@@ -119,14 +132,7 @@ fn serve(dir: &Path, mode: Mode) -> (PathBuf, Arc<AtomicUsize>) {
         mode,
         calls: calls.clone(),
     };
-    let incoming = futures::stream::unfold(listener, |l| async move {
-        let conn = l.accept().await.map(|(s, _)| s);
-        Some((conn, l))
-    });
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .serve_with_incoming(PodResourcesListerServer::new(fake), incoming),
-    );
+    serve_lister(listener, fake);
     (socket, calls)
 }
 

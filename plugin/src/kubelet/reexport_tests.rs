@@ -5,9 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
-use crate::kubelet::api::pod_resources_lister_server::{
-    PodResourcesLister, PodResourcesListerServer,
-};
+use crate::kubelet::api::pod_resources_lister_server::PodResourcesLister;
 
 fn gpu(node: i64) -> api::ContainerDevices {
     api::ContainerDevices {
@@ -211,14 +209,7 @@ impl PodResourcesLister for Fake {
 
 fn serve_kubelet(socket: &Path, fake: Fake) {
     let listener = UnixListener::bind(socket).expect("binding the fake kubelet");
-    let incoming = futures::stream::unfold(listener, |l| async move {
-        let conn = l.accept().await.map(|(s, _)| s);
-        Some((conn, l))
-    });
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .serve_with_incoming(PodResourcesListerServer::new(fake), incoming),
-    );
+    crate::kubelet::pod_resources::tests::serve_lister(listener, fake);
 }
 
 struct Books(Exported);

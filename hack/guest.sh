@@ -19,7 +19,7 @@
 #              1280 MiB, node1 cpu 2 768 MiB, node2 cpu 3 512 MiB, node3 512 MiB and no CPUs
 #              (memory-only); systemd as PID 1, containerd and runc with the systemd cgroup driver
 #              (kubepods.slice parents)
-#   kube2numa  2 sockets x 3 cores, no SMT, 2 NUMA nodes (cpus 0-2 / 3-5, 1536 MiB each), plain init,
+#   kube2numa  smt2numa's machine (cpus 0-3 / 4-7), plain init,
 #              cgroupfs driver, and a real kubelet: its control plane (etcd, kube-apiserver,
 #              kube-scheduler: hack/kube-node.sh start-control) runs on the host, the kubelet, the
 #              device plugin (hack/device-plugin) and the DRA driver (hack/dra-driver) in the guest,
@@ -198,13 +198,13 @@ shape_args() {
         -numa node,nodeid=0,cpus=0-3,memdev=m0 -numa node,nodeid=1,cpus=4-7,memdev=m1)
       APPEND="$common init=/sbin/topolet-guest-init" ;;
     kube2numa)
-      # Three cores per node: with the kubelet's reserved CPU 0, each node still has room for a
-      # 2-CPU pod, so where a pod lands says whether its device pulled it (no SMT: fewer vCPU
-      # threads than smt2numa's 8 for the same choice).
+      # smt2numa's machine: with the kubelet's reserved CPU 0, each node still has room for a
+      # 2-CPU pod, so where a pod lands says whether its device pulled it. (2 sockets x 3 cores
+      # without SMT, 6 vCPUs, hung this kernel right after bringing up its CPUs under TCG.)
       # shellcheck disable=SC2054 # -smp takes one comma-separated argument
-      QEMU_ARGS=(-cpu Skylake-Server -m 3072 -smp 6,sockets=2,cores=3,threads=1
+      QEMU_ARGS=(-cpu Skylake-Server -m 3072 -smp 8,sockets=2,cores=2,threads=2
         -object memory-backend-ram,id=m0,size=1536M -object memory-backend-ram,id=m1,size=1536M
-        -numa node,nodeid=0,cpus=0-2,memdev=m0 -numa node,nodeid=1,cpus=3-5,memdev=m1)
+        -numa node,nodeid=0,cpus=0-3,memdev=m0 -numa node,nodeid=1,cpus=4-7,memdev=m1)
       APPEND="$common init=/sbin/topolet-guest-init" ;;
     snc4)
       # shellcheck disable=SC2054 # -smp takes one comma-separated argument
@@ -317,8 +317,9 @@ boot() {
     start_control "$d/control"
     # The user network (slirp): the guest reaches the host's loopback at 10.0.2.2, nothing of
     # the guest is reachable from the host.
-    # shellcheck disable=SC2054 # -nic takes one comma-separated argument
-    nic=(-nic user,model=virtio-net-pci)
+    # No option ROM: the guest boots its kernel directly (-kernel), iPXE would only add its prompt.
+    # shellcheck disable=SC2054 # -netdev and -device take one comma-separated argument each
+    nic=(-netdev user,id=net0 -device virtio-net-pci,netdev=net0,romfile=)
   fi
   make_payload "$shape" "$mode" "$d/payload"
   mkfs.ext4 -q -F -L payload -d "$d/payload" "$d/payload.img" 1G >/dev/null || die "mkfs.ext4 -d of the payload failed"

@@ -1169,7 +1169,7 @@ fn placement_table(rows: &[Placed]) -> Result<String> {
     Ok(t)
 }
 
-/// 2 sockets × 3 cores, 2 NUMA nodes (0-2 / 3-5), a real kubelet against the host's control
+/// smt2numa's machine (2 NUMA nodes, 0-3 / 4-7), a real kubelet against the host's control
 /// plane, a device plugin and a DRA driver publishing their devices on node 1. The issue's
 /// measurement: pods asking for one device and 2 exclusive CPUs, placed by the kubelet
 /// (`static` CPU manager, `single-numa-node` topology manager, CPU 0 reserved, no topolet) and
@@ -1177,7 +1177,7 @@ fn placement_table(rows: &[Placed]) -> Result<String> {
 /// topology manager takes hints from its device manager
 /// (pkg/kubelet/cm/devicemanager/topology_hints.go) but none from its DRA manager
 /// (pkg/kubelet/cm/dra has no GetTopologyHints), so only its device-plugin pods are expected on
-/// the device's node; each node has room for the pod's CPUs (node 0: 1-2 besides the reserved
+/// the device's node; each node has room for the pod's CPUs (node 0: 1-3 besides the reserved
 /// CPU 0), so where a pod lands is decided by its device or by nothing. Asserted: every pod
 /// under topolet has its CPUs and memory node on the device's node, and topolet's status names
 /// the device with its source and node; every device-plugin pod under the kubelet has its CPUs
@@ -1192,8 +1192,8 @@ fn kube2numa() -> Result<()> {
         "this guest was booted as {s}, not kube2numa"
     );
     ensure!(
-        guest::node_cpus(0)? == "0-2" && guest::node_cpus(1)? == "3-5",
-        "NUMA nodes are not 0-2 / 3-5"
+        guest::node_cpus(0)? == "0-3" && guest::node_cpus(1)? == "4-7",
+        "NUMA nodes are not 0-3 / 4-7"
     );
     step("starting containerd");
     let mut g = KubeGuest {

@@ -45,8 +45,17 @@ fi
 # name eth0 stays).
 if [ "${KUBE:-0}" = 1 ]; then
   modprobe virtio_net
-  ip link set eth0 up
-  ip addr add 10.0.2.15/24 dev eth0
+  # The device appears once the driver has probed it: its name is the kernel's (eth0).
+  nic=""
+  for _ in $(seq 100); do
+    for n in /sys/class/net/*; do [ "${n##*/}" = lo ] || nic="${n##*/}"; done
+    [ -z "$nic" ] || break
+    sleep 0.1
+  done
+  [ -n "$nic" ] || { echo "TOPOLET-GUEST: no network device ($(ls /sys/class/net))"; lsmod | grep -i virtio; }
+  echo "TOPOLET-GUEST: network device $nic, 10.0.2.15/24"
+  ip link set "$nic" up
+  ip addr add 10.0.2.15/24 dev "$nic"
   export TOPOLET_KUBE_CONTROL_DIR=/payload/kube-control TOPOLET_KUBE_API_HOST=10.0.2.2
   export TOPOLET_DEVICE_PLUGIN=/payload/bin/device-plugin TOPOLET_DRA_DRIVER=/payload/bin/dra-driver
   # hack/kube-node.sh's bound on the kubelet's start (node Ready), raised for emulation.

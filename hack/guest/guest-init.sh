@@ -41,11 +41,10 @@ if [ "$KIND" = plain ]; then
 fi
 
 # A kube shape (KUBE=1): QEMU's user network, the host's loopback (its control plane) at
-# 10.0.2.2; a static address, as there is no DHCP client (udev does not run either: the kernel's
-# name eth0 stays).
+# 10.0.2.2; a static address, as there is no DHCP client.
 if [ "${KUBE:-0}" = 1 ]; then
   modprobe virtio_net
-  # The device appears once the driver has probed it: its name is the kernel's (eth0).
+  # The device appears once the driver has probed it, named by the kernel (ens3 on this machine).
   nic=""
   for _ in $(seq 100); do
     for n in /sys/class/net/*; do [ "${n##*/}" = lo ] || nic="${n##*/}"; done

@@ -1072,17 +1072,27 @@ fn released(g: &mut KubeGuest, pod: &k8s_openapi::api::core::v1::Pod, id: &str) 
 /// with the affinity it gave and the CPUs the cgroup holds.
 fn device_in_status(t: &mut Topolet, name: &str, source: &str, row: &Placed) -> Result<()> {
     let full = format!("default/{name}/main");
-    let entry = t.wait_status(
-        &format!("{full} holds a device from {source}"),
-        GUEST_WAIT,
-        |s| {
-            s["devices"]
-                .as_array()?
-                .iter()
-                .find(|d| d["name"] == full.as_str())
-                .cloned()
-        },
-    )?;
+    let entry = t
+        .wait_status(
+            &format!("{full} holds a device from {source}"),
+            GUEST_WAIT,
+            |s| {
+                s["devices"]
+                    .as_array()?
+                    .iter()
+                    .find(|d| d["name"] == full.as_str())
+                    .cloned()
+            },
+        )
+        .with_context(|| {
+            format!(
+                "the PodResources source: {}; container {name}: cpus {}",
+                t.status()
+                    .map(|s| s["pod_resources"].to_string())
+                    .unwrap_or_default(),
+                row.cpus_allowed
+            )
+        })?;
     let devices = entry["devices"].as_array().context("devices")?;
     ensure!(
         devices.len() == 1
@@ -1242,9 +1252,12 @@ fn kube2numa() -> Result<()> {
     config.kubernetes = format!(
         "enabled = \"on\"\nkubeconfig = {kubeconfig:?}\nnode_name = {node:?}\npod_wait_ms = 1000"
     );
-    // This kubelet's PodResources socket (under its --root-dir, not the default path).
+    // This kubelet's PodResources socket (under its --root-dir, not the default path), and
+    // CreateContainer's wait for its answer at the largest allowed: under emulation the
+    // kubelet's Get took longer than the default 100 ms (a run saw a device-plugin pod
+    // admitted without its device, on node 0).
     config.kubelet = format!(
-        "pod_resources_socket = {:?}",
+        "pod_resources_socket = {:?}\npod_resources_wait_ms = 500",
         cluster.pod_resources_socket().to_string_lossy()
     );
     let mut t = guest::start_topolet(&work, &config)?;

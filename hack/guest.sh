@@ -19,6 +19,11 @@
 #              1280 MiB, node1 cpu 2 768 MiB, node2 cpu 3 512 MiB, node3 512 MiB and no CPUs
 #              (memory-only); systemd as PID 1, containerd and runc with the systemd cgroup driver
 #              (kubepods.slice parents)
+#   kube2numa  smt2numa's machine (cpus 0-3 / 4-7), plain init,
+#              cgroupfs driver, and a real kubelet: its control plane (etcd, kube-apiserver,
+#              kube-scheduler: hack/kube-node.sh start-control) runs on the host, the kubelet, the
+#              device plugin (hack/device-plugin) and the DRA driver (hack/dra-driver) in the guest,
+#              which reaches the API server at 10.0.2.2 (QEMU's user network: the host's loopback)
 #
 # The image (kernel, initrd, ext4 root filesystem) is built offline from Debian's packages with
 # mmdebstrap (the host's apt mirror, deb.debian.org) and `mkfs.ext4 -d` (no loop mount), and
@@ -60,7 +65,7 @@ GUEST_BOOT_TIMEOUT="${GUEST_BOOT_TIMEOUT:-600}"
 GUEST_TCG_THREAD="${GUEST_TCG_THREAD:-multi}"
 CONTAINERD_VERSION="${CONTAINERD_VERSION:-$DEFAULT_CONTAINERD_VERSION}"
 TARGET="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
-SHAPES="smt2numa snc4"
+SHAPES="smt2numa snc4 kube2numa"
 SUITE=debian-bookworm
 MIRROR=http://deb.debian.org/debian
 # What the guest's root filesystem holds (besides mmdebstrap's minbase).
@@ -70,11 +75,14 @@ SAY_TO_STDERR=1
 
 WORK=""
 QEMU_PID=""
+# The host-side control plane of a kube shape while it runs (hack/kube-node.sh start-control DIR).
+CONTROL_DIR=""
 # QEMU_PID is `timeout`'s (a process group of its own, which a signal to ours does not reach):
 # TERM makes it pass the signal to qemu and exit with it (a KILL follows after its --kill-after);
 # a KILL would end only `timeout` and leave qemu running.
 cleanup() {
   if [[ -n "$QEMU_PID" ]]; then kill -TERM "$QEMU_PID" 2>/dev/null || true; wait "$QEMU_PID" 2>/dev/null || true; fi
+  stop_control
   [[ -z "$WORK" ]] || rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -189,6 +197,15 @@ shape_args() {
         -object memory-backend-ram,id=m0,size=1536M -object memory-backend-ram,id=m1,size=1536M
         -numa node,nodeid=0,cpus=0-3,memdev=m0 -numa node,nodeid=1,cpus=4-7,memdev=m1)
       APPEND="$common init=/sbin/topolet-guest-init" ;;
+    kube2numa)
+      # smt2numa's machine: with the kubelet's reserved CPU 0, each node still has room for a
+      # 2-CPU pod, so where a pod lands says whether its device pulled it. (2 sockets x 3 cores
+      # without SMT, 6 vCPUs, hung this kernel right after bringing up its CPUs under TCG.)
+      # shellcheck disable=SC2054 # -smp takes one comma-separated argument
+      QEMU_ARGS=(-cpu Skylake-Server -m 3072 -smp 8,sockets=2,cores=2,threads=2
+        -object memory-backend-ram,id=m0,size=1536M -object memory-backend-ram,id=m1,size=1536M
+        -numa node,nodeid=0,cpus=0-3,memdev=m0 -numa node,nodeid=1,cpus=4-7,memdev=m1)
+      APPEND="$common init=/sbin/topolet-guest-init" ;;
     snc4)
       # shellcheck disable=SC2054 # -smp takes one comma-separated argument
       QEMU_ARGS=(-cpu Skylake-Server -m 3072 -smp 4,sockets=1,cores=4,threads=1
@@ -199,6 +216,28 @@ shape_args() {
       APPEND="$common $systemd" ;;
     *) die "unknown shape '$1' (shapes: $SHAPES)" ;;
   esac
+}
+
+# is_kube SHAPE: whether SHAPE runs a kubelet (and so a control plane on the host).
+is_kube() { [[ "$1" == kube2numa ]]; }
+
+# ---------------------------------------------------------------- the control plane of kube shapes
+
+# start_control DIR: etcd, kube-apiserver (its certificate valid for 10.0.2.2, the address QEMU's
+# user network gives the host's loopback) and kube-scheduler on this host, in DIR.
+start_control() {
+  CONTROL_DIR="$1"
+  KUBE_CONTROL_SCHEDULER=1 KUBE_API_SANS=IP:10.0.2.2 "$HACK_DIR/kube-node.sh" start-control "$CONTROL_DIR" >&2 ||
+    die "hack/kube-node.sh start-control failed (logs: $CONTROL_DIR)"
+}
+
+# stop_control [OUT]: stops the control plane, its logs into OUT/control if given.
+stop_control() {
+  [[ -n "$CONTROL_DIR" ]] || return 0
+  local dir="$CONTROL_DIR"
+  CONTROL_DIR=""
+  if [[ -n "${1:-}" ]]; then mkdir -p "$1/control"; cp "$dir"/*.log "$1/control/" 2>/dev/null || true; fi
+  "$HACK_DIR/kube-node.sh" stop "$dir" >&2 || warn "hack/kube-node.sh stop $dir failed"
 }
 
 # ---------------------------------------------------------------- payload
@@ -222,6 +261,19 @@ build_binaries() {
   [[ -x "$SUITE_BIN" ]] || die "no in_guest test executable in cargo's output"
 }
 
+# build_kube: the Kubernetes binaries (hack/install-kube.sh: a no-op when installed) and the
+# device plugin and DRA driver the kube shapes run, built here (the guest has no Go) as
+# integration/src/go.rs builds them.
+build_kube() {
+  "$HACK_DIR/install-kube.sh" >&2 || die "hack/install-kube.sh failed"
+  local go="${GO:-$(command -v go || echo /usr/local/go/bin/go)}" prog
+  mkdir -p "$TARGET/guest-go"
+  for prog in device-plugin dra-driver; do
+    (cd "$REPO_ROOT/hack/$prog" && CGO_ENABLED=0 go_cache_env GOFLAGS="-mod=readonly -buildvcs=false" \
+      "$go" build -trimpath -o "$TARGET/guest-go/$prog" .) || die "go build of hack/$prog failed"
+  done
+}
+
 # make_payload SHAPE MODE DIR: the payload disk's tree for SHAPE (MODE: suite or shell).
 make_payload() {
   local shape="$1" mode="$2" p="$3"
@@ -238,9 +290,20 @@ make_payload() {
   cp -L /bin/busybox "$p/bin/busybox"
   cp -a "$REPO_ROOT/hack" "$p/repo/hack"
   cp "$HACK_DIR/guest/guest-init.sh" "$p/guest-init.sh"
+  local kube=0
+  if is_kube "$shape"; then
+    kube=1
+    mkdir -p "$p/repo/.deps/cni/bin" "$p/kube-control/pki"
+    cp -L "$DEPS/bin/kubelet" "$DEPS/bin/kubectl" "$p/repo/.deps/bin/"
+    cp -L "$DEPS/cni/bin/loopback" "$p/repo/.deps/cni/bin/"
+    cp -L "$TARGET/guest-go/device-plugin" "$TARGET/guest-go/dra-driver" "$p/bin/"
+    # What the guest's kubelet and clients need of the host's control plane (start-kubelet).
+    cp "$CONTROL_DIR/ports" "$p/kube-control/"
+    cp "$CONTROL_DIR/pki/ca.crt" "$CONTROL_DIR/pki/tokens.csv" "$p/kube-control/pki/"
+  fi
   {
-    printf 'SHAPE=%q\nMODE=%q\nREPO_ROOT=%q\nCONTAINERD_VERSION=%q\nSUITE_ARGS=%q\n' \
-      "$shape" "$mode" "$REPO_ROOT" "$CONTAINERD_VERSION" "${GUEST_SUITE_ARGS:-}"
+    printf 'SHAPE=%q\nMODE=%q\nREPO_ROOT=%q\nCONTAINERD_VERSION=%q\nSUITE_ARGS=%q\nKUBE=%q\n' \
+      "$shape" "$mode" "$REPO_ROOT" "$CONTAINERD_VERSION" "${GUEST_SUITE_ARGS:-}" "$kube"
   } >"$p/env"
 }
 
@@ -248,8 +311,16 @@ make_payload() {
 boot() {
   local shape="$1" mode="$2" out="$3"
   work_dir
-  local d="$WORK/$shape"
+  local d="$WORK/$shape" nic=(-nic none)
   rm -rf "$d"; mkdir -p "$d/payload"
+  if is_kube "$shape"; then
+    start_control "$d/control"
+    # The user network (slirp): the guest reaches the host's loopback at 10.0.2.2, nothing of
+    # the guest is reachable from the host.
+    # No option ROM: the guest boots its kernel directly (-kernel), iPXE would only add its prompt.
+    # shellcheck disable=SC2054 # -netdev and -device take one comma-separated argument each
+    nic=(-netdev user,id=net0 -device virtio-net-pci,netdev=net0,romfile=)
+  fi
   make_payload "$shape" "$mode" "$d/payload"
   mkfs.ext4 -q -F -L payload -d "$d/payload" "$d/payload.img" 1G >/dev/null || die "mkfs.ext4 -d of the payload failed"
   rm -rf "$d/payload"
@@ -260,9 +331,10 @@ boot() {
     -drive "file=$IMAGE/rootfs.img,format=raw,if=virtio,snapshot=on"
     -drive "file=$d/payload.img,format=raw,if=virtio"
     -drive "file=$d/results.img,format=raw,if=virtio"
-    -nic none -nographic -no-reboot)
+    "${nic[@]}" -nographic -no-reboot)
   if [[ "$mode" == shell ]]; then
     "${qemu[@]}" || true
+    stop_control
     return 0
   fi
   local start=$SECONDS rc=0 reached attempt
@@ -290,6 +362,7 @@ boot() {
     if ((attempt == 2)); then
       mv "$d/console-hung-boot.log" "$out/"
       say "$shape: the guest did not reach its suite within ${GUEST_BOOT_TIMEOUT}s, twice"
+      stop_control "$out"
       return 1
     fi
     say "$shape: the guest did not reach its suite within ${GUEST_BOOT_TIMEOUT}s (its console is above): booting it once more"
@@ -297,6 +370,7 @@ boot() {
   done
   [[ ! -f "$d/console-hung-boot.log" ]] || mv "$d/console-hung-boot.log" "$out/"
   WALL=$((SECONDS - start))
+  stop_control "$out"
   if ((rc == 124 || rc == 137)); then
     # The suite's steps are on the console (tee'd by guest-init.sh), with the guest's uptime.
     print_console "$out/console.log"
@@ -337,6 +411,9 @@ cmd_test() {
   ensure_image
   build_binaries
   for s in "${shapes[@]}"; do
+    if is_kube "$s"; then build_kube; break; fi
+  done
+  for s in "${shapes[@]}"; do
     local out="$TARGET/guest/$s"
     say "booting $s (timeout ${GUEST_TIMEOUT}s; host load: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs)"
     if boot "$s" suite "$out"; then
@@ -361,7 +438,7 @@ main() {
     test) cmd_test "$@" ;;
     shell)
       [[ $# -eq 1 ]] || die "usage: guest.sh shell SHAPE (shapes: $SHAPES)"
-      shape_args "$1"; ensure_image; build_binaries; boot "$1" shell "" ;;
+      shape_args "$1"; ensure_image; build_binaries; if is_kube "$1"; then build_kube; fi; boot "$1" shell "" ;;
     shapes) echo "$SHAPES" ;;
     *) die "usage: guest.sh image | test [SHAPE...] | shell SHAPE | shapes" ;;
   esac

@@ -8,6 +8,9 @@
 #   hack/kube-node.sh start-control DIR    the control plane only: etcd -> kube-apiserver, topolet's
 #                                          CRD and RBAC, DIR/env; no containerd, scheduler or kubelet
 #                                          (hack/fleet.sh: Node objects and pods are its own)
+#   hack/kube-node.sh start-kubelet DIR    the kubelet only, against a control plane started elsewhere by
+#                                          `start-control` (KUBE_CONTROL_DIR, KUBE_API_HOST: the QEMU guest
+#                                          of hack/guest.sh's kube shape, the control plane on the host)
 #   hack/kube-node.sh stop DIR             stop the kubelet, scheduler, API server and etcd; leaves no
 #                                          process, mount or listener (the pods' containers and cgroups
 #                                          belong to the containerd stack: hack/containerd.sh stop)
@@ -56,6 +59,15 @@
 #   KUBE_NODE_NAME          node name (default topolet-node)
 #   KUBE_CPU_MANAGER_POLICY kubelet cpuManagerPolicy: none (default) or static
 #   KUBE_RESERVED_CPUS      kubelet reservedSystemCPUs (default: none; static needs some: use "0")
+#   KUBE_TOPOLOGY_MANAGER_POLICY  kubelet topologyManagerPolicy (default none; topolet needs none)
+#   KUBE_CONTROL_SCHEDULER  1: start-control starts kube-scheduler too (a kubelet started elsewhere
+#                           with start-kubelet gets its pods scheduled); default 0
+#   KUBE_API_SANS           more subjectAltNames of the API server's certificate, openssl syntax
+#                           (`IP:10.0.2.2`: the host as a QEMU guest's user network reaches it)
+#   KUBE_CONTROL_DIR        start-kubelet: a copy of a start-control DIR's ports, pki/ca.crt and
+#                           pki/tokens.csv (what the kubelet and the clients need to reach it)
+#   KUBE_API_HOST           start-kubelet: the API server's address from here (default 127.0.0.1);
+#                           every kubeconfig written names it
 #   KUBE_START_TIMEOUT      seconds to wait for each component (default 60)
 #   KUBE_MAX_PODS           kubelet maxPods (default 110)
 #   KUBE_WITH_CONTROLLERS   1: a node agents can be installed on the way operators install them (the
@@ -82,12 +94,14 @@ source "$HACK_DIR/lib/common.sh"
 NODE_NAME="${KUBE_NODE_NAME:-topolet-node}"
 CPU_MANAGER_POLICY="${KUBE_CPU_MANAGER_POLICY:-none}"
 RESERVED_CPUS="${KUBE_RESERVED_CPUS:-}"
+TOPOLOGY_MANAGER_POLICY="${KUBE_TOPOLOGY_MANAGER_POLICY:-none}"
+API_HOST="${KUBE_API_HOST:-127.0.0.1}"
 TIMEOUT="${KUBE_START_TIMEOUT:-60}"
 MAX_PODS="${KUBE_MAX_PODS:-110}"
 WITH_CONTROLLERS="${KUBE_WITH_CONTROLLERS:-0}"
 BIN="$DEPS/bin"
 
-usage() { die "usage: kube-node.sh start|start-control|stop|restart-kubelet|stop-apiserver|start-apiserver DIR"; }
+usage() { die "usage: kube-node.sh start|start-control|start-kubelet|stop|restart-kubelet|stop-apiserver|start-apiserver DIR"; }
 
 set_paths() {
   mkdir -p "$1"
@@ -216,8 +230,8 @@ make_pki() {
     openssl req -x509 -new -key "$PKI/ca.key" -subj "/CN=topolet-test-ca" -days 2 -out "$PKI/ca.crt"
     openssl ecparam -name prime256v1 -genkey -noout -out "$PKI/apiserver.key"
     openssl req -new -key "$PKI/apiserver.key" -subj "/CN=kube-apiserver" -out "$PKI/apiserver.csr"
-    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n' \
-      >"$PKI/apiserver.ext"
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc%s\nextendedKeyUsage=serverAuth\n' \
+      "${KUBE_API_SANS:+,$KUBE_API_SANS}" >"$PKI/apiserver.ext"
     openssl x509 -req -in "$PKI/apiserver.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
       -days 2 -extfile "$PKI/apiserver.ext" -out "$PKI/apiserver.crt"
     openssl ecparam -name prime256v1 -genkey -noout -out "$PKI/sa.key"
@@ -256,7 +270,7 @@ kind: Config
 clusters:
 - name: topolet-test
   cluster:
-    server: https://127.0.0.1:$API_PORT
+    server: https://$API_HOST:$API_PORT
     certificate-authority: $PKI/ca.crt
 users:
 - name: $2
@@ -358,9 +372,15 @@ load_containerd_stack() {
   [[ -n "$CRI_ENDPOINT" && "$CGROUP_ROOT" == /topolet-test-* ]] || die "$cdir/env lacks CRI_ENDPOINT or CGROUP_PARENT_BASE"
 }
 
-# The kubelet's cgroupRoot must exist in every v1 hierarchy (cpuset with cpus and mems set).
+# The kubelet's cgroupRoot must exist in every v1 hierarchy (cpuset with cpus and mems set); on
+# the unified hierarchy (cgroup v2: the QEMU guests), once, the kubelet's runc library enabling
+# the controllers of each level as it creates its cgroups.
 make_cgroup_root() {
   local h
+  if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
+    mkdir -p "/sys/fs/cgroup/${CGROUP_ROOT#/}"
+    return 0
+  fi
   for h in /sys/fs/cgroup/*/; do
     [[ -f "${h}cgroup.procs" ]] || continue
     mkdir -p "$h${CGROUP_ROOT#/}"
@@ -412,7 +432,7 @@ cpuManagerPolicy: $CPU_MANAGER_POLICY
 $cpu_opts
 $reserved
 memoryManagerPolicy: None
-topologyManagerPolicy: none
+topologyManagerPolicy: $TOPOLOGY_MANAGER_POLICY
 protectKernelDefaults: true
 makeIPTablesUtilChains: false
 oomScoreAdj: 0
@@ -564,7 +584,7 @@ write_env() {
   local tmp="$ENV_FILE.tmp" k
   declare -A v=(
     [KUBECONFIG]="$DIR/admin.kubeconfig" [KUBE_NODE_NAME]="$NODE_NAME"
-    [KUBE_API_URL]="https://127.0.0.1:$API_PORT" [KUBE_CA_FILE]="$PKI/ca.crt"
+    [KUBE_API_URL]="https://$API_HOST:$API_PORT" [KUBE_CA_FILE]="$PKI/ca.crt"
     [KUBE_ADMIN_TOKEN]="$ADMIN_TOKEN" [KUBE_TOPOLET_TOKEN]="$TOPOLET_TOKEN"
     [KUBE_TOPOLET_KUBECONFIG]="$DIR/topolet.kubeconfig" [KUBELET_PID_FILE]="$DIR/kubelet.pid"
     [KUBELET_LOG]="$DIR/kubelet.log" [KUBE_APISERVER_LOG]="$DIR/kube-apiserver.log"
@@ -579,8 +599,8 @@ write_env() {
 }
 
 save_start_env() {
-  printf 'NODE_NAME=%q\nCPU_MANAGER_POLICY=%q\nRESERVED_CPUS=%q\nKUBE_CONTAINERD_DIR=%q\nWITH_CONTROLLERS=%q\n' \
-    "$NODE_NAME" "$CPU_MANAGER_POLICY" "$RESERVED_CPUS" "$KUBE_CONTAINERD_DIR" "$WITH_CONTROLLERS" >"$DIR/start.env"
+  printf 'NODE_NAME=%q\nCPU_MANAGER_POLICY=%q\nRESERVED_CPUS=%q\nTOPOLOGY_MANAGER_POLICY=%q\nKUBE_CONTAINERD_DIR=%q\nWITH_CONTROLLERS=%q\nAPI_HOST=%q\n' \
+    "$NODE_NAME" "$CPU_MANAGER_POLICY" "$RESERVED_CPUS" "$TOPOLOGY_MANAGER_POLICY" "$KUBE_CONTAINERD_DIR" "$WITH_CONTROLLERS" "$API_HOST" >"$DIR/start.env"
 }
 
 load_start_env() {
@@ -657,9 +677,44 @@ cmd_start_control() {
   start_etcd
   start_apiserver
   apply_topolet_rbac
+  [[ "${KUBE_CONTROL_SCHEDULER:-0}" != 1 ]] || start_scheduler
   CGROUP_ROOT=""
   write_env
   say "control plane up in $((SECONDS - start))s (API https://127.0.0.1:$API_PORT, KUBECONFIG=$DIR/admin.kubeconfig)"
+}
+
+# The kubelet alone, against the control plane of KUBE_CONTROL_DIR (a start-control DIR's ports,
+# pki/ca.crt and pki/tokens.csv, copied to where this runs), reached at KUBE_API_HOST: DIR gets
+# the same files as `start` (env, kubeconfigs naming KUBE_API_HOST, ports), and `stop` stops the
+# kubelet (the rest runs elsewhere: no pid file of theirs is here).
+cmd_start_kubelet() {
+  local b control="${KUBE_CONTROL_DIR:-}"
+  for b in kubelet kubectl; do
+    [[ -x "$BIN/$b" ]] || die "$BIN/$b is missing: run hack/install-kube.sh"
+  done
+  [[ -x "$DEPS/cni/bin/loopback" ]] || die "$DEPS/cni/bin/loopback is missing: run hack/install-kube.sh"
+  [[ -n "$control" && -f "$control/ports" && -f "$control/pki/ca.crt" && -f "$control/pki/tokens.csv" ]] ||
+    die "KUBE_CONTROL_DIR must hold a start-control DIR's ports, pki/ca.crt and pki/tokens.csv (got '$control')"
+  load_containerd_stack
+  component_pid kubelet >/dev/null && die "a kubelet already runs in $DIR; stop it first"
+  local start=$SECONDS
+  save_start_env
+  mkdir -p "$PKI"
+  cp "$control/ports" "$PORTS_FILE"
+  cp "$control/pki/ca.crt" "$control/pki/tokens.csv" "$PKI/"
+  chmod 600 "$PKI/tokens.csv"
+  load_ports
+  load_tokens
+  kubeconfig "$DIR/admin.kubeconfig" admin "$ADMIN_TOKEN"
+  kubeconfig "$DIR/kubelet.kubeconfig" "system:node:$NODE_NAME" "$NODE_TOKEN"
+  kubeconfig "$DIR/topolet.kubeconfig" topolet "$TOPOLET_TOKEN"
+  make_cgroup_root
+  write_cni_config
+  write_kubelet_config
+  write_kubelet_wrapper
+  write_env
+  start_kubelet
+  say "node $NODE_NAME Ready in $((SECONDS - start))s (API https://$API_HOST:$API_PORT, KUBECONFIG=$DIR/admin.kubeconfig)"
 }
 
 cmd_stop() {
@@ -704,6 +759,7 @@ main() {
   case "$cmd" in
     start) cmd_start ;;
     start-control) cmd_start_control ;;
+    start-kubelet) cmd_start_kubelet ;;
     stop) cmd_stop ;;
     restart-kubelet) cmd_restart_kubelet ;;
     stop-apiserver) stop_component kube-apiserver ;;

@@ -52,7 +52,8 @@
 #           TOPOLET_CONTAINERD_VERSION=<v> cargo test -p topolet-integration --test ... -- --test-threads=1
 #         then, once lane A's and lane C's NRI suites are done too, hack/guest.sh test (the real-kernel suite
 #         in QEMU guests of every shape: SMT + 2 NUMA nodes with the cgroupfs driver; 4 SNC-like
-#         nodes with a memory-only one under systemd with the systemd driver; image built once
+#         nodes with a memory-only one under systemd with the systemd driver; the 2-NUMA machine
+#         with a kubelet, its control plane on the host, device plugin and DRA driver; image built once
 #         and cached: docs/src/real-kernels.md), under `nice`: never beside an NRI suite
 #      With two lanes (every kubelet suite in A, the guests in B) the warm run at b8021b1~1 had
 #      lane A at about 1,430 s and B at 1,210 s, both mostly waiting on real intervals

@@ -40,6 +40,27 @@ if [ "$KIND" = plain ]; then
   ip link set lo up
 fi
 
+# A kube shape (KUBE=1): QEMU's user network, the host's loopback (its control plane) at
+# 10.0.2.2; a static address, as there is no DHCP client.
+if [ "${KUBE:-0}" = 1 ]; then
+  modprobe virtio_net
+  # The device appears once the driver has probed it, named by the kernel (ens3 on this machine).
+  nic=""
+  for _ in $(seq 100); do
+    for n in /sys/class/net/*; do [ "${n##*/}" = lo ] || nic="${n##*/}"; done
+    [ -z "$nic" ] || break
+    sleep 0.1
+  done
+  [ -n "$nic" ] || { echo "TOPOLET-GUEST: no network device ($(ls /sys/class/net))"; lsmod | grep -i virtio; }
+  echo "TOPOLET-GUEST: network device $nic, 10.0.2.15/24"
+  ip link set "$nic" up
+  ip addr add 10.0.2.15/24 dev "$nic"
+  export TOPOLET_KUBE_CONTROL_DIR=/payload/kube-control TOPOLET_KUBE_API_HOST=10.0.2.2
+  export TOPOLET_DEVICE_PLUGIN=/payload/bin/device-plugin TOPOLET_DRA_DRIVER=/payload/bin/dra-driver
+  # hack/kube-node.sh's bound on the kubelet's start (node Ready), raised for emulation.
+  export KUBE_START_TIMEOUT=300
+fi
+
 mount -t ext4 /dev/vdc /results || { echo "TOPOLET-GUEST: no results disk"; poweroff_now; }
 mkdir -p "$(dirname "$REPO_ROOT")"
 ln -sfn /payload/repo "$REPO_ROOT"
@@ -47,9 +68,13 @@ ln -sfn /payload/repo "$REPO_ROOT"
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/payload/bin
 export HOME=/root
 export TOPOLET_BIN=/payload/bin/topolet
-export CARGO_TARGET_DIR=/var/lib/topolet-guest/target
+# Not under /var/lib: the kubelet's mount namespace has a tmpfs there (hack/kube-node.sh), which
+# would hide its own directory under the scratch dirs of this target.
+export CARGO_TARGET_DIR=/srv/topolet-guest/target
 export BUSYBOX=/payload/bin/busybox
 export TOPOLET_GUEST_SHAPE="$SHAPE"
+# Where a test writes what hack/guest.sh copies out besides suite.log (the results disk).
+export TOPOLET_GUEST_RESULTS=/results
 export TOPOLET_CONTAINERD_VERSION="$CONTAINERD_VERSION"
 # Emulation (TCG) is 10-50x slower than the host: NRI's per-request deadline, crictl's and the
 # stack's start-up timeouts are raised. These are upper bounds, never waited out on success.

@@ -781,3 +781,524 @@ fn snc4() -> Result<()> {
     step("done");
     Ok(())
 }
+
+// ---------------------------------------------------------------- kube2numa: a real kubelet
+
+/// Pods per device source and condition in `kube2numa` (created and deleted one after the other).
+const KUBE_PODS: usize = 4;
+/// The device plugin's extended resource.
+const GPU: &str = "topolet.test/gpu";
+/// The NUMA node every device of `kube2numa` is published on, and its CPUs.
+const DEVICE_NODE: usize = 1;
+
+/// One pod of the placement measurement: where its container really runs.
+struct Placed {
+    condition: &'static str,
+    source: &'static str,
+    pod: String,
+    cpuset_cpus: String,
+    cpuset_mems: String,
+    cpus_allowed: String,
+    mems_allowed: String,
+}
+
+impl Placed {
+    /// Its CPUs (the process's affinity, which the cgroup's cpuset.cpus must equal) all on the
+    /// device's node.
+    fn cpus_with_device(&self) -> Result<bool> {
+        let node = guest::parse_list(&guest::node_cpus(DEVICE_NODE)?)?;
+        let cpus = guest::parse_list(&self.cpus_allowed)?;
+        Ok(!cpus.is_empty() && cpus.iter().all(|c| node.contains(c)))
+    }
+
+    /// Its memory nodes (the process's `Mems_allowed_list`) only the device's node.
+    fn mems_with_device(&self) -> bool {
+        self.mems_allowed == DEVICE_NODE.to_string()
+    }
+}
+
+/// The kubelet, the device plugin and the DRA driver of one condition, with topolet in the
+/// second. Dropped in order: the programs, the kubelet, topolet; the stack is left running.
+struct KubeGuest {
+    plugin: Option<topolet_integration::go::Program>,
+    driver: Option<topolet_integration::go::Program>,
+    cluster: Option<topolet_integration::cluster::Cluster>,
+    topolet: Option<Topolet>,
+    stack: Stack,
+}
+
+impl Drop for KubeGuest {
+    fn drop(&mut self) {
+        self.plugin.take();
+        self.driver.take();
+        self.cluster.take();
+        self.topolet.take();
+        self.stack.leave_running();
+    }
+}
+
+impl KubeGuest {
+    fn cluster(&self) -> Result<&topolet_integration::cluster::Cluster> {
+        self.cluster.as_ref().context("no kubelet runs")
+    }
+
+    /// Starts a kubelet with `opts` against the host's control plane, then the device plugin
+    /// (`GPU`, `count` devices) and the DRA driver (`2 × count` devices: a claim this cluster
+    /// cannot deallocate, having no resourceclaim controller, keeps its device, and each
+    /// condition's pods need their own) publishing on `DEVICE_NODE`; returns once the node
+    /// advertises both.
+    fn start_kubelet(
+        &mut self,
+        mut opts: topolet_integration::cluster::ClusterOptions,
+        count: u32,
+    ) -> Result<()> {
+        use topolet_integration::cluster::{Cluster, RemoteControl};
+        use topolet_integration::{device_plugin, dra_driver};
+        opts.remote_control = Some(RemoteControl::from_env().context(
+            "TOPOLET_KUBE_CONTROL_DIR / TOPOLET_KUBE_API_HOST unset: hack/guest.sh runs the kube shapes' control plane",
+        )?);
+        step(&format!(
+            "kubelet: cpuManagerPolicy {}, topologyManagerPolicy {}",
+            opts.cpu_manager_policy, opts.topology_manager_policy
+        ));
+        let cluster = Cluster::start(&self.stack, &opts)?;
+        step("device plugin and DRA driver");
+        let numa = DEVICE_NODE as u32;
+        self.plugin = Some(device_plugin::start(&cluster, GPU, count, numa)?);
+        self.driver = Some(dra_driver::start(&cluster, 2 * count, numa)?);
+        let node = cluster.node_name().to_string();
+        let selector = format!("spec.nodeName={node}");
+        wait::until_true(
+            "the node advertises the plugin's devices and the driver's ResourceSlice",
+            GUEST_WAIT,
+            || {
+                let gpus = cluster
+                    .extended_resource(GPU)?
+                    .is_some_and(|a| a.capacity == u64::from(count) && a.allocatable_agrees);
+                let slices = cluster.kubectl(&[
+                    "get",
+                    "resourceslices",
+                    "--field-selector",
+                    &selector,
+                    "-o",
+                    "jsonpath={.items[*].spec.driver}",
+                ])?;
+                Ok(gpus
+                    && slices
+                        .split_whitespace()
+                        .any(|d| d == topolet_integration::dra_driver::DRIVER))
+            },
+        )
+        .with_context(|| {
+            format!(
+                "device plugin log:\n{}\ndra driver log:\n{}",
+                self.plugin.as_ref().map(|p| p.logged()).unwrap_or_default(),
+                self.driver.as_ref().map(|p| p.logged()).unwrap_or_default()
+            )
+        })?;
+        self.cluster = Some(cluster);
+        Ok(())
+    }
+
+    /// Stops the programs and the kubelet, and deletes the Node, so that the next kubelet (the
+    /// same node name: the node token of the control plane names it) registers afresh, with
+    /// no capacity of the old device plugin's.
+    fn stop_kubelet(&mut self) -> Result<()> {
+        step("stopping the kubelet");
+        self.plugin.take();
+        self.driver.take();
+        let mut cluster = self.cluster.take().context("no kubelet runs")?;
+        cluster.keep_logs();
+        cluster.stop()?;
+        let node = cluster.node_name().to_string();
+        cluster.kubectl(&["delete", "node", &node, "--wait=true"])?;
+        Ok(())
+    }
+}
+
+/// The pod manifest of one measured pod: 2 exclusive CPUs (Guaranteed, integer CPU), and one
+/// device from `source` (`pod-resources`: the device plugin's `GPU`; `dra`: the claim `claim`).
+fn device_pod(name: &str, source: &str, claim: &str) -> Value {
+    use serde_json::json;
+    use topolet_integration::manifests::{ctr, guaranteed, pod};
+    let mut r = guaranteed("2", "64Mi");
+    let mut c = if source == "dra" {
+        let mut c = ctr("main", r);
+        c["resources"]["claims"] = json!([{"name": "dev"}]);
+        c
+    } else {
+        r["requests"][GPU] = json!("1");
+        r["limits"][GPU] = json!("1");
+        ctr("main", r)
+    };
+    c["name"] = json!("main");
+    let mut m = pod(name, vec![c], vec![]);
+    if source == "dra" {
+        m["spec"]["resourceClaims"] = json!([{"name": "dev", "resourceClaimName": claim}]);
+    }
+    m
+}
+
+/// Creates the DeviceClass of the DRA driver's devices (once) or a ResourceClaim of one device.
+fn kubectl_create(cluster: &topolet_integration::cluster::Cluster, object: &Value) -> Result<()> {
+    let file = cluster.dir().join(format!(
+        "object-{}.json",
+        object["metadata"]["name"].as_str().unwrap_or("unnamed")
+    ));
+    std::fs::write(&file, object.to_string())
+        .with_context(|| format!("writing {}", file.display()))?;
+    cluster.kubectl(&["create", "-f", &file.to_string_lossy()])?;
+    Ok(())
+}
+
+/// Runs `KUBE_PODS` pods per source, one after the other, under the current kubelet (and
+/// topolet, if it runs): each created through the API, scheduled by the stock scheduler,
+/// observed in its cgroup and `/proc`, deleted, and its CPUs seen released before the next.
+/// With topolet, its status must name the pod's device with its source and node.
+fn measure(g: &mut KubeGuest, condition: &'static str, prefix: &str) -> Result<Vec<Placed>> {
+    use serde_json::json;
+    let mut rows = Vec::new();
+    for (source, tag) in [("pod-resources", "dp"), ("dra", "dra")] {
+        for i in 0..KUBE_PODS {
+            let name = format!("{prefix}-{tag}-{i}");
+            let claim = format!("{name}-claim");
+            let cluster = g.cluster()?;
+            if source == "dra" {
+                kubectl_create(
+                    cluster,
+                    &json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                        "metadata": {"name": claim, "namespace": "default"},
+                        "spec": {"devices": {"requests": [
+                            {"name": "dev", "exactly": {"deviceClassName": "topolet-test-dev"}}]}}}),
+                )?;
+            }
+            step(&format!("{condition}: pod {name} ({source})"));
+            cluster.create_pod(device_pod(&name, source, &claim))?;
+            let pod = wait::until(&format!("pod {name} running"), GUEST_WAIT, || {
+                let p = cluster.get_pod(&name)?;
+                if p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed") {
+                    anyhow::bail!("pod {name} failed: {}", cluster.pod_summary(&name));
+                }
+                Ok(topolet_integration::cluster::all_ready(&p).then_some(p))
+            })
+            .with_context(|| cluster.pod_summary(&name))?;
+            let kc = cluster.container(&pod, "main")?;
+            let created = kc.created();
+            let dir = guest::container_cgroup(&created);
+            let pid = g.stack.cri().pid(&kc.id)?;
+            // The harness's path of the container is the kernel's (cgroup v2: `0::<path>`).
+            let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+                .with_context(|| format!("reading /proc/{pid}/cgroup"))?;
+            let want = format!("0::{}/{}", kc.cgroup_parent, kc.id);
+            ensure!(
+                own.lines().any(|l| l == want),
+                "container {} of {name} is in {own:?}, not {want}",
+                kc.id
+            );
+            let row = Placed {
+                condition,
+                source,
+                pod: name.clone(),
+                cpuset_cpus: file(&dir, "cpuset.cpus")?,
+                cpuset_mems: file(&dir, "cpuset.mems")?,
+                cpus_allowed: guest::proc_status_field(pid, "Cpus_allowed_list")?,
+                mems_allowed: guest::proc_status_field(pid, "Mems_allowed_list")?,
+            };
+            // Exclusive: the cgroup's cpuset is what the process runs on, 2 CPUs.
+            ensure!(
+                same_cpus(&row.cpuset_cpus, &row.cpus_allowed)?
+                    && guest::parse_list(&row.cpus_allowed)?.len() == 2,
+                "{name}: cpuset.cpus {:?}, Cpus_allowed_list {:?}: not 2 exclusive CPUs",
+                row.cpuset_cpus,
+                row.cpus_allowed
+            );
+            if let Some(t) = g.topolet.as_mut() {
+                device_in_status(t, &name, source, &row)?;
+            }
+            eprintln!(
+                "[kube2numa] {condition} {source} {name}: cpuset.cpus {} cpuset.mems {:?} Cpus_allowed_list {} Mems_allowed_list {}",
+                row.cpuset_cpus, row.cpuset_mems, row.cpus_allowed, row.mems_allowed
+            );
+            rows.push(row);
+            step(&format!("{condition}: deleting {name}"));
+            let cluster = g.cluster()?;
+            cluster.block_on(
+                cluster
+                    .pods()
+                    .delete(&name, &kube::api::DeleteParams::default()),
+            )?;
+            wait::until_true(&format!("pod {name} gone"), GUEST_WAIT, || {
+                Ok(cluster.block_on(cluster.pods().get_opt(&name))?.is_none())
+            })?;
+            released(g, &pod, &kc.id)?;
+        }
+    }
+    Ok(rows)
+}
+
+/// Waits until the deleted pod's CPUs are free again for the next one: in topolet's books
+/// (its status), or in the kubelet's CPU manager checkpoint (`<root-dir>/cpu_manager_state`,
+/// pkg/kubelet/cm/cpumanager/state: the pod's entry goes when its container is removed).
+fn released(g: &mut KubeGuest, pod: &k8s_openapi::api::core::v1::Pod, id: &str) -> Result<()> {
+    if let Some(t) = g.topolet.as_mut() {
+        let id = id.to_string();
+        return t
+            .wait_status("the pod's CPUs released", GUEST_WAIT, |s| {
+                (!s["exclusive"]
+                    .as_array()?
+                    .iter()
+                    .any(|e| e["id"] == id.as_str()))
+                .then_some(())
+            })
+            .map(|_| ());
+    }
+    let uid = pod.metadata.uid.clone().context("pod without uid")?;
+    let state = g.cluster()?.dir().join("kubelet/cpu_manager_state");
+    wait::until_true(
+        "the kubelet's CPU manager released the pod",
+        GUEST_WAIT,
+        || {
+            let text = std::fs::read_to_string(&state)
+                .with_context(|| format!("reading {}", state.display()))?;
+            let v: Value = serde_json::from_str(&text)
+                .with_context(|| format!("parsing {}", state.display()))?;
+            Ok(v["entries"].get(&uid).is_none())
+        },
+    )
+}
+
+/// topolet's status names the container's device, from `source`, on `DEVICE_NODE` (from the
+/// kubelet's PodResources answer; for DRA, the ResourceSlice's `resource.kubernetes.io/numaNode`),
+/// with the affinity it gave and the CPUs the cgroup holds.
+fn device_in_status(t: &mut Topolet, name: &str, source: &str, row: &Placed) -> Result<()> {
+    let full = format!("default/{name}/main");
+    let entry = t
+        .wait_status(
+            &format!("{full} holds a device from {source}"),
+            GUEST_WAIT,
+            |s| {
+                s["devices"]
+                    .as_array()?
+                    .iter()
+                    .find(|d| d["name"] == full.as_str())
+                    .cloned()
+            },
+        )
+        .with_context(|| {
+            format!(
+                "the PodResources source: {}; container {name}: cpus {}",
+                t.status()
+                    .map(|s| s["pod_resources"].to_string())
+                    .unwrap_or_default(),
+                row.cpus_allowed
+            )
+        })?;
+    let devices = entry["devices"].as_array().context("devices")?;
+    ensure!(
+        devices.len() == 1
+            && devices[0]["source"] == source
+            && devices[0]["numa"] == DEVICE_NODE
+            && devices[0]["numa_unknown"].is_null(),
+        "one device, from {source}, on numa node {DEVICE_NODE}: {entry:#}"
+    );
+    ensure!(
+        entry["device_numa_nodes"] == serde_json::json!([DEVICE_NODE])
+            && entry["numa_affinity"] == DEVICE_NODE.to_string().as_str(),
+        "the device pulled the container to node {DEVICE_NODE}: {entry:#}"
+    );
+    let cpus = entry["cpus"].as_str().context("exclusive cpus")?;
+    ensure!(
+        same_cpus(cpus, &row.cpuset_cpus)?,
+        "status cpus {cpus}, cgroup {}",
+        row.cpuset_cpus
+    );
+    Ok(())
+}
+
+/// The measurement's table: one line per pod, then the shares per condition and source.
+fn placement_table(rows: &[Placed]) -> Result<String> {
+    use std::fmt::Write;
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "{:<36} {:<14} {:<12} {:<12} {:<12} {:<18} {:<18} {:<10} mems on node {DEVICE_NODE}",
+        "condition",
+        "source",
+        "pod",
+        "cpuset.cpus",
+        "cpuset.mems",
+        "Cpus_allowed_list",
+        "Mems_allowed_list",
+        format!("cpus on {DEVICE_NODE}")
+    );
+    for r in rows {
+        let _ = writeln!(
+            t,
+            "{:<36} {:<14} {:<12} {:<12} {:<12} {:<18} {:<18} {:<10} {}",
+            r.condition,
+            r.source,
+            r.pod,
+            r.cpuset_cpus,
+            if r.cpuset_mems.is_empty() {
+                "(unset)"
+            } else {
+                &r.cpuset_mems
+            },
+            r.cpus_allowed,
+            r.mems_allowed,
+            if r.cpus_with_device()? { "yes" } else { "no" },
+            if r.mems_with_device() { "yes" } else { "no" }
+        );
+    }
+    let _ = writeln!(
+        t,
+        "\nshare placed with the device (node {DEVICE_NODE}): CPUs / memory nodes"
+    );
+    let mut conditions: Vec<&str> = rows.iter().map(|r| r.condition).collect();
+    conditions.dedup();
+    for c in conditions {
+        let mut line = format!("{c:<36}");
+        for s in ["pod-resources", "dra"] {
+            let of: Vec<&Placed> = rows
+                .iter()
+                .filter(|r| r.condition == c && r.source == s)
+                .collect();
+            let mut cpus = 0;
+            for r in &of {
+                cpus += usize::from(r.cpus_with_device()?);
+            }
+            let mems = of.iter().filter(|r| r.mems_with_device()).count();
+            let _ = write!(
+                line,
+                " {s}: {cpus}/{n} CPUs, {mems}/{n} memory;",
+                n = of.len()
+            );
+        }
+        let _ = writeln!(t, "{line}");
+    }
+    Ok(t)
+}
+
+/// smt2numa's machine (2 NUMA nodes, 0-3 / 4-7), a real kubelet against the host's control
+/// plane, a device plugin and a DRA driver publishing their devices on node 1. The issue's
+/// measurement: pods asking for one device and 2 exclusive CPUs, placed by the kubelet
+/// (`static` CPU manager, `single-numa-node` topology manager, CPU 0 reserved, no topolet) and
+/// by topolet (kubelet `none`), for device-plugin devices and DRA devices. The kubelet's
+/// topology manager takes hints from its device manager
+/// (pkg/kubelet/cm/devicemanager/topology_hints.go) but none from its DRA manager
+/// (pkg/kubelet/cm/dra has no GetTopologyHints), so only its device-plugin pods are expected on
+/// the device's node; each node has room for the pod's CPUs (node 0: 1-3 besides the reserved
+/// CPU 0), so where a pod lands is decided by its device or by nothing. Asserted: every pod
+/// under topolet has its CPUs and memory node on the device's node, and topolet's status names
+/// the device with its source and node; every device-plugin pod under the kubelet has its CPUs
+/// there (pkg/kubelet/cm/topologymanager: single-numa-node admits only a hint of one node, the
+/// device's); the kubelet's DRA pods are measured and reported, not asserted.
+#[test]
+fn kube2numa() -> Result<()> {
+    use topolet_integration::cluster::ClusterOptions;
+    let s = guest::shape()?;
+    ensure!(
+        s == "kube2numa",
+        "this guest was booted as {s}, not kube2numa"
+    );
+    ensure!(
+        guest::node_cpus(0)? == "0-3" && guest::node_cpus(1)? == "4-7",
+        "NUMA nodes are not 0-3 / 4-7"
+    );
+    step("starting containerd");
+    let mut g = KubeGuest {
+        plugin: None,
+        driver: None,
+        cluster: None,
+        topolet: None,
+        stack: Stack::start()?,
+    };
+    let count = KUBE_PODS as u32;
+
+    // The kubelet's own managers, no topolet.
+    g.start_kubelet(
+        ClusterOptions {
+            cpu_manager_policy: "static".into(),
+            reserved_cpus: Some("0".into()),
+            topology_manager_policy: "single-numa-node".into(),
+            ..ClusterOptions::default()
+        },
+        count,
+    )?;
+    kubectl_create(
+        g.cluster()?,
+        &serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": "topolet-test-dev"},
+            "spec": {"selectors": [{"cel": {"expression":
+                format!("device.driver == '{}'", topolet_integration::dra_driver::DRIVER)}}]}}),
+    )?;
+    let mut rows = measure(&mut g, "kubelet static + single-numa-node", "k")?;
+    g.stop_kubelet()?;
+
+    // The kubelet's managers off, topolet on.
+    g.start_kubelet(ClusterOptions::default(), count)?;
+    step("starting topolet");
+    let work = g.stack.work_dir("topolet")?;
+    let mut config = TopoletConfig::for_stack(&g.stack, &work);
+    // The kubelet's reservedSystemCPUs of the other condition: the same CPUs to place on.
+    config.reserved_cpus = Some("0".into());
+    // The kubelet's topologyManagerPolicy of the other condition (topolet's default is none,
+    // which aligns nothing).
+    config.extra_toml = "[topology]\npolicy = \"single-numa-node\"\n\n[eviction]\n# This test's pods are never to be evicted (the harness's API-on nodes do the same).\naction = \"dry-run\"\n".into();
+    let cluster = g.cluster()?;
+    let kubeconfig = cluster.env("KUBE_TOPOLET_KUBECONFIG")?.to_string();
+    let node = cluster.node_name().to_string();
+    // The API client: the pods' specs and this node's ResourceSlices (a DRA device's node).
+    config.kubernetes = format!(
+        "enabled = \"on\"\nkubeconfig = {kubeconfig:?}\nnode_name = {node:?}\npod_wait_ms = 1000"
+    );
+    // This kubelet's PodResources socket (under its --root-dir, not the default path), and
+    // CreateContainer's wait for its answer at the largest allowed: under emulation the
+    // kubelet's Get took longer than the default 100 ms (a run saw a device-plugin pod
+    // admitted without its device, on node 0).
+    config.kubelet = format!(
+        "pod_resources_socket = {:?}\npod_resources_wait_ms = 500",
+        cluster.pod_resources_socket().to_string_lossy()
+    );
+    let mut t = guest::start_topolet(&work, &config)?;
+    t.wait_status(
+        "topolet's ResourceSlice watch holds the driver's devices",
+        GUEST_WAIT,
+        |s| {
+            let r = &s["resource_slices"];
+            (r["state"] == "listed" && r["devices"] == 2 * count && r["last_error"].is_null())
+                .then_some(())
+        },
+    )?;
+    g.topolet = Some(t);
+    rows.extend(measure(&mut g, "kubelet none + topolet", "t")?);
+
+    let table = placement_table(&rows)?;
+    eprintln!("[kube2numa] placement\n{table}");
+    let results = std::env::var("TOPOLET_GUEST_RESULTS").unwrap_or_else(|_| "/results".into());
+    let out = PathBuf::from(results).join("placement.txt");
+    std::fs::write(&out, &table).with_context(|| format!("writing {}", out.display()))?;
+
+    for r in &rows {
+        if r.condition == "kubelet none + topolet" {
+            ensure!(
+                r.cpus_with_device()? && r.mems_with_device() && r.cpuset_mems == "1",
+                "topolet placed {} ({}) on cpus {} mems {} (cgroup {:?}), not with its device on node {DEVICE_NODE}",
+                r.pod,
+                r.source,
+                r.cpus_allowed,
+                r.mems_allowed,
+                r.cpuset_mems
+            );
+        } else if r.source == "pod-resources" {
+            ensure!(
+                r.cpus_with_device()?,
+                "the kubelet placed device-plugin pod {} on cpus {}, not on node {DEVICE_NODE}",
+                r.pod,
+                r.cpus_allowed
+            );
+        }
+    }
+    step("done");
+    Ok(())
+}

@@ -38,6 +38,12 @@ pub struct ClusterOptions {
     pub cpu_manager_policy: String,
     /// `reservedSystemCPUs` (required by the static policy).
     pub reserved_cpus: Option<String>,
+    /// `topologyManagerPolicy`: `none` (what topolet needs), `best-effort`, `restricted` or
+    /// `single-numa-node`.
+    pub topology_manager_policy: String,
+    /// The control plane runs elsewhere (`hack/kube-node.sh start-control` on the host of a QEMU
+    /// guest): only the kubelet is started here, against it (`start-kubelet`).
+    pub remote_control: Option<RemoteControl>,
     /// `KUBE_WITH_CONTROLLERS=1`: kube-controller-manager, ServiceAccount admission and pod
     /// volumes that reach containerd, for installing topolet as a DaemonSet (the Helm suite).
     pub with_controllers: bool,
@@ -48,8 +54,32 @@ impl Default for ClusterOptions {
         ClusterOptions {
             cpu_manager_policy: "none".into(),
             reserved_cpus: None,
+            topology_manager_policy: "none".into(),
+            remote_control: None,
             with_controllers: false,
         }
+    }
+}
+
+/// A control plane started elsewhere (hack/kube-node.sh's `KUBE_CONTROL_DIR`, `KUBE_API_HOST`).
+#[derive(Debug, Clone)]
+pub struct RemoteControl {
+    /// A copy of its DIR's `ports`, `pki/ca.crt` and `pki/tokens.csv`.
+    pub dir: PathBuf,
+    /// The API server's address from here.
+    pub api_host: String,
+}
+
+impl RemoteControl {
+    /// The one hack/guest.sh hands a guest (`TOPOLET_KUBE_CONTROL_DIR`, `TOPOLET_KUBE_API_HOST`),
+    /// if it did.
+    pub fn from_env() -> Option<RemoteControl> {
+        let dir = std::env::var_os("TOPOLET_KUBE_CONTROL_DIR")?;
+        let api_host = std::env::var("TOPOLET_KUBE_API_HOST").ok()?;
+        Some(RemoteControl {
+            dir: PathBuf::from(dir),
+            api_host,
+        })
     }
 }
 
@@ -99,10 +129,23 @@ impl Cluster {
             .build()
             .context("building a tokio runtime for the kube client")?;
         let mut cmd = Command::new(script());
-        cmd.arg("start")
+        let action = if opts.remote_control.is_some() {
+            "start-kubelet"
+        } else {
+            "start"
+        };
+        cmd.arg(action)
             .arg(dir.path())
             .env("KUBE_CONTAINERD_DIR", stack.dir())
-            .env("KUBE_CPU_MANAGER_POLICY", &opts.cpu_manager_policy);
+            .env("KUBE_CPU_MANAGER_POLICY", &opts.cpu_manager_policy)
+            .env(
+                "KUBE_TOPOLOGY_MANAGER_POLICY",
+                &opts.topology_manager_policy,
+            );
+        if let Some(rc) = &opts.remote_control {
+            cmd.env("KUBE_CONTROL_DIR", &rc.dir)
+                .env("KUBE_API_HOST", &rc.api_host);
+        }
         if let Some(r) = &opts.reserved_cpus {
             cmd.env("KUBE_RESERVED_CPUS", r);
         }
@@ -112,7 +155,7 @@ impl Cluster {
         let started = Instant::now();
         // Whatever part of the start succeeded is stopped if the rest fails.
         let guard = StopOnDrop(dir.path().to_path_buf());
-        run_script(cmd, "start", dir.path())?;
+        run_script(cmd, action, dir.path())?;
         std::mem::forget(guard);
         eprintln!("[cluster] node Ready in {:.1?}", started.elapsed());
         let env = read_env(&dir.path().join("env"))?;
@@ -150,6 +193,12 @@ impl Cluster {
     /// Starts kube-apiserver again; returns when it is ready.
     pub fn start_apiserver(&self) -> anyhow::Result<()> {
         self.sh("start-apiserver")
+    }
+
+    /// Copies the components' logs to `<target>/it-logs/<dir>` (done on drop unless stopped
+    /// before).
+    pub fn keep_logs(&self) {
+        keep_logs(self.dir.path());
     }
 
     /// Stops every component. Also done on drop.

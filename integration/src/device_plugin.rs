@@ -13,7 +13,13 @@ use crate::paths;
 
 /// The device plugin's binary, built into the target dir (Go's build cache makes a rebuild of
 /// an unchanged source quick).
+///
+/// `TOPOLET_DEVICE_PLUGIN`: a binary built beforehand (hack/guest.sh builds it on the host for the QEMU
+/// guests, which have no Go toolchain), used as it is.
 pub fn binary() -> anyhow::Result<PathBuf> {
+    if let Some(prebuilt) = std::env::var_os("TOPOLET_DEVICE_PLUGIN") {
+        return Ok(PathBuf::from(prebuilt));
+    }
     let to = paths::target_dir().join("device-plugin");
     let src = paths::repo_root().join("hack/device-plugin");
     crate::go::build(&src, &to, crate::go::Modules::Cached)?;

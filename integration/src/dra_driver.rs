@@ -17,7 +17,13 @@ use crate::paths;
 pub const DRIVER: &str = "topolet.test";
 
 /// The driver's binary, built into the target dir.
+///
+/// `TOPOLET_DRA_DRIVER`: a binary built beforehand (hack/guest.sh builds it on the host for the QEMU
+/// guests, which have no Go toolchain), used as it is.
 pub fn binary() -> anyhow::Result<PathBuf> {
+    if let Some(prebuilt) = std::env::var_os("TOPOLET_DRA_DRIVER") {
+        return Ok(PathBuf::from(prebuilt));
+    }
     let to = paths::target_dir().join("dra-driver");
     let src = paths::repo_root().join("hack/dra-driver");
     crate::go::build(&src, &to, crate::go::Modules::Cached)?;

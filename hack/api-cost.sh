@@ -105,7 +105,7 @@ load1() { cut -d' ' -f1 /proc/loadavg; }
 
 say "starting containerd $CONTAINERD_VERSION and the cluster (audit log on)"
 "$HACK_DIR/containerd.sh" start "$STACK" >/dev/null || die "containerd.sh start failed"
-KUBE_CONTAINERD_DIR="$STACK" KUBE_AUDIT=1 "$HACK_DIR/kube-node.sh" start "$NODE" >/dev/null || die "kube-node.sh start failed"
+KUBE_RUNTIME_DIR="$STACK" KUBE_AUDIT=1 "$HACK_DIR/kube-node.sh" start "$NODE" >/dev/null || die "kube-node.sh start failed"
 # shellcheck disable=SC1091
 source "$STACK/env"
 # shellcheck disable=SC1091

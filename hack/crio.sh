@@ -11,6 +11,10 @@
 #                              does nothing) when no stack ran in DIR.
 #   hack/crio.sh restart DIR   stop only the crio process (conmon and the containers keep running),
 #                              start it again with the same config, wait for CRI
+#   hack/crio.sh import DIR NAME TAR   copy the OCI tarball TAR into the running stack's storage
+#                              as image NAME (crio-import, as at start; containers/storage's
+#                              locks let it write beside crio), then wait until CRI lists it
+#                              (what `ctr images import` is to hack/containerd.sh)
 #
 # Files in DIR (fixed names, as hack/containerd.sh's where the meaning is the same):
 #   DIR/crio.sock           CRI socket
@@ -66,6 +70,11 @@
 #   CRIO_STORAGE_DRIVER     overlay or vfs (default: see above)
 #   CRIO_NRI_REQUEST_TIMEOUT  nri_plugin_request_timeout (default 2s)
 #   CRICTL_TIMEOUT          crictl's per-call timeout in seconds, in DIR/crictl.yaml (default 10)
+#   CRIO_ROOT_SIZE_MB       when set, DIR/root (containers/storage's graph root: images, layers,
+#                           the image filesystem) is a tmpfs of this many MiB, a filesystem of its
+#                           own whose free space only this stack changes (the eviction suites'
+#                           imagefs pressure, as hack/containerd.sh's CONTAINERD_ROOT_SIZE_MB);
+#                           `stop` unmounts it with everything else under DIR
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -79,7 +88,7 @@ STOP_TIMEOUT="${CRIO_STOP_TIMEOUT:-30}"
 NRI_REQUEST_TIMEOUT="${CRIO_NRI_REQUEST_TIMEOUT:-2s}"
 CRICTL_TIMEOUT="${CRICTL_TIMEOUT:-10}"
 
-usage() { die "usage: crio.sh start|stop|restart DIR"; }
+usage() { die "usage: crio.sh start|stop|restart DIR, or crio.sh import DIR NAME TAR"; }
 
 # ---------------------------------------------------------------- paths and naming
 
@@ -313,6 +322,12 @@ cmd_start() {
   if pid="$(crio_pid)"; then die "crio already runs for $DIR (pid $pid); stop it first"; fi
   "$HACK_DIR/build-images.sh" --quiet || die "building the test images failed"
   mkdir -p "$DIR"/{root,runroot,run,lib/cache,ns,auth,runc,pod-logs,tmp,hooks.d,cdi,keys,policies,cni/bin,cni/net.d,nri/plugins,nri/conf.d,nri-socket}
+  if [[ -n "${CRIO_ROOT_SIZE_MB:-}" ]]; then
+    [[ "$CRIO_ROOT_SIZE_MB" =~ ^[1-9][0-9]*$ ]] ||
+      die "CRIO_ROOT_SIZE_MB must be a positive number of MiB, not '$CRIO_ROOT_SIZE_MB'"
+    mount -t tmpfs -o "size=${CRIO_ROOT_SIZE_MB}m,mode=0711" tmpfs "$DIR/root" ||
+      die "mounting a ${CRIO_ROOT_SIZE_MB} MiB tmpfs on $DIR/root failed"
+  fi
   rm -f "$SOCK" "$NRI_SOCK"
   choose_storage_driver
   write_config
@@ -339,6 +354,27 @@ cmd_restart() {
   launch_crio
   fill_env_values
   write_env
+}
+
+# cmd_import NAME TAR: one more image into the running stack's storage, with the driver crio
+# runs (its config's storage_driver).
+cmd_import() {
+  local name="$1" tar="$2" deadline
+  use_started_version
+  set_binaries
+  crio_pid >/dev/null || die "no crio runs for $DIR (start it first)"
+  [[ -f "$tar" ]] || die "$tar is not a file"
+  STORAGE_DRIVER="$(sed -n 's/^storage_driver = "\(.*\)"$/\1/p' "$CONFIG")"
+  [[ -n "$STORAGE_DRIVER" ]] || die "$CONFIG names no storage_driver"
+  echo "=== crio.sh: crio-import oci-archive:$tar -> $name ===" >>"$LOG"
+  "$CRIO_BIN_DIR/crio-import" --root "$DIR/root" --runroot "$DIR/runroot" --driver "$STORAGE_DRIVER" \
+    --policy "$POLICY" --tmp "$DIR/tmp" --cache "$DIR/lib/cache" "$name" "$tar" >>"$LOG" 2>&1 ||
+    fail_with_log "crio-import of $tar as $name failed"
+  deadline=$((SECONDS + START_TIMEOUT))
+  until crictl_ inspecti "$name" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || fail_with_log "CRI does not list image $name ${START_TIMEOUT}s after the copy"
+    sleep 0.1
+  done
 }
 
 # ---------------------------------------------------------------- stop
@@ -384,7 +420,7 @@ cmd_stop() {
 }
 
 main() {
-  (($# == 2)) || usage
+  (($# == 2)) || [[ $# == 4 && "$1" == import ]] || usage
   [[ $EUID -eq 0 ]] || die "must run as root"
   CRIO_VERSION="${CRIO_VERSION:-$DEFAULT_CRIO_VERSION}"
   local cmd="$1"
@@ -394,6 +430,7 @@ main() {
     start) cmd_start ;;
     stop) cmd_stop ;;
     restart) cmd_restart ;;
+    import) (($# == 4)) || usage; cmd_import "$3" "$4" ;;
     *) usage ;;
   esac
 }

@@ -189,7 +189,7 @@ main() {
   source "$CDIR/env"
   ctr -n k8s.io images import "$DIR/topolet-image.tar" >/dev/null
   say "starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the kubelet in $KDIR"
-  KUBE_WITH_CONTROLLERS=1 KUBE_CONTAINERD_DIR="$CDIR" "$HACK_DIR/kube-node.sh" start "$KDIR"
+  KUBE_WITH_CONTROLLERS=1 KUBE_RUNTIME_DIR="$CDIR" "$HACK_DIR/kube-node.sh" start "$KDIR"
   mkdir -p "$DIR/nodefs"
   write_values
   say "helm install topolet deploy/helm/topolet -n topolet-system --create-namespace -f $DIR/values.yaml --wait"

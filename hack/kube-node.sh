@@ -1,32 +1,36 @@
 #!/usr/bin/env bash
-# hack/kube-node.sh — an isolated single-node Kubernetes on loopback, beside a hack/containerd.sh stack.
+# hack/kube-node.sh — an isolated single-node Kubernetes on loopback, beside a hack/containerd.sh or
+# hack/crio.sh stack.
 #
 # Usage:
 #   hack/kube-node.sh start DIR            etcd -> kube-apiserver -> kube-scheduler -> kubelet, all under
-#                                          DIR, against the running containerd stack KUBE_CONTAINERD_DIR;
-#                                          returns when the node is Ready (fails with the log tails)
+#                                          DIR, against the running runtime stack KUBE_RUNTIME_DIR
+#                                          (containerd or CRI-O); returns when the node is Ready (fails
+#                                          with the log tails)
 #   hack/kube-node.sh start-control DIR    the control plane only: etcd -> kube-apiserver, topolet's
-#                                          CRD and RBAC, DIR/env; no containerd, scheduler or kubelet
+#                                          CRD and RBAC, DIR/env; no runtime, scheduler or kubelet
 #                                          (hack/fleet.sh: Node objects and pods are its own)
 #   hack/kube-node.sh start-kubelet DIR    the kubelet only, against a control plane started elsewhere by
 #                                          `start-control` (KUBE_CONTROL_DIR, KUBE_API_HOST: the QEMU guest
 #                                          of hack/guest.sh's kube shape, the control plane on the host)
 #   hack/kube-node.sh stop DIR             stop the kubelet, scheduler, API server and etcd; leaves no
 #                                          process, mount or listener (the pods' containers and cgroups
-#                                          belong to the containerd stack: hack/containerd.sh stop)
+#                                          belong to the runtime's stack: hack/containerd.sh or
+#                                          hack/crio.sh stop)
 #   hack/kube-node.sh restart-kubelet DIR  stop the kubelet only and start it again (pods keep running)
 #   hack/kube-node.sh stop-apiserver DIR   stop kube-apiserver only (an API outage)
 #   hack/kube-node.sh start-apiserver DIR  start it again and wait for /readyz
 #
 # Start order is the one of a real node: etcd, kube-apiserver (--advertise-address=127.0.0.1), the
-# scheduler, then the kubelet; containerd with NRI and topolet are started by the caller before.
+# scheduler, then the kubelet; the runtime with NRI and topolet are started by the caller before.
 #
 # Files in DIR (fixed names others rely on):
 #   DIR/env                 shell syntax (`export K=V`, %q-escaped): KUBECONFIG (admin), KUBE_NODE_NAME,
 #                           KUBE_API_URL, KUBE_CA_FILE, KUBE_ADMIN_TOKEN, KUBE_TOPOLET_TOKEN,
 #                           KUBE_TOPOLET_KUBECONFIG, KUBELET_PID_FILE, KUBELET_LOG, KUBE_APISERVER_LOG,
-#                           KUBE_CGROUP_ROOT, KUBE_POD_LOGS_DIR, KUBECACHEDIR (kubectl's cache, not
-#                           ~/.kube), PATH (.deps/bin first)
+#                           KUBE_CGROUP_ROOT, KUBE_POD_LOGS_DIR, KUBE_RUNTIME (containerd or cri-o: the
+#                           stack's RUNTIME), KUBECACHEDIR (kubectl's cache, not ~/.kube), PATH
+#                           (.deps/bin first)
 #   DIR/admin.kubeconfig    system:masters (kubectl, the tests)
 #   DIR/topolet.kubeconfig  user `topolet` (group topolet:nodes): RBAC grants it what deploy/ grants
 #   DIR/manifests/          the kubelet's staticPodPath (empty; tests drop static pod manifests here)
@@ -43,10 +47,13 @@
 #     /var/log/containers) and so is /var/lib (its device-plugin socket dir is a constant under
 #     /var/lib/kubelet, bound to DIR/var-lib-kubelet); with protectKernelDefaults it never writes a sysctl, and
 #     makeIPTablesUtilChains: false keeps it off iptables. The namespace dies with the kubelet.
-#     Cost: tmpfs volumes it mounts (secrets, projected tokens) don't reach containerd, so pods use
+#     Cost: tmpfs volumes it mounts (secrets, projected tokens) don't reach the runtime, so pods use
 #     automountServiceAccountToken: false and no secret volumes;
-#   - the kubelet's cgroupRoot is the containerd stack's CGROUP_PARENT_BASE, created here in every
-#     cgroup v1 hierarchy (cpuset.cpus/mems copied from the root); hack/containerd.sh stop removes it;
+#   - with a CRI-O stack on a host with no hugetlb cgroup hierarchy mounted, /sys/kernel/mm/hugepages
+#     is an empty tmpfs in that namespace (the kubelet then sends no hugepage limits, which runc
+#     could not apply there: see write_kubelet_wrapper);
+#   - the kubelet's cgroupRoot is the runtime stack's CGROUP_PARENT_BASE, created here in every
+#     cgroup v1 hierarchy (cpuset.cpus/mems copied from the root); the stack's stop removes it;
 #   - --root-dir, --cert-dir, podLogsDir, volumePluginDir all under DIR.
 # No controller-manager runs: no ServiceAccount tokens (the ServiceAccount admission plugin is off),
 # no node lifecycle controller to lift the not-ready taint (TaintNodesByCondition is off, so the node
@@ -55,7 +62,14 @@
 # which the scheduler's delegated authentication reads (no client certificates are issued).
 #
 # Environment:
-#   KUBE_CONTAINERD_DIR     the DIR of a running `hack/containerd.sh start DIR` (required for start)
+#   KUBE_RUNTIME_DIR        the DIR of a running `hack/containerd.sh start DIR` or `hack/crio.sh start
+#                           DIR` (required for start): the kubelet's containerRuntimeEndpoint is the
+#                           stack's CRI_ENDPOINT, its cgroupRoot the stack's CGROUP_PARENT_BASE (both
+#                           runtimes run the cgroupfs driver), the loopback CNI config goes into the
+#                           stack's DIR/cni (where either runtime reads it); the pause image is the
+#                           one the stack imported and pinned (a runtime setting: containerd's
+#                           sandbox image, CRI-O's pause_image). KUBE_CONTAINERD_DIR is the older
+#                           name, still read.
 #   KUBE_NODE_NAME          node name (default topolet-node)
 #   KUBE_CPU_MANAGER_POLICY kubelet cpuManagerPolicy: none (default) or static
 #   KUBE_RESERVED_CPUS      kubelet reservedSystemCPUs (default: none; static needs some: use "0")
@@ -74,7 +88,7 @@
 #                           Helm suite): kube-controller-manager runs the daemonset, job, serviceaccount,
 #                           root-ca-cert-publisher, garbagecollector and namespace controllers, the
 #                           ServiceAccount admission plugin is on (pods get their projected token), the
-#                           kubelet's pod volumes reach containerd (below), and topolet's namespace,
+#                           kubelet's pod volumes reach the runtime (below), and topolet's namespace,
 #                           RBAC and CRD are left to the installer (deploy/helm/topolet). Default 0.
 #   KUBE_AUDIT=1            the API server writes an audit log (DIR/audit.log, JSON lines, level
 #                           Metadata, one entry per request at ResponseComplete): who asked what,
@@ -83,7 +97,7 @@
 # With KUBE_WITH_CONTROLLERS=1 the kubelet's root directory (DIR/kubelet) is a shared bind mount of
 # itself, made before the kubelet's namespace is created and joined by it (--propagation unchanged;
 # every other shared mount is made a slave inside): the tmpfs volumes the kubelet mounts there
-# (projected service-account tokens) propagate to the host's namespace, where containerd bind-mounts
+# (projected service-account tokens) propagate to the host's namespace, where the runtime bind-mounts
 # them into containers. `stop` unmounts DIR/kubelet and everything under it.
 set -euo pipefail
 
@@ -362,14 +376,21 @@ start_controller_manager() {
     "$BIN/kubectl" --kubeconfig "$DIR/admin.kubeconfig" get serviceaccount default -n default
 }
 
-# The containerd stack this node drives: its CRI socket and cgroup base.
-load_containerd_stack() {
-  local cdir="${KUBE_CONTAINERD_DIR:-}"
-  [[ -n "$cdir" && -f "$cdir/env" ]] || die "KUBE_CONTAINERD_DIR must name a started hack/containerd.sh stack (no $cdir/env)"
-  CRI_ENDPOINT="$(bash -c 'source "$1"; echo "$CRI_ENDPOINT"' _ "$cdir/env")"
-  CGROUP_ROOT="$(bash -c 'source "$1"; echo "$CGROUP_PARENT_BASE"' _ "$cdir/env")"
-  CONTAINERD_DIR="$(cd "$cdir" && pwd -P)"
-  [[ -n "$CRI_ENDPOINT" && "$CGROUP_ROOT" == /topolet-test-* ]] || die "$cdir/env lacks CRI_ENDPOINT or CGROUP_PARENT_BASE"
+# The runtime stack this node drives (hack/containerd.sh or hack/crio.sh: the same DIR/env
+# contract): its CRI socket, cgroup base and runtime (hack/crio.sh exports RUNTIME=cri-o;
+# hack/containerd.sh exports none).
+load_runtime_stack() {
+  local rdir="${KUBE_RUNTIME_DIR:-${KUBE_CONTAINERD_DIR:-}}"
+  [[ -n "$rdir" && -f "$rdir/env" ]] ||
+    die "KUBE_RUNTIME_DIR must name a started hack/containerd.sh or hack/crio.sh stack (no $rdir/env)"
+  CRI_ENDPOINT="$(bash -c 'source "$1"; echo "$CRI_ENDPOINT"' _ "$rdir/env")"
+  CGROUP_ROOT="$(bash -c 'source "$1"; echo "$CGROUP_PARENT_BASE"' _ "$rdir/env")"
+  RUNTIME="$(bash -c 'source "$1"; echo "${RUNTIME:-containerd}"' _ "$rdir/env")"
+  RUNTIME_DIR="$(cd "$rdir" && pwd -P)"
+  [[ -n "$CRI_ENDPOINT" && "$CGROUP_ROOT" == /topolet-test-* ]] || die "$rdir/env lacks CRI_ENDPOINT or CGROUP_PARENT_BASE"
+  [[ "$RUNTIME" == containerd || "$RUNTIME" == cri-o ]] || die "$rdir/env: RUNTIME=$RUNTIME is neither containerd nor cri-o"
+  [[ -d "$RUNTIME_DIR/cni/net.d" && -d "$RUNTIME_DIR/cni/bin" ]] ||
+    die "$RUNTIME_DIR has no cni/net.d and cni/bin (the runtime's CNI config and plugin directories)"
 }
 
 # The kubelet's cgroupRoot must exist in every v1 hierarchy (cpuset with cpus and mems set); on
@@ -391,11 +412,13 @@ make_cgroup_root() {
   done
 }
 
-# A loopback CNI network so containerd reports NetworkReady and the node turns Ready (pods use
-# hostNetwork: nothing else is wired).
+# A loopback CNI network so the runtime reports NetworkReady and the node turns Ready (pods use
+# hostNetwork: nothing else is wired). Both stacks read DIR/cni/net.d with plugins in DIR/cni/bin
+# (containerd's [plugins."io.containerd.cri.v1.runtime".cni], CRI-O's [crio.network]), and both
+# watch the directory, so the config written after the runtime started is picked up.
 write_cni_config() {
-  ln -sfn "$DEPS/cni/bin/loopback" "$CONTAINERD_DIR/cni/bin/loopback"
-  cat >"$CONTAINERD_DIR/cni/net.d/10-loopback.conflist" <<'EOF'
+  ln -sfn "$DEPS/cni/bin/loopback" "$RUNTIME_DIR/cni/bin/loopback"
+  cat >"$RUNTIME_DIR/cni/net.d/10-loopback.conflist" <<'EOF'
 {"cniVersion": "1.0.0", "name": "topolet-loopback", "plugins": [{"type": "loopback"}]}
 EOF
 }
@@ -458,6 +481,12 @@ staticPodPath: $DIR/manifests
 EOF
 }
 
+# Whether a hugetlb cgroup hierarchy is mounted (v1: its own; v2: the unified one lists it).
+hugetlb_hierarchy_mounted() {
+  [[ -f /sys/fs/cgroup/hugetlb/cgroup.procs ]] && return 0
+  grep -qw hugetlb /sys/fs/cgroup/cgroup.controllers 2>/dev/null
+}
+
 # The values setupKernelTunables wants (pkg/kubelet/cm/container_manager_linux.go).
 KUBELET_SYSCTLS="vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel/panic_on_oops=1 kernel/keys/root_maxkeys=1000000 kernel/keys/root_maxbytes=25000000"
 
@@ -470,7 +499,19 @@ write_kubelet_wrapper() {
     echo "$v" >"$DIR/sysctl/${k//\//.}"
     mounts+="mount --bind $(printf %q "$DIR/sysctl/${k//\//.}") /proc/sys/$k"$'\n'
   done
-  local unshared=""
+  local unshared="" hugepages=""
+  if [[ "$RUNTIME" == cri-o ]] && ! hugetlb_hierarchy_mounted; then
+    # CRI-O passes the kubelet's HugepageLimits on to runc whenever the kernel has the hugetlb
+    # controller (cri-o/cri-o internal/config/node/cgroups_linux.go, checkRelevantControllers:
+    # /proc/cgroups, not what is mounted; internal/factory/container/container.go), and runc then
+    # fails every container ("cannot set hugetlb limit: container could not join or create
+    # cgroup", opencontainers/cgroups fs/fs.go, which runc links) on a host whose hugetlb v1
+    # hierarchy is not mounted. containerd drops them (its disable_hugetlb_controller, true by
+    # default). The kubelet sends a limit for every page size under /sys/kernel/mm/hugepages
+    # (pkg/kubelet/kuberuntime/kuberuntime_container_linux.go, GetHugepageLimitsFromResources):
+    # in its namespace that directory is empty, so it sends none and reports no hugepages.
+    hugepages="mount -t tmpfs -o ro,mode=0755,size=4k tmpfs /sys/kernel/mm/hugepages"
+  fi
   if [[ "$WITH_CONTROLLERS" == 1 ]]; then
     # Joined with --propagation unchanged: every shared mount but the kubelet's root becomes a
     # slave here, so that of what is mounted in this namespace only the pod volumes reach the host
@@ -494,6 +535,7 @@ mount -t tmpfs -o mode=0755,size=16m tmpfs /var/lib
 mkdir -p /var/lib/kubelet
 mount --bind $(printf %q "$DIR/var-lib-kubelet") /var/lib/kubelet
 $mounts
+$hugepages
 exec $(printf %q "$BIN/kubelet") --config $(printf %q "$DIR/kubelet.yaml") \\
   --kubeconfig $(printf %q "$DIR/kubelet.kubeconfig") --root-dir $(printf %q "$DIR/kubelet") \\
   --cert-dir $(printf %q "$DIR/kubelet/pki") --hostname-override $(printf %q "$NODE_NAME") \\
@@ -589,6 +631,7 @@ write_env() {
     [KUBE_TOPOLET_KUBECONFIG]="$DIR/topolet.kubeconfig" [KUBELET_PID_FILE]="$DIR/kubelet.pid"
     [KUBELET_LOG]="$DIR/kubelet.log" [KUBE_APISERVER_LOG]="$DIR/kube-apiserver.log"
     [KUBE_CGROUP_ROOT]="$CGROUP_ROOT" [KUBE_POD_LOGS_DIR]="$DIR/pod-logs" [KUBECACHEDIR]="$KUBECACHEDIR"
+    [KUBE_RUNTIME]="$RUNTIME"
     [PATH]="$BIN:$PATH"
   )
   {
@@ -599,15 +642,15 @@ write_env() {
 }
 
 save_start_env() {
-  printf 'NODE_NAME=%q\nCPU_MANAGER_POLICY=%q\nRESERVED_CPUS=%q\nTOPOLOGY_MANAGER_POLICY=%q\nKUBE_CONTAINERD_DIR=%q\nWITH_CONTROLLERS=%q\nAPI_HOST=%q\n' \
-    "$NODE_NAME" "$CPU_MANAGER_POLICY" "$RESERVED_CPUS" "$TOPOLOGY_MANAGER_POLICY" "$KUBE_CONTAINERD_DIR" "$WITH_CONTROLLERS" "$API_HOST" >"$DIR/start.env"
+  printf 'NODE_NAME=%q\nCPU_MANAGER_POLICY=%q\nRESERVED_CPUS=%q\nTOPOLOGY_MANAGER_POLICY=%q\nKUBE_RUNTIME_DIR=%q\nWITH_CONTROLLERS=%q\nAPI_HOST=%q\n' \
+    "$NODE_NAME" "$CPU_MANAGER_POLICY" "$RESERVED_CPUS" "$TOPOLOGY_MANAGER_POLICY" "$RUNTIME_DIR" "$WITH_CONTROLLERS" "$API_HOST" >"$DIR/start.env"
 }
 
 load_start_env() {
   [[ -f "$DIR/start.env" ]] || die "$DIR/start.env is missing: was the node started in $DIR?"
   # shellcheck disable=SC1091
   source "$DIR/start.env"
-  export KUBE_CONTAINERD_DIR
+  export KUBE_RUNTIME_DIR
 }
 
 # require_binaries [control]: what `start` runs, or with `control` what `start-control` runs.
@@ -630,7 +673,7 @@ require_binaries() {
 
 cmd_start() {
   require_binaries
-  load_containerd_stack
+  load_runtime_stack
   if component_pid kubelet >/dev/null || component_pid kube-apiserver >/dev/null; then
     die "a node already runs in $DIR; stop it first"
   fi
@@ -659,7 +702,7 @@ cmd_start() {
   say "node $NODE_NAME Ready in $((SECONDS - start))s (API https://127.0.0.1:$API_PORT, KUBECONFIG=$DIR/admin.kubeconfig)"
 }
 
-# The control plane alone (KUBE_AUDIT applies): no containerd stack, so no cgroup root
+# The control plane alone (KUBE_AUDIT applies): no runtime stack, so no cgroup root
 # (KUBE_CGROUP_ROOT is empty in DIR/env), and KUBE_NODE_NAME names no Node.
 cmd_start_control() {
   require_binaries control
@@ -667,7 +710,7 @@ cmd_start_control() {
     die "a control plane already runs in $DIR; stop it first"
   fi
   local start=$SECONDS
-  KUBE_CONTAINERD_DIR="" WITH_CONTROLLERS=0
+  RUNTIME_DIR="" RUNTIME="" WITH_CONTROLLERS=0
   save_start_env
   choose_ports
   make_pki
@@ -695,7 +738,7 @@ cmd_start_kubelet() {
   [[ -x "$DEPS/cni/bin/loopback" ]] || die "$DEPS/cni/bin/loopback is missing: run hack/install-kube.sh"
   [[ -n "$control" && -f "$control/ports" && -f "$control/pki/ca.crt" && -f "$control/pki/tokens.csv" ]] ||
     die "KUBE_CONTROL_DIR must hold a start-control DIR's ports, pki/ca.crt and pki/tokens.csv (got '$control')"
-  load_containerd_stack
+  load_runtime_stack
   component_pid kubelet >/dev/null && die "a kubelet already runs in $DIR; stop it first"
   local start=$SECONDS
   save_start_env

@@ -40,7 +40,8 @@
 #         below) and joined here; hack/validate-deploy.sh (the Helm chart, deploy/ manifests
 #         rendered from it, unit, snippets)
 #      C: with cri-o in TEST_RUNTIMES, first the CRI-O NRI suites (CRIO_SUITES, below, on
-#         TEST_CRIO_VERSION: TOPOLET_RUNTIME=cri-o cargo test -p topolet-integration --test ...),
+#         TEST_CRIO_VERSION: TOPOLET_RUNTIME=cri-o cargo test -p topolet-integration --test ...)
+#         and the CRI-O kubelet suites but ALONE_SUITES (CRIO_KUBELET_SUITES, below),
 #         then its kubelet suites, then hack/fuzz.sh (cargo-fuzz, FUZZ_SECONDS per target; installs
 #         cargo-fuzz, needs nightly; its build started in the background after step 6 under
 #         `nice -n 19`, `start_fuzz_build` below, and joined here), the fuzzing under `nice`; then
@@ -58,7 +59,8 @@
 #      With two lanes (every kubelet suite in A, the guests in B) the warm run at b8021b1~1 had
 #      lane A at about 1,430 s and B at 1,210 s, both mostly waiting on real intervals
 #   8. ALONE_SUITES, one at a time, with nothing beside them: each judges a host-wide quantity
-#      (free memory and pids, /proc/stat) a neighbour lane would move
+#      (free memory and pids, /proc/stat) a neighbour lane would move; with cri-o in
+#      TEST_RUNTIMES, then those of CRIO_KUBELET_SUITES on CRI-O
 #
 # Flakiness is not this script's job: hack/shake.sh runs chosen suites N times each, one test at a
 # time, under a CPU and I/O hog on every core, and prints each test's failure count
@@ -71,8 +73,9 @@
 #   FUZZ_SECONDS               seconds each fuzz target runs (default 20; see hack/fuzz.sh)
 #   TEST_GUESTS                0: skip the QEMU guests of lane B (default 1: run them)
 #   TEST_RUNTIMES              the runtimes to test (default "containerd cri-o"): containerd must
-#                              be one (every suite runs on it); cri-o adds hack/install-crio.sh and
-#                              the CRI-O NRI suites (CRIO_SUITES) in lane C; "containerd" alone
+#                              be one (every suite runs on it); cri-o adds hack/install-crio.sh,
+#                              the CRI-O NRI suites (CRIO_SUITES) and kubelet suites
+#                              (CRIO_KUBELET_SUITES) in lane C and alone; "containerd" alone
 #                              leaves CRI-O out (nothing of it installed or run)
 #   TEST_CRIO_VERSION          the CRI-O line (default DEFAULT_CRIO_VERSION of hack/lib/common.sh)
 set -euo pipefail
@@ -209,6 +212,17 @@ ALONE_SUITES="eviction kubelet_eviction kubelet_colocation"
 # not exist on CRI-O skip by name and say why (integration/src/stack.rs, `skipped_on_crio`).
 CRIO_SUITES="$SKEW_SUITES"
 
+# The kubelet suites CRI-O runs (with cri-o in TEST_RUNTIMES), a real kubelet pointed at CRI-O's
+# socket (hack/kube-node.sh with a hack/crio.sh stack): `kubelet` (every QoS class, refusals,
+# init containers, resize, restarts of topolet, the runtime and the kubelet, the host left as
+# found) and `kubelet_eviction` (eviction through the API, node-level reclaim through CRI-O's CRI
+# socket and its containers/storage as imagefs). Those are where the runtime shows: pod cgroups
+# and ids as CRI-O names them, its restarts, its image store; the other kubelet suites test
+# topolet's API clients and its own loops, which do not differ. `kubelet` runs in lane C after
+# the CRI-O NRI suites; `kubelet_eviction` is in ALONE_SUITES and runs alone, after the
+# containerd one. Measured in docs/src/ci-time.md.
+CRIO_KUBELET_SUITES="kubelet kubelet_eviction"
+
 # has_runtime NAME: NAME (containerd, cri-o) is in TEST_RUNTIMES.
 has_runtime() { [[ " $RUNTIMES " == *" $1 "* ]]; }
 # check_runtimes: TEST_RUNTIMES names only known runtimes, containerd among them.
@@ -260,8 +274,9 @@ pick() {
 # check_suite_lists: every suite SKEW_SUITES and ALONE_SUITES name exists (before any lane starts).
 check_suite_lists() {
   local s
-  for s in $SKEW_SUITES $ALONE_SUITES $CRIO_SUITES; do
-    [[ -f "$REPO_ROOT/integration/tests/$s.rs" ]] || die "SKEW_SUITES, ALONE_SUITES or CRIO_SUITES: no integration/tests/$s.rs"
+  for s in $SKEW_SUITES $ALONE_SUITES $CRIO_SUITES $CRIO_KUBELET_SUITES; do
+    [[ -f "$REPO_ROOT/integration/tests/$s.rs" ]] ||
+      die "SKEW_SUITES, ALONE_SUITES, CRIO_SUITES or CRIO_KUBELET_SUITES: no integration/tests/$s.rs"
   done
 }
 
@@ -456,6 +471,12 @@ lane_c() {
       lane_step "integration tests (cri-o $CRIO_LINE, CRIO_SUITES but ALONE_SUITES)" crio_suites "${beside[@]}"
   fi
   nri_done
+  if has_runtime cri-o; then
+    # shellcheck disable=SC2086 # CRIO_KUBELET_SUITES is a list
+    read -ra beside <<<"$(pick beside $CRIO_KUBELET_SUITES)"
+    ((${#beside[@]} == 0)) ||
+      lane_step "kubelet suites (cri-o $CRIO_LINE): ${beside[*]}" crio_suites "${beside[@]}"
+  fi
   kubelet_steps 1
   lane_step "fuzzing" fuzz_after_build
   lane_step "the manual (mdBook)" docs_build
@@ -601,6 +622,13 @@ run_alone_suites() {
   for s in "${alone[@]}"; do
     step "kubelet suite alone: $s (containerd $newest)" suites "$newest" "$s"
   done
+  if has_runtime cri-o; then
+    # shellcheck disable=SC2086 # CRIO_KUBELET_SUITES is a list
+    read -ra alone <<<"$(pick alone $CRIO_KUBELET_SUITES)"
+    for s in "${alone[@]}"; do
+      step "kubelet suite alone: $s (cri-o $CRIO_LINE)" crio_suites "$s"
+    done
+  fi
 }
 
 # cargo-deny (hack/deny.sh install: about 5 minutes of cargo install on a cold cache, nothing

@@ -142,11 +142,24 @@ pub fn join_burst(
         .collect()
 }
 
-/// Removes every pod sandbox (and so every container) of the stack, in one crictl call.
+/// Removes every pod sandbox (and so every container) of the stack, in one crictl call, after
+/// stopping the running containers at once (`crictl stop --timeout 0`, SIGKILL): CRI-O's
+/// StopPodSandbox gives each container the call's own deadline less a second to exit after
+/// SIGTERM (cri-o/cri-o server/sandbox_stop_linux.go, `stopTimeoutFromContext`), so a test
+/// container that ignores SIGTERM (sleep as pid 1) held it past crictl's 10 s; containerd kills
+/// them at once.
 pub fn remove_all_pods(cri: &Cri) -> anyhow::Result<()> {
     let pods = cri.pods()?;
     if pods.is_empty() {
         return Ok(());
+    }
+    let running = cri.run(&["ps", "-q"])?;
+    let running: Vec<&str> = running.split_whitespace().collect();
+    if !running.is_empty() {
+        let mut args = vec!["stop", "--timeout", "0"];
+        args.extend(running.iter().copied());
+        // A container that exited meanwhile fails its stop: the removal below still takes it.
+        let _ = cri.run(&args);
     }
     let mut args = vec!["rmp", "--force"];
     args.extend(pods.iter().map(String::as_str));

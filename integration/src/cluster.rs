@@ -1,9 +1,10 @@
 //! A real single-node Kubernetes (etcd, kube-apiserver, kube-scheduler, kubelet) beside a
 //! [`Stack`], started by `hack/kube-node.sh`, and the API as users reach it: pods created, watched,
-//! resized and deleted through kube-rs, every container then found in containerd and its cgroups.
+//! resized and deleted through kube-rs, every container then found in the runtime (containerd or
+//! CRI-O, whichever the stack runs) and its cgroups.
 //!
 //! [`KubeNode`] is the usual set-up: stack, topolet, cluster. Its fields drop in order, so the
-//! kubelet stops before topolet and containerd (a kubelet left running would restart its pods).
+//! kubelet stops before topolet and the runtime (a kubelet left running would restart its pods).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -23,7 +24,7 @@ use serde_json::Value;
 use crate::cri::Created;
 use crate::fixture::WithTopolet;
 use crate::paths;
-use crate::stack::Stack;
+use crate::stack::{Runtime, Stack};
 use crate::topolet::TopoletConfig;
 use crate::wait;
 
@@ -45,7 +46,7 @@ pub struct ClusterOptions {
     /// guest): only the kubelet is started here, against it (`start-kubelet`).
     pub remote_control: Option<RemoteControl>,
     /// `KUBE_WITH_CONTROLLERS=1`: kube-controller-manager, ServiceAccount admission and pod
-    /// volumes that reach containerd, for installing topolet as a DaemonSet (the Helm suite).
+    /// volumes that reach the runtime, for installing topolet as a DaemonSet (the Helm suite).
     pub with_controllers: bool,
 }
 
@@ -91,13 +92,15 @@ pub struct Cluster {
     client: Client,
     node: String,
     cgroup_root: String,
+    runtime: Runtime,
     stopped: bool,
 }
 
-/// A container of a pod, found through the API and in containerd.
+/// A container of a pod, found through the API and in the runtime.
 #[derive(Debug, Clone)]
 pub struct KubeContainer {
-    /// containerd's container id (from `containerStatuses[].containerID`).
+    /// The runtime's container id (from `containerStatuses[].containerID`, without its
+    /// `containerd://` or `cri-o://` scheme).
     pub id: String,
     /// The pod cgroup, as the kubelet names it: `<cgroupRoot>/kubepods[/burstable|/besteffort]/pod<uid>`.
     pub cgroup_parent: String,
@@ -120,8 +123,8 @@ fn script() -> PathBuf {
 }
 
 impl Cluster {
-    /// Starts the control plane and a kubelet driving `stack`'s containerd; returns when the node
-    /// is Ready and the API answers this client.
+    /// Starts the control plane and a kubelet driving `stack`'s runtime (its CRI socket:
+    /// containerd's or CRI-O's); returns when the node is Ready and the API answers this client.
     pub fn start(stack: &Stack, opts: &ClusterOptions) -> anyhow::Result<Cluster> {
         let dir = paths::scratch_dir("k")?;
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -136,7 +139,7 @@ impl Cluster {
         };
         cmd.arg(action)
             .arg(dir.path())
-            .env("KUBE_CONTAINERD_DIR", stack.dir())
+            .env("KUBE_RUNTIME_DIR", stack.dir())
             .env("KUBE_CPU_MANAGER_POLICY", &opts.cpu_manager_policy)
             .env(
                 "KUBE_TOPOLOGY_MANAGER_POLICY",
@@ -163,6 +166,14 @@ impl Cluster {
         let client = rt.block_on(client_from(&kubeconfig, None))?;
         let node = get(&env, "KUBE_NODE_NAME")?.to_string();
         let cgroup_root = get(&env, "KUBE_CGROUP_ROOT")?.to_string();
+        let runtime = stack.runtime();
+        if get(&env, "KUBE_RUNTIME")? != runtime.name() {
+            bail!(
+                "hack/kube-node.sh drives {:?}, the stack runs {}",
+                get(&env, "KUBE_RUNTIME")?,
+                runtime.name()
+            );
+        }
         Ok(Cluster {
             dir,
             env,
@@ -170,6 +181,7 @@ impl Cluster {
             client,
             node,
             cgroup_root,
+            runtime,
             stopped: false,
         })
     }
@@ -218,6 +230,11 @@ impl Cluster {
     /// The kubelet's `cgroupRoot` (the stack's cgroup base).
     pub fn cgroup_root(&self) -> &str {
         &self.cgroup_root
+    }
+
+    /// The runtime the kubelet drives.
+    pub fn runtime(&self) -> Runtime {
+        self.runtime
     }
 
     /// A variable of `DIR/env` (hack/kube-node.sh).
@@ -537,9 +554,13 @@ impl Cluster {
         let cid = cs
             .container_id
             .with_context(|| format!("container {cname} of pod {name} has no containerID yet"))?;
+        // The kubelet writes `<runtime name>://<id>` (pkg/kubelet/kuberuntime:
+        // `ContainerID{Type: m.runtimeName, ..}`, the name the runtime's CRI Version call
+        // answers): `containerd`, or `cri-o`.
+        let scheme = format!("{}://", self.runtime.name());
         let id = cid
-            .strip_prefix("containerd://")
-            .with_context(|| format!("containerID {cid:?} is not containerd://…"))?
+            .strip_prefix(&scheme)
+            .with_context(|| format!("containerID {cid:?} is not {scheme}…"))?
             .to_string();
         Ok(KubeContainer {
             id,
@@ -846,8 +867,9 @@ impl Drop for Cluster {
     }
 }
 
-/// The usual set-up of the kubelet suite: a containerd stack with topolet registered, and a
-/// single-node cluster whose kubelet drives that containerd. Drops the cluster first.
+/// The usual set-up of the kubelet suite: a runtime stack (containerd, or CRI-O with
+/// `TOPOLET_RUNTIME=cri-o`) with topolet registered, and a single-node cluster whose kubelet
+/// drives that runtime. Drops the cluster first.
 pub struct KubeNode {
     pub cluster: Cluster,
     pub t: WithTopolet,
@@ -859,8 +881,8 @@ impl KubeNode {
         KubeNode::start_on(Stack::start()?, extra_toml, opts)
     }
 
-    /// [`KubeNode::start`] on a stack started by the caller (e.g. with `hack/containerd.sh`
-    /// settings).
+    /// [`KubeNode::start`] on a stack started by the caller (e.g. with `hack/containerd.sh` or
+    /// `hack/crio.sh` settings).
     pub fn start_on(
         stack: Stack,
         extra_toml: &str,
@@ -945,12 +967,18 @@ impl KubeNode {
     }
 }
 
-/// The process of `c` really lives in the cgroup the kubelet's naming rule gives (cpu controller
-/// line of `/proc/<pid>/cgroup`): the harness's oracle is checked against the kernel, not assumed.
+/// The process of `c` really lives in the cgroup the kubelet's naming rule gives, under the leaf
+/// the runtime names ([`Runtime::container_cgroup`]: `<id>`, or CRI-O's `crio-<id>`) (cpu
+/// controller line of `/proc/<pid>/cgroup`): the harness's oracle is checked against the kernel,
+/// not assumed.
 pub fn check_process_cgroup(pid: i32, c: &KubeContainer) -> anyhow::Result<()> {
     let p = format!("/proc/{pid}/cgroup");
     let text = std::fs::read_to_string(&p).with_context(|| format!("reading {p}"))?;
-    let want = format!("{}/{}", c.cgroup_parent, c.id);
+    let want = format!(
+        "{}/{}",
+        c.cgroup_parent,
+        Runtime::under_test().container_cgroup(&c.id)
+    );
     let found: BTreeMap<String, String> = text
         .lines()
         .filter_map(|l| {

@@ -71,7 +71,7 @@ pub fn fs_available(path: &std::path::Path) -> anyhow::Result<u64> {
 
 /// Builds a filler image `name` (the test image plus `mib` MiB of random bytes in `/filler`,
 /// `hack/build-images.sh --filler`) as an OCI tarball in `dir`, and imports it into the stack's
-/// containerd (`ctr images import`, namespace k8s.io) so that the CRI lists it.
+/// runtime ([`crate::Stack::import_image`]) so that the CRI lists it.
 pub fn import_filler_image(
     stack: &crate::Stack,
     name: &str,
@@ -90,17 +90,7 @@ pub fn import_filler_image(
         "build-images.sh --filler {name} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let out = stack
-        .command("ctr")
-        .args(["-n", "k8s.io", "images", "import"])
-        .arg(&tar)
-        .output()
-        .context("running ctr images import")?;
-    anyhow::ensure!(
-        out.status.success(),
-        "ctr images import {name} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    stack.import_image(name, &tar)?;
     std::fs::remove_file(&tar).with_context(|| format!("removing {}", tar.display()))?;
     Ok(())
 }

@@ -91,7 +91,8 @@ impl Runtime {
     }
 
     /// `hack/containerd.sh`'s optional setting `key` as this runtime's script spells it: for
-    /// CRI-O, `CONTAINERD_NRI_REQUEST_TIMEOUT` is `hack/crio.sh`'s `CRIO_NRI_REQUEST_TIMEOUT`;
+    /// CRI-O, `CONTAINERD_NRI_REQUEST_TIMEOUT` is `hack/crio.sh`'s `CRIO_NRI_REQUEST_TIMEOUT`
+    /// and `CONTAINERD_ROOT_SIZE_MB` its `CRIO_ROOT_SIZE_MB`;
     /// a containerd setting CRI-O has no counterpart for is an error (the test needs a runtime
     /// that does not exist here), never dropped.
     fn setting(self, key: &str) -> anyhow::Result<String> {
@@ -100,6 +101,7 @@ impl Runtime {
             (Runtime::CriO, "CONTAINERD_NRI_REQUEST_TIMEOUT") => {
                 Ok("CRIO_NRI_REQUEST_TIMEOUT".to_string())
             }
+            (Runtime::CriO, "CONTAINERD_ROOT_SIZE_MB") => Ok("CRIO_ROOT_SIZE_MB".to_string()),
             (Runtime::CriO, k) if k.starts_with("CRIO_") || k == "CRICTL_TIMEOUT" => {
                 Ok(k.to_string())
             }
@@ -120,19 +122,29 @@ pub fn skipped_on_crio(test: &str, reason: &str) -> bool {
     skip
 }
 
-/// Why the tests that kill topolet mid-burst skip on CRI-O: CRI-O v1.36.3 never blocks plugin
-/// synchronization while a container is being created (containerd does: internal/cri/server/
-/// container_create.go takes the NRI adaptation's BlockPluginSync). cri-o/cri-o
-/// server/container_create.go runs the NRI CreateContainer (createSandboxContainer) before it
-/// adds the container to its store (addContainer), so a container created while topolet is
-/// down can join the store after the restarted topolet's Synchronize: neither call shows it to
-/// topolet, and it keeps the runtime's cpuset (seen here: a BestEffort container left on CPU 1).
-/// topolet does not yet adopt a container it first sees at PostStartContainer.
-pub const CRIO_NO_SYNC_BLOCK: &str = "CRI-O v1.36.3 does not block NRI plugin synchronization \
-     while a container is created (no BlockPluginSync in cri-o/cri-o server/container_create.go; \
-     containerd takes it in internal/cri/server/container_create.go): a container created while \
-     topolet is down can be missed by both the restarted topolet's Synchronize and \
-     CreateContainer, and topolet does not yet adopt it at PostStartContainer";
+/// The kubelet's oom_score_adj for a Guaranteed pod's containers (pkg/kubelet/qos/policy.go,
+/// `guaranteedOOMScoreAdj`).
+pub const GUARANTEED_OOM_SCORE_ADJ: i64 = -997;
+
+/// Why a test that needs a Guaranteed container topolet does not adjust (created while topolet
+/// is down, or left to the kubelet's static CPU manager) cannot run on CRI-O here.
+pub const CRIO_NO_OOM_CLAMP: &str = "CRI-O v1.36.3 hands the kubelet's oom_score_adj (-997 for \
+     a Guaranteed pod) to runc as it is (cri-o/cri-o internal/factory/container/container.go; \
+     containerd clamps it to its own value, restrict_oom_score_adj), and runc cannot set a value \
+     below its parent's without CAP_SYS_RESOURCE (opencontainers/runc libcontainer/nsenter/\
+     nsexec.c, update_oom_score_adj), which the runtime lacks on this host: a Guaranteed \
+     container whose value topolet does not raise to the runtime's floor fails to start";
+
+/// [`skipped_on_crio`] with [`CRIO_NO_OOM_CLAMP`], only where it applies: on CRI-O when the
+/// runtime cannot give a container the kubelet's Guaranteed value ([`Stack::oom_floor`] above
+/// it). With CAP_SYS_RESOURCE (a real node's crio, as root) the test runs.
+pub fn skipped_on_crio_without_oom_headroom(stack: &Stack, test: &str) -> anyhow::Result<bool> {
+    if !stack.runtime().is_crio() || stack.oom_floor()? <= GUARANTEED_OOM_SCORE_ADJ {
+        return Ok(false);
+    }
+    eprintln!("SKIPPED on cri-o: {test}: {CRIO_NO_OOM_CLAMP}");
+    Ok(true)
+}
 
 /// The variables of `DIR/env` the harness uses (each runtime's script exports a subset: those
 /// only one of them has are optional).
@@ -260,6 +272,38 @@ impl Stack {
     /// DIR/env is rewritten with the same values.
     pub fn restart_runtime(&self) -> anyhow::Result<()> {
         runtime_sh(self.runtime, "restart", self.dir.path(), &self.version, &[])
+    }
+
+    /// Imports the OCI tarball `tar` as image `name`, so that the CRI lists it: containerd's
+    /// `ctr images import` (namespace k8s.io), or `hack/crio.sh import` (CRI-O has no import:
+    /// a copy into its storage).
+    pub fn import_image(&self, name: &str, tar: &Path) -> anyhow::Result<()> {
+        match self.runtime {
+            Runtime::Containerd => {
+                let out = self
+                    .command("ctr")
+                    .args(["-n", "k8s.io", "images", "import"])
+                    .arg(tar)
+                    .output()
+                    .context("running ctr images import")?;
+                if !out.status.success() {
+                    bail!(
+                        "ctr images import {name} failed: {}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                }
+                Ok(())
+            }
+            Runtime::CriO => {
+                let mut cmd = Command::new(paths::repo_root().join(self.runtime.script()));
+                cmd.arg("import")
+                    .arg(self.dir())
+                    .arg(name)
+                    .arg(tar)
+                    .env(self.runtime.version_var(), &self.version);
+                run_hack_script(cmd, "stack", self.runtime.script(), "import", self.dir())
+            }
+        }
     }
 
     /// Stops the stack: removes every pod and container, kills the runtime and the shims or

@@ -94,12 +94,6 @@ enum KillPoint {
 
 #[test]
 fn sigkill_at_random_points_during_parallel_creates() -> anyhow::Result<()> {
-    if topolet_integration::stack::skipped_on_crio(
-        "sigkill_at_random_points_during_parallel_creates",
-        topolet_integration::stack::CRIO_NO_SYNC_BLOCK,
-    ) {
-        return Ok(());
-    }
     let (mut rng, seed) = Rng::from_env_or_clock()?;
     eprintln!("seed {seed} (replay with TOPOLET_FAULT_SEED={seed})");
     let mut t = WithTopolet::start()?;

@@ -561,7 +561,7 @@ fn pid_pressure_skips_the_hog_a_pdb_protects_evicts_the_next_pod_and_taints_the_
 }
 
 /// Beside the real kubelet (its image GC off at 100%/99% and its `imagefs.available` eviction
-/// threshold at 256Mi, hack/kube-node.sh): containerd's root is a 1 GiB tmpfs, topolet's
+/// threshold at 256Mi, hack/kube-node.sh): the runtime's root is a 1 GiB tmpfs, topolet's
 /// `imagefs.available` threshold is two and a half filler images under what is free, and three
 /// unused 96 MiB fillers are imported. topolet removes unused images, the pod stays Running in
 /// the API, nothing is evicted, and the Node gets topolet's Normal `FreedDiskSpace` Event.
@@ -578,7 +578,11 @@ fn unused_images_are_reclaimed_beside_the_kubelet_and_the_pod_stays_running() ->
         &[("CONTAINERD_ROOT_SIZE_MB", "1024")],
     )?;
     let root = stack.dir().join("root");
-    let threshold = fs_available(&root)?.saturating_sub(5 * FILLER_MIB * MIB);
+    // Two and a half fillers' worth of the image filesystem: containerd keeps each imported
+    // image twice (its content store's blob and the unpacked snapshot), containers/storage
+    // (CRI-O) once (the unpacked layer; an imported archive's blobs are not kept).
+    let copies = if stack.runtime().is_crio() { 1 } else { 2 };
+    let threshold = fs_available(&root)?.saturating_sub(5 * copies * FILLER_MIB * MIB / 2);
     let extra = format!(
         "{}imagefs_path = {:?}\ncri_endpoint = {:?}\nimage_minimum_gc_age = \"0s\"\nimage_gc_high_threshold_percent = 100\nimage_gc_low_threshold_percent = 99\n",
         eviction_toml(&format!("\"imagefs.available\" = \"{threshold}\""), false),

@@ -410,12 +410,6 @@ fn check_books(
 
 #[test]
 fn sigkill_during_parallel_creates_then_books_balance_across_restarts() -> anyhow::Result<()> {
-    if topolet_integration::stack::skipped_on_crio(
-        "sigkill_during_parallel_creates_then_books_balance_across_restarts",
-        topolet_integration::stack::CRIO_NO_SYNC_BLOCK,
-    ) {
-        return Ok(());
-    }
     let mut t = WithTopolet::start()?;
     let mark = t.topolet.log_mark();
     let (admitted_before, _) = t.topolet.create_decisions()?;

@@ -422,10 +422,12 @@ fn conditions(config: Option<&Path>) -> ExitCode {
         Ok(e) => e,
         Err(e) => return unknown(&e.to_string()),
     };
+    // No NRI connection here: the runtime is the one whose CRI socket exists.
+    let runtime = topolet::pressure::wiring::runtime_by_socket(std::path::Path::new("/"));
     let sources = topolet::pressure::signals::SignalSources {
         root: PathBuf::from("/"),
         nodefs: eviction.nodefs_path.clone(),
-        imagefs: eviction.imagefs_path.clone(),
+        imagefs: eviction.imagefs_path_for(runtime),
     };
     let observations = topolet::pressure::observation::observations(&sources.observe())
         .into_iter()

@@ -98,16 +98,12 @@ async fn serve(
     }
     // What the eviction loop reports each interval, for `topolet status`.
     let pressure = Arc::new(crate::pressure::PressureReport::new());
-    // Node-pressure eviction (built before NRI connects: `action = "api"` without the client
-    // fails the start), and with the client its node conditions publisher.
-    let mut eviction_loop = crate::pressure::eviction::EvictionLoop::for_node(
-        eviction.clone(),
-        plugin.clone(),
-        kube.as_ref(),
-    )
-    .context("[eviction]")?
-    .with_metrics(plugin.metrics().clone())
-    .with_report(pressure.clone());
+    // Node-pressure eviction: `action = "api"` without the client fails the start; the loop is
+    // built once NRI's Configure names the runtime (the CRI endpoint and the image filesystem
+    // not set are the runtime's own), with the client its node conditions publisher.
+    crate::pressure::wiring::check_action(&eviction, kube.is_some()).context("[eviction]")?;
+    let node_api = kube.as_ref().map(crate::pressure::wiring::NodeApi::of);
+    let mut node_status_tx = None;
     // What the Node and its NodeResourceTopology held at start, read by their publishers' first
     // requests, for reclaimed CPU's first amounts (`crate::cluster::at_start`).
     let at_start = crate::cluster::at_start::AtStart::default();
@@ -124,7 +120,7 @@ async fn serve(
             gate,
             at_start.clone(),
         );
-        eviction_loop = eviction_loop.with_node_status(tx);
+        node_status_tx = Some(tx);
         _node_status = Some(AbortOnDrop(task));
     }
     // One API client for every user: the Event recorder, the eviction loop, the node status
@@ -154,6 +150,7 @@ async fn serve(
     });
     // This node's pods from the API: admission from their specs (`crate::cluster::pod_directory`),
     // and the eviction loop's pod facts from the same store while it is synced.
+    let mut watched_pods = None;
     let _pod_watch = kube.as_ref().map(|k| {
         let (pods, task) = crate::cluster::pod_directory::start(
             k.watch_client.clone(),
@@ -162,12 +159,7 @@ async fn serve(
             kubernetes.watch_timeout(),
             plugin.metrics().clone(),
         );
-        let watched = pods.clone();
-        eviction_loop.wrap_pod_facts(|list| {
-            Arc::new(crate::cluster::pod_directory::WatchedPodFacts::new(
-                watched, list,
-            ))
-        });
+        watched_pods = Some(pods.clone());
         plugin.set_pod_directory(pods, kubernetes.pod_wait());
         AbortOnDrop(task)
     });
@@ -186,7 +178,7 @@ async fn serve(
     });
     // Reclaimed CPU: its loop always runs (a reload may turn the feature on); with the client,
     // the Node's extended resource, starved batch pods' evictions and Events.
-    let mut reclaimed = crate::reclaimed::ReclaimedLoop::new(plugin.clone());
+    let mut reclaimed_cluster = None;
     let mut advert = None;
     if let Some(k) = &kube {
         let name = config_reclaimed_name(&plugin);
@@ -197,14 +189,7 @@ async fn serve(
             plugin.metrics().clone(),
             gate,
         );
-        let (evictor, _) = crate::pressure::wiring::build_evictor(
-            &eviction,
-            Some((&k.node_client, k.node.as_str())),
-        )
-        .context("[eviction]")?;
-        reclaimed = reclaimed
-            .with_cluster(tx, evictor, k.sink.clone())
-            .with_at_start(at_start.clone());
+        reclaimed_cluster = Some(tx);
         advert = Some(Advert {
             client: k.client.clone(),
             node: k.node.clone(),
@@ -213,7 +198,6 @@ async fn serve(
             task: AbortOnDrop(task),
         });
     }
-    let _reclaimed = AbortOnDrop(tokio::spawn(reclaimed.run()));
     let _kubernetes = kube.map(|k| AbortOnDrop(k.recorder));
     let stub = Stub::new(plugin.clone(), stub_config).context("nri plugin settings")?;
     plugin.attach(stub.updater(), stub.status());
@@ -252,10 +236,26 @@ async fn serve(
         None => None,
     };
     // `topolet status` (admin socket) and /metrics, /healthz, /readyz: never fatal.
-    let _endpoints =
-        crate::introspection::start(&admin_config, &metrics_config, plugin.clone(), pressure).await;
-    // Node-pressure eviction: its own task; it logs its errors and never ends the plugin.
-    let _eviction = AbortOnDrop(tokio::spawn(eviction_loop.run()));
+    let _endpoints = crate::introspection::start(
+        &admin_config,
+        &metrics_config,
+        plugin.clone(),
+        pressure.clone(),
+    )
+    .await;
+    // Node-pressure eviction and reclaimed CPU: their own tasks, started once the runtime is
+    // known; they log their errors and never end the plugin.
+    let beside = BesideRuntime {
+        eviction,
+        plugin: plugin.clone(),
+        node_api,
+        pressure,
+        node_status: node_status_tx,
+        watched_pods,
+        reclaimed_cluster,
+        at_start,
+    };
+    let _beside = AbortOnDrop(tokio::spawn(beside.run(stub.status())));
     let _reload = match config_path {
         Some(path) => Some(AbortOnDrop(tokio::spawn(crate::config::reload::watch(
             plugin.clone(),
@@ -289,6 +289,79 @@ async fn serve(
     plugin.flush_state_on_exit();
     withdraw_reclaimed(&plugin, advert).await;
     Ok(())
+}
+
+/// What runs beside the runtime and needs to know which one it is (NRI's Configure names it):
+/// the eviction loop (the CRI endpoint and image filesystem not set are the runtime's), and the
+/// reclaimed-CPU loop (its evictor, with `[eviction] action = "cri"`, dials that endpoint).
+struct BesideRuntime {
+    eviction: topolet_core::eviction::EvictionConfig,
+    plugin: Arc<TopoletPlugin>,
+    node_api: Option<crate::pressure::wiring::NodeApi>,
+    pressure: Arc<crate::pressure::PressureReport>,
+    node_status: Option<crate::cluster::node_status::ReportSender>,
+    watched_pods: Option<crate::cluster::pod_directory::PodDirectory>,
+    reclaimed_cluster:
+        Option<tokio::sync::watch::Sender<crate::cluster::extended_resource::Advert>>,
+    at_start: crate::cluster::at_start::AtStart,
+}
+
+impl BesideRuntime {
+    /// Waits for the runtime's name (the first Configure), then runs both loops until aborted.
+    async fn run(self, status: tokio::sync::watch::Receiver<topolet_nri::stub::ConnectionStatus>) {
+        let Some(runtime) = crate::pressure::wiring::runtime_of(status).await else {
+            return;
+        };
+        tracing::info!(
+            runtime = runtime.name(),
+            cri_endpoint = %self.eviction.cri_endpoint_for(runtime),
+            imagefs = %self.eviction.imagefs_path_for(runtime).display(),
+            defaulted = self.eviction.depends_on_runtime(),
+            "eviction: beside this runtime"
+        );
+        let mut reclaimed = crate::reclaimed::ReclaimedLoop::new(self.plugin.clone());
+        if let (Some(k), Some(tx)) = (&self.node_api, self.reclaimed_cluster) {
+            match crate::pressure::wiring::build_evictor(
+                &self.eviction,
+                runtime,
+                Some((&k.node_client, k.node.as_str())),
+            ) {
+                Ok((evictor, _)) => {
+                    reclaimed = reclaimed
+                        .with_cluster(tx, evictor, k.sink.clone())
+                        .with_at_start(self.at_start.clone());
+                }
+                Err(e) => tracing::error!(error = %format!("{e:#}"), "reclaimed CPU: no evictor"),
+            }
+        }
+        let _reclaimed = AbortOnDrop(tokio::spawn(reclaimed.run()));
+        let eviction_loop = match crate::pressure::eviction::EvictionLoop::for_node(
+            self.eviction,
+            runtime,
+            self.plugin.clone(),
+            self.node_api.as_ref(),
+        ) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(error = %format!("{e:#}"), "eviction loop not started");
+                return std::future::pending().await;
+            }
+        };
+        let mut eviction_loop = eviction_loop
+            .with_metrics(self.plugin.metrics().clone())
+            .with_report(self.pressure);
+        if let Some(tx) = self.node_status {
+            eviction_loop = eviction_loop.with_node_status(tx);
+        }
+        if let Some(watched) = self.watched_pods {
+            eviction_loop.wrap_pod_facts(|list| {
+                Arc::new(crate::cluster::pod_directory::WatchedPodFacts::new(
+                    watched, list,
+                ))
+            });
+        }
+        eviction_loop.run().await;
+    }
 }
 
 /// The reclaimed-CPU resource's name in the configuration in effect.

@@ -38,6 +38,6 @@ pub mod usage_input;
 pub use decide::{batch_first, candidates, decide, Candidate, Decision};
 pub use observe::{Observations, PressureTracker, PressureUpdate, SignalObservation, Timestamp};
 pub use rank::{rank, rank_keys, PodUsage, UsageByPod};
-pub use settings::{EvictionAction, EvictionConfig, DEFAULT_HARD};
+pub use settings::{EvictionAction, EvictionConfig, Runtime, DEFAULT_HARD};
 pub use signal::{NodeCondition, Signal, SignalResource};
 pub use threshold::{Operator, Threshold, ThresholdKey, ThresholdValue};

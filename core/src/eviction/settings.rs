@@ -26,10 +26,59 @@ pub const DEFAULT_PRESSURE_TRANSITION_PERIOD: Duration = Duration::from_secs(300
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
 /// Where containerd serves CRI.
 pub const DEFAULT_CRI_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
+/// Where CRI-O serves CRI (cri-o/cri-o pkg/config/config_unix.go, `CrioSocketPath`).
+pub const CRIO_CRI_ENDPOINT: &str = "unix:///var/run/crio/crio.sock";
 /// nodefs when `[eviction] nodefs_path` is not set: the kubelet's root directory.
 pub const DEFAULT_NODEFS_PATH: &str = "/var/lib/kubelet";
-/// imagefs when `[eviction] imagefs_path` is not set: containerd's root directory.
+/// imagefs when `[eviction] imagefs_path` is not set on containerd: its root directory.
 pub const DEFAULT_IMAGEFS_PATH: &str = "/var/lib/containerd";
+/// imagefs when `[eviction] imagefs_path` is not set on CRI-O: containers/storage's graph root,
+/// CRI-O's default `root` (containers/storage's default graph root).
+pub const CRIO_IMAGEFS_PATH: &str = "/var/lib/containers/storage";
+
+/// The container runtime topolet runs beside, as NRI's Configure names it (`runtime_name`):
+/// what `[eviction] cri_endpoint` and `imagefs_path` default to when they are not set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runtime {
+    Containerd,
+    CriO,
+}
+
+impl Runtime {
+    /// The runtime NRI's `runtime_name` names: `cri-o` is CRI-O (cri-o/cri-o
+    /// internal/nri/nri.go registers as "cri-o"); anything else is taken as containerd, the
+    /// defaults topolet always had.
+    pub fn from_nri_name(name: &str) -> Runtime {
+        if name.eq_ignore_ascii_case("cri-o") || name.eq_ignore_ascii_case("crio") {
+            Runtime::CriO
+        } else {
+            Runtime::Containerd
+        }
+    }
+
+    /// Where this runtime serves CRI by default.
+    pub fn cri_endpoint(self) -> &'static str {
+        match self {
+            Runtime::Containerd => DEFAULT_CRI_ENDPOINT,
+            Runtime::CriO => CRIO_CRI_ENDPOINT,
+        }
+    }
+
+    /// This runtime's default image filesystem (its image store's root).
+    pub fn imagefs_path(self) -> &'static str {
+        match self {
+            Runtime::Containerd => DEFAULT_IMAGEFS_PATH,
+            Runtime::CriO => CRIO_IMAGEFS_PATH,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Runtime::Containerd => "containerd",
+            Runtime::CriO => "cri-o",
+        }
+    }
+}
 
 /// `[eviction] node_condition_heartbeat` default: node-problem-detector's
 /// `--k8s-exporter-heartbeat-period`.
@@ -114,9 +163,11 @@ pub struct EvictionConfig {
     pub node_conditions: bool,
     pub node_condition_heartbeat: Duration,
     pub pressure_taint: bool,
-    pub cri_endpoint: String,
+    /// `None`: the runtime's own ([`Runtime::cri_endpoint`], [`EvictionConfig::for_runtime`]).
+    pub cri_endpoint: Option<String>,
     pub nodefs_path: std::path::PathBuf,
-    pub imagefs_path: std::path::PathBuf,
+    /// `None`: the runtime's own ([`Runtime::imagefs_path`], [`EvictionConfig::for_runtime`]).
+    pub imagefs_path: Option<std::path::PathBuf>,
     /// Node-level reclaim (dead containers, unused images) before evicting for a disk signal.
     pub reclaim: ReclaimSettings,
 }
@@ -140,11 +191,39 @@ impl Default for EvictionConfig {
             node_conditions: true,
             node_condition_heartbeat: DEFAULT_CONDITION_HEARTBEAT,
             pressure_taint: false,
-            cri_endpoint: DEFAULT_CRI_ENDPOINT.into(),
+            cri_endpoint: None,
             nodefs_path: DEFAULT_NODEFS_PATH.into(),
-            imagefs_path: DEFAULT_IMAGEFS_PATH.into(),
+            imagefs_path: None,
             reclaim: ReclaimSettings::default(),
         }
+    }
+}
+
+impl EvictionConfig {
+    /// The CRI endpoint: the one set, else `runtime`'s.
+    pub fn cri_endpoint_for(&self, runtime: Runtime) -> String {
+        self.cri_endpoint
+            .clone()
+            .unwrap_or_else(|| runtime.cri_endpoint().to_string())
+    }
+
+    /// The image filesystem's path: the one set, else `runtime`'s.
+    pub fn imagefs_path_for(&self, runtime: Runtime) -> std::path::PathBuf {
+        self.imagefs_path
+            .clone()
+            .unwrap_or_else(|| runtime.imagefs_path().into())
+    }
+
+    /// Whether the runtime decides a value (one of `cri_endpoint`, `imagefs_path` is not set).
+    pub fn depends_on_runtime(&self) -> bool {
+        self.cri_endpoint.is_none() || self.imagefs_path.is_none()
+    }
+
+    /// This configuration with the values not set taken from `runtime`.
+    pub fn for_runtime(mut self, runtime: Runtime) -> EvictionConfig {
+        self.cri_endpoint = Some(self.cri_endpoint_for(runtime));
+        self.imagefs_path = Some(self.imagefs_path_for(runtime));
+        self
     }
 }
 

@@ -200,6 +200,81 @@ impl Placement {
     }
 }
 
+/// One container adopted after Synchronize ([`Placement::adopt`]): its target, and what had to be
+/// corrected (as [`Reconciled::notes`]).
+#[derive(Debug, Clone)]
+pub struct Adopted {
+    pub target: ContainerResources,
+    pub note: Option<String>,
+}
+
+impl Placement {
+    /// Adopts one running container that neither Synchronize nor CreateContainer showed (a
+    /// runtime that does not block plugin synchronization while it creates a container: CRI-O,
+    /// cri-o/cri-o server/container_create.go, runs the NRI CreateContainer before the
+    /// container joins the store Synchronize lists). The steps of [`Placement::reconcile`] for
+    /// this container alone, against the books as they are (nobody else is released or moved):
+    /// its own cpuset when it is a valid exclusive set of the right size that nobody holds,
+    /// else a fresh admission, else the shared pool. A container already holding an assignment
+    /// keeps it (adopting twice grants nothing twice).
+    pub fn adopt(&mut self, running: &RunningContainer<'_>, floor: i32) -> Adopted {
+        let c = running.container;
+        let key = c.key();
+        let empty = crate::placement::assignments::Assignments::default();
+        let shared_reason = || format!("{}: shared pool", c.class);
+        if let Some(held) = self.exclusive().get(&key).cloned() {
+            let grant = self.restore_rest(&key, Some(&held), &empty, "already held");
+            return Adopted {
+                target: self.resources(&Subject::of_nri(c), grant, floor),
+                note: None,
+            };
+        }
+        let Some(n) = self.exclusive_cpus(c.class, &c.container.requests) else {
+            let grant = self.restore_rest(&key, None, &empty, &shared_reason());
+            return Adopted {
+                target: self.resources(&Subject::of_nri(c), grant, floor),
+                note: None,
+            };
+        };
+        if let Some(set) = running.cpuset.filter(|s| s.len() == n) {
+            if self.cpu.restore(&key, set, ContainerRole::App).is_ok() {
+                let grant = self.restore_rest(
+                    &key,
+                    Some(set),
+                    &empty,
+                    "adopted from the running container",
+                );
+                return Adopted {
+                    target: self.resources(&Subject::of_nri(c), grant, floor),
+                    note: None,
+                };
+            }
+        }
+        match self.admit_subject(&Subject::of_nri(c), floor) {
+            Ok(res) => {
+                let note = format!(
+                    "{key}: runs on {}, given exclusive cpus {}",
+                    describe(running.cpuset),
+                    res.cpuset
+                );
+                Adopted {
+                    target: res,
+                    note: Some(note),
+                }
+            }
+            Err(e) => {
+                let grant = self.restore_rest(&key, None, &empty, &shared_reason());
+                Adopted {
+                    target: self.resources(&Subject::of_nri(c), grant, floor),
+                    note: Some(format!(
+                        "{key}: cannot get exclusive cpus ({e}); left on the shared pool"
+                    )),
+                }
+            }
+        }
+    }
+}
+
 /// "<class>: shared pool", the grant reason of a shared container, formatted once per class.
 struct SharedReasons([String; 3]);
 

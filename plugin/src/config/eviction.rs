@@ -22,8 +22,8 @@ use topolet_core::eviction::settings::{
     KubeletImageGc, ReclaimSettings, DEFAULT_IMAGE_MINIMUM_GC_AGE,
 };
 use topolet_core::eviction::settings::{
-    DEFAULT_CONDITION_HEARTBEAT, DEFAULT_CRI_ENDPOINT, DEFAULT_HARD, DEFAULT_IMAGEFS_PATH,
-    DEFAULT_INTERVAL, DEFAULT_NODEFS_PATH, DEFAULT_PRESSURE_TRANSITION_PERIOD,
+    DEFAULT_CONDITION_HEARTBEAT, DEFAULT_HARD, DEFAULT_INTERVAL, DEFAULT_NODEFS_PATH,
+    DEFAULT_PRESSURE_TRANSITION_PERIOD,
 };
 use topolet_core::eviction::signal::Signal;
 use topolet_core::eviction::threshold::{
@@ -89,13 +89,15 @@ pub struct EvictionSection {
     pub node_condition_heartbeat: ScalarText,
     /// Taint the Node `NoSchedule` while topolet sees pressure.
     pub pressure_taint: bool,
-    /// containerd's CRI endpoint (for `action = "cri"`).
-    pub cri_endpoint: String,
+    /// The runtime's CRI endpoint (`action = "cri"`, node-level reclaim). Absent: the runtime's
+    /// own default, by the name it registers with over NRI (containerd's, or CRI-O's).
+    pub cri_endpoint: Option<String>,
     /// A path on the node filesystem (`nodefs.*` signals): statvfs of it.
     pub nodefs_path: std::path::PathBuf,
     /// A path on the image filesystem (`imagefs.*` signals); the same filesystem as nodefs is
-    /// detected and treated as one.
-    pub imagefs_path: std::path::PathBuf,
+    /// detected and treated as one. Absent: the runtime's image store, by the name it registers
+    /// with over NRI (containerd's root, or CRI-O's containers/storage).
+    pub imagefs_path: Option<std::path::PathBuf>,
     /// Remove dead containers and unused images before evicting a pod for a disk signal (the
     /// kubelet's node-level reclaim).
     pub node_reclaim: bool,
@@ -125,9 +127,9 @@ impl Default for EvictionSection {
             node_conditions: true,
             node_condition_heartbeat: ScalarText(format_duration(DEFAULT_CONDITION_HEARTBEAT)),
             pressure_taint: false,
-            cri_endpoint: DEFAULT_CRI_ENDPOINT.into(),
+            cri_endpoint: None,
             nodefs_path: DEFAULT_NODEFS_PATH.into(),
-            imagefs_path: DEFAULT_IMAGEFS_PATH.into(),
+            imagefs_path: None,
             node_reclaim: true,
             image_minimum_gc_age: ScalarText(format_duration(DEFAULT_IMAGE_MINIMUM_GC_AGE)),
             pinned_images: Vec::new(),
@@ -288,16 +290,21 @@ impl EvictionSection {
                 "must be longer than 0s",
             ));
         }
-        if section.action == Some(EvictionAction::Cri) && section.cri_endpoint.trim().is_empty() {
+        if section
+            .cri_endpoint
+            .as_deref()
+            .is_some_and(|e| e.trim().is_empty())
+        {
             return Err(err(
                 "eviction.cri_endpoint".into(),
-                "must not be empty with action = \"cri\"",
+                "must not be empty (leave it out for the runtime's own)",
             ));
         }
         for (key, path) in [
-            ("eviction.nodefs_path", &section.nodefs_path),
-            ("eviction.imagefs_path", &section.imagefs_path),
+            ("eviction.nodefs_path", Some(&section.nodefs_path)),
+            ("eviction.imagefs_path", section.imagefs_path.as_ref()),
         ] {
+            let Some(path) = path else { continue };
             if !path.is_absolute() {
                 return Err(err(
                     key.into(),

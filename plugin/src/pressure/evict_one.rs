@@ -143,12 +143,15 @@ impl EvictionLoop {
         let containers: Vec<ContainerUsage> = if resource == SignalResource::Memory {
             let sources = self.sources.clone();
             let wanted: Vec<(String, String, u64)> = p
-                .container_ids
+                .container_cgroups
                 .iter()
                 .zip(&p.pod.containers)
-                .map(|(id, c)| {
-                    let cgroup = format!("{}/{id}", p.cgroup_parent);
-                    (cgroup, c.name.clone(), c.requests.memory_bytes.unwrap_or(0))
+                .map(|(cgroup, c)| {
+                    (
+                        cgroup.clone(),
+                        c.name.clone(),
+                        c.requests.memory_bytes.unwrap_or(0),
+                    )
                 })
                 .collect();
             off_runtime(move || {

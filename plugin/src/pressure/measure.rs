@@ -96,8 +96,13 @@ fn measure_pods_blocking(
             Err(e) => tracing::debug!(pod = %pod_ref(pod), error = %e, "pod usage not readable"),
         }
         if disk {
-            for (id, c) in pod.container_ids.iter().zip(&pod.pod.containers) {
-                match sources.container_upperdir(&pod.cgroup_parent, id) {
+            for ((id, cgroup), c) in pod
+                .container_ids
+                .iter()
+                .zip(&pod.container_cgroups)
+                .zip(&pod.pod.containers)
+            {
+                match sources.container_upperdir(cgroup) {
                     Ok(Some(upper)) => usage.disk += dir_usage(&upper, DISK_WALK_LIMIT),
                     Ok(None) => {}
                     Err(e) => {
@@ -172,6 +177,7 @@ mod tests {
         };
         let mut p = pod(1);
         p.container_ids = vec!["c1".into()];
+        p.container_cgroups = vec!["/kubepods/podu1/c1".into()];
         p.pod.containers = vec![topolet_core::kube::pod::Container {
             name: "app".into(),
             ..Default::default()

@@ -180,17 +180,16 @@ impl SignalSources {
         psi::cgroup(&dir)
     }
 
-    /// The overlay upper directory (writable layer) of container `id` in pod cgroup
-    /// `cgroup_parent`: the `upperdir=` of the root mount of the first process listed in the
-    /// container's cgroup. `Ok(None)` when the container has no process or its root is not an
+    /// The overlay upper directory (writable layer) of the container whose cgroup is
+    /// `container_cgroup` (a cgroupfs path, `crate::nri::handlers::ManagedPod::container_cgroups`):
+    /// the `upperdir=` of the root mount of the first process listed in it. `Ok(None)` when the container has no process or its root is not an
     /// overlay (native snapshotter: the whole rootfs is the writable layer; it is not counted).
     pub fn container_upperdir(
         &self,
-        cgroup_parent: &str,
-        id: &str,
+        container_cgroup: &str,
     ) -> Result<Option<PathBuf>, SignalError> {
-        let (_, pids_dir) = self.pod_cgroup_dirs(cgroup_parent)?;
-        let procs = pids_dir.join(id).join("cgroup.procs");
+        let (_, pids_dir) = self.pod_cgroup_dirs(container_cgroup)?;
+        let procs = pids_dir.join("cgroup.procs");
         let text = read(&procs)?;
         let Some(pid) = text.split_whitespace().next() else {
             return Ok(None);
@@ -576,7 +575,7 @@ mod tests {
         );
         let s = sources(t.path());
         assert_eq!(
-            s.container_upperdir("/kubepods/poda", "c1").unwrap(),
+            s.container_upperdir("/kubepods/poda/c1").unwrap(),
             Some(PathBuf::from("/up"))
         );
         write(
@@ -584,7 +583,7 @@ mod tests {
             "sys/fs/cgroup/pids/kubepods/poda/c2/cgroup.procs",
             "",
         );
-        assert_eq!(s.container_upperdir("/kubepods/poda", "c2").unwrap(), None);
+        assert_eq!(s.container_upperdir("/kubepods/poda/c2").unwrap(), None);
     }
 
     #[test]

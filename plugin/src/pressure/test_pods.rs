@@ -18,6 +18,7 @@ pub(super) fn pod(i: usize) -> ManagedPod {
             ..Default::default()
         },
         container_ids: Vec::new(),
+        container_cgroups: Vec::new(),
         batch: false,
     }
 }

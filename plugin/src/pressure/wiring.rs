@@ -15,7 +15,26 @@ use crate::pressure::reclaim::NodeReclaim;
 use crate::pressure::signals::SignalSources;
 use crate::pressure::PressureReport;
 use crate::telemetry::metrics::Metrics;
-use topolet_core::eviction::{EvictionAction, EvictionConfig};
+use topolet_core::eviction::{EvictionAction, EvictionConfig, Runtime};
+
+/// What the eviction loop uses of the Kubernetes API client ([`crate::cluster::client::Started`]):
+/// the client of this node's pods, the node's name, the Event sink.
+#[derive(Clone)]
+pub struct NodeApi {
+    pub node_client: kube::Client,
+    pub node: String,
+    pub sink: crate::cluster::recorder::EventSink,
+}
+
+impl NodeApi {
+    pub fn of(k: &crate::cluster::client::Started) -> NodeApi {
+        NodeApi {
+            node_client: k.node_client.clone(),
+            node: k.node.clone(),
+            sink: k.sink.clone(),
+        }
+    }
+}
 
 /// The CRI socket path of an endpoint (`unix:///run/x.sock`, `unix:/run/x.sock` or a path).
 pub fn cri_socket_path(endpoint: &str) -> std::path::PathBuf {
@@ -26,17 +45,61 @@ pub fn cri_socket_path(endpoint: &str) -> std::path::PathBuf {
     std::path::PathBuf::from(p)
 }
 
-/// The evictor and CRI client `config` asks for; `kube` is the Kubernetes API client when it
-/// is on (then `api` is the default action). `action = "api"` without it is an error naming the
-/// key.
+/// `action = "api"` needs the Kubernetes API client: without it (`kube_on` false) an error
+/// naming the key. Checked at start, before the runtime is known.
+pub fn check_action(config: &EvictionConfig, kube_on: bool) -> anyhow::Result<()> {
+    if config.action == Some(EvictionAction::Api) && !kube_on {
+        anyhow::bail!(
+            "eviction.action = \"api\" needs the Kubernetes API client, which is off: set \
+             [kubernetes] kubeconfig (or run in a pod with a service account), or choose \
+             action \"cri\" or \"dry-run\""
+        );
+    }
+    Ok(())
+}
+
+/// Without an NRI connection (`topolet conditions`): CRI-O when its default CRI socket exists
+/// under `root` and containerd's does not, else containerd.
+pub fn runtime_by_socket(root: &std::path::Path) -> Runtime {
+    let exists = |endpoint: &str| {
+        let path = cri_socket_path(endpoint);
+        root.join(path.strip_prefix("/").unwrap_or(&path)).exists()
+    };
+    if exists(Runtime::CriO.cri_endpoint()) && !exists(Runtime::Containerd.cri_endpoint()) {
+        Runtime::CriO
+    } else {
+        Runtime::Containerd
+    }
+}
+
+/// The runtime NRI's Configure named, once the stub has one (`status`: the stub's connection
+/// status); `None` when the stub ends first.
+pub async fn runtime_of(
+    mut status: tokio::sync::watch::Receiver<topolet_nri::stub::ConnectionStatus>,
+) -> Option<Runtime> {
+    let seen = status
+        .wait_for(|s| s.runtime.is_some())
+        .await
+        .ok()?
+        .runtime
+        .as_ref()
+        .map(|r| Runtime::from_nri_name(&r.name));
+    seen
+}
+
+/// The evictor and CRI client `config` asks for, the CRI endpoint not set taken from
+/// `runtime`'s; `kube` is the Kubernetes API client when it is on (then `api` is the default
+/// action). `action = "api"` without it is an error naming the key ([`check_action`]).
 /// `kube`: the client of this node's pods (`crate::cluster::client::node_client`: the node's
 /// identity with `[kubernetes] evict_as`, else topolet's) and this node's name.
 pub fn build_evictor(
     config: &EvictionConfig,
+    runtime: Runtime,
     kube: Option<(&kube::Client, &str)>,
 ) -> anyhow::Result<(Arc<dyn Evictor>, Option<CriClient>)> {
+    check_action(config, kube.is_some())?;
     let cri = match CriClient::new(
-        &cri_socket_path(&config.cri_endpoint),
+        &cri_socket_path(&config.cri_endpoint_for(runtime)),
         Duration::from_secs(10),
     ) {
         Ok(c) => Some(c),
@@ -58,28 +121,32 @@ pub fn build_evictor(
         (EvictionAction::Api, _, Some((client, node))) => Arc::new(
             crate::pressure::actions::ApiEvictor::new(client.clone(), node.to_string()),
         ),
-        (EvictionAction::Api, _, None) => anyhow::bail!(
-            "eviction.action = \"api\" needs the Kubernetes API client, which is off: set \
-             [kubernetes] kubeconfig (or run in a pod with a service account), or choose \
-             action \"cri\" or \"dry-run\""
-        ),
+        (EvictionAction::Api, _, None) => {
+            anyhow::bail!("eviction.action = \"api\" without the Kubernetes API client")
+        }
         (EvictionAction::DryRun, _, _) => Arc::new(crate::pressure::actions::DryRun),
     };
     Ok((evictor, cri))
 }
 
 impl EvictionLoop {
-    /// The loop of a node: signals from `/`, nodefs/imagefs at their default paths, pods from
-    /// `pods` (the NRI plugin), the action of `config`; with the Kubernetes client `kube` on,
-    /// pod facts from the API and `Evicted` Events. Fails only for `action = "api"` without the
-    /// client.
+    /// The loop of a node beside `runtime`: signals from `/`, nodefs/imagefs at their
+    /// configured paths (imagefs, when not set, `runtime`'s image store), pods from `pods` (the
+    /// NRI plugin), the action of `config` (its CRI endpoint, when not set, `runtime`'s); with
+    /// the Kubernetes client `kube` on, pod facts from the API and `Evicted` Events. Fails only
+    /// for `action = "api"` without the client.
     pub fn for_node(
         config: EvictionConfig,
+        runtime: Runtime,
         pods: Arc<dyn PodSource>,
-        kube: Option<&crate::cluster::client::Started>,
+        kube: Option<&NodeApi>,
     ) -> anyhow::Result<EvictionLoop> {
-        let (evictor, cri) =
-            build_evictor(&config, kube.map(|k| (&k.node_client, k.node.as_str())))?;
+        let config = config.for_runtime(runtime);
+        let (evictor, cri) = build_evictor(
+            &config,
+            runtime,
+            kube.map(|k| (&k.node_client, k.node.as_str())),
+        )?;
         let facts = kube.map(|k| {
             Arc::new(crate::cluster::pod_facts::ListPodFacts::new(
                 k.node_client.clone(),
@@ -101,7 +168,7 @@ impl EvictionLoop {
             sources: SignalSources {
                 root: std::path::PathBuf::from("/"),
                 nodefs: config.nodefs_path.clone(),
-                imagefs: config.imagefs_path.clone(),
+                imagefs: config.imagefs_path_for(runtime),
             },
             config,
             pods,

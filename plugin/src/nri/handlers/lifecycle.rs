@@ -1,11 +1,14 @@
-//! The lifecycle events of sandboxes and containers: RunPodSandbox, PostStartContainer,
-//! StopContainer, RemoveContainer, RemovePodSandbox, and the release of what a stopped or
-//! removed container (or a removed pod) held.
+//! The lifecycle events of sandboxes and containers: RunPodSandbox, PostStartContainer (where a
+//! container first seen after Synchronize is adopted: `adopt`), StopContainer, RemoveContainer,
+//! RemovePodSandbox, and the release of what a stopped or removed container (or a removed pod)
+//! held.
 
 use topolet_nri::api;
 use topolet_nri::plugin::PluginResult;
 
+use super::adopt::Adoption;
 use super::{PluginState, TopoletPlugin};
+use crate::nri::records::Lifecycle;
 use crate::nri::view;
 
 impl TopoletPlugin {
@@ -19,9 +22,17 @@ impl TopoletPlugin {
     }
 
     /// A container that was still being created at Synchronize now runs: send it the cpuset it
-    /// should have again, in case its task started from the spec before our update.
-    pub(super) fn on_post_start_container(&self, ctr: &api::Container) -> PluginResult<()> {
+    /// should have again, in case its task started from the spec before our update. One that
+    /// neither Synchronize nor CreateContainer showed is adopted (`adopt`).
+    pub(super) fn on_post_start_container(
+        &self,
+        pod: &api::PodSandbox,
+        ctr: &api::Container,
+    ) -> PluginResult<()> {
         let mut node = self.event_lock();
+        if self.adopt(&mut node, pod, ctr, Lifecycle::Running) != Adoption::NotNeeded {
+            return Ok(());
+        }
         if let Some(r) = node.records.get_mut(&ctr.id) {
             r.set_pid(ctr.pid);
         }

@@ -7,6 +7,8 @@
 //! - `admission`: CreateContainer, and what admission works from (the pod's spec or the NRI
 //!   inversion);
 //! - `resize`: UpdateContainer (in-place resize);
+//! - `adopt`: a container first seen after Synchronize, at PostStartContainer or UpdateContainer
+//!   (a runtime that does not block plugin synchronization while it creates one: CRI-O);
 //! - `lifecycle`: RunPodSandbox, PostStartContainer, StopContainer, RemoveContainer,
 //!   RemovePodSandbox, and the release of what a container held;
 //! - `updates`: what reaches the other containers: shared-pool changes, the updates carried in
@@ -45,6 +47,7 @@
 //! target gets an update in the Synchronize reply.
 
 mod admission;
+mod adopt;
 mod background;
 mod breach;
 mod configure;
@@ -466,11 +469,11 @@ impl Plugin for TopoletPlugin {
 
     async fn post_start_container(
         &self,
-        _pod: api::PodSandbox,
+        pod: api::PodSandbox,
         ctr: api::Container,
     ) -> PluginResult<()> {
         let _timer = self.metrics.time(event::POST_START_CONTAINER);
-        self.on_post_start_container(&ctr)
+        self.on_post_start_container(&pod, &ctr)
     }
 
     async fn run_pod_sandbox(&self, pod: api::PodSandbox) -> PluginResult<()> {

@@ -155,7 +155,7 @@ async fn a_batch_container_never_runs_on_a_reserved_or_exclusive_cpu() {
         .unwrap_or_default();
     assert_eq!(given, "1-7", "the pool, never the reserved CPU 0");
     assert!(p.batch_containers().contains_key("b-app"));
-    p.on_post_start_container(&b.1).expect("started");
+    p.on_post_start_container(&b.0, &b.1).expect("started");
 
     // Exclusive grants take 6, then the last pool CPU.
     create(p, &guaranteed("g1", 6)).await.expect("exclusive");
@@ -248,7 +248,7 @@ async fn containers_learnt_late_get_a_quota_at_once_and_a_restart_keeps_grants()
     n.pods.handle(watcher::Event::InitDone);
     for c in [&late, &kept] {
         create(p, c).await.expect("created");
-        p.on_post_start_container(&c.1).expect("started");
+        p.on_post_start_container(&c.0, &c.1).expect("started");
     }
     assert!(p.batch_containers().is_empty());
     let quota = |id: &str| p.lock().records.get(id).map(|r| r.target().cpu_quota);
@@ -294,7 +294,7 @@ async fn a_cut_is_written_into_the_batch_cgroups_at_once_a_rise_is_left_to_the_r
     let (a, b) = (n.batch("a", 500), n.batch("b", 500));
     for c in [&a, &b] {
         create(p, c).await.expect("created");
-        p.on_post_start_container(&c.1).expect("started");
+        p.on_post_start_container(&c.0, &c.1).expect("started");
     }
     let (fa, fb) = (n.quota_file("a-app", "a"), n.quota_file("b-app", "b"));
     let read = |f: &Path| fs::read_to_string(f).unwrap_or_default();

@@ -10,6 +10,7 @@ use crate::host::pod_cgroup::Work;
 use crate::nri::adjust;
 use crate::nri::handlers::pod_quota::pod_cpu_of;
 use crate::nri::handlers::updates::widened;
+use crate::nri::records::Lifecycle;
 use crate::nri::view;
 use topolet_core::placement::admission_input::Source;
 use topolet_core::placement::Candidate;
@@ -25,6 +26,11 @@ impl TopoletPlugin {
             return Ok(api::UpdateContainerResponse::default());
         };
         let mut node = self.event_lock();
+        // One first seen now is adopted from what it runs with, then resized as any other
+        // (`adopt`); its own update is this reply's.
+        if let Some(pod) = req.pod.as_ref() {
+            self.adopt(&mut node, pod, ctr, Lifecycle::Running);
+        }
         let Some(m) = node.records.get(&ctr.id).cloned() else {
             return Ok(api::UpdateContainerResponse::default());
         };

@@ -754,3 +754,130 @@ async fn a_device_node_pulls_exclusive_cpus_to_its_numa_node() {
         .expect("exclusive");
     assert_eq!(cpus.to_string(), "1,5");
 }
+
+/// A container first seen at PostStartContainer, after this connection's Synchronize (CRI-O
+/// lists a container only once it is in its store, after the NRI CreateContainer: one created
+/// across a restart of topolet reaches it first here), is adopted as Synchronize adopts one
+/// created while topolet was away: an exclusive container running on the runtime's cpuset gets
+/// a fresh exclusive set, is recorded and queued to be sent it, and the shared containers are
+/// queued to leave it.
+#[tokio::test]
+async fn a_container_first_seen_at_post_start_is_adopted_with_a_fresh_grant() {
+    let f = fixture(|_| {});
+    let p = &f.plugin;
+    configure(p).await;
+    let (sb, b) = besteffort("b", "app");
+    p.synchronize(vec![sb], vec![running(b, "0-7")])
+        .await
+        .expect("synchronize");
+    let (sa, a) = guaranteed("a", "app", 2);
+    // The runtime created it with the shared pool's cpuset: topolet never answered its create.
+    p.post_start_container(sa, running(a, "0-7"))
+        .await
+        .expect("post start");
+    let node = p.lock();
+    let record = node.records.get("a-app").expect("adopted: recorded");
+    assert!(record.target().exclusive, "{:?}", record.target());
+    let granted = record.target().cpuset.clone();
+    assert_eq!(granted.len(), 2);
+    assert!(!granted.contains(0), "reserved CPU granted: {granted}");
+    assert_eq!(record.lifecycle(), Lifecycle::Running);
+    let key = ContainerKey::new("a", "app");
+    assert_eq!(node.placement.exclusive().get(&key), Some(&granted));
+    // Both are to be sent their targets: a its set, b the shared pool without it.
+    assert!(node.records.has_pending());
+    let b_target = node
+        .records
+        .get("b-app")
+        .expect("b")
+        .target()
+        .cpuset
+        .clone();
+    assert!(
+        b_target.intersection(&granted).is_empty(),
+        "b ({b_target}) keeps a's CPUs ({granted})"
+    );
+}
+
+/// A container first seen after Synchronize that already runs on a valid exclusive set nobody
+/// holds keeps it (what it runs with is its assignment); a second
+/// one on the same set gets a set of its own (nothing granted twice); a second PostStart of
+/// the first adopts nothing again.
+#[tokio::test]
+async fn an_adopted_container_keeps_its_own_free_exclusive_set_and_none_is_granted_twice() {
+    let f = fixture(|_| {});
+    let p = &f.plugin;
+    configure(p).await;
+    p.synchronize(vec![], vec![]).await.expect("synchronize");
+    let (sa, a) = guaranteed("a", "app", 2);
+    p.post_start_container(sa.clone(), running(a.clone(), "2,6"))
+        .await
+        .expect("post start a");
+    let a_key = ContainerKey::new("a", "app");
+    {
+        let node = p.lock();
+        assert_eq!(
+            node.placement
+                .exclusive()
+                .get(&a_key)
+                .map(ToString::to_string),
+            Some("2,6".to_string())
+        );
+        let target = node.records.get("a-app").expect("a").target();
+        assert_eq!(target.cpuset.to_string(), "2,6", "a stays where it runs");
+    }
+    let (sc, c) = guaranteed("c", "app", 2);
+    p.post_start_container(sc, running(c, "2,6"))
+        .await
+        .expect("post start c");
+    p.post_start_container(sa, running(a, "2,6"))
+        .await
+        .expect("post start a again");
+    let node = p.lock();
+    let c_key = ContainerKey::new("c", "app");
+    let c_set = node.placement.exclusive().get(&c_key).cloned().expect("c");
+    assert_eq!(c_set.len(), 2);
+    assert!(
+        c_set
+            .intersection(&CpuSet::parse("2,6").expect("cpus"))
+            .is_empty(),
+        "c got a's CPUs: {c_set}"
+    );
+    assert_eq!(node.placement.exclusive().len(), 2);
+    node.placement.check_invariants().expect("books balance");
+}
+
+/// Before this connection's Synchronize nothing is adopted (Synchronize lists the container);
+/// a container first seen at UpdateContainer is adopted, then resized as any other: the reply
+/// carries its update.
+#[tokio::test]
+async fn adoption_waits_for_synchronize_and_happens_at_update_container_too() {
+    let f = fixture(|_| {});
+    let p = &f.plugin;
+    configure(p).await;
+    let (sa, a) = guaranteed("a", "app", 2);
+    p.post_start_container(sa.clone(), running(a.clone(), "0-7"))
+        .await
+        .expect("post start before synchronize");
+    assert!(p.lock().records.get("a-app").is_none());
+    p.synchronize(vec![], vec![]).await.expect("synchronize");
+    let reply = p
+        .update_container(api::UpdateContainerRequest {
+            pod: protobuf::MessageField::some(sa),
+            container: protobuf::MessageField::some(running(a.clone(), "0-7")),
+            linux_resources: a.linux.resources.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("update");
+    let own = cpus_of(&reply.update, "a-app").expect("the reply carries a's update");
+    let node = p.lock();
+    let key = ContainerKey::new("a", "app");
+    assert_eq!(
+        node.placement
+            .exclusive()
+            .get(&key)
+            .map(ToString::to_string),
+        Some(own)
+    );
+}

@@ -40,8 +40,13 @@ pub struct ManagedPod {
     /// container with its requests and limits as estimated from its cgroup values (priority is
     /// not knowable from NRI: `None`).
     pub pod: topolet_core::kube::pod::Pod,
-    /// containerd ids of the pod's managed containers, in the order of `pod.containers`.
+    /// The runtime's ids of the pod's managed containers, in the order of `pod.containers`.
     pub container_ids: Vec<String>,
+    /// Their cgroups, in the same order, as cgroupfs paths (`/…/pod<uid>/<leaf>`): from NRI's
+    /// `linux.cgroups_path`, whatever the runtime names the leaf (containerd the id, CRI-O
+    /// `crio-<id>`; the systemd driver's `slice:prefix:name` made a path); `<cgroup parent>/<id>`
+    /// when the runtime sent none.
+    pub container_cgroups: Vec<String>,
     /// A batch pod of reclaimed CPU (`crate::reclaimed`): evicted before the others.
     pub batch: bool,
 }
@@ -61,6 +66,23 @@ impl TopoletPlugin {
                 sb.annotations.get(k).map(String::as_str)
             });
             let ids: Vec<&String> = node.records.pod_ids(&uid).collect();
+            let parent = sb
+                .linux
+                .as_ref()
+                .map(|l| l.cgroup_parent.as_str())
+                .unwrap_or_default();
+            let container_cgroups = ids
+                .iter()
+                .map(|id| {
+                    node.records
+                        .get(id)
+                        .and_then(|r| {
+                            crate::host::freezer::container_cgroup(&r.view().cgroups_path)
+                        })
+                        .map(|rel| format!("/{}", rel.display()))
+                        .unwrap_or_else(|| format!("{parent}/{id}"))
+                })
+                .collect();
             let containers = node
                 .records
                 .pod(&uid)
@@ -93,6 +115,7 @@ impl TopoletPlugin {
                 },
                 batch: ids.iter().any(|id| node.batch.is_batch(id)),
                 container_ids: ids.into_iter().cloned().collect(),
+                container_cgroups,
             });
         }
         out.sort_by(|a, b| a.sandbox_id.cmp(&b.sandbox_id));

@@ -671,6 +671,17 @@ require_binaries() {
   command -v unshare >/dev/null || die "unshare not found"
 }
 
+# The kubelet's side of a start (`start`, `start-kubelet`): its cgroup root, CNI config,
+# configuration, wrapper and DIR/env, then the kubelet itself, waited for until the node is Ready.
+start_node_kubelet() {
+  make_cgroup_root
+  write_cni_config
+  write_kubelet_config
+  write_kubelet_wrapper
+  write_env
+  start_kubelet
+}
+
 cmd_start() {
   require_binaries
   load_runtime_stack
@@ -693,12 +704,7 @@ cmd_start() {
     apply_topolet_rbac
   fi
   start_scheduler
-  make_cgroup_root
-  write_cni_config
-  write_kubelet_config
-  write_kubelet_wrapper
-  write_env
-  start_kubelet
+  start_node_kubelet
   say "node $NODE_NAME Ready in $((SECONDS - start))s (API https://127.0.0.1:$API_PORT, KUBECONFIG=$DIR/admin.kubeconfig)"
 }
 
@@ -751,12 +757,7 @@ cmd_start_kubelet() {
   kubeconfig "$DIR/admin.kubeconfig" admin "$ADMIN_TOKEN"
   kubeconfig "$DIR/kubelet.kubeconfig" "system:node:$NODE_NAME" "$NODE_TOKEN"
   kubeconfig "$DIR/topolet.kubeconfig" topolet "$TOPOLET_TOKEN"
-  make_cgroup_root
-  write_cni_config
-  write_kubelet_config
-  write_kubelet_wrapper
-  write_env
-  start_kubelet
+  start_node_kubelet
   say "node $NODE_NAME Ready in $((SECONDS - start))s (API https://$API_HOST:$API_PORT, KUBECONFIG=$DIR/admin.kubeconfig)"
 }
 

@@ -866,8 +866,6 @@ impl KubeGuest {
         let numa = DEVICE_NODE as u32;
         self.plugin = Some(device_plugin::start(&cluster, GPU, count, numa)?);
         self.driver = Some(dra_driver::start(&cluster, 2 * count, numa)?);
-        let node = cluster.node_name().to_string();
-        let selector = format!("spec.nodeName={node}");
         wait::until_true(
             "the node advertises the plugin's devices and the driver's ResourceSlice",
             GUEST_WAIT,
@@ -875,18 +873,7 @@ impl KubeGuest {
                 let gpus = cluster
                     .extended_resource(GPU)?
                     .is_some_and(|a| a.capacity == u64::from(count) && a.allocatable_agrees);
-                let slices = cluster.kubectl(&[
-                    "get",
-                    "resourceslices",
-                    "--field-selector",
-                    &selector,
-                    "-o",
-                    "jsonpath={.items[*].spec.driver}",
-                ])?;
-                Ok(gpus
-                    && slices
-                        .split_whitespace()
-                        .any(|d| d == topolet_integration::dra_driver::DRIVER))
+                Ok(gpus && topolet_integration::dra_driver::slice_published(&cluster)?)
             },
         )
         .with_context(|| {

@@ -48,3 +48,18 @@ pub fn start(cluster: &Cluster, count: u32, numa: u32) -> anyhow::Result<Program
         .args(["-numa", &numa.to_string()]);
     Program::spawn(&mut cmd, cluster.dir().join("dra-driver.log"))
 }
+
+/// Whether the API holds a ResourceSlice of [`DRIVER`] for `cluster`'s node (read with
+/// `kubectl`, as a user would check it).
+pub fn slice_published(cluster: &Cluster) -> anyhow::Result<bool> {
+    let selector = format!("spec.nodeName={}", cluster.node_name());
+    let drivers = cluster.kubectl(&[
+        "get",
+        "resourceslices",
+        "--field-selector",
+        &selector,
+        "-o",
+        "jsonpath={.items[*].spec.driver}",
+    ])?;
+    Ok(drivers.split_whitespace().any(|d| d == DRIVER))
+}

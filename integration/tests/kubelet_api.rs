@@ -522,21 +522,10 @@ fn a_dra_device_gets_its_numa_node_from_the_nodes_resource_slice() -> anyhow::Re
     let mut node = start()?;
     let driver = dra_driver::start(&node.cluster, 2, 0)?;
     let node_name = node.cluster.node_name().to_string();
-    let selector = format!("spec.nodeName={node_name}");
     wait::until_true(
         "the driver's ResourceSlice for this node",
         cluster::POD_TIMEOUT,
-        || {
-            let out = node.cluster.kubectl(&[
-                "get",
-                "resourceslices",
-                "--field-selector",
-                &selector,
-                "-o",
-                "jsonpath={.items[*].spec.driver}",
-            ])?;
-            Ok(out.split_whitespace().any(|d| d == DRIVER))
-        },
+        || dra_driver::slice_published(&node.cluster),
     )
     .with_context(|| format!("dra driver log:\n{}", driver.logged()))?;
     // topolet's watch holds it: the test cluster's topolet user reads as itself (a kubeconfig:

@@ -1060,17 +1060,7 @@ fn released(g: &mut KubeGuest, pod: &k8s_openapi::api::core::v1::Pod, id: &str) 
 fn device_in_status(t: &mut Topolet, name: &str, source: &str, row: &Placed) -> Result<()> {
     let full = format!("default/{name}/main");
     let entry = t
-        .wait_status(
-            &format!("{full} holds a device from {source}"),
-            GUEST_WAIT,
-            |s| {
-                s["devices"]
-                    .as_array()?
-                    .iter()
-                    .find(|d| d["name"] == full.as_str())
-                    .cloned()
-            },
-        )
+        .wait_container_devices(&full, source, GUEST_WAIT)
         .with_context(|| {
             format!(
                 "the PodResources source: {}; container {name}: cpus {}",

@@ -380,6 +380,27 @@ impl Topolet {
         status_of(&self.bin, &self.admin_socket)
     }
 
+    /// The `devices` entry of container `full` (`namespace/pod/container`) in `topolet status`,
+    /// once it has one, waiting at most `timeout`.
+    pub fn wait_container_devices(
+        &mut self,
+        full: &str,
+        source: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<Value> {
+        self.wait_status(
+            &format!("{full} holds a device from {source}"),
+            timeout,
+            |s| {
+                s["devices"]
+                    .as_array()?
+                    .iter()
+                    .find(|d| d["name"] == full)
+                    .cloned()
+            },
+        )
+    }
+
     /// Polls the status until `probe` returns `Some`; returns that. Fails early if the process
     /// exited. A status request that fails (the socket not bound yet) is retried.
     pub fn wait_status<T>(

@@ -623,17 +623,10 @@ fn one_device_on_node_0(
     id_prefix: &str,
 ) -> anyhow::Result<()> {
     let full = format!("default/{name}/main");
-    let entry = node.t.topolet.wait_status(
-        &format!("{full} holds a device from {source}"),
-        cluster::POD_TIMEOUT,
-        |s| {
-            s["devices"]
-                .as_array()?
-                .iter()
-                .find(|d| d["name"] == full.as_str())
-                .cloned()
-        },
-    )?;
+    let entry = node
+        .t
+        .topolet
+        .wait_container_devices(&full, source, cluster::POD_TIMEOUT)?;
     let devices = entry["devices"].as_array().context("devices")?;
     ensure!(
         devices.len() == 1

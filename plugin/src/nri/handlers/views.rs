@@ -368,20 +368,24 @@ impl ExportSource for TopoletPlugin {
             .iter()
             .map(|c| c as i64)
             .collect();
+        // The memory manager's books under the same lock as the assignments (one copy of the
+        // node, not a second lock).
+        let books = if self.config.get().memory.policy == MemoryPolicyKind::Static {
+            p.books()
+        } else {
+            Default::default()
+        };
         drop(node);
-        let static_memory = self.config.get().memory.policy == MemoryPolicyKind::Static;
         let mut memory = Vec::new();
-        if static_memory {
-            for (node_id, per) in self.books() {
-                for (name, book) in per {
-                    let is_memory = name == "memory" || name.starts_with("hugepages-");
-                    if is_memory && book.allocatable > 0 {
-                        memory.push(MemoryBlock {
-                            memory_type: name,
-                            size: book.allocatable,
-                            nodes: vec![node_id as i64],
-                        });
-                    }
+        for (node_id, per) in books {
+            for (name, book) in per {
+                let is_memory = name == "memory" || name.starts_with("hugepages-");
+                if is_memory && book.allocatable > 0 {
+                    memory.push(MemoryBlock {
+                        memory_type: name,
+                        size: book.allocatable,
+                        nodes: vec![node_id as i64],
+                    });
                 }
             }
         }

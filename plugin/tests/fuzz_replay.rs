@@ -298,7 +298,31 @@ fn nri_regressions() -> BTreeMap<String, Vec<u8>> {
         pod: Some(b.clone()).into(),
         ..Default::default()
     };
+    // A Guaranteed pod's container first seen at PostStartContainer, after a Synchronize that
+    // did not list it (CRI-O's order across a restart of topolet), is adopted with exclusive CPUs;
+    // the property knew Guaranteed pods only from Synchronize, RunPodSandbox and
+    // CreateContainer, and took the adoption for a grant to an unknown pod (CI's fuzzing, stop
+    // 48; the property now learns the pod at PostStartContainer and UpdateContainer too).
+    let g = pod("g1", "");
+    let g_app = guaranteed(&g, "app", 2000);
+    let poststart = api::PostStartContainerRequest {
+        pod: Some(g.clone()).into(),
+        container: Some(g_app.clone()).into(),
+        ..Default::default()
+    };
+    let g2 = pod("g2", "");
+    let mut update = resize(&guaranteed(&g2, "app", 2000), 2000);
+    update.pod = Some(g2).into();
     let mut out = BTreeMap::new();
+    out.insert(
+        "guaranteed_container_adopted_after_synchronize".to_string(),
+        [
+            fuzz::nri_record(kind("SynchronizeRequest"), &api::SynchronizeRequest::new()),
+            fuzz::nri_record(kind("PostStartContainerRequest"), &poststart),
+            fuzz::nri_record(kind("UpdateContainerRequest"), &update),
+        ]
+        .concat(),
+    );
     out.insert(
         "burstable_requests_equal_limits_got_exclusive_cpus".to_string(),
         [

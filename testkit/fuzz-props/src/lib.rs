@@ -557,6 +557,9 @@ pub fn nri_messages(data: &[u8]) {
                     let Ok(req) = api::PostStartContainerRequest::parse_from_bytes(body) else {
                         continue;
                     };
+                    // A container first seen here (after Synchronize) is adopted: its pod is
+                    // as good a source of a Guaranteed uid as RunPodSandbox.
+                    record_pod_uid(&pod_of(&req.pod), &mut guaranteed);
                     let _ = plugin
                         .post_start_container(pod_of(&req.pod), ctr_of(&req.container))
                         .await;
@@ -565,6 +568,10 @@ pub fn nri_messages(data: &[u8]) {
                     let Ok(req) = api::UpdateContainerRequest::parse_from_bytes(body) else {
                         continue;
                     };
+                    // As PostStartContainer: a container first seen here is adopted.
+                    if let Some(pod) = req.pod.as_ref() {
+                        record_pod_uid(pod, &mut guaranteed);
+                    }
                     let _ = plugin.update_container(req).await;
                 }
                 12 => {

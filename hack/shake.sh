@@ -54,7 +54,7 @@
 # every run:
 #   shake.md     the table, also printed at the end: suite, test, runs, failures, slowest run (s),
 #                and each failed run's exit code and log; with the load average observed
-#   shake.json   {"runs_per_test":N,"load":true|false,"cpus":…,"containerd_version":…,"suites":[…],
+#   shake.json   {"runs_per_test":N,"load":true|false,"cpus":…,"runtime":"containerd v…"|"cri-o v…"|null,"suites":[…],
 #                 "filter":…,"wall_seconds":…,"loadavg":{"samples":…,"mean":…,"min":…,"max":…},
 #                 "tests":[{"suite":…,"test":…,"runs":…,"failures":…,"seconds":[…],
 #                 "failed_runs":[{"run":…,"exit":…,"log":…}]}],"tests_failed":…,"complete":…}
@@ -75,6 +75,11 @@
 #   SHAKE_LOCK       the real-stack lock file (default /tmp/realstack.lock)
 #   SHAKE_KEEP_LOGS  1: keep the logs of passing runs too (default 0)
 #   SHAKE_CONTAINERD_VERSION  the containerd line under test (default: the newest supported line)
+#   SHAKE_RUNTIME    containerd (default) or cri-o: the runtime of the NRI and kubelet suites' stacks
+#                    (cri-o: hack/install-crio.sh too, and the suites run with TOPOLET_RUNTIME=cri-o,
+#                    as hack/test.sh's CRI-O lane; the guests always run containerd, so they are
+#                    refused with cri-o)
+#   SHAKE_CRIO_VERSION        the CRI-O line with SHAKE_RUNTIME=cri-o (default DEFAULT_CRIO_VERSION)
 #   CARGO_TARGET_DIR cargo's target directory (default <repo>/target)
 #   GO, TOPOLET_CACHE, GUEST_*, TOPOLET_SOAK_CYCLES, TOPOLET_FAULT_SEED: passed on to the scripts
 #                    and tests that read them
@@ -95,6 +100,13 @@ SHAKE_KEEP_LOGS="${SHAKE_KEEP_LOGS:-0}"
 # shellcheck disable=SC2086 # a list: the newest line, as hack/test.sh's newest_line
 NEWEST_LINE="$(printf '%s\n' $SUPPORTED_CONTAINERD_VERSIONS | sort -V | tail -n1)"
 VERSION="${SHAKE_CONTAINERD_VERSION:-$NEWEST_LINE}"
+RUNTIME="${SHAKE_RUNTIME:-containerd}"
+CRIO_LINE="${SHAKE_CRIO_VERSION:-$DEFAULT_CRIO_VERSION}"
+case "$RUNTIME" in
+  containerd) RUNTIME_LABEL="containerd $VERSION" ;;
+  cri-o) RUNTIME_LABEL="cri-o $CRIO_LINE" ;;
+  *) die "SHAKE_RUNTIME=$RUNTIME: want containerd or cri-o" ;;
+esac
 TARGET="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
 [[ "$TARGET" == /* ]] || TARGET="$REPO_ROOT/$TARGET"
 OUT_DIR="$TARGET/shake"
@@ -185,11 +197,18 @@ real_stack() { has_kind nri || has_kind kubelet || has_kind guest; }
 install_stack() {
   [[ $EUID -eq 0 ]] || die "must run as root for the real-stack suites (containerd, runc, cgroups)"
   validate_containerd_version "$VERSION" || die "SHAKE_CONTAINERD_VERSION=$VERSION is not supported"
+  if [[ "$RUNTIME" == cri-o ]] && has_kind guest; then
+    die "SHAKE_RUNTIME=cri-o: the guests run containerd only (shake them without SHAKE_RUNTIME)"
+  fi
   say "hack/install-deps.sh (containerd $VERSION)"
   CONTAINERD_VERSION="$VERSION" "$HACK_DIR/install-deps.sh" || die "hack/install-deps.sh failed"
   if has_kind kubelet; then
     say "hack/install-kube.sh"
     "$HACK_DIR/install-kube.sh" || die "hack/install-kube.sh failed"
+  fi
+  if [[ "$RUNTIME" == cri-o ]] && { has_kind nri || has_kind kubelet; }; then
+    say "hack/install-crio.sh (CRI-O $CRIO_LINE)"
+    CRIO_VERSION="$CRIO_LINE" "$HACK_DIR/install-crio.sh" || die "hack/install-crio.sh failed"
   fi
   if has_kind guest; then
     say "hack/guest.sh image"
@@ -354,7 +373,7 @@ run_one() {
 
 # report WALL_SECONDS complete|stopped: shake.md and shake.json from tests.tsv and runs.tsv; prints the table.
 report() {
-  python3 - "$OUT_DIR" "$SHAKE_RUNS" "$SHAKE_LOAD" "$(nproc)" "$VERSION" "$SHAKE_TESTS" "$1" \
+  python3 - "$OUT_DIR" "$SHAKE_RUNS" "$SHAKE_LOAD" "$(nproc)" "$RUNTIME_LABEL" "$SHAKE_TESTS" "$1" \
     "${SHAKE_SUITES}" "$(real_stack && echo 1 || echo 0)" "${LOADS[*]}" "$2" <<'EOT'
 import json, os, sys
 
@@ -383,7 +402,7 @@ if samples:
 failed = sum(1 for t in tests if t["failures"])
 doc = {
     "runs_per_test": int(runs), "load": load == "1", "cpus": int(cpus),
-    "containerd_version": version if real == "1" else None, "suites": suites.split(),
+    "runtime": version if real == "1" else None, "suites": suites.split(),
     "filter": filt or None, "wall_seconds": int(wall), "loadavg": la, "tests": tests,
     "tests_failed": failed, "complete": state == "complete",
 }
@@ -400,7 +419,7 @@ facts = [f"suites: {' '.join(suites.split())}"]
 if filt:
     facts.append(f"tests matching '{filt}'")
 if real == "1":
-    facts.append(f"containerd {version}")
+    facts.append(version)
 if samples:
     facts.append(f"load average (1 min, as each run ended): mean {la['mean']}, min {la['min']}, max {la['max']}")
 facts.append(f"wall {wall} s")
@@ -428,6 +447,7 @@ EOT
 # shake: list, lock, hog, the runs, the report; returns 1 if any test failed at least once.
 shake() {
   export CARGO_TARGET_DIR="$TARGET" TOPOLET_CONTAINERD_VERSION="$VERSION" RUST_BACKTRACE=1
+  if [[ "$RUNTIME" == cri-o ]]; then export TOPOLET_RUNTIME=cri-o TOPOLET_CRIO_VERSION="$CRIO_LINE"; fi
   collect_tests
   rm -rf "$OUT_DIR"
   mkdir -p "$LOG_DIR"

@@ -301,8 +301,9 @@ fn nri_regressions() -> BTreeMap<String, Vec<u8>> {
     // A Guaranteed pod's container first seen at PostStartContainer, after a Synchronize that
     // did not list it (CRI-O's order across a restart of topolet), is adopted with exclusive CPUs;
     // the property knew Guaranteed pods only from Synchronize, RunPodSandbox and
-    // CreateContainer, and took the adoption for a grant to an unknown pod (CI's fuzzing, stop
-    // 48; the property now learns the pod at PostStartContainer and UpdateContainer too).
+    // CreateContainer, and took the adoption for a grant to an unknown pod (found by
+    // hack/fuzz.sh; the property now learns the pod at PostStartContainer and UpdateContainer
+    // too).
     let g = pod("g1", "");
     let g_app = guaranteed(&g, "app", 2000);
     let poststart = api::PostStartContainerRequest {

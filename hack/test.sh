@@ -33,7 +33,8 @@
 #      but ALONE_SUITES, are dealt to lanes A and C in turn (`kubelet_share`, below):
 #      A: the NRI suites of the oldest containerd line (SKEW_SUITES), then its kubelet suites
 #         (kubelet_helm.rs installs topolet with the Helm chart from its image,
-#         hack/build-image.sh, and upgrades it to the image of TOPOLET_NEXT_BIN); then the
+#         hack/build-image.sh, and upgrades it to the image of TOPOLET_NEXT_BIN), then its share
+#         of the CRI-O kubelet suites (CRIO_KUBELET_SUITES, below); then the
 #         dependency policy: hack/deny.sh check (cargo-deny, offline: bans, licenses, sources of
 #         deny.toml; advisories need the network and are not checked), cargo-deny installed by
 #         `hack/deny.sh install`, started in the background after step 6 (`start_deny_install`,
@@ -41,8 +42,8 @@
 #         rendered from it, unit, snippets)
 #      C: with cri-o in TEST_RUNTIMES, first the CRI-O NRI suites (CRIO_SUITES, below, on
 #         TEST_CRIO_VERSION: TOPOLET_RUNTIME=cri-o cargo test -p topolet-integration --test ...)
-#         and the CRI-O kubelet suites but ALONE_SUITES (CRIO_KUBELET_SUITES, below),
-#         then its kubelet suites, then hack/fuzz.sh (cargo-fuzz, FUZZ_SECONDS per target; installs
+#         and its share of the CRI-O kubelet suites but ALONE_SUITES (CRIO_KUBELET_SUITES,
+#         below), then its kubelet suites, then hack/fuzz.sh (cargo-fuzz, FUZZ_SECONDS per target; installs
 #         cargo-fuzz, needs nightly; its build started in the background after step 6 under
 #         `nice -n 19`, `start_fuzz_build` below, and joined here), the fuzzing under `nice`; then
 #         the manual: hack/docs.sh build (mdBook renders docs/ into target/book; installed by
@@ -215,13 +216,17 @@ CRIO_SUITES="$SKEW_SUITES"
 # The kubelet suites CRI-O runs (with cri-o in TEST_RUNTIMES), a real kubelet pointed at CRI-O's
 # socket (hack/kube-node.sh with a hack/crio.sh stack): `kubelet` (every QoS class, refusals,
 # init containers, resize, restarts of topolet, the runtime and the kubelet, the host left as
-# found) and `kubelet_eviction` (eviction through the API, node-level reclaim through CRI-O's CRI
-# socket and its containers/storage as imagefs). Those are where the runtime shows: pod cgroups
-# and ids as CRI-O names them, its restarts, its image store; the other kubelet suites test
-# topolet's API clients and its own loops, which do not differ. `kubelet` runs in lane C after
-# the CRI-O NRI suites; `kubelet_eviction` is in ALONE_SUITES and runs alone, after the
-# containerd one. Measured in docs/src/ci-time.md.
-CRIO_KUBELET_SUITES="kubelet kubelet_eviction"
+# found), `kubelet_api` (pod truth from the API through an outage, and the devices a container
+# got: a device plugin's through the kubelet's PodResources, a DRA driver's through its
+# ResourceSlices, as CRI-O passes their device nodes) and `kubelet_eviction` (eviction through the
+# API, node-level reclaim through CRI-O's CRI socket and its containers/storage as imagefs). Those
+# are where the runtime shows: pod cgroups and ids as CRI-O names them, its restarts, its device
+# nodes, its image store; the other kubelet suites test topolet's own loops (NRT, isolation,
+# reclaimed CPU), which do not differ. Those not in ALONE_SUITES are dealt in turn to lanes C and
+# A (crio_kubelet_share): `kubelet` in C after the CRI-O NRI suites, `kubelet_api` in A after its
+# containerd kubelet suites, where the lane has the most slack; `kubelet_eviction` is in
+# ALONE_SUITES and runs alone, after the containerd one. Measured in docs/src/ci-time.md.
+CRIO_KUBELET_SUITES="kubelet kubelet_api kubelet_eviction"
 
 # has_runtime NAME: NAME (containerd, cri-o) is in TEST_RUNTIMES.
 has_runtime() { [[ " $RUNTIMES " == *" $1 "* ]]; }
@@ -409,6 +414,26 @@ kubelet_share() {
   done
   echo "${out[*]}"
 }
+# crio_kubelet_share C|A: the CRI-O kubelet suites that may run beside another lane, dealt in
+# turn: those at an even index to lane C, an odd one to lane A. Nothing without cri-o.
+crio_kubelet_share() {
+  local i beside out=() want=0
+  has_runtime cri-o || return 0
+  [[ "$1" == C ]] || want=1
+  # shellcheck disable=SC2086 # CRIO_KUBELET_SUITES is a list
+  read -ra beside <<<"$(pick beside $CRIO_KUBELET_SUITES)"
+  for i in "${!beside[@]}"; do
+    ((i % 2 != want)) || out+=("${beside[$i]}")
+  done
+  echo "${out[*]}"
+}
+# crio_kubelet_steps C|A: that lane's share of the CRI-O kubelet suites, one step.
+crio_kubelet_steps() {
+  local share
+  read -ra share <<<"$(crio_kubelet_share "$1")"
+  ((${#share[@]} == 0)) ||
+    lane_step "kubelet suites (cri-o $CRIO_LINE): ${share[*]}" crio_suites "${share[@]}"
+}
 # Lanes A and C: their share of the kubelet suites, one step each (their times in the table say
 # how to balance the lanes), then what needs no real stack of its own: in A the dependency
 # policy, the deployment artifacts and the guests (CPU-bound for minutes: under `nice` they take
@@ -455,6 +480,7 @@ lane_a() {
   [[ -z "$oldest" ]] || nri_line_step "$oldest"
   nri_done
   kubelet_steps 0
+  crio_kubelet_steps A
   lane_step "dependency policy (cargo deny, offline)" deny_check
   lane_step "deployment artifacts" "$HACK_DIR/validate-deploy.sh"
 }
@@ -471,12 +497,7 @@ lane_c() {
       lane_step "integration tests (cri-o $CRIO_LINE, CRIO_SUITES but ALONE_SUITES)" crio_suites "${beside[@]}"
   fi
   nri_done
-  if has_runtime cri-o; then
-    # shellcheck disable=SC2086 # CRIO_KUBELET_SUITES is a list
-    read -ra beside <<<"$(pick beside $CRIO_KUBELET_SUITES)"
-    ((${#beside[@]} == 0)) ||
-      lane_step "kubelet suites (cri-o $CRIO_LINE): ${beside[*]}" crio_suites "${beside[@]}"
-  fi
+  crio_kubelet_steps C
   kubelet_steps 1
   lane_step "fuzzing" fuzz_after_build
   lane_step "the manual (mdBook)" docs_build

@@ -403,29 +403,26 @@ lane_stopped() {
   exit 143
 }
 
-# kubelet_share N: the kubelet suites that may run beside another lane, dealt in turn to two
-# lanes: those at an even index (N=0, lane A) or an odd one (N=1, lane C).
-kubelet_share() {
-  local i all beside out=()
-  read -ra all <<<"$(kubelet_suite_names)"
-  read -ra beside <<<"$(pick beside "${all[@]}")"
+# deal N SUITE...: of the SUITEs that may run beside another lane, those at an even index (N=0)
+# or an odd one (N=1): one lane's turn when they are dealt to two lanes in turn.
+deal() {
+  local n="$1" i beside out=(); shift
+  read -ra beside <<<"$(pick beside "$@")"
   for i in "${!beside[@]}"; do
-    ((i % 2 != $1)) || out+=("${beside[$i]}")
+    ((i % 2 != n)) || out+=("${beside[$i]}")
   done
   echo "${out[*]}"
 }
+# kubelet_share N: the kubelet suites that may run beside another lane, dealt in turn to two
+# lanes: those at an even index (N=0, lane A) or an odd one (N=1, lane C).
+# shellcheck disable=SC2046 # kubelet_suite_names is a list of words
+kubelet_share() { deal "$1" $(kubelet_suite_names); }
 # crio_kubelet_share C|A: the CRI-O kubelet suites that may run beside another lane, dealt in
 # turn: those at an even index to lane C, an odd one to lane A. Nothing without cri-o.
 crio_kubelet_share() {
-  local i beside out=() want=0
   has_runtime cri-o || return 0
-  [[ "$1" == C ]] || want=1
   # shellcheck disable=SC2086 # CRIO_KUBELET_SUITES is a list
-  read -ra beside <<<"$(pick beside $CRIO_KUBELET_SUITES)"
-  for i in "${!beside[@]}"; do
-    ((i % 2 != want)) || out+=("${beside[$i]}")
-  done
-  echo "${out[*]}"
+  if [[ "$1" == C ]]; then deal 0 $CRIO_KUBELET_SUITES; else deal 1 $CRIO_KUBELET_SUITES; fi
 }
 # crio_kubelet_steps C|A: that lane's share of the CRI-O kubelet suites, one step.
 crio_kubelet_steps() {

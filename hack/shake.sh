@@ -377,7 +377,7 @@ report() {
     "${SHAKE_SUITES}" "$(real_stack && echo 1 || echo 0)" "${LOADS[*]}" "$2" <<'EOT'
 import json, os, sys
 
-out, runs, load, cpus, version, filt, wall, suites, real, loads, state = sys.argv[1:]
+out, runs, load, cpus, runtime, filt, wall, suites, real, loads, state = sys.argv[1:]
 tests, index = [], {}
 with open(os.path.join(out, "tests.tsv")) as f:
     for line in f:
@@ -402,7 +402,7 @@ if samples:
 failed = sum(1 for t in tests if t["failures"])
 doc = {
     "runs_per_test": int(runs), "load": load == "1", "cpus": int(cpus),
-    "runtime": version if real == "1" else None, "suites": suites.split(),
+    "runtime": runtime if real == "1" else None, "suites": suites.split(),
     "filter": filt or None, "wall_seconds": int(wall), "loadavg": la, "tests": tests,
     "tests_failed": failed, "complete": state == "complete",
 }
@@ -419,7 +419,7 @@ facts = [f"suites: {' '.join(suites.split())}"]
 if filt:
     facts.append(f"tests matching '{filt}'")
 if real == "1":
-    facts.append(version)
+    facts.append(runtime)
 if samples:
     facts.append(f"load average (1 min, as each run ended): mean {la['mean']}, min {la['min']}, max {la['max']}")
 facts.append(f"wall {wall} s")
